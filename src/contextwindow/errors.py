@@ -1,0 +1,150 @@
+"""The one error tree of contextwindow.
+
+Every error the library raises on purpose is a ``ContextWindowError``; every sqlite3, psycopg or SDK
+error that can escape a public call is mapped into this tree (a test proves it)::
+
+    ContextWindowError
+     ├── InvalidInput            the caller's data is wrong: bad content, stamps, usage samples, budgets
+     ├── UsageError              the developer called the API wrong (unknown model, closed store, ...)
+     │    └── UnknownModel       no profile for a model name; says how to declare one
+     ├── OverBudget              the reserved head alone does not fit; carries the makeup
+     ├── StoreError              the ledger failed
+     │    ├── StoreBusy          contention outlasted the busy timeout
+     │    └── SchemaTooNew       the database was written by a newer library; refused for writing
+     └── ProviderError           a provider refused or failed (status, body, headers)
+          ├── ContextOverflow    the provider rejected the request for its size (its own numbers)
+          └── TransientProviderError   a retryable failure (rate limit, overload, connection)
+
+Two families, as pydantic-ai separates them: ``InvalidInput`` and ``UsageError`` are the caller's
+mistakes and never retried; ``ProviderError`` and ``StoreError`` are runtime failures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "ContextOverflow",
+    "ContextWindowError",
+    "InvalidInput",
+    "OverBudget",
+    "ProviderError",
+    "SchemaTooNew",
+    "StoreBusy",
+    "StoreError",
+    "TransientProviderError",
+    "UnknownModel",
+    "UsageError",
+]
+
+
+class ContextWindowError(Exception):
+    """Root of every error contextwindow raises on purpose."""
+
+
+class InvalidInput(ContextWindowError, ValueError):
+    """The caller's data is wrong. ``path`` names the bad field, e.g. ``messages[3].content[1].source.data``."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        self.path = path
+        self.reason = message
+        super().__init__(f"{path}: {message}" if path else message)
+
+
+class UsageError(ContextWindowError):
+    """The developer called the API wrong (a closed store, a missing argument, an unknown model)."""
+
+
+class UnknownModel(UsageError, LookupError):
+    """No profile matches a model name. The message says how to declare one."""
+
+    def __init__(self, name: str, *, known: list[str] | None = None) -> None:
+        self.name = name
+        hint = (
+            f"unknown model {name!r}: declare it with "
+            "contextwindow.models.register(ModelProfile(name=..., provider=..., context_window=..., "
+            "max_output_tokens=..., tokenizer=...)) or pass profile=ModelProfile(...) directly"
+        )
+        if known:
+            hint += f"; close names: {', '.join(known[:5])}"
+        super().__init__(hint)
+
+
+class OverBudget(ContextWindowError):
+    """What must be kept does not fit the budget. ``makeup`` is tokens by segment; nothing was dropped."""
+
+    def __init__(self, message: str, *, budget: int, required: int, makeup: Mapping[str, int]) -> None:
+        self.budget = budget
+        self.required = required
+        self.makeup = dict(makeup)
+        super().__init__(f"{message} (required {required} > budget {budget}; makeup {self.makeup})")
+
+
+class StoreError(ContextWindowError):
+    """The ledger failed. The store is left as it was before the failing call."""
+
+
+class StoreBusy(StoreError):
+    """Another writer held the store longer than the busy timeout."""
+
+
+class SchemaTooNew(StoreError):
+    """The database was written by a newer contextwindow; it is refused for writing."""
+
+    def __init__(self, found: int, supported: int) -> None:
+        self.found = found
+        self.supported = supported
+        super().__init__(
+            f"store schema version {found} is newer than this library supports ({supported}); "
+            "upgrade contextwindow to write to it"
+        )
+
+
+class ProviderError(ContextWindowError):
+    """A provider refused or failed a request. Carries what the provider said, unaltered."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+        provider: str | None = None,
+    ) -> None:
+        self.status = status
+        self.body = body
+        self.headers = dict(headers or {})
+        self.provider = provider
+        super().__init__(message)
+
+
+class ContextOverflow(ProviderError):
+    """The provider rejected the request for its size.
+
+    ``requested`` and ``limit`` are the provider's own numbers when its message had them (e.g.
+    "213462 tokens > 200000 maximum"); ``kind`` is ``"tokens"`` for a token overflow and
+    ``"bytes"`` for a payload-size limit, which has no token numbers.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        requested: int | None = None,
+        limit: int | None = None,
+        kind: str = "tokens",
+        status: int | None = None,
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+        provider: str | None = None,
+    ) -> None:
+        self.requested = requested
+        self.limit = limit
+        self.kind = kind
+        super().__init__(message, status=status, body=body, headers=headers, provider=provider)
+
+
+class TransientProviderError(ProviderError):
+    """A failure worth retrying: rate limit, overload, timeout or a dropped connection."""

@@ -1,0 +1,344 @@
+"""Model profiles: each model's window, output cap, tokenizer family and media rules.
+
+Every rule in contextwindow is keyed by model, because vendors change how they count from one
+generation to the next (``../shared/reference/providers.md``). A :class:`ModelProfile` carries what
+pricing and compile need; the built-in registry holds current Claude, GPT and Gemini models with the
+figures the vendors document, each cited beside its entry.
+
+Lookup (:func:`get_profile`) takes an exact name first, then the longest registered prefix, so dated
+ids (``claude-sonnet-4-5-20250929``) and provider prefixes (``anthropic/claude-...``) resolve. An
+unknown model is a :class:`~contextwindow.errors.UnknownModel` that says how to declare one:
+``register(ModelProfile(...))`` or pass a profile directly. ``profile.with_(context_window=...)``
+overrides a figure (a smaller real window behind a proxy, say) without touching the registry.
+"""
+
+from __future__ import annotations
+
+import difflib
+import threading
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, Literal, TypeAlias
+
+from .errors import InvalidInput, UnknownModel
+
+__all__ = [
+    "AnthropicPatchRule",
+    "FlatImageRule",
+    "GeminiMediaResolutionRule",
+    "GeminiTileRule",
+    "ImageRule",
+    "ModelProfile",
+    "OpenAIPatchRule",
+    "OpenAITileRule",
+    "Provider",
+    "TokenizerFamily",
+    "get_profile",
+    "known_models",
+    "register",
+]
+
+Provider: TypeAlias = Literal["anthropic", "openai", "gemini", "other"]
+TokenizerFamily: TypeAlias = Literal[
+    "o200k",  # tiktoken o200k_base: gpt-4o, 4.1, 4.5, 5.x, o-series
+    "cl100k",  # tiktoken cl100k_base: gpt-4, gpt-3.5-turbo
+    "claude",  # Claude 3 .. 4.6 (not public; fitted against real usage)
+    "claude-2026",  # Opus 4.7 and later: the newer tokenizer, ~30% more tokens (providers.md §8)
+    "gemini",  # not public offline; priced with a margin
+    "deepseek",
+    "unknown",
+]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AnthropicPatchRule:
+    """Anthropic's current rule: ⌈w/28⌉·⌈h/28⌉ after the aspect-preserving resize to fit both limits.
+
+    Source: platform.claude.com/docs/en/build-with-claude/vision (current page, ``resized_size``).
+    """
+
+    kind: Literal["anthropic-patch"] = "anthropic-patch"
+    max_edge: int = 1568
+    max_tokens: int = 1568
+    patch: int = 28
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OpenAITileRule:
+    """OpenAI tile models: fit 2048², shortest side to 768, 512-px tiles, base + tiles × per_tile.
+
+    Source: platform.openai.com/docs/guides/images-vision (tile section). ``billing_base`` and
+    ``billing_per_tile`` differ only for gpt-4o-mini, whose inflated figures are billing-only.
+    """
+
+    kind: Literal["openai-tile"] = "openai-tile"
+    base: int = 85
+    per_tile: int = 170
+    fit: int = 2048
+    short_side: int = 768
+    tile: int = 512
+    billing_base: int | None = None
+    billing_per_tile: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OpenAIPatchRule:
+    """OpenAI patch models: 32-px patches under a per-detail (max px, patch budget), ceil(patches × multiplier).
+
+    Source: developers.openai.com/api/docs/guides/images-vision (patch section). ``budgets`` maps a
+    detail level to ``(max_edge_px, max_patches)``; a budget of 0 means no patch budget.
+    """
+
+    kind: Literal["openai-patch"] = "openai-patch"
+    multiplier: float = 1.2
+    patch: int = 32
+    budgets: tuple[tuple[str, int, int], ...] = (("low", 512, 256), ("high", 2048, 2500), ("auto", 2048, 2500))
+
+    def budget(self, detail: str | None) -> tuple[int, int]:
+        wanted = detail or "auto"
+        for name, px, patches in self.budgets:
+            if name == wanted:
+                return px, patches
+        for name, px, patches in self.budgets:
+            if name == "high":
+                return px, patches
+        return self.budgets[-1][1], self.budgets[-1][2]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GeminiTileRule:
+    """Gemini 1.5/2.x: 258 for an image ≤ 384 px on both sides, else 258 per 768-px tile.
+
+    Source: ai.google.dev/gemini-api/docs/tokens. The 2.x tiling is unpublished, so pricing computes
+    both documented variants and takes the larger (providers.md §8).
+    """
+
+    kind: Literal["gemini-tile"] = "gemini-tile"
+    per_tile: int = 258
+    small_edge: int = 384
+    tile: int = 768
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GeminiMediaResolutionRule:
+    """Gemini 3: a fixed maximum per image by ``media_resolution`` (ai.google.dev/.../media-resolution)."""
+
+    kind: Literal["gemini-media-resolution"] = "gemini-media-resolution"
+    resolution: Literal["unspecified", "low", "medium", "high", "ultra_high"] = "unspecified"
+    image_tokens: tuple[tuple[str, int], ...] = (
+        ("unspecified", 1120),
+        ("low", 280),
+        ("medium", 560),
+        ("high", 1120),
+        ("ultra_high", 2240),
+    )
+    pdf_page_tokens: tuple[tuple[str, int], ...] = (
+        ("unspecified", 560),
+        ("low", 280),
+        ("medium", 560),
+        ("high", 1120),
+        ("ultra_high", 1120),
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FlatImageRule:
+    """A flat price per image, for models whose rule is unknown: errs high."""
+
+    kind: Literal["flat"] = "flat"
+    tokens: int = 4784
+
+
+ImageRule: TypeAlias = (
+    AnthropicPatchRule | OpenAITileRule | OpenAIPatchRule | GeminiTileRule | GeminiMediaResolutionRule | FlatImageRule
+)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelProfile:
+    """What contextwindow needs to know about one model."""
+
+    name: str
+    provider: Provider
+    context_window: int
+    """Total tokens the model accepts: input + output."""
+    max_output_tokens: int
+    """The model's own cap on ``max_tokens``."""
+    tokenizer: TokenizerFamily
+    image_rule: ImageRule = field(default_factory=FlatImageRule)
+    source: str = ""
+    """Where the figures come from."""
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise InvalidInput("a model profile needs a name", path="name")
+        if self.context_window <= 0:
+            raise InvalidInput("must be > 0", path="context_window")
+        if not 0 < self.max_output_tokens <= self.context_window:
+            raise InvalidInput(
+                f"must be > 0 and ≤ context_window ({self.context_window})", path="max_output_tokens"
+            )
+
+    def with_(self, **changes: Any) -> ModelProfile:
+        """A copy with some figures overridden, e.g. ``profile.with_(context_window=32_000)``."""
+        return replace(self, **changes)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The built-in registry. Windows and output caps: providers.md §6; image rules: providers.md §1.
+
+_ANTHROPIC_DOC = "platform.claude.com model pages (providers.md §6); vision rule providers.md §1.1(c)"
+_STANDARD = AnthropicPatchRule(max_edge=1568, max_tokens=1568)
+_HIRES = AnthropicPatchRule(max_edge=2576, max_tokens=4784)  # Opus 4.7+, Fable 5, Mythos 5
+
+
+def _claude(name: str, window: int, output: int, *, hires: bool = False, new_tok: bool = False) -> ModelProfile:
+    return ModelProfile(
+        name=name,
+        provider="anthropic",
+        context_window=window,
+        max_output_tokens=output,
+        tokenizer="claude-2026" if new_tok else "claude",
+        image_rule=_HIRES if hires else _STANDARD,
+        source=_ANTHROPIC_DOC,
+    )
+
+
+_OPENAI_DOC = "vendor-derived model pages and litellm 1.110.2 catalog (providers.md §6); vision providers.md §1.2"
+
+
+def _gpt(name: str, window: int, output: int, rule: ImageRule, tok: TokenizerFamily = "o200k") -> ModelProfile:
+    return ModelProfile(
+        name=name,
+        provider="openai",
+        context_window=window,
+        max_output_tokens=output,
+        tokenizer=tok,
+        image_rule=rule,
+        source=_OPENAI_DOC,
+    )
+
+
+_GEMINI_DOC = "ai.google.dev model docs (providers.md §6); vision providers.md §1.3"
+
+
+def _gemini(name: str, window: int, output: int, rule: ImageRule) -> ModelProfile:
+    return ModelProfile(
+        name=name,
+        provider="gemini",
+        context_window=window,
+        max_output_tokens=output,
+        tokenizer="gemini",
+        image_rule=rule,
+        source=_GEMINI_DOC,
+    )
+
+
+_TILE_4O = OpenAITileRule(base=85, per_tile=170)
+_TILE_4O_MINI = OpenAITileRule(base=85, per_tile=170, billing_base=2833, billing_per_tile=5667)
+_TILE_O = OpenAITileRule(base=75, per_tile=150)  # o1, o1-pro, o3
+_TILE_5 = OpenAITileRule(base=70, per_tile=140)  # gpt-5, gpt-5.1
+# Mid-2025 page: gpt-4.1-mini/nano and o4-mini cap at 1536 patches (worked example 1800×2400 → 1452).
+_PATCH_1536 = (("low", 2048, 1536), ("high", 2048, 1536), ("auto", 2048, 1536))
+_PATCH_52 = (("low", 2048, 6144), ("high", 2048, 6144), ("auto", 2048, 6144))  # gpt-5.2
+_PATCH_55 = (("low", 512, 256), ("high", 2048, 2500), ("auto", 2048, 2500), ("original", 6000, 10_000))
+_PATCH_54 = (("low", 2048, 6144), ("high", 2048, 2500), ("auto", 2048, 2500), ("original", 6000, 10_000))
+_PATCH_56 = (("low", 512, 256), ("high", 2048, 2500), ("auto", 65_535, 0), ("original", 65_535, 0))
+
+_BUILTIN: tuple[ModelProfile, ...] = (
+    # Anthropic (providers.md §6)
+    _claude("claude-3-5-haiku", 200_000, 8_192),
+    _claude("claude-3-5-sonnet", 200_000, 8_192),
+    _claude("claude-3-7-sonnet", 200_000, 64_000),
+    _claude("claude-opus-4", 200_000, 32_000),
+    _claude("claude-opus-4-1", 200_000, 32_000),
+    _claude("claude-sonnet-4", 200_000, 64_000),
+    _claude("claude-sonnet-4-5", 200_000, 64_000),
+    _claude("claude-haiku-4-5", 200_000, 64_000),
+    _claude("claude-opus-4-5", 200_000, 64_000),
+    _claude("claude-opus-4-6", 1_000_000, 128_000),
+    _claude("claude-sonnet-4-6", 1_000_000, 128_000),
+    _claude("claude-opus-4-7", 1_000_000, 128_000, hires=True, new_tok=True),
+    _claude("claude-opus-4-8", 1_000_000, 128_000, hires=True, new_tok=True),
+    _claude("claude-fable-5", 1_000_000, 128_000, hires=True, new_tok=True),
+    _claude("claude-mythos-5", 1_000_000, 128_000, hires=True, new_tok=True),
+    _claude("claude-opus-5", 1_000_000, 128_000, new_tok=True),
+    _claude("claude-sonnet-5", 1_000_000, 128_000, new_tok=True),
+    # OpenAI (providers.md §6; tile vs patch by model, §1.2 and §8)
+    _gpt("gpt-3.5-turbo", 16_385, 4_096, OpenAITileRule(), tok="cl100k"),
+    _gpt("gpt-4", 8_192, 8_192, OpenAITileRule(), tok="cl100k"),
+    _gpt("gpt-4-turbo", 128_000, 4_096, _TILE_4O, tok="cl100k"),
+    _gpt("gpt-4o", 128_000, 16_384, _TILE_4O),
+    _gpt("gpt-4o-mini", 128_000, 16_384, _TILE_4O_MINI),
+    _gpt("gpt-4.1", 1_047_576, 32_768, _TILE_4O),
+    _gpt("gpt-4.1-mini", 1_047_576, 32_768, OpenAIPatchRule(multiplier=1.62, budgets=_PATCH_1536)),
+    _gpt("gpt-4.1-nano", 1_047_576, 32_768, OpenAIPatchRule(multiplier=2.46, budgets=_PATCH_1536)),
+    _gpt("gpt-4.5", 128_000, 16_384, _TILE_4O),
+    _gpt("o1", 200_000, 100_000, _TILE_O),
+    _gpt("o3", 200_000, 100_000, _TILE_O),
+    _gpt("o4-mini", 200_000, 100_000, OpenAIPatchRule(multiplier=1.72, budgets=_PATCH_1536)),
+    _gpt("gpt-5", 400_000, 128_000, _TILE_5),
+    _gpt("gpt-5.1", 400_000, 128_000, _TILE_5),
+    _gpt("gpt-5-mini", 400_000, 128_000, OpenAIPatchRule(multiplier=1.2, budgets=_PATCH_52)),
+    _gpt("gpt-5-nano", 400_000, 128_000, OpenAIPatchRule(multiplier=1.5, budgets=_PATCH_52)),
+    _gpt("gpt-5.2", 400_000, 128_000, OpenAIPatchRule(multiplier=1.2, budgets=_PATCH_52)),
+    _gpt("gpt-5.4", 1_050_000, 128_000, OpenAIPatchRule(multiplier=1.2, budgets=_PATCH_54)),
+    _gpt("gpt-5.5", 1_050_000, 128_000, OpenAIPatchRule(multiplier=1.2, budgets=_PATCH_55)),
+    _gpt("gpt-5.6", 922_000, 128_000, OpenAIPatchRule(multiplier=1.2, budgets=_PATCH_56)),
+    # Gemini (providers.md §6, §1.3)
+    _gemini("gemini-2.0-flash", 1_048_576, 8_192, GeminiTileRule()),
+    _gemini("gemini-2.5-pro", 1_048_576, 65_536, GeminiTileRule()),
+    _gemini("gemini-2.5-flash", 1_048_576, 65_536, GeminiTileRule()),
+    _gemini("gemini-2.5-flash-lite", 1_048_576, 65_536, GeminiTileRule()),
+    _gemini("gemini-3-pro", 1_048_576, 65_536, GeminiMediaResolutionRule()),
+    _gemini("gemini-3-flash", 1_048_576, 65_536, GeminiMediaResolutionRule()),
+)
+
+_lock = threading.Lock()
+_registry: dict[str, ModelProfile] = {p.name: p for p in _BUILTIN}
+_PROVIDER_PREFIXES = ("anthropic/", "openai/", "gemini/", "google/", "models/", "azure/", "bedrock/", "vertex_ai/")
+
+
+def register(profile: ModelProfile, *, replace_existing: bool = True) -> ModelProfile:
+    """Declare a model (or override a built-in one). Returns the profile."""
+    with _lock:
+        if not replace_existing and profile.name in _registry:
+            raise InvalidInput(f"model {profile.name!r} is already registered", path="name")
+        _registry[profile.name] = profile
+    return profile
+
+
+def known_models() -> MappingProxyType[str, ModelProfile]:
+    """A read-only view of every registered profile by name."""
+    with _lock:
+        return MappingProxyType(dict(_registry))
+
+
+def get_profile(model: str | ModelProfile) -> ModelProfile:
+    """The profile for a model name: exact match, then the longest registered prefix.
+
+    A ``ModelProfile`` passes through, so every API that takes a model also takes a profile.
+    """
+    if isinstance(model, ModelProfile):
+        return model
+    if not isinstance(model, str) or not model:
+        raise InvalidInput("a model is a non-empty name or a ModelProfile", path="model")
+    name = model.strip().lower()
+    for prefix in _PROVIDER_PREFIXES:
+        if name.startswith(prefix):
+            name = name[len(prefix) :]
+    with _lock:
+        exact = _registry.get(name) or _registry.get(model)
+        if exact is not None:
+            return exact
+        candidates = [n for n in _registry if name.startswith(n) and _boundary(name, len(n))]
+        if candidates:
+            return _registry[max(candidates, key=len)]
+        close = difflib.get_close_matches(name, list(_registry), n=5, cutoff=0.5)
+    raise UnknownModel(model, known=close)
+
+
+def _boundary(name: str, at: int) -> bool:
+    # "gpt-4o" claims "gpt-4o-2024-08-06" but "gpt-5" does not claim an unregistered "gpt-5.3":
+    # a prefix matches only up to a separator, and a wrong window is worse than a clear error.
+    return at == len(name) or name[at] in "-_:@"
