@@ -43,10 +43,11 @@ __all__ = [
     "ToolSpec",
     "ToolUse",
     "Video",
+    "attachment_id",
     "block_to_dict",
     "media_refs",
     "message_to_dict",
-    "attachment_id",
+    "parse_attachment_ref",
     "parse_block",
     "parse_message",
     "parse_messages",
@@ -307,6 +308,7 @@ def media_refs(blocks: Sequence[Block]) -> list[AttachmentRef]:
 
 
 _BLOCK: TypeAdapter[Block] = TypeAdapter(Block)
+_REF = TypeAdapter(AttachmentRef)
 _MESSAGE = TypeAdapter(Message)
 _MESSAGES = TypeAdapter(list[Message])
 
@@ -357,6 +359,14 @@ def parse_block(data: Any, *, path: str = "") -> Block:
     """Validate one block from plain data; ``InvalidInput`` names the bad field."""
     try:
         return _BLOCK.validate_python(data)
+    except pydantic.ValidationError as err:
+        raise _invalid(err, path) from None
+
+
+def parse_attachment_ref(data: Any, *, path: str = "ref") -> AttachmentRef:
+    """Validate an attachment reference from plain data; ``InvalidInput`` names the bad field."""
+    try:
+        return _REF.validate_python(data)
     except pydantic.ValidationError as err:
         raise _invalid(err, path) from None
 

@@ -1,0 +1,98 @@
+"""Attachment intake: bytes in, an :class:`~contextwindow.content.AttachmentRef` out.
+
+Everything pricing and eviction need is decided here, once, from the bytes' header: the content hash,
+the size, and — where the format says so cheaply — width and height (Pillow reads only the header),
+PDF page count, WAV duration. Nothing here keeps or copies the bytes.
+
+Base64 is decoded with ``binascii.a2b_base64``, which reads an ASCII ``str`` in place: the decoded
+bytes are the only copy made.
+"""
+
+from __future__ import annotations
+
+import binascii
+import hashlib
+import io
+import re
+import wave
+from typing import Any
+
+from PIL import Image as PILImage
+from PIL import UnidentifiedImageError
+
+from .content import AttachmentRef, attachment_id, parse_attachment_ref
+from .errors import InvalidInput
+
+__all__ = ["decode_base64", "make_ref", "sniff", "split_data_url"]
+
+_PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
+_WHITESPACE = re.compile(r"\s")
+
+
+def decode_base64(data: str, *, path: str) -> bytes:
+    """Decode base64 text; bad input is ``InvalidInput`` at ``path``, never a bare ``binascii.Error``."""
+    if not isinstance(data, str):
+        raise InvalidInput("base64 data must be a string", path=path)
+    try:
+        return binascii.a2b_base64(data, strict_mode=True)
+    except (binascii.Error, ValueError):
+        pass
+    if _WHITESPACE.search(data):  # wrapped base64 (MIME line breaks) is still base64
+        try:
+            stripped = _WHITESPACE.sub("", data)
+            return binascii.a2b_base64(stripped, strict_mode=True)
+        except (binascii.Error, ValueError):
+            pass
+    raise InvalidInput("not valid base64", path=path)
+
+
+def split_data_url(url: str, *, path: str) -> tuple[str, str]:
+    """``data:<media type>;base64,<data>`` → (media type, base64 text)."""
+    head, sep, payload = url.partition(",")
+    if not sep or not head.startswith("data:") or not head.endswith(";base64"):
+        raise InvalidInput("a data URL must look like data:<media type>;base64,<data>", path=path)
+    media_type = head[5:-7] or "application/octet-stream"
+    return media_type, payload
+
+
+def sniff(data: bytes, media_type: str) -> dict[str, Any]:
+    """What the header says: width/height for images, pages for PDFs, duration for WAV.
+
+    Unknown or unreadable headers give nothing: pricing then uses a flat price that errs high.
+    """
+    if media_type.startswith("image/"):
+        try:
+            with PILImage.open(io.BytesIO(data)) as img:  # lazy: reads the header, not the pixels
+                width, height = img.size
+            return {"width": width, "height": height} if width > 0 and height > 0 else {}
+        except (UnidentifiedImageError, OSError, ValueError, PILImage.DecompressionBombError):
+            return {}
+    if media_type == "application/pdf":
+        pages = len(_PDF_PAGE.findall(data))
+        return {"pages": pages} if pages else {}
+    if media_type in ("audio/wav", "audio/x-wav", "audio/wave"):
+        try:
+            with wave.open(io.BytesIO(data)) as wav:
+                rate = wav.getframerate()
+                return {"duration_seconds": wav.getnframes() / rate} if rate else {}
+        except (wave.Error, EOFError, OSError):
+            return {}
+    return {}
+
+
+def make_ref(data: bytes, media_type: str, **meta: Any) -> AttachmentRef:
+    """An ``AttachmentRef`` for these bytes: hashed, sized, sniffed. ``meta`` overrides what was sniffed."""
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise InvalidInput("attachment data must be bytes", path="data")
+    if not isinstance(media_type, str) or "/" not in media_type:
+        raise InvalidInput(f"not a media type: {media_type!r}", path="media_type")
+    digest = hashlib.sha256(data).hexdigest()
+    fields: dict[str, Any] = {
+        "id": attachment_id(digest),
+        "sha256": digest,
+        "media_type": media_type.lower(),
+        "size_bytes": len(data),
+    }
+    fields.update(sniff(bytes(data) if isinstance(data, memoryview) else data, media_type.lower()))
+    fields.update({k: v for k, v in meta.items() if v is not None})
+    return parse_attachment_ref(fields)  # the edge validator checks the figures (dimensions, stamps)
