@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, get_args
+from typing import Any, cast, get_args
 
 from ..content import Block, Message, Request, parse_block
 from ..errors import InvalidInput, UsageError
@@ -48,8 +48,7 @@ def count_tokens(obj: Any, *, model: str | ModelProfile | None = None) -> int:
     if isinstance(obj, Request):
         return estimator.request(obj)
     if isinstance(obj, _BLOCK_TYPES):
-        block: Block = obj
-        return estimator.block(block)
+        return estimator.block(cast(Block, obj))
     if isinstance(obj, Sequence):
         return estimator.messages(obj)
     raise InvalidInput(
