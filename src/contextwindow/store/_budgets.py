@@ -67,7 +67,12 @@ class Budgets:
     """Width × height; Pillow's decompression-bomb error threshold (2 × ``Image.MAX_IMAGE_PIXELS``)."""
 
     def __post_init__(self) -> None:
-        for name in ("max_attachment_bytes", "max_message_attachment_bytes", "max_image_side", "max_image_pixels"):
+        for name in (
+            "max_attachment_bytes",
+            "max_message_attachment_bytes",
+            "max_image_side",
+            "max_image_pixels",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidInput(f"must be an integer ≥ 0, got {value!r}", path=f"budgets.{name}")

@@ -39,7 +39,12 @@ def check_block_prices(prices: Sequence[float] | None, blocks: int) -> list[floa
         raise InvalidInput(f"has {len(prices)} prices for {blocks} top-level blocks", path="block_prices")
     out = []
     for index, price in enumerate(prices):
-        if isinstance(price, bool) or not isinstance(price, int | float) or not math.isfinite(price) or price < 0:
+        if (
+            isinstance(price, bool)
+            or not isinstance(price, int | float)
+            or not math.isfinite(price)
+            or price < 0
+        ):
             raise InvalidInput(f"must be a finite number ≥ 0, got {price!r}", path=f"block_prices[{index}]")
         out.append(float(price))
     return out
@@ -56,9 +61,13 @@ def _payload(row: EntryRow) -> dict[str, Any]:
     try:
         data = json.loads(row.payload)
     except ValueError as exc:
-        raise StoreError(f"entry {row.id} at position {row.position} of {row.session_id!r} is not JSON") from exc
+        raise StoreError(
+            f"entry {row.id} at position {row.position} of {row.session_id!r} is not JSON"
+        ) from exc
     if not isinstance(data, dict):
-        raise StoreError(f"entry {row.id} at position {row.position} of {row.session_id!r} is not a JSON object")
+        raise StoreError(
+            f"entry {row.id} at position {row.position} of {row.session_id!r} is not a JSON object"
+        )
     return upgrade(row.kind, row.version, data)
 
 

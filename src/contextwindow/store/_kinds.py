@@ -93,7 +93,13 @@ def upgrade(kind: str, version: int, payload: dict[str, Any]) -> dict[str, Any]:
 def canonical_json(value: Any, *, path: str = "payload") -> str:
     """Compact JSON with sorted keys; refuses NaN, infinities, non-string keys and non-JSON values."""
     _check_json(value, path)
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        # A lone surrogate cannot be stored as UTF-8 by any backend; refuse it at the door.
+        raise InvalidInput(f"contains text that is not valid Unicode ({exc.reason})", path=path) from None
+    return text
 
 
 def _check_json(value: Any, path: str) -> None:
@@ -131,5 +137,7 @@ def check_payload(kind: str, payload: object) -> dict[str, Any]:
             raise InvalidInput("a checkpoint needs a string summary", path="payload.summary")
         for key in ("first_id", "last_id"):
             if not isinstance(data.get(key), str):
-                raise InvalidInput("a checkpoint needs the covered range as message ids", path=f"payload.{key}")
+                raise InvalidInput(
+                    "a checkpoint needs the covered range as message ids", path=f"payload.{key}"
+                )
     return data

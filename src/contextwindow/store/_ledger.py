@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import Any, Self
 
 import pydantic
+import pydantic_core
 from pydantic import TypeAdapter
 
 from ..content import AttachmentRef, Message, attachment_id, media_refs, message_to_dict, parse_message
@@ -134,7 +135,7 @@ class Session:
             message = replace(message, created_at=datetime.fromisoformat(now))
         try:
             data = message_to_dict(message)
-        except (pydantic.PydanticSerializationError, ValueError, TypeError) as exc:
+        except (pydantic_core.PydanticSerializationError, ValueError, TypeError) as exc:
             raise InvalidInput(f"cannot be stored: {exc}", path="message") from None
         data.pop("id", None)
         canonical = parse_message(data, path="message")  # the dataclasses skip validators; this doesn't
@@ -202,13 +203,17 @@ class Session:
         found = backend.locate(self.id, [first, last])
         for key, entry_id in (("first_id", first), ("last_id", last)):
             if found.get(entry_id, (0, ""))[1] != "message":
-                raise InvalidInput(f"{entry_id!r} is not a message of session {self.id!r}", path=f"payload.{key}")
+                raise InvalidInput(
+                    f"{entry_id!r} is not a message of session {self.id!r}", path=f"payload.{key}"
+                )
         if found[first][0] > found[last][0]:
             raise InvalidInput("the covered range ends before it starts", path="payload.last_id")
 
     def record_checkpoint(self, summary: str, *, first_id: str, last_id: str, **extra: Any) -> Entry:
         """A compaction checkpoint: ``summary`` stands for the messages ``first_id``..``last_id``."""
-        return self.record("checkpoint", {**extra, "summary": summary, "first_id": first_id, "last_id": last_id})
+        return self.record(
+            "checkpoint", {**extra, "summary": summary, "first_id": first_id, "last_id": last_id}
+        )
 
     def note(self, text: str, **extra: Any) -> Entry:
         """A note for the host (``{"text": ..., **extra}``)."""
@@ -232,7 +237,9 @@ class Session:
         out = list(dict.fromkeys(kinds))
         for kind in out:
             if kind not in ENTRY_KINDS:
-                raise InvalidInput(f"unknown entry kind {kind!r}; one of {', '.join(sorted(ENTRY_KINDS))}", path="kinds")
+                raise InvalidInput(
+                    f"unknown entry kind {kind!r}; one of {', '.join(sorted(ENTRY_KINDS))}", path="kinds"
+                )
         return out
 
     # -- attachments ------------------------------------------------------------------------------
@@ -263,7 +270,12 @@ class Session:
         fields = {**given, **found}
         try:
             ref = _REF.validate_python(
-                {"id": attachment_id(digest), "sha256": digest, "media_type": media_type, "size_bytes": len(raw)}
+                {
+                    "id": attachment_id(digest),
+                    "sha256": digest,
+                    "media_type": media_type,
+                    "size_bytes": len(raw),
+                }
                 | fields
             )
         except pydantic.ValidationError as exc:
@@ -288,7 +300,9 @@ class Session:
     def _row(self, ref_or_id: AttachmentRef | str) -> AttachmentRow:
         att = ref_or_id.id if isinstance(ref_or_id, AttachmentRef) else ref_or_id
         if not isinstance(att, str):
-            raise InvalidInput(f"must be an AttachmentRef or an id, got {type(att).__name__}", path="attachment")
+            raise InvalidInput(
+                f"must be an AttachmentRef or an id, got {type(att).__name__}", path="attachment"
+            )
         row = self._store._backend().attachment(self.id, att)
         if row is None:
             raise InvalidInput(f"no attachment {att!r} in session {self.id!r}", path="attachment")

@@ -56,7 +56,11 @@ class PostgresBackend(SqlBackend):
     ) -> None:
         if durability not in ("full", "normal"):
             raise InvalidInput(f"must be one of ['full', 'normal'], got {durability!r}", path="durability")
-        if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, int | float) or not busy_timeout >= 0:
+        if (
+            isinstance(busy_timeout, bool)
+            or not isinstance(busy_timeout, int | float)
+            or not busy_timeout >= 0
+        ):
             raise InvalidInput(f"must be a number of seconds ≥ 0, got {busy_timeout!r}", path="busy_timeout")
         if schema is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", schema):
             raise InvalidInput(f"must be a plain identifier, got {schema!r}", path="schema")
@@ -90,7 +94,9 @@ class PostgresBackend(SqlBackend):
         return query.replace("?", "%s")
 
     def _lock_migrations(self, cur: Cursor) -> None:
-        key = int.from_bytes(hashlib.sha256(f"contextwindow:{self.schema}".encode()).digest()[:8], "big", signed=True)
+        key = int.from_bytes(
+            hashlib.sha256(f"contextwindow:{self.schema}".encode()).digest()[:8], "big", signed=True
+        )
         cur.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
 
     def _connection(self) -> Any:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import io
 import re
-import wave
 import warnings
+import wave
 from dataclasses import dataclass
 
 from PIL import Image as PILImage

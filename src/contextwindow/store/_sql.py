@@ -84,7 +84,7 @@ class SqlBackend(abc.ABC):
     def _q(self, query: str) -> str:
         return query
 
-    def _lock_migrations(self, cur: Cursor) -> None:
+    def _lock_migrations(self, cur: Cursor) -> None:  # noqa: B027 - a hook only some dialects need
         """Serialise concurrent migrators (SQLite: ``BEGIN IMMEDIATE`` already does)."""
 
     def _migrate(self, migrations: Sequence[Migration]) -> None:
@@ -128,7 +128,14 @@ class SqlBackend(abc.ABC):
             for entry in entries:
                 digest = entry_digest(head, session_id, length, entry)
                 row = EntryRow(
-                    session_id, length, entry.id, entry.kind, entry.version, entry.payload, entry.created_at, digest
+                    session_id,
+                    length,
+                    entry.id,
+                    entry.kind,
+                    entry.version,
+                    entry.payload,
+                    entry.created_at,
+                    digest,
                 )
                 cur.execute(
                     self._q(f"INSERT INTO entries ({_ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"),
@@ -145,7 +152,9 @@ class SqlBackend(abc.ABC):
                 )
                 rows.append(row)
                 length, head = length + 1, digest
-            cur.execute(self._q("UPDATE sessions SET length = ?, head = ? WHERE id = ?"), (length, head, session_id))
+            cur.execute(
+                self._q("UPDATE sessions SET length = ?, head = ? WHERE id = ?"), (length, head, session_id)
+            )
             return rows
 
     def _head(self, cur: Cursor, session_id: str) -> Any:

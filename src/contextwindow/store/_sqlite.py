@@ -20,7 +20,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from ..errors import InvalidInput, UsageError
@@ -39,7 +39,11 @@ class SqliteBackend(SqlBackend):
     def __init__(self, path: str | Path, *, busy_timeout: float = 5.0, durability: str = "full") -> None:
         if durability not in DURABILITY:
             raise InvalidInput(f"must be one of {sorted(DURABILITY)}, got {durability!r}", path="durability")
-        if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, int | float) or not busy_timeout >= 0:
+        if (
+            isinstance(busy_timeout, bool)
+            or not isinstance(busy_timeout, int | float)
+            or not busy_timeout >= 0
+        ):
             raise InvalidInput(f"must be a number of seconds ≥ 0, got {busy_timeout!r}", path="busy_timeout")
         self.path = str(path)
         self.url = f"sqlite:///{self.path}"
@@ -92,10 +96,8 @@ class SqliteBackend(SqlBackend):
     def _rollback(db: sqlite3.Connection) -> None:
         # The transaction may already be gone (SQLite rolls back by itself on some errors).
         if db.in_transaction:
-            try:
+            with suppress(sqlite3.Error):
                 db.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
 
     @contextmanager
     def _read(self) -> Iterator[Cursor]:

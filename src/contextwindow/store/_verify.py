@@ -40,7 +40,12 @@ def verify(backend: Backend) -> list[Problem]:
     for session_id, att in sorted(links):
         if att not in attachments:
             problems.append(
-                Problem("dangling_link", "session linked to a missing attachment", session_id=session_id, attachment_id=att)
+                Problem(
+                    "dangling_link",
+                    "session linked to a missing attachment",
+                    session_id=session_id,
+                    attachment_id=att,
+                )
             )
     return problems
 
@@ -51,7 +56,13 @@ def _chain(session_id: str, rows: list[EntryRow], head: tuple[int, str] | None) 
     for index, row in enumerate(rows):
         if row.position != index:
             problems.append(
-                Problem("position_gap", f"expected position {index}", session_id=session_id, position=row.position, entry_id=row.id)
+                Problem(
+                    "position_gap",
+                    f"expected position {index}",
+                    session_id=session_id,
+                    position=row.position,
+                    entry_id=row.id,
+                )
             )
         entry = NewEntry(row.id, row.kind, row.version, row.payload, row.created_at)
         if entry_digest(prev, session_id, row.position, entry) != row.digest:
@@ -82,7 +93,10 @@ def _payloads(
     problems = []
     messages: dict[str, int] = {}
     for row in rows:
-        where = {"session_id": session_id, "position": row.position, "entry_id": row.id}
+
+        def problem(code: str, detail: str, row: EntryRow = row) -> Problem:
+            return Problem(code, detail, session_id=session_id, position=row.position, entry_id=row.id)
+
         try:
             entry = decode_entry(row)
             if row.kind == "message":
@@ -91,27 +105,29 @@ def _payloads(
                 for ref in media_refs(stored.message.content):
                     stored_ref = attachments.get(ref.id)
                     if (session_id, ref.id) not in links or stored_ref is None:
-                        problems.append(Problem("unlinked_attachment", f"media refer to {ref.id}", **where))
+                        problems.append(problem("unlinked_attachment", f"media refer to {ref.id}"))
                     elif (stored_ref.sha256, stored_ref.media_type, stored_ref.size_bytes) != (
                         ref.sha256,
                         ref.media_type,
                         ref.size_bytes,
                     ):
-                        problems.append(Problem("attachment_mismatch", f"media disagree with {ref.id}", **where))
+                        problems.append(problem("attachment_mismatch", f"media disagree with {ref.id}"))
             elif row.kind == "checkpoint":
                 first = messages.get(str(entry.payload.get("first_id")))
                 last = messages.get(str(entry.payload.get("last_id")))
                 if first is None or last is None or first > last:
-                    problems.append(Problem("bad_checkpoint_range", "range is not earlier messages in order", **where))
+                    problems.append(problem("bad_checkpoint_range", "range is not earlier messages in order"))
         except StoreError as exc:
-            problems.append(Problem("unreadable_entry", str(exc), **where))
+            problems.append(problem("unreadable_entry", str(exc)))
     return problems
 
 
 def _attachment(backend: Backend, row: AttachmentRow) -> list[Problem]:
     problems = []
     if attachment_id(row.sha256) != row.id:
-        problems.append(Problem("attachment_id_mismatch", "id does not derive from sha256", attachment_id=row.id))
+        problems.append(
+            Problem("attachment_id_mismatch", "id does not derive from sha256", attachment_id=row.id)
+        )
     data = backend.blob(row.id)
     if data is None:
         problems.append(Problem("missing_blob", "no bytes stored", attachment_id=row.id))
@@ -120,6 +136,8 @@ def _attachment(backend: Backend, row: AttachmentRow) -> list[Problem]:
         problems.append(Problem("blob_hash_mismatch", "bytes do not hash to sha256", attachment_id=row.id))
     if len(data) != row.size_bytes:
         problems.append(
-            Problem("size_mismatch", f"{len(data)} bytes stored, {row.size_bytes} recorded", attachment_id=row.id)
+            Problem(
+                "size_mismatch", f"{len(data)} bytes stored, {row.size_bytes} recorded", attachment_id=row.id
+            )
         )
     return problems
