@@ -83,7 +83,7 @@ def _backend(url_or_path: str | Path | None, options: dict[str, Any]) -> Backend
 
         return MemoryBackend()
     if isinstance(url_or_path, Path):
-        return _sqlite(url_or_path, options)
+        return _open_sqlite(url_or_path, options)
     if not isinstance(url_or_path, str):
         raise UsageError(f"a store is named by a path or URL string, got {type(url_or_path).__name__}")
     if url_or_path.startswith(("postgresql://", "postgres://")):
@@ -92,16 +92,16 @@ def _backend(url_or_path: str | Path | None, options: dict[str, Any]) -> Backend
 
         return PostgresBackend(url_or_path, **options)
     if url_or_path.startswith("sqlite:///"):
-        return _sqlite(url_or_path.removeprefix("sqlite:///"), options)
+        return _open_sqlite(url_or_path.removeprefix("sqlite:///"), options)
     if "://" in url_or_path:
         raise UsageError(
             f"unsupported store URL {url_or_path.split('://')[0]}://…; use a path, sqlite:///…, "
             "postgresql://… or memory://"
         )
-    return _sqlite(url_or_path, options)
+    return _open_sqlite(url_or_path, options)
 
 
-def _sqlite(path: str | Path, options: dict[str, Any]) -> Backend:
+def _open_sqlite(path: str | Path, options: dict[str, Any]) -> Backend:
     _no_options(options, _SQLITE_OPTIONS, "SQLite")
     from ._sqlite import SqliteBackend
 
