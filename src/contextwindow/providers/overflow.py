@@ -139,7 +139,7 @@ _EXCLUDE: tuple[re.Pattern[str], ...] = tuple(
     re.compile(p, _FLAGS)
     for p in (
         r"too many tokens,? please wait",  # Bedrock throttling
-        r"string_above_max_length",  # OpenAI: a string field over its length
+        r"string_above_max_length",  # OpenAI: a string field over its length (its code)
         r"string too long\. expected a string with maximum length",
         r"invalid (?:value for )?'user'",  # OpenAI invalid-user errors
         r"many-image requests",  # Anthropic many-image dimension limit
@@ -192,7 +192,6 @@ def _collect(obj: Mapping[str, Any], fields: dict[str, Any], texts: list[str], d
             elif key in ("code", "type", "status", "reason", "param"):
                 fields.setdefault(key, value)
                 fields.setdefault("labels", []).append(value.lower())
-                texts.append(value)
         elif isinstance(value, int) and not isinstance(value, bool):
             fields.setdefault(key, value)
         elif isinstance(value, list):
@@ -223,7 +222,9 @@ def classify(
         return None
     message, fields = error_text(body_or_message)
     labels = set(fields.get("labels", ()))
-    if any(p.search(message) for p in _EXCLUDE) or "string_above_max_length" in labels:
+    # Match against the human message and the body's codes and types (e.g. ``request_too_large``).
+    haystack = " | ".join([message, *sorted(labels)])
+    if any(p.search(haystack) for p in _EXCLUDE):
         return None
 
     def overflow(kind: str, requested: int | None, limit: int | None) -> ContextOverflow:
@@ -240,7 +241,7 @@ def classify(
         )
 
     for pattern in _TOKEN_PATTERNS:
-        match = pattern.regex.search(message)
+        match = pattern.regex.search(haystack)
         if match is None:
             continue
         numbers: dict[str, int] = {}
@@ -260,7 +261,7 @@ def classify(
     if labels & _OVERFLOW_CODES:
         requested, limit = _structured_numbers(fields)
         return overflow("tokens", requested, limit)
-    if any(p.regex.search(message) for p in _BYTE_PATTERNS) or status == 413:
+    if any(p.regex.search(haystack) for p in _BYTE_PATTERNS) or status == 413:
         return overflow("bytes", None, None)
     if status == 400 and not message.strip() and (provider or "").lower() == "cerebras":
         return overflow("tokens", None, None)  # Cerebras: 400 with no body (pi-mono)

@@ -15,7 +15,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--window", type=int, default=None, help="window in tokens (default: each model's own)")
     parser.add_argument("--effective-window", type=int, default=None, help="reject above this many tokens")
     parser.add_argument("--usage", choices=USAGE_REPORTS, default="per-call")
-    parser.add_argument("--model", default="claude-sonnet-4-5", help="model when a request names none")
+    parser.add_argument("--model", default="claude-sonnet-4-6", help="model when a request names none")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds to wait before each answer")
     parser.add_argument("--fail-transient", type=int, default=0, help="fail the first N calls (overloaded)")
     args = parser.parse_args(argv)

@@ -64,7 +64,7 @@ class LocalSettings:
     effective_window: int | None = None
     """Reject above this many tokens although ``window`` is declared (a provider serving less)."""
     usage: UsageReport = "per-call"
-    default_model: str = "claude-sonnet-4-5"
+    default_model: str = "claude-sonnet-4-6"
     """The model when a request names none."""
     delay_seconds: float = 0.0
     """Wait this long before answering each call (the server and the in-process provider wait; the

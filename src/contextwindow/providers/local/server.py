@@ -220,7 +220,7 @@ def serve(
     window: int | None = None,
     usage: UsageReport = "per-call",
     effective_window: int | None = None,
-    default_model: str = "claude-sonnet-4-5",
+    default_model: str = "claude-sonnet-4-6",
     delay_seconds: float = 0.0,
     fail_transient: int = 0,
     script: Iterable[Message] = (),
