@@ -123,18 +123,17 @@ class Anchor:
             raise InvalidInput(f"an anchor record must be a mapping, got {type(record).__name__}", path=path)
         alias = {spelling: canon for canon, spellings in _FIELDS.items() for spelling in spellings}
         values: dict[str, Any] = {}
+        where: dict[str, str] = {}  # canonical field -> the path of the key as the record spells it
         for key, value in record.items():
             if key in _RETIRED:
                 _int(value, f"{path}.{key}", minimum=0)
                 continue
             canon = alias.get(key)
             if canon is None:
-                raise InvalidInput(
-                    f"unknown anchor key {key!r}; the whole record is invalid", path=f"{path}.{key}"
-                )
+                raise InvalidInput(f"unknown anchor key {key!r}; the whole record is invalid", path=f"{path}.{key}")
             if canon in values:
                 raise InvalidInput(f"{canon} is given twice (as {key!r} too)", path=f"{path}.{key}")
-            values[canon] = value
+            values[canon], where[canon] = value, f"{path}.{key}"
         version = values.pop("version", ANCHOR_RECORD_VERSION)
         if _int(version, f"{path}.version", minimum=1) > ANCHOR_RECORD_VERSION:
             raise InvalidInput(
@@ -143,19 +142,15 @@ class Anchor:
             )
         if "input_tokens" not in values:
             raise InvalidInput("input_tokens is required", path=f"{path}.input_tokens")
-        model_v = values.get("model", model)
-        connection_v = values.get("connection", connection)
         out = values.get("output_tokens")
         payload = values.get("payload_estimate")
         return cls(
-            model=_name(model_v, f"{path}.model"),
-            connection=_name(connection_v, f"{path}.connection"),
-            input_tokens=_int(values["input_tokens"], f"{path}.input_tokens", minimum=1),
-            output_tokens=None if out is None else _int(out, f"{path}.output_tokens", minimum=0),
-            payload_estimate=None
-            if payload is None
-            else _int(payload, f"{path}.payload_estimate", minimum=0),
-        )
+            model=_name(values.get("model", model), where.get("model", f"{path}.model")),
+            connection=_name(values.get("connection", connection), where.get("connection", f"{path}.connection")),
+            input_tokens=_int(values["input_tokens"], where["input_tokens"], minimum=1),
+            output_tokens=None if out is None else _int(out, where["output_tokens"], minimum=0),
+            payload_estimate=None if payload is None else _int(payload, where["payload_estimate"], minimum=0),
+    )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

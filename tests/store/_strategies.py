@@ -19,7 +19,13 @@ from contextwindow.content import (
 )
 
 text = st.text(max_size=60)
-json_scalars = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False) | text
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | text
+)
 json_values: st.SearchStrategy[Any] = st.recursive(
     json_scalars,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
@@ -29,7 +35,12 @@ json_objects = st.dictionaries(st.text(max_size=8), json_values, max_size=4)
 
 blocks = st.one_of(
     st.builds(Text, text=text),
-    st.builds(ToolUse, id=st.text(min_size=1, max_size=12), name=st.text(min_size=1, max_size=12), input=json_objects),
+    st.builds(
+        ToolUse,
+        id=st.text(min_size=1, max_size=12),
+        name=st.text(min_size=1, max_size=12),
+        input=json_objects,
+    ),
     st.builds(
         ToolResult,
         tool_use_id=st.text(min_size=1, max_size=12),
@@ -46,6 +57,7 @@ messages = st.builds(
     Message,
     role=st.sampled_from(["user", "assistant"]),
     content=st.lists(blocks, min_size=1, max_size=4).map(tuple),
-    created_at=st.none() | st.datetimes(timezones=st.just(UTC), min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1)),
+    created_at=st.none()
+    | st.datetimes(timezones=st.just(UTC), min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1)),
     metadata=json_objects,
 )

@@ -34,13 +34,20 @@ class Target:
     url: str | None
     options: dict[str, Any] = field(default_factory=dict)
     _memory: Store | None = None
+    opened: list[Store] = field(default_factory=list)
 
     def open(self, **extra: Any) -> Store:
         if self.kind == "memory":
-            if self._memory is None:
+            if self._memory is None or extra:
                 self._memory = open_store(None, **extra)
             return self._memory
-        return open_store(self.url, **{**self.options, **extra})
+        store = open_store(self.url, **{**self.options, **extra})
+        self.opened.append(store)
+        return store
+
+    def close_all(self) -> None:
+        for store in self.opened:
+            store.close()
 
 
 def _drop_schema(url: str, schema: str) -> None:
@@ -64,6 +71,7 @@ def make_target(kind: str, tmp_path: Path) -> tuple[Target, Callable[[], None]]:
 def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
     made, cleanup = make_target(request.param, tmp_path)
     yield made
+    made.close_all()
     cleanup()
 
 
@@ -71,6 +79,7 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
 def durable_target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
     made, cleanup = make_target(request.param, tmp_path)
     yield made
+    made.close_all()
     cleanup()
 
 

@@ -55,7 +55,9 @@ class TestMessagesRoundTrip:
         prices = [m.block_prices for m in session.messages()]
         assert prices == [(3.0, 4.5), None]
 
-    def test_the_ten_thousand_one_character_blocks_and_a_megabyte_of_text_round_trip(self, store: Store) -> None:
+    def test_the_ten_thousand_one_character_blocks_and_a_megabyte_of_text_round_trip(
+        self, store: Store
+    ) -> None:
         session = store.session("s")
         many = Message.user(*(Text(text="x") for _ in range(10_000)))
         big = Message.user("x" * 1_000_000)
@@ -80,7 +82,12 @@ class TestEntryKinds:
         first = session.append(Message.user("one"))
         last = session.append(Message.assistant("two"))
         entry = session.record_checkpoint("they said hello", first_id=first.id, last_id=last.id, tokens=12)
-        assert entry.payload == {"summary": "they said hello", "first_id": first.id, "last_id": last.id, "tokens": 12}
+        assert entry.payload == {
+            "summary": "they said hello",
+            "first_id": first.id,
+            "last_id": last.id,
+            "tokens": 12,
+        }
         assert store.verify() == []
 
     @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -161,12 +168,19 @@ class TestAttachments:
 
     def test_dimensions_are_sniffed_from_the_header(self, store: Store) -> None:
         ref = store.session("s").attach(png(33, 17), "image/png")
-        assert (ref.width, ref.height, ref.size_bytes, ref.media_type) == (33, 17, len(png(33, 17)), "image/png")
+        assert (ref.width, ref.height, ref.size_bytes, ref.media_type) == (
+            33,
+            17,
+            len(png(33, 17)),
+            "image/png",
+        )
         assert ref.id == f"att_{ref.sha256[:32]}"
 
     def test_metadata_reads_give_the_ref_and_the_extra_meta(self, store: Store) -> None:
         session = store.session("s")
-        ref = session.attach(b"%PDF-1.4 /Type /Page /Type /Pages /Type /Page", "application/pdf", filename="a.pdf")
+        ref = session.attach(
+            b"%PDF-1.4 /Type /Page /Type /Pages /Type /Page", "application/pdf", filename="a.pdf"
+        )
         assert ref.pages == 2
         assert session.attachment(ref.id) == ref and session.attachments() == [ref]
         assert session.attachment_meta(ref) == {"filename": "a.pdf"}

@@ -21,7 +21,15 @@ import pydantic
 import pydantic_core
 from pydantic import TypeAdapter
 
-from ..content import AttachmentRef, Message, attachment_id, media_refs, message_to_dict, parse_message
+from ..content import (
+    AttachmentRef,
+    Message,
+    ToolUse,
+    attachment_id,
+    media_refs,
+    message_to_dict,
+    parse_message,
+)
 from ..errors import InvalidInput, StoreError, UsageError
 from ._backend import Backend
 from ._budgets import Budgets
@@ -133,6 +141,12 @@ class Session:
         now = now_iso()
         if message.created_at is None:
             message = replace(message, created_at=datetime.fromisoformat(now))
+        # The free-form JSON of a message must be checked before dumping: pydantic's JSON mode would
+        # quietly turn a NaN into null.
+        canonical_json(message.metadata, path="message.metadata")
+        for index, block in enumerate(message.content):
+            if isinstance(block, ToolUse):
+                canonical_json(block.input, path=f"message.content[{index}].input")
         try:
             data = message_to_dict(message)
         except (pydantic_core.PydanticSerializationError, ValueError, TypeError) as exc:
