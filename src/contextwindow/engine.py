@@ -1,0 +1,632 @@
+"""The turn engine: compile, send, stream, run tools, append rounds, and stay inside the window.
+
+``async for event in engine.run_turn(message)`` runs one user turn to its end. Within a turn the
+rounds (tool results and mid-turn messages from :meth:`Engine.inject`) are appended to the request
+already sent, without recompiling, so the provider's prompt cache stays warm, until one of these says
+recompile (DESIGN.md "Turn engine"; seed-behaviours §6, §9):
+
+1. ``end_turn`` from a tool ends the turn (it wins over both restarts);
+2. the stream's accumulated fresh input passes ``max_stream_input_tokens``:
+   ``stream_restarted(reason="context_budget")`` (takes precedence);
+3. the physical-window projection (:class:`~contextwindow.projection.PhysicalWindow`) crosses the
+   window: ``stream_restarted(reason="physical_window", projected, window)``;
+4. the provider rejects for size: compact (the escalation ladder) and retry once; a second rejection
+   raises :class:`~contextwindow.errors.ContextOverflow` with the provider's numbers, after the notes.
+
+Before a request, a proactive fold runs when the last accepted request's real input + output + reply
+reserve reaches the declared window, at most once per send, and once after a reply cut at the output
+limit. A fold that cannot happen fails open (the request goes out as compiled). Compaction that frees
+nothing escalates (evict media → archive tool results → fold → hard cut) and is bounded per turn, so
+it cannot loop. Everything is recorded in the ledger as it happens: messages, usage, anchors,
+checkpoints, and each engine event as a ``note`` record.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from .compaction import EscalationLadder, FoldFailure, ProactiveTrigger, Rung, select_safe_prefix
+from .content import AttachmentRef, Message, Request, Text, ToolResult, ToolSpec, ToolUse
+from .errors import ContextOverflow, InvalidInput, UsageError
+from .events import (
+    AttachmentsEvicted,
+    Compacted,
+    CompactionFailed,
+    Event,
+    FoldPhase,
+    Note,
+    NoteBook,
+    OverflowRecovered,
+    RequestSent,
+    StreamRestarted,
+    StreamResumed,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolResultReady,
+    ToolResultsArchived,
+    TurnEnded,
+    UsageReported,
+    decide_boundary,
+    event_to_dict,
+)
+from .models import ModelProfile
+from .pricing import Estimator
+from .projection import PhysicalWindow, RoundPricer, cap_tool_result, inline_cap_chars
+from .providers import Provider, Stop, UsageSample
+from .providers import TextDelta as PTextDelta
+from .providers import ThinkingDelta as PThinkingDelta
+from .providers import ToolCall as PToolCall
+from .store import Session
+from .summarizer import Summarizer, Summary
+from .usage import CallUsage, Usage, UsageMode, UsageTracker
+
+__all__ = [
+    "Compiled",
+    "Compiler",
+    "Engine",
+    "EngineSettings",
+    "ToolOutcome",
+    "ToolRunner",
+]
+
+# agent-framework maxStreamTokens default (seed-behaviours §5).
+DEFAULT_MAX_STREAM_INPUT_TOKENS = 150_000
+
+
+class Compiled(Protocol):
+    """What the engine needs of a compiled request (``contextwindow.compile.CompiledRequest``)."""
+
+    @property
+    def system(self) -> tuple[Text, ...]: ...
+    @property
+    def tools(self) -> tuple[ToolSpec, ...]: ...
+    @property
+    def messages(self) -> tuple[Message, ...]: ...
+    @property
+    def estimated_tokens(self) -> int: ...
+    @property
+    def output_reserve(self) -> int: ...
+
+
+class Compiler(Protocol):
+    """Fits the session's next request: ``(session, profile, overrides) -> Compiled``.
+
+    ``overrides`` are the engine's per-turn escalations (``evict_media``, ``archive_tool_results``)
+    for the compile policy.
+    """
+
+    def __call__(self, session: Session, profile: ModelProfile, overrides: frozenset[str]) -> Compiled: ...
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolOutcome:
+    """A tool's result and whether it ends the turn (agent-framework ``endTurn``)."""
+
+    result: ToolResult
+    end_turn: bool = False
+
+
+ToolRunner = Callable[[ToolUse], Awaitable[ToolResult | ToolOutcome]]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EngineSettings:
+    """The engine's own knobs (compile's live in ``compile.Policy``)."""
+
+    physical_window: int | None = None
+    """The window the projection guards; ``None`` takes the profile's declared window."""
+    use_physical_window: bool = True
+    """False: no projection at all (agent-framework with ``physicalWindowTokens`` unset)."""
+    max_stream_input_tokens: int | None = DEFAULT_MAX_STREAM_INPUT_TOKENS
+    max_tokens: int | None = None
+    """Each call's output bound; ``None`` takes the compiled output reserve."""
+    usage_mode: UsageMode = "per-call"
+    """How the provider's usage samples count: per call, or a running total across the stream."""
+    tool_result_inline_chars: int = 24_000
+    max_message_tokens: int | None = None
+    round_pricing: Literal["estimator", "seed"] = "estimator"
+    max_compactions_per_turn: int = 4
+    max_steps_per_turn: int = 1_000
+    max_fold_halvings: int = 4
+
+    def __post_init__(self) -> None:
+        for name in ("max_compactions_per_turn", "max_steps_per_turn", "tool_result_inline_chars"):
+            if getattr(self, name) <= 0:
+                raise InvalidInput("must be > 0", path=name)
+
+
+@dataclass(slots=True)
+class _Live:
+    """The request being extended within one stream."""
+
+    system: tuple[Text, ...]
+    tools: tuple[ToolSpec, ...]
+    messages: list[Message]
+    estimated_tokens: int
+    max_tokens: int
+    recompiled: bool = True
+
+
+@dataclass(slots=True)
+class _TurnStats:
+    calls: int = 0
+    restarts: int = 0
+    compactions: int = 0
+    overhead_seconds: float = 0.0
+    overrides: set[str] = field(default_factory=set)
+
+
+class Engine:
+    """Runs turns for one session against one provider (see the module docstring)."""
+
+    def __init__(
+        self,
+        session: Session,
+        provider: Provider,
+        profile: ModelProfile,
+        *,
+        compiler: Compiler,
+        tool_runner: ToolRunner | None = None,
+        summarizer: Summarizer | None = None,
+        settings: EngineSettings | None = None,
+        estimator: Estimator | None = None,
+    ) -> None:
+        self.session = session
+        self.provider = provider
+        self.profile = profile
+        self.compiler = compiler
+        self.tool_runner = tool_runner
+        self.summarizer = summarizer
+        self.settings = settings or EngineSettings()
+        self.estimator = estimator or Estimator(profile)
+        window = self.settings.physical_window or profile.context_window
+        self.window: int | None = window if self.settings.use_physical_window else None
+        self.pricer = (
+            RoundPricer(preset="seed")
+            if self.settings.round_pricing == "seed"
+            else RoundPricer(estimator=self.estimator)
+        )
+        self.tracker = UsageTracker(self.settings.usage_mode)
+        self.physical = PhysicalWindow(window=self.window, reserve=0)
+        self.notes = NoteBook(declared_window=self.window)
+        self.trigger = ProactiveTrigger(declared_window=self.window)
+        self.ladder = EscalationLadder(max_compactions=self.settings.max_compactions_per_turn)
+        self._injected: list[Message] = []
+        self._last_accepted: Usage | None = None
+        self._prior_input: int | None = None
+        self.stats = _TurnStats()
+        self.last_projection: int | None = None
+        """The projection at the latest tool boundary (``None`` when none could be made)."""
+        self.last_sent_tokens: list[int] = []
+        """The provider's real prompt of each reporting call, for window-use figures."""
+
+    # -- host API -------------------------------------------------------------------------------
+
+    def inject(self, message: Message) -> None:
+        """A mid-turn message: it rides into the next round (or the next turn's request)."""
+        if message.role != "user" or any(isinstance(b, ToolUse | ToolResult) for b in message.content):
+            raise InvalidInput("a mid-turn message is a user message without tool blocks", path="message")
+        self._injected.append(message)
+
+    async def run_turn(self, message: Message) -> AsyncIterator[Event]:
+        """Run one user turn; yields events as they happen; raises ``ContextOverflow`` when unrecoverable."""
+        clock = time.perf_counter()
+        self.stats = _TurnStats()
+        self.notes.start_send()
+        self.trigger.start_send()
+        self.ladder.start_turn()
+        anchor = self._append(message)
+        for pending in self._drain_injected():
+            self._append(pending)
+        first_of_send = True
+
+        async for event in self._maybe_fold("pre_turn", anchor.id):
+            yield event
+        live = self._compile()
+        self._start_stream()
+        overflowed_this_step = False
+
+        for _ in range(self.settings.max_steps_per_turn):
+            sent = RequestSent(
+                call=self.stats.calls,
+                estimated_tokens=live.estimated_tokens,
+                window=self.window,
+                max_tokens=live.max_tokens,
+                recompiled=live.recompiled,
+            )
+            yield self._log(sent)
+            stop: Stop | None = None
+            sample: Usage | None = None
+            self.stats.overhead_seconds += time.perf_counter() - clock
+            try:
+                request = Request(
+                    model=self.profile.name,
+                    system=live.system,
+                    tools=live.tools,
+                    messages=tuple(live.messages),
+                    max_tokens=live.max_tokens,
+                )
+                async for pevent in self.provider.stream(
+                    request, max_tokens=live.max_tokens, load=self.session.read_attachment
+                ):
+                    if isinstance(pevent, PTextDelta):
+                        yield TextDelta(text=pevent.text)
+                    elif isinstance(pevent, PThinkingDelta):
+                        yield ThinkingDelta(thinking=pevent.thinking)
+                    elif isinstance(pevent, PToolCall):
+                        tu = pevent.tool_use
+                        yield ToolCall(id=tu.id, name=tu.name, input=tu.input)
+                    elif isinstance(pevent, UsageSample):
+                        sample = pevent.usage
+                    elif isinstance(pevent, Stop):
+                        stop = pevent
+            except ContextOverflow as rejection:
+                clock = time.perf_counter()
+                self.stats.calls += 1
+                if overflowed_this_step:
+                    for note in self._overflow_notes():
+                        yield note
+                    raise
+                overflowed_this_step = True
+                freed = False
+                async for event in self._escalate(anchor.id, mid_turn=len(live.messages) > 0):
+                    if isinstance(event, Compacted | AttachmentsEvicted | ToolResultsArchived):
+                        freed = True
+                    yield event
+                if not freed:
+                    for note in self._overflow_notes():
+                        yield note
+                    raise
+                live = self._compile()
+                self._start_stream()
+                yield self._log(OverflowRecovered(requested=rejection.requested, limit=rejection.limit))
+                continue
+            clock = time.perf_counter()
+            self.stats.calls += 1
+            overflowed_this_step = False
+            if stop is None:
+                raise UsageError("the provider's stream ended without a stop event")
+
+            call = self._account(sample, live.max_tokens)
+            yield self._log(
+                UsageReported(
+                    call=self.stats.calls - 1,
+                    usage=call.usage,
+                    reported=call.reported,
+                    stream_total=self.tracker.total,
+                )
+            )
+            for note in self._usage_notes(call, first_of_send=first_of_send, append_only=not live.recompiled):
+                yield note
+            first_of_send = False
+            self._append(stop.message)
+            live.messages.append(stop.message)
+            self.trigger.accepted(
+                input_tokens=call.prompt, output_tokens=call.usage.output, finish_reason=stop.reason
+            )
+
+            tool_uses = [b for b in stop.message.content if isinstance(b, ToolUse)]
+            if stop.reason != "tool_use" or not tool_uses:
+                yield self._log(
+                    TurnEnded(
+                        stop_reason=stop.reason,
+                        calls=self.stats.calls,
+                        restarts=self.stats.restarts,
+                        compactions=self.stats.compactions,
+                    )
+                )
+                return
+
+            # -- the tool boundary --------------------------------------------------------------
+            results, end_turn = [], False
+            cap = inline_cap_chars(self.settings.max_message_tokens, self.settings.tool_result_inline_chars)
+            for use in tool_uses:
+                if self.tool_runner is None:
+                    raise UsageError("the model called a tool and the engine has no tool_runner")
+                self.stats.overhead_seconds += time.perf_counter() - clock
+                outcome = await self.tool_runner(use)
+                clock = time.perf_counter()
+                if isinstance(outcome, ToolResult):
+                    outcome = ToolOutcome(result=outcome)
+                capped = cap_tool_result(outcome.result, cap)
+                end_turn = end_turn or outcome.end_turn
+                results.append(capped)
+                yield ToolResultReady(
+                    tool_use_id=use.id, truncated=capped is not outcome.result, end_turn=outcome.end_turn
+                )
+            injected = self._drain_injected()
+            results_message = Message(role="user", content=tuple(results))
+            self._append(results_message)
+            for extra in injected:
+                self._append(extra)
+            appended = self.pricer.price(results, injected)
+            self.last_projection = self.physical.project(appended)
+            decision = decide_boundary(
+                end_turn=end_turn,
+                stream_fresh_input=self.tracker.stream_fresh_input,
+                max_stream_input_tokens=self.settings.max_stream_input_tokens,
+                projected_over=self.physical.over(appended),
+                window=self.window,
+            )
+            if decision == "end_turn":
+                yield self._log(
+                    TurnEnded(
+                        stop_reason="end_turn_by_tool",
+                        calls=self.stats.calls,
+                        restarts=self.stats.restarts,
+                        compactions=self.stats.compactions,
+                    )
+                )
+                return
+            if isinstance(decision, StreamRestarted):
+                self.stats.restarts += 1
+                yield self._log(decision)
+                async for event in self._maybe_fold("mid_turn", anchor.id):
+                    yield event
+                live = self._compile()
+                self._start_stream()
+                continue
+            self.physical.continue_past(appended)
+            live.messages.append(results_message)
+            live.messages.extend(injected)
+            live.estimated_tokens += appended
+            live.recompiled = False
+            yield StreamResumed(injected_messages=len(injected))
+            folded = False
+            async for event in self._maybe_fold("mid_turn", anchor.id):
+                folded = folded or isinstance(event, Compacted)
+                yield event
+            if folded:
+                live = self._compile()
+                self._start_stream()
+        yield self._log(Note(kind="step_limit", data={"steps": self.settings.max_steps_per_turn}))
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _append(self, message: Message) -> Message:
+        prices = [self.estimator.raw_block(b) for b in message.content]
+        return self.session.append(message, block_prices=prices).message
+
+    def _drain_injected(self) -> list[Message]:
+        out, self._injected = self._injected, []
+        return out
+
+    def _log(self, event: Any) -> Any:
+        self.session.record("note", {"event": event_to_dict(event)})
+        return event
+
+    def _compile(self) -> _Live:
+        compiled = self.compiler(self.session, self.profile, frozenset(self.stats.overrides))
+        max_tokens = self.settings.max_tokens or compiled.output_reserve
+        self.physical.reserve = max_tokens
+        return _Live(
+            system=compiled.system,
+            tools=compiled.tools,
+            messages=list(compiled.messages),
+            estimated_tokens=compiled.estimated_tokens,
+            max_tokens=max_tokens,
+        )
+
+    def _start_stream(self) -> None:
+        self.tracker.start_stream()
+        self.physical.start_stream()
+
+    def _account(self, sample: Usage | None, max_tokens: int) -> CallUsage:
+        if sample is None:
+            call = self.tracker.unreported(max_tokens=max_tokens)
+        else:
+            try:
+                call = self.tracker.feed(sample, max_tokens=max_tokens)
+            except InvalidInput:
+                # A running total that went backwards: the provider layer restarted its count (a new
+                # stream by its own reckoning). Take the sample as this call's own, erring high.
+                self.tracker.start_stream()
+                call = self.tracker.feed(sample, max_tokens=max_tokens)
+        self.physical.observe_call(prompt=call.prompt, output=call.usage.output, max_tokens=max_tokens)
+        payload = {
+            "fresh_input": call.usage.fresh_input,
+            "cache_read": call.usage.cache_read,
+            "cache_write": call.usage.cache_write,
+            "output": call.usage.output,
+            "reported": call.reported,
+        }
+        self.session.record("usage", payload)
+        if call.reported:
+            self.last_sent_tokens.append(call.prompt)
+            self._last_accepted = call.usage
+            self.session.record(
+                "anchor",
+                {"input_tokens": call.prompt, "output_tokens": call.usage.output, "model": self.profile.name},
+            )
+        return call
+
+    def _usage_notes(self, call: CallUsage, *, first_of_send: bool, append_only: bool) -> list[Note]:
+        notes: list[Note] = []
+        if call.reported:
+            dropping = self.notes.provider_dropping(
+                input_tokens=call.prompt,
+                prior_input_tokens=self._prior_input,
+                first_of_send=first_of_send,
+                append_only=append_only or first_of_send,
+            )
+            overrun = self.notes.window_overrun(input_tokens=call.prompt, output_tokens=call.usage.output)
+            notes.extend(n for n in (dropping, overrun) if n is not None)
+            self._prior_input = call.prompt
+        return [self._log(n) for n in notes]
+
+    def _overflow_notes(self) -> list[Note]:
+        notes: list[Note] = []
+        if self.stats.compactions:
+            note = self.notes.overflow_after_compaction()
+            if note is not None:
+                notes.append(note)
+        total = self._last_accepted.total if self._last_accepted is not None else None
+        suggestion = self.notes.window_suggestion(last_accepted_total=total)
+        if suggestion is not None:
+            notes.append(suggestion)
+        return [self._log(n) for n in notes]
+
+    async def _maybe_fold(self, phase: FoldPhase, anchor_id: str | None) -> AsyncIterator[Event]:
+        reason = self.trigger.due()
+        if reason is None:
+            return
+        async for event in self._fold(phase, anchor_id):
+            yield event
+
+    async def _escalate(self, anchor_id: str | None, *, mid_turn: bool) -> AsyncIterator[Event]:
+        """Climb the ladder until one rung frees something, within the turn's compaction bound."""
+        while True:
+            rung = self.ladder.next_rung()
+            if rung is None:
+                return
+            freed = False
+            async for event in self._apply_rung(rung, anchor_id, mid_turn=mid_turn):
+                freed = freed or not isinstance(event, CompactionFailed | Note)
+                yield event
+            if freed:
+                return
+
+    async def _apply_rung(self, rung: Rung, anchor_id: str | None, *, mid_turn: bool) -> AsyncIterator[Event]:
+        self.stats.compactions += 1
+        if rung in ("evict_media", "archive_tool_results"):
+            before = self.compiler(self.session, self.profile, frozenset(self.stats.overrides))
+            self.stats.overrides.add(rung)
+            after = self.compiler(self.session, self.profile, frozenset(self.stats.overrides))
+            freed = before.estimated_tokens - after.estimated_tokens
+            self.ladder.record(rung, freed)
+            if freed <= 0:
+                yield self._log(CompactionFailed(phase="reactive", reason="nothing_to_free"))
+                return
+            if rung == "evict_media":
+                ids = tuple(_media_ids(before.messages) - _media_ids(after.messages))
+                yield self._log(AttachmentsEvicted(attachment_ids=ids))
+            else:
+                yield self._log(ToolResultsArchived(tool_use_ids=()))
+            return
+        if rung == "fold":
+            async for event in self._fold(
+                "mid_turn" if mid_turn else "pre_turn", anchor_id, phase_tag="reactive"
+            ):
+                yield event
+            return
+        async for event in self._hard_cut(anchor_id):
+            yield event
+
+    def _visible(self) -> tuple[list[Message], str | None]:
+        """Messages after the latest checkpoint, and that checkpoint's summary."""
+        stored = self.session.messages()
+        messages = [s.message for s in stored]
+        checkpoint = self.session.latest("checkpoint")
+        if checkpoint is None:
+            return messages, None
+        last_id = checkpoint.payload["last_id"]
+        ids = [m.id for m in messages]
+        if last_id in ids:
+            messages = messages[ids.index(last_id) + 1 :]
+        return messages, str(checkpoint.payload["summary"])
+
+    async def _fold(
+        self, phase: FoldPhase, anchor_id: str | None, *, phase_tag: FoldPhase | None = None
+    ) -> AsyncIterator[Event]:
+        tag = phase_tag or phase
+        messages, previous = self._visible()
+        ids = [m.id for m in messages]
+        anchor = ids.index(anchor_id) if anchor_id in ids else None
+        if self.summarizer is None:
+            yield self._log(CompactionFailed(phase=tag, reason="provider_error"))
+            return
+        if anchor is None:
+            phase = "standalone"
+        cut = select_safe_prefix(messages, phase=phase, head_anchor=anchor)
+        summary: Summary | FoldFailure = FoldFailure("no_safe_completed_span")
+        for _ in range(self.settings.max_fold_halvings + 1):
+            if isinstance(cut, FoldFailure):
+                summary = cut
+                break
+            summary = await self.summarizer.summarize(messages[:cut], previous=previous)
+            if not (isinstance(summary, FoldFailure) and summary.reason == "input_too_large"):
+                break
+            cut = select_safe_prefix(messages, phase=phase, head_anchor=anchor, max_covered=max(1, cut // 2))
+        if isinstance(summary, FoldFailure):
+            yield self._log(CompactionFailed(phase=tag, reason=summary.reason))
+            note = self.notes.compaction_failed_open({"reason": summary.reason})
+            if note is not None:
+                yield self._log(note)
+            return
+        assert not isinstance(cut, FoldFailure)
+        covered = messages[:cut]
+        first_id = self._first_covered_id(covered)
+        last_id = covered[-1].id
+        assert first_id is not None and last_id is not None
+        self.session.record_checkpoint(summary.text, first_id=first_id, last_id=last_id, phase=tag)
+        self.trigger.folded()
+        freed = self.estimator.messages(covered) - self.estimator.text(summary.text)
+        self.ladder.record("fold", freed)
+        yield self._log(
+            Compacted(
+                phase=tag,
+                covered_ids=tuple(m.id for m in covered if m.id is not None),
+                summary_tokens=summary.usage.output if summary.usage else self.estimator.text(summary.text),
+                tokens_freed=freed,
+                summarizer_calls=summary.calls,
+            )
+        )
+        self.stats.compactions += 0 if phase_tag == "reactive" else 1
+        note = self.notes.compacted({"phase": tag})
+        if note is not None:
+            yield self._log(note)
+
+    def _first_covered_id(self, covered: Sequence[Message]) -> str | None:
+        checkpoint = self.session.latest("checkpoint")
+        if checkpoint is not None:
+            return str(checkpoint.payload["first_id"])
+        return covered[0].id if covered else None
+
+    async def _hard_cut(self, anchor_id: str | None) -> AsyncIterator[Event]:
+        """The last rung: cut the oldest turns without a summary, leaving a note in their place."""
+        messages, previous = self._visible()
+        ids = [m.id for m in messages]
+        anchor = ids.index(anchor_id) if anchor_id in ids else len(messages)
+        # The current turn's own message is never cut: with nothing before it there is nothing to cut.
+        cut: int | FoldFailure = (
+            select_safe_prefix(messages, phase="standalone", max_covered=anchor)
+            if anchor > 0
+            else FoldFailure("no_safe_completed_span", "only the current turn is left")
+        )
+        if isinstance(cut, FoldFailure):
+            yield self._log(CompactionFailed(phase="reactive", reason=cut.reason))
+            return
+        covered = messages[:cut]
+        text = (previous + "\n\n" if previous else "") + (
+            f"[{len(covered)} earlier messages were cut to fit the context window without a summary; "
+            f"ids {covered[0].id} … {covered[-1].id} remain in the ledger]"
+        )
+        first_id = self._first_covered_id(covered)
+        assert first_id is not None and covered[-1].id is not None
+        self.session.record_checkpoint(text, first_id=first_id, last_id=covered[-1].id, phase="hard_cut")
+        self.trigger.folded()
+        freed = self.estimator.messages(covered)
+        yield self._log(
+            Compacted(
+                phase="reactive",
+                covered_ids=tuple(m.id for m in covered if m.id is not None),
+                summary_tokens=self.estimator.text(text),
+                tokens_freed=freed,
+                summarizer_calls=0,
+            )
+        )
+        yield self._log(Note(kind="context_hard_cut", data={"messages": len(covered)}))
+
+
+def _media_ids(messages: Sequence[Message]) -> set[str]:
+    from .content import media_refs
+
+    out: set[str] = set()
+    for message in messages:
+        refs: list[AttachmentRef] = media_refs(message.content)
+        out.update(r.id for r in refs)
+    return out

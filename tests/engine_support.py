@@ -1,0 +1,123 @@
+"""Test support for the engine: a scripted provider speaking the Provider protocol and a plain compiler.
+
+The scripted provider replays assistant messages with the usage samples a test gives (cumulative, as
+membrane's are, in the seed-001 vectors), and can reject a request for its size like a real provider.
+The compiler here sends every visible message after the latest checkpoint, which is what the engine
+tests need to isolate the engine's own decisions from compile's fitting.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+from contextwindow.content import Message, Request, Text, ToolResult, ToolSpec, ToolUse
+from contextwindow.errors import ContextOverflow
+from contextwindow.formats import AttachmentLoader
+from contextwindow.models import ModelProfile
+from contextwindow.pricing import Estimator
+from contextwindow.providers import ProviderEvent, Stop, TextDelta, ToolCall, UsageSample
+from contextwindow.store import Session
+from contextwindow.usage import Usage
+
+
+@dataclass
+class Step:
+    """One scripted call: the reply, and the usage sample to report (``None``: no sample at all)."""
+
+    reply: Message
+    sample: Usage | None = None
+    reject: ContextOverflow | None = None
+
+
+@dataclass
+class ScriptedProvider:
+    steps: list[Step]
+    name: str = "scripted"
+    requests: list[Request] = field(default_factory=list)
+    limit: int | None = None
+    estimator: Estimator | None = None
+
+    async def _events(self, request: Request, max_tokens: int) -> AsyncIterator[ProviderEvent]:
+        self.requests.append(request)
+        if self.limit is not None and self.estimator is not None:
+            size = self.estimator.request(request)
+            if size + max_tokens > self.limit:
+                raise ContextOverflow(
+                    f"prompt is too long: {size} tokens > {self.limit} maximum",
+                    requested=size,
+                    limit=self.limit,
+                )
+        step = self.steps.pop(0)
+        if step.reject is not None:
+            raise step.reject
+        for block in step.reply.content:
+            if isinstance(block, Text):
+                yield TextDelta(text=block.text)
+            elif isinstance(block, ToolUse):
+                yield ToolCall(tool_use=block)
+        if step.sample is not None:
+            yield UsageSample(usage=step.sample)
+        reason = "tool_use" if any(isinstance(b, ToolUse) for b in step.reply.content) else "end_turn"
+        yield Stop(reason=reason, raw_reason=reason, message=step.reply)
+
+    def stream(
+        self, request: Request, *, max_tokens: int, load: AttachmentLoader
+    ) -> AsyncIterator[ProviderEvent]:
+        return self._events(request, max_tokens)
+
+
+@dataclass(frozen=True)
+class PlainCompiled:
+    system: tuple[Text, ...]
+    tools: tuple[ToolSpec, ...]
+    messages: tuple[Message, ...]
+    estimated_tokens: int
+    output_reserve: int
+
+
+@dataclass
+class PlainCompiler:
+    """Every message after the latest checkpoint, the checkpoint's summary first; no fitting."""
+
+    output_reserve: int = 32_000
+    calls: int = 0
+
+    def __call__(self, session: Session, profile: ModelProfile, overrides: frozenset[str]) -> PlainCompiled:
+        self.calls += 1
+        messages = [s.message for s in session.messages()]
+        checkpoint = session.latest("checkpoint")
+        head: list[Message] = []
+        if checkpoint is not None:
+            ids = [m.id for m in messages]
+            messages = messages[ids.index(checkpoint.payload["last_id"]) + 1 :]
+            head = [Message.user("[summary]\n" + checkpoint.payload["summary"])]
+        while messages and all(isinstance(b, ToolResult) for b in messages[0].content):
+            messages.pop(0)
+        out = tuple(head + messages)
+        return PlainCompiled(
+            system=(Text(text="You are a test agent."),),
+            tools=(),
+            messages=out,
+            estimated_tokens=Estimator(profile).messages(out),
+            output_reserve=self.output_reserve,
+        )
+
+
+def blob_call(n: int) -> Message:
+    return Message.assistant(ToolUse(id=f"call{n}", name="blob", input={}))
+
+
+async def blob_tool(use: ToolUse) -> ToolResult:
+    return ToolResult(tool_use_id=use.id, content=json.dumps({"blob": "x" * 30_000}, separators=(",", ":")))
+
+
+def cumulative(per_call: Sequence[Usage]) -> list[Usage]:
+    """Running totals of per-call usages: what a cumulative provider layer reports."""
+    out: list[Usage] = []
+    total = Usage()
+    for usage in per_call:
+        total = total + usage
+        out.append(total)
+    return out

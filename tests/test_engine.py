@@ -1,0 +1,323 @@
+"""The turn engine, driven end to end with cumulative usage samples (acceptance 23–27, 30, 34; seeds 000–002)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import pytest
+
+from contextwindow.content import Image, Message, ToolResult, ToolUse
+from contextwindow.engine import Engine, EngineSettings, ToolOutcome
+from contextwindow.errors import ContextOverflow
+from contextwindow.events import (
+    Compacted,
+    Event,
+    Note,
+    OverflowRecovered,
+    RequestSent,
+    StreamRestarted,
+    StreamResumed,
+    TurnEnded,
+)
+from contextwindow.models import ModelProfile
+from contextwindow.store import open_store
+from contextwindow.summarizer import Summarizer
+from contextwindow.usage import Usage
+from engine_support import PlainCompiler, ScriptedProvider, Step, blob_call, blob_tool, cumulative
+
+PROFILE = ModelProfile(
+    name="test-200k",
+    provider="anthropic",
+    context_window=200_000,
+    max_output_tokens=32_000,
+    tokenizer="claude",
+)
+SETTINGS = EngineSettings(
+    max_tokens=32_000, round_pricing="seed", max_stream_input_tokens=None, usage_mode="cumulative"
+)
+DONE = Message.assistant("done")
+
+
+def U(fresh: int = 0, *, cw: int = 0, cr: int = 0, out: int = 0) -> Usage:
+    return Usage(fresh_input=fresh, cache_write=cw, cache_read=cr, output=out)
+
+
+def run(engine: Engine, message: Message) -> list[Event]:
+    async def go() -> list[Event]:
+        return [event async for event in engine.run_turn(message)]
+
+    return asyncio.run(go())
+
+
+def engine_for(
+    steps: list[Step], settings: EngineSettings = SETTINGS, **kwargs: object
+) -> tuple[Engine, ScriptedProvider]:
+    provider = ScriptedProvider(steps)
+    session = open_store().session("s")
+    engine = Engine(
+        session,
+        provider,
+        PROFILE,
+        compiler=PlainCompiler(),
+        tool_runner=blob_tool,
+        settings=settings,
+        **kwargs,
+    )  # type: ignore[arg-type]
+    return engine, provider
+
+
+def vector_steps(per_call: Sequence[Usage], restart: bool) -> list[Step]:
+    samples = cumulative(per_call)
+    steps = [Step(blob_call(i), s) for i, s in enumerate(samples)]
+    final = U(1_000, out=10) if restart else samples[-1] + U(1_000, out=10)
+    steps.append(Step(DONE, final))
+    return steps
+
+
+VECTORS = [
+    (
+        "projects-from-the-latest-call",
+        [U(20_000, cw=20_000, cr=40_000, out=20_000), U(20_000, cw=20_000, cr=78_000, out=30_000)],
+        186_043,
+        False,
+    ),
+    ("latest-calls-output-crosses", [U(120_000, out=45_000)], 203_043, True),
+    ("restarts-at-a-later-boundary", [U(80_000, out=30_000), U(190_000, out=10_000)], 238_043, True),
+    ("cache-write-prompt-term", [U(130_000, cw=30_000, out=2_000)], 200_043, True),
+    ("growth-since-last-reporting-call", [U(155_000, out=2_000), U(out=2_000)], 203_086, True),
+    ("output-of-a-call-without-prompt", [U(150_000, out=2_000), U(out=5_000)], 201_086, True),
+    ("unreported-call-bounded-by-max-tokens", [U(120_000, out=5_000), U()], 201_086, True),
+    (
+        "growth-starts-again-on-a-reporting-call",
+        [U(100_000, out=5_000), U(), U(137_000, out=5_000)],
+        180_043,
+        False,
+    ),
+    ("reported-prompt-without-output-bounded", [U(150_000)], 220_043, True),
+]
+
+
+class TestPhysicalWindowThroughTheEngine:
+    @pytest.mark.parametrize(
+        ("per_call", "expected", "restart"), [v[1:] for v in VECTORS], ids=[v[0] for v in VECTORS]
+    )
+    def test_seed_001_vector_with_cumulative_samples(
+        self, per_call: list[Usage], expected: int, restart: bool
+    ) -> None:
+        engine, provider = engine_for(vector_steps(per_call, restart))
+        events = run(engine, Message.user("go"))
+        restarts = [e for e in events if isinstance(e, StreamRestarted)]
+        assert engine.last_projection == expected
+        if restart:
+            assert restarts == [
+                StreamRestarted(reason="physical_window", input_tokens=expected, budget=200_000)
+            ]
+        else:
+            assert restarts == []
+            sent = [e for e in events if isinstance(e, RequestSent)]
+            assert [e.recompiled for e in sent] == [True] + [False] * (len(sent) - 1)
+        assert isinstance(events[-1], TurnEnded)
+        assert not provider.steps
+
+    def test_no_window_means_no_projection_and_one_stream(self) -> None:
+        settings = EngineSettings(
+            max_tokens=32_000,
+            round_pricing="seed",
+            max_stream_input_tokens=None,
+            usage_mode="cumulative",
+            use_physical_window=False,
+        )
+        engine, _ = engine_for(vector_steps([U(120_000, out=45_000)], restart=False), settings)
+        events = run(engine, Message.user("go"))
+        assert not any(isinstance(e, StreamRestarted) for e in events)
+        assert engine.last_projection is None
+
+    def test_a_restarted_stream_does_not_inherit_the_figure_that_restarted_it(self) -> None:
+        samples = cumulative([U(80_000, out=30_000), U(190_000, out=10_000)])
+        steps = [Step(blob_call(0), samples[0]), Step(blob_call(1), samples[1])]
+        steps.append(Step(blob_call(2), U(137_000, out=5_000)))  # the new stream's first call
+        steps.append(Step(DONE, U(137_000, out=5_000) + U(1_000, out=10)))
+        engine, _ = engine_for(steps)
+        events = run(engine, Message.user("go"))
+        assert len([e for e in events if isinstance(e, StreamRestarted)]) == 1
+        assert engine.last_projection == 180_043
+
+    def test_the_stream_budget_takes_precedence_over_the_window(self) -> None:
+        settings = EngineSettings(
+            max_tokens=32_000, round_pricing="seed", max_stream_input_tokens=150_000, usage_mode="cumulative"
+        )
+        engine, _ = engine_for(
+            vector_steps([U(80_000, out=30_000), U(190_000, out=10_000)], restart=True), settings
+        )
+        events = run(engine, Message.user("go"))
+        restarts = [e for e in events if isinstance(e, StreamRestarted)]
+        assert restarts == [StreamRestarted(reason="context_budget", input_tokens=270_000, budget=150_000)]
+
+    def test_end_turn_wins_over_both_restarts(self) -> None:
+        async def ending(use: ToolUse) -> ToolOutcome:
+            return ToolOutcome(result=await blob_tool(use), end_turn=True)
+
+        engine, _provider = engine_for([Step(blob_call(0), U(120_000, out=45_000))])
+        engine.tool_runner = ending
+        events = run(engine, Message.user("go"))
+        assert not any(isinstance(e, StreamRestarted) for e in events)
+        assert isinstance(events[-1], TurnEnded) and events[-1].stop_reason == "end_turn_by_tool"
+
+
+def _png(i: int) -> bytes:
+    import io
+
+    from PIL import Image as PILImage
+
+    buffer = io.BytesIO()
+    PILImage.new("RGB", (8 + i, 8), (i, 0, 0)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+class TestMidTurnMessages:
+    """Seed 000: round 1 reported a 163k prompt and 2k output; reserve 32k; the projection sits at 197k."""
+
+    def _engine(self, photos: int) -> tuple[Engine, ScriptedProvider]:
+        steps = [
+            Step(blob_call(0), U(163_000, out=2_000)),
+            Step(DONE, U(163_000, out=2_000) + U(1_000, out=5)),
+        ]
+        engine, provider = engine_for(steps)
+        refs = [engine.session.attach(_png(i), "image/png") for i in range(photos)]
+        message = Message.user("look", *(Image(ref=r) for r in refs))
+
+        async def small_tool(use: ToolUse) -> ToolResult:
+            engine.inject(message)
+            return ToolResult(tool_use_id=use.id, content="ok")
+
+        engine.tool_runner = small_tool
+        return engine, provider
+
+    def test_three_photos_cross_the_window_and_ride_the_restarted_request_once(self) -> None:
+        engine, provider = self._engine(3)
+        events = run(engine, Message.user("go"))
+        restart = next(e for e in events if isinstance(e, StreamRestarted))
+        assert restart.reason == "physical_window"
+        # ceil(len('ok' + 'look') / 4) + 3 × 1,600 + 2 envelopes of 20
+        assert restart.input_tokens == 197_000 + 2 + 4_800 + 40
+        last = provider.requests[-1].messages
+        carried = [m for m in last if any(isinstance(b, Image) for b in m.content)]
+        assert len(carried) == 1 and sum(isinstance(b, Image) for b in carried[0].content) == 3
+
+    def test_without_photos_the_message_rides_into_round_two(self) -> None:
+        engine, provider = self._engine(0)
+        events = run(engine, Message.user("go"))
+        assert not any(isinstance(e, StreamRestarted) for e in events)
+        assert any(isinstance(e, StreamResumed) and e.injected_messages == 1 for e in events)
+        assert provider.requests[-1].messages[-1].content[0].text == "look"  # type: ignore[union-attr]
+
+
+SUMMARY = "\n\n".join(
+    f"## {s}\nsomething." for s in ("Goal", "Decisions", "Files and artefacts", "Open work", "Latest state")
+)
+
+
+class TestRecovery:
+    def _history(self, engine: Engine, turns: int) -> None:
+        for i in range(turns):
+            engine.session.append(Message.user(f"old question {i} " + "words " * 400))
+            engine.session.append(Message.assistant(f"old answer {i} " + "words " * 400))
+
+    def test_a_rejection_is_compacted_and_retried_once(self) -> None:
+        rejection = ContextOverflow(
+            "prompt is too long: 210000 tokens > 200000 maximum", requested=210_000, limit=200_000
+        )
+        steps = [Step(DONE, reject=rejection), Step(DONE, U(50_000, out=10))]
+        summarizer_provider = ScriptedProvider([Step(Message.assistant(SUMMARY), U(5_000, out=300))])
+        engine, provider = engine_for(steps, summarizer=Summarizer(summarizer_provider, PROFILE))
+        self._history(engine, 4)
+        events = run(engine, Message.user("now"))
+        assert any(isinstance(e, Compacted) for e in events)
+        assert any(isinstance(e, OverflowRecovered) and e.requested == 210_000 for e in events)
+        assert engine.session.latest("checkpoint") is not None
+        assert len(provider.requests) == 2
+        assert len(provider.requests[1].messages) < len(provider.requests[0].messages)
+
+    def test_a_second_rejection_raises_with_the_providers_numbers_and_a_suggestion(self) -> None:
+        rejection = ContextOverflow("too long", requested=210_000, limit=200_000)
+        steps = [
+            Step(DONE, U(120_000, out=1_000)),
+            Step(DONE, reject=rejection),
+            Step(DONE, reject=rejection),
+        ]
+        summarizer_provider = ScriptedProvider([Step(Message.assistant(SUMMARY), U(5_000, out=300))])
+        engine, _ = engine_for(steps, summarizer=Summarizer(summarizer_provider, PROFILE))
+        self._history(engine, 4)
+        run(engine, Message.user("first"))
+        seen: list[Event] = []
+
+        async def go() -> None:
+            async for event in engine.run_turn(Message.user("second")):
+                seen.append(event)
+
+        with pytest.raises(ContextOverflow) as caught:
+            asyncio.run(go())
+        assert (caught.value.requested, caught.value.limit) == (210_000, 200_000)
+        notes = [e for e in seen if isinstance(e, Note)]
+        assert (
+            Note(
+                kind="context_window_suggestion",
+                data={"suggested_context_window": 121_000, "declared_context_window": 200_000},
+            )
+            in notes
+        )
+        assert any(n.kind == "context_overflow_after_compaction" for n in notes)
+
+    def test_an_uncompactable_head_near_the_window_cannot_loop(self) -> None:
+        """The death loop: the only content is the current turn's huge message; nothing can be folded."""
+        rejection = ContextOverflow("too long", requested=199_000, limit=200_000)
+        steps = [Step(DONE, reject=rejection) for _ in range(50)]
+        summarizer_provider = ScriptedProvider(
+            [Step(Message.assistant(SUMMARY), U(5_000, out=300)) for _ in range(50)]
+        )
+        engine, provider = engine_for(steps, summarizer=Summarizer(summarizer_provider, PROFILE))
+        seen: list[Event] = []
+
+        async def go() -> None:
+            async for event in engine.run_turn(Message.user("huge " * 100_000)):
+                seen.append(event)
+
+        with pytest.raises(ContextOverflow):
+            asyncio.run(go())
+        assert len(provider.requests) == 1  # nothing freed: no retry at all
+        assert len(summarizer_provider.requests) == 0
+        assert engine.stats.compactions <= engine.settings.max_compactions_per_turn
+
+
+class TestProactiveFold:
+    def test_a_turn_after_a_request_near_the_window_folds_first(self) -> None:
+        # 197,000 + 1,000 + min(2 × 1,000, 8,000) = 200,000 ≥ the 200,000 window.
+        steps = [Step(DONE, U(197_000, out=1_000)), Step(DONE, U(30_000, out=10))]
+        summarizer_provider = ScriptedProvider([Step(Message.assistant(SUMMARY), U(5_000, out=300))])
+        engine, _ = engine_for(steps, summarizer=Summarizer(summarizer_provider, PROFILE))
+        run(engine, Message.user("first " + "words " * 100))
+        events = run(engine, Message.user("second"))
+        compacted = [e for e in events if isinstance(e, Compacted)]
+        assert len(compacted) == 1 and compacted[0].phase == "pre_turn"
+        assert engine.session.latest("checkpoint") is not None
+
+    def test_no_fold_without_a_declared_window(self) -> None:
+        settings = EngineSettings(
+            max_tokens=32_000, round_pricing="seed", max_stream_input_tokens=None, use_physical_window=False
+        )
+        steps = [Step(DONE, U(195_000, out=1_000)), Step(DONE, U(30_000, out=10))]
+        summarizer_provider = ScriptedProvider([])
+        engine, _ = engine_for(steps, settings, summarizer=Summarizer(summarizer_provider, PROFILE))
+        run(engine, Message.user("first"))
+        events = run(engine, Message.user("second"))
+        assert not any(isinstance(e, Compacted) for e in events)
+
+
+class TestLedger:
+    def test_every_event_that_changes_the_request_is_recorded(self) -> None:
+        engine, _ = engine_for(vector_steps([U(120_000, out=45_000)], restart=True))
+        run(engine, Message.user("go"))
+        kinds = [e.payload["event"]["type"] for e in engine.session.entries(["note"]) if "event" in e.payload]
+        assert "stream_restarted" in kinds and "usage" in kinds and "turn_ended" in kinds
+        assert engine.session.latest("anchor") is not None
