@@ -321,3 +321,38 @@ class TestLedger:
         kinds = [e.payload["event"]["type"] for e in engine.session.entries(["note"]) if "event" in e.payload]
         assert "stream_restarted" in kinds and "usage" in kinds and "turn_ended" in kinds
         assert engine.session.latest("anchor") is not None
+
+
+class TestWithTheLocalProviderAndRealCompile:
+    def test_a_tool_loop_on_a_small_window_never_gets_rejected(self) -> None:
+        from contextwindow.compile import Policy
+        from contextwindow.models import get_profile
+        from contextwindow.providers import LocalProvider, LocalSettings
+        from contextwindow.session_compiler import SessionCompiler
+
+        profile = get_profile("claude-sonnet-4-5").with_(context_window=16_000, max_output_tokens=2_000)
+        script = []
+        for i in range(30):
+            script.append(Message.assistant(f"step {i}", ToolUse(id=f"c{i}", name="read", input={"i": i})))
+        script.append(Message.assistant("finished"))
+        provider = LocalProvider(settings=LocalSettings(window=16_000, usage="cumulative"), script=script)
+        session = open_store().session("local")
+
+        async def read(use: ToolUse) -> ToolResult:
+            return ToolResult(tool_use_id=use.id, content=("line of source code\n" * 150))
+
+        engine = Engine(
+            session,
+            provider,
+            profile,
+            compiler=SessionCompiler(Policy(output_reserve=2_000)),
+            tool_runner=read,
+            summarizer=Summarizer(provider, profile, instruction_suffix="[[contextwindow:summarize]]"),
+            settings=EngineSettings(usage_mode="cumulative", cumulative_scope="turn", max_tokens=2_000),
+        )
+        events = run(engine, Message.user("read the files"))
+        assert isinstance(events[-1], TurnEnded) and events[-1].stop_reason == "end_turn"
+        assert events[-1].calls == 31
+        assert not any(isinstance(e, OverflowRecovered) for e in events)
+        assert any(isinstance(e, StreamRestarted) for e in events)
+        assert max(engine.last_sent_tokens) <= 16_000

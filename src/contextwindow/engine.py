@@ -126,6 +126,10 @@ class EngineSettings:
     """Each call's output bound; ``None`` takes the compiled output reserve."""
     usage_mode: UsageMode = "per-call"
     """How the provider's usage samples count: per call, or a running total across the stream."""
+    cumulative_scope: Literal["stream", "turn"] = "stream"
+    """Where a cumulative provider layer restarts its running total: at each stream (membrane, seed
+    001) or only at each user turn (the local provider's ``cumulative`` mode). With ``"turn"`` the
+    usage baseline survives a restart; the projection's own state still resets at every stream."""
     tool_result_inline_chars: int = 24_000
     max_message_tokens: int | None = None
     round_pricing: Literal["estimator", "seed"] = "estimator"
@@ -227,7 +231,7 @@ class Engine:
         async for event in self._maybe_fold("pre_turn", anchor.id):
             yield event
         live = self._compile()
-        self._start_stream()
+        self._start_stream(turn=True)
         overflowed_this_step = False
 
         for _ in range(self.settings.max_steps_per_turn):
@@ -411,8 +415,9 @@ class Engine:
             max_tokens=max_tokens,
         )
 
-    def _start_stream(self) -> None:
-        self.tracker.start_stream()
+    def _start_stream(self, *, turn: bool = False) -> None:
+        if turn or self.settings.cumulative_scope == "stream":
+            self.tracker.start_stream()
         self.physical.start_stream()
 
     def _account(self, sample: Usage | None, max_tokens: int) -> CallUsage:
