@@ -18,7 +18,9 @@ from contextwindow.store._driver_errors import from_psycopg, from_sqlite
 
 
 class TestSqliteSettings:
-    @pytest.mark.parametrize(("durability", "synchronous"), [("full", 2), ("normal", 1)], ids=["full", "normal"])
+    @pytest.mark.parametrize(
+        ("durability", "synchronous"), [("full", 2), ("normal", 1)], ids=["full", "normal"]
+    )
     def test_wal_and_the_durability_setting(self, tmp_path: Path, durability: str, synchronous: int) -> None:
         with open_store(tmp_path / "a.db", durability=durability) as store:
             db = store._backend()._db  # type: ignore[attr-defined]
@@ -98,7 +100,9 @@ class TestVersioning:
             with pytest.raises(SchemaTooNew):
                 store.session("s").note("new")
 
-    def test_old_payloads_are_upgraded_when_read(self, target: Target, monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_old_payloads_are_upgraded_when_read(
+        self, target: Target, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         store = target.open()
         store.session("s").record("usage", {"prompt": 7})
         monkeypatch.setitem(kinds.FORMAT_VERSIONS, "usage", 2)
@@ -106,7 +110,9 @@ class TestVersioning:
         [entry] = store.session("s").entries()
         assert (entry.version, entry.payload) == (2, {"input_tokens": 7})
 
-    def test_a_payload_from_a_newer_library_is_schema_too_new(self, target: Target, monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_a_payload_from_a_newer_library_is_schema_too_new(
+        self, target: Target, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         store = target.open()
         store.session("s").record("usage", {"x": 1})
         monkeypatch.setitem(kinds.FORMAT_VERSIONS, "usage", 0)
@@ -132,14 +138,19 @@ class TestVerify:
         [
             ("UPDATE entries SET payload = replace(payload, 'one', 'uno')", ["digest_mismatch"]),
             ("DELETE FROM entries WHERE position = 1", ["digest_mismatch", "head_mismatch", "position_gap"]),
-            ("UPDATE entries SET payload = '{\"message\": 3}' WHERE position = 1", ["digest_mismatch", "unreadable_entry"]),
+            (
+                "UPDATE entries SET payload = '{\"message\": 3}' WHERE position = 1",
+                ["digest_mismatch", "unreadable_entry"],
+            ),
             ("UPDATE sessions SET length = 99", ["head_mismatch"]),
             ("UPDATE attachments SET size_bytes = 3 WHERE id = 'ATT'", ["size_mismatch"]),
             ("DELETE FROM attachment_blobs", ["missing_blob"]),
         ],
         ids=["edited", "dropped", "unparseable", "head", "size", "bytes-gone"],
     )
-    def test_each_broken_invariant_is_listed(self, durable_target: Target, sql: str, codes: list[str]) -> None:
+    def test_each_broken_invariant_is_listed(
+        self, durable_target: Target, sql: str, codes: list[str]
+    ) -> None:
         assert self._tamper(durable_target, sql) == codes
 
     def test_changed_bytes_are_found_and_never_served(self, durable_target: Target) -> None:
@@ -171,19 +182,28 @@ class TestDriverErrorsAreMapped:
         assert isinstance(from_sqlite(sqlite3.OperationalError("database is locked"), "x"), StoreBusy)
         assert not isinstance(from_sqlite(sqlite3.OperationalError("no such table: x"), "x"), StoreBusy)
 
-    @pytest.mark.parametrize("cls", _all_subclasses(psycopg.Error), ids=lambda c: f"{c.__module__}.{c.__name__}")
+    @pytest.mark.parametrize(
+        "cls", _all_subclasses(psycopg.Error), ids=lambda c: f"{c.__module__}.{c.__name__}"
+    )
     def test_every_psycopg_error_becomes_a_store_error(self, cls: type[psycopg.Error]) -> None:
         assert isinstance(from_psycopg(cls("boom"), "x"), StoreError)
 
     @pytest.mark.parametrize(
         "cls",
-        [psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled, psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected],
+        [
+            psycopg.errors.LockNotAvailable,
+            psycopg.errors.QueryCanceled,
+            psycopg.errors.SerializationFailure,
+            psycopg.errors.DeadlockDetected,
+        ],
     )
     def test_postgres_contention_is_store_busy(self, cls: type[psycopg.Error]) -> None:
         assert isinstance(from_psycopg(cls("boom"), "x"), StoreBusy)
 
     @pytest.mark.parametrize("cls", _all_subclasses(sqlite3.Error), ids=lambda c: c.__name__)
-    def test_a_driver_error_inside_a_real_call_arrives_mapped(self, tmp_path: Path, cls: type[sqlite3.Error]) -> None:
+    def test_a_driver_error_inside_a_real_call_arrives_mapped(
+        self, tmp_path: Path, cls: type[sqlite3.Error]
+    ) -> None:
         with open_store(tmp_path / "e.db") as store:
             backend = store._backend()
             real = backend._db  # type: ignore[attr-defined]
