@@ -187,7 +187,10 @@ def main() -> None:
                 rate = _timed("append", lambda store=store: append_rate(store))
                 _timed("fill 10k", lambda store=store: fill(store, "load", LOAD))
                 load = _timed(
-                    "cold load", lambda: cold_load(url, options, "load", store if url is None else None)
+                    "cold load",
+                    lambda url=url, options=options, store=store: cold_load(
+                        url, options, "load", store if url is None else None
+                    ),
                 )
                 rss = "—"
                 if url is not None and "normal" not in name:
