@@ -6,6 +6,7 @@ architecture table).
 
 from __future__ import annotations
 
+from .calibration import CALIBRATION_PRICING_EPOCH, Calibrator
 from .content import (
     AttachmentRef,
     Audio,
@@ -37,19 +38,28 @@ from .errors import (
     UsageError,
 )
 from .models import ModelProfile, get_profile, register
+from .state import MemorySlot, StateSlot
+from .usage import Anchor, AnchorBook, AnchoredEstimate, CallUsage, Usage, UsageTracker, anchored_estimate
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CALIBRATION_PRICING_EPOCH",
+    "Anchor",
+    "AnchorBook",
+    "AnchoredEstimate",
     "AttachmentRef",
     "Audio",
     "Block",
+    "Calibrator",
+    "CallUsage",
     "ContextOverflow",
     "ContextWindowError",
     "Document",
     "GeneratedImage",
     "Image",
     "InvalidInput",
+    "MemorySlot",
     "Message",
     "ModelProfile",
     "OverBudget",
@@ -57,6 +67,7 @@ __all__ = [
     "RedactedThinking",
     "Request",
     "SchemaTooNew",
+    "StateSlot",
     "StoreBusy",
     "StoreError",
     "Text",
@@ -66,9 +77,12 @@ __all__ = [
     "ToolUse",
     "TransientProviderError",
     "UnknownModel",
+    "Usage",
     "UsageError",
+    "UsageTracker",
     "Video",
     "__version__",
+    "anchored_estimate",
     "get_profile",
     "register",
 ]
