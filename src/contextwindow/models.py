@@ -92,7 +92,11 @@ class OpenAIPatchRule:
     kind: Literal["openai-patch"] = "openai-patch"
     multiplier: float = 1.2
     patch: int = 32
-    budgets: tuple[tuple[str, int, int], ...] = (("low", 512, 256), ("high", 2048, 2500), ("auto", 2048, 2500))
+    budgets: tuple[tuple[str, int, int], ...] = (
+        ("low", 512, 256),
+        ("high", 2048, 2500),
+        ("auto", 2048, 2500),
+    )
 
     def budget(self, detail: str | None) -> tuple[int, int]:
         wanted = detail or "auto"
@@ -150,7 +154,12 @@ class FlatImageRule:
 
 
 ImageRule: TypeAlias = (
-    AnthropicPatchRule | OpenAITileRule | OpenAIPatchRule | GeminiTileRule | GeminiMediaResolutionRule | FlatImageRule
+    AnthropicPatchRule
+    | OpenAITileRule
+    | OpenAIPatchRule
+    | GeminiTileRule
+    | GeminiMediaResolutionRule
+    | FlatImageRule
 )
 
 
@@ -192,7 +201,9 @@ _STANDARD = AnthropicPatchRule(max_edge=1568, max_tokens=1568)
 _HIRES = AnthropicPatchRule(max_edge=2576, max_tokens=4784)  # Opus 4.7+, Fable 5, Mythos 5
 
 
-def _claude(name: str, window: int, output: int, *, hires: bool = False, new_tok: bool = False) -> ModelProfile:
+def _claude(
+    name: str, window: int, output: int, *, hires: bool = False, new_tok: bool = False
+) -> ModelProfile:
     return ModelProfile(
         name=name,
         provider="anthropic",
@@ -204,10 +215,14 @@ def _claude(name: str, window: int, output: int, *, hires: bool = False, new_tok
     )
 
 
-_OPENAI_DOC = "vendor-derived model pages and litellm 1.110.2 catalog (providers.md §6); vision providers.md §1.2"
+_OPENAI_DOC = (
+    "vendor-derived model pages and litellm 1.110.2 catalog (providers.md §6); vision providers.md §1.2"
+)
 
 
-def _gpt(name: str, window: int, output: int, rule: ImageRule, tok: TokenizerFamily = "o200k") -> ModelProfile:
+def _gpt(
+    name: str, window: int, output: int, rule: ImageRule, tok: TokenizerFamily = "o200k"
+) -> ModelProfile:
     return ModelProfile(
         name=name,
         provider="openai",
@@ -296,7 +311,16 @@ _BUILTIN: tuple[ModelProfile, ...] = (
 
 _lock = threading.Lock()
 _registry: dict[str, ModelProfile] = {p.name: p for p in _BUILTIN}
-_PROVIDER_PREFIXES = ("anthropic/", "openai/", "gemini/", "google/", "models/", "azure/", "bedrock/", "vertex_ai/")
+_PROVIDER_PREFIXES = (
+    "anthropic/",
+    "openai/",
+    "gemini/",
+    "google/",
+    "models/",
+    "azure/",
+    "bedrock/",
+    "vertex_ai/",
+)
 
 
 def register(profile: ModelProfile, *, replace_existing: bool = True) -> ModelProfile:
