@@ -124,9 +124,7 @@ def _file_rounds(path: Path) -> list[Round]:
     if current is not None:
         calls.append((current["id"], current["model"], current["prompt"], [current["assistant"], pending]))
     out = []
-    for (_, model, prompt, (assistant, users)), (_, next_model, next_prompt, _) in zip(
-        calls, calls[1:], strict=False
-    ):
+    for (_, model, prompt, (assistant, users)), (_, next_model, next_prompt, _) in itertools.pairwise(calls):
         delta = next_prompt - prompt
         if delta <= 0 or model != next_model or not model.startswith("claude") or None in users:
             continue
