@@ -38,6 +38,7 @@ from .errors import (
     UsageError,
 )
 from .models import ModelProfile, get_profile, register
+from .pricing import Estimator, count_tokens, image_tokens
 from .state import MemorySlot, StateSlot
 from .usage import Anchor, AnchorBook, AnchoredEstimate, CallUsage, Usage, UsageTracker, anchored_estimate
 
@@ -56,6 +57,7 @@ __all__ = [
     "ContextOverflow",
     "ContextWindowError",
     "Document",
+    "Estimator",
     "GeneratedImage",
     "Image",
     "InvalidInput",
@@ -83,6 +85,8 @@ __all__ = [
     "Video",
     "__version__",
     "anchored_estimate",
+    "count_tokens",
     "get_profile",
+    "image_tokens",
     "register",
 ]

@@ -1,0 +1,329 @@
+"""``Estimator``: the one ruler every part of contextwindow prices blocks, messages and requests with.
+
+Contract:
+
+- ``raw_block(block)`` is the unrounded price before the multiplier; ``block(block)`` is
+  ``floor(raw × multiplier + 0.5)`` (JavaScript's ``Math.round``, as the seeds' store rounds);
+  ``blocks`` sums per-top-level-block rounded prices. A tool result's nested blocks are summed raw
+  and rounded once, with the tool result (seed-behaviours §1).
+- ``message`` adds the rule's per-message framing (0 in the ``seed-store`` preset), rounded as one
+  more top-level item; ``request`` adds system, tools and the per-request framing.
+- Media are priced from metadata only, never from bytes: a valid stamp wins, then the provider's
+  rule from known dimensions/pages/duration, else a ceiling that errs high.
+- Prices are never NaN or negative; bad text is an ``InvalidInput`` naming the field.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from ..content import (
+    Audio,
+    Block,
+    Document,
+    GeneratedImage,
+    Image,
+    Message,
+    RedactedThinking,
+    Request,
+    Text,
+    Thinking,
+    ToolResult,
+    ToolSpec,
+    ToolUse,
+    Video,
+    valid_stamp,
+)
+from ..errors import InvalidInput
+from ..models import ModelProfile, get_profile
+from . import _media, _seed_store
+from ._text import Structure, exact_counter, fitted_rule, structure_for
+
+__all__ = ["Breakdown", "BreakdownRow", "Estimator", "Preset"]
+
+Preset = Literal["default", "seed-store"]
+
+# Multipliers the store's setter accepts (seed-behaviours §1: finite and 0.25 < f < 4).
+MULTIPLIER_MIN = 0.25
+MULTIPLIER_MAX = 4.0
+_SEED_STRUCTURE = Structure(
+    message=0, request=0, text_block=0, tool_use=0, tool_result=0, tool_spec=0, media_block=0
+)
+
+
+def _valid_multiplier(value: object) -> bool:
+    return (
+        not isinstance(value, bool)
+        and isinstance(value, int | float)
+        and math.isfinite(value)
+        and MULTIPLIER_MIN < value < MULTIPLIER_MAX
+    )
+
+
+def js_round(value: float) -> int:
+    """``floor(x + 0.5)``: .5 rounds up, as the seeds' store does."""
+    return math.floor(value + 0.5)
+
+
+@dataclass(frozen=True, slots=True)
+class BreakdownRow:
+    """One priced item of a request, for ``contextwindow count``."""
+
+    segment: Literal["request", "system", "tools", "messages"]
+    message: int | None
+    """Index of the message (``None`` for system, tools and framing)."""
+    block: int | None
+    """Index of the block in its message (``None`` for the message's framing)."""
+    kind: str
+    """Block type, ``tool`` for a tool definition, or ``framing``."""
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Breakdown:
+    """Every priced item of a request; ``total`` equals ``Estimator.request`` of the same request."""
+
+    rows: tuple[BreakdownRow, ...]
+
+    @property
+    def total(self) -> int:
+        return sum(row.tokens for row in self.rows)
+
+    def by_kind(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for row in self.rows:
+            out[row.kind] = out.get(row.kind, 0) + row.tokens
+        return out
+
+
+class Estimator:
+    """Prices blocks, messages and requests for one model profile.
+
+    ``preset="default"`` is the fitted, content-aware rule of the profile's tokenizer family with
+    the provider's media rules; ``exact=True`` counts text with tiktoken for OpenAI families.
+    ``preset="seed-store"`` reproduces the seeds' store rates exactly. ``image_flat`` prices every
+    image (and generated image) without a stamp at a fixed figure, as maka's 2,000 ruler does.
+    """
+
+    __slots__ = ("_exact", "_image_flat", "_multiplier", "_preset", "_profile", "_structure", "_text")
+
+    def __init__(
+        self,
+        profile: ModelProfile | str,
+        multiplier: float = 1.0,
+        *,
+        preset: Preset = "default",
+        exact: bool = False,
+        image_flat: float | None = None,
+    ) -> None:
+        if not _valid_multiplier(multiplier):
+            raise InvalidInput(
+                f"must be a finite number with {MULTIPLIER_MIN} < multiplier < {MULTIPLIER_MAX}",
+                path="multiplier",
+            )
+        if preset not in ("default", "seed-store"):
+            raise InvalidInput("must be 'default' or 'seed-store'", path="preset")
+        if image_flat is not None and valid_stamp(image_flat) is None:
+            raise InvalidInput("must be a finite number ≥ 0", path="image_flat")
+        self._profile = get_profile(profile)
+        self._multiplier = float(multiplier)
+        self._preset: Preset = preset
+        self._exact = exact
+        self._image_flat = image_flat
+        family = self._profile.tokenizer
+        self._text: Callable[[str], float]
+        if preset == "seed-store":
+            self._text = _seed_text
+            self._structure = _SEED_STRUCTURE
+        else:
+            self._text = exact_counter(family) if exact else fitted_rule(family)
+            self._structure = structure_for(family)
+
+    # -- identity -----------------------------------------------------------------------------
+
+    @property
+    def profile(self) -> ModelProfile:
+        return self._profile
+
+    @property
+    def multiplier(self) -> float:
+        return self._multiplier
+
+    @property
+    def preset(self) -> Preset:
+        return self._preset
+
+    @property
+    def exact(self) -> bool:
+        return self._exact
+
+    def with_multiplier(self, multiplier: float) -> Estimator:
+        """The same rules at another multiplier. Like the seeds' store setter, a value that is not
+        finite or not within (0.25, 4) is ignored: the estimator comes back unchanged."""
+        if not _valid_multiplier(multiplier) or multiplier == self._multiplier:
+            return self
+        clone = Estimator.__new__(Estimator)
+        clone._profile, clone._preset, clone._exact = self._profile, self._preset, self._exact
+        clone._image_flat, clone._text, clone._structure = self._image_flat, self._text, self._structure
+        clone._multiplier = float(multiplier)
+        return clone
+
+    def __repr__(self) -> str:
+        return f"Estimator({self._profile.name!r}, {self._multiplier}, preset={self._preset!r}, exact={self._exact})"
+
+    # -- text ---------------------------------------------------------------------------------
+
+    def raw_text(self, text: str, *, path: str = "text") -> float:
+        """Unrounded tokens of a string under this estimator's text rule."""
+        if not isinstance(text, str):
+            raise InvalidInput(f"must be a string, not {type(text).__name__}", path=path)
+        return self._text(text)
+
+    def text(self, text: str) -> int:
+        """Tokens of a string, rounded after the multiplier."""
+        return js_round(self.raw_text(text) * self._multiplier)
+
+    def _json(self, value: object) -> float:
+        if self._preset == "seed-store":
+            return float(_seed_store.json_tokens(_seed_store.js_json(value)))
+        return self._text(_seed_store.js_json(value))
+
+    # -- blocks -------------------------------------------------------------------------------
+
+    def raw_block(self, block: Block) -> float:
+        """Unrounded price of one block before the multiplier (never NaN, never negative)."""
+        s = self._structure
+        seed = self._preset == "seed-store"
+        if isinstance(block, Text):
+            return self.raw_text(block.text) + s.text_block
+        if isinstance(block, Image | GeneratedImage):
+            return self._image(block) + s.media_block
+        if isinstance(block, Document):
+            if seed:
+                return float(_media.MEDIA_FLAT_TOKENS)
+            return _media.document_tokens(self._profile, block.ref) + s.media_block
+        if isinstance(block, Audio):
+            if seed:
+                return float(_media.MEDIA_FLAT_TOKENS)
+            return _media.audio_tokens(self._profile, block.ref) + s.media_block
+        if isinstance(block, Video):
+            if seed:
+                return float(_media.MEDIA_FLAT_TOKENS)
+            return _media.video_tokens(self._profile, block.ref) + s.media_block
+        if isinstance(block, ToolUse):
+            body = self._json(dict(block.input))
+            if seed:
+                return body + _seed_store.TOOL_USE_OVERHEAD
+            return body + self.raw_text(block.name, path="name") + s.tool_use
+        if isinstance(block, ToolResult):
+            return self._tool_result(block)
+        if isinstance(block, Thinking):
+            return self._thinking(block)
+        if isinstance(block, RedactedThinking):
+            stamp = valid_stamp(block.token_estimate)
+            if stamp is not None:
+                return stamp
+            if block.data:
+                return float(js_round(len(block.data) / _seed_store.ENCRYPTED_CARRIER_CHARS_PER_TOKEN))
+            return float(_seed_store.HIDDEN_THINKING_TOKENS_DEFAULT)
+        unknown: object = block
+        if seed:  # the seeds' store prices any other block at 0
+            return 0.0
+        raise InvalidInput(f"unknown block type {type(unknown).__name__}", path="type")
+
+    def _image(self, block: Image | GeneratedImage) -> float:
+        ref = block.ref
+        stamp = valid_stamp(ref.token_estimate) if ref is not None else None
+        if stamp is not None:
+            return stamp
+        if self._image_flat is not None:
+            return float(self._image_flat)
+        if self._preset == "seed-store":
+            return float(_seed_store.IMAGE_TOKEN_ESTIMATE)
+        detail = block.detail if isinstance(block, Image) else None
+        return _media.ref_image_tokens(self._profile.image_rule, ref, detail)
+
+    def _tool_result(self, block: ToolResult) -> float:
+        content = block.content
+        if isinstance(content, str):
+            if self._preset == "seed-store":
+                return float(_seed_store.json_tokens(content)) if content else 0.0
+            return self.raw_text(content, path="content") + self._structure.tool_result
+        total = 0.0 if self._preset == "seed-store" else self._structure.tool_result
+        for nested in content:  # nested blocks are summed raw and rounded once, at the top level
+            total += self.raw_block(nested)
+        return total
+
+    def _thinking(self, block: Thinking) -> float:
+        stamp = valid_stamp(block.token_estimate)
+        if stamp is not None:
+            return stamp
+        tokens = self.raw_text(block.thinking, path="thinking")
+        if block.signature:
+            # The later store rule: a signed block costs at least its signature's carrier.
+            tokens = max(
+                tokens, float(js_round(len(block.signature) / _seed_store.SIGNATURE_CHARS_PER_TOKEN))
+            )
+        return tokens + self._structure.text_block
+
+    def block(self, block: Block) -> int:
+        """One top-level block: ``floor(raw × multiplier + 0.5)``."""
+        return js_round(self.raw_block(block) * self._multiplier)
+
+    def blocks(self, blocks: Iterable[Block]) -> int:
+        """Sum of per-top-level-block rounded prices."""
+        m = self._multiplier
+        raw = self.raw_block
+        return sum(js_round(raw(b) * m) for b in blocks)
+
+    # -- messages and requests ----------------------------------------------------------------
+
+    def _framing(self, tokens: float) -> int:
+        return js_round(tokens * self._multiplier)
+
+    def message(self, message: Message) -> int:
+        """A message: its blocks plus the rule's per-message framing."""
+        return self.blocks(message.content) + self._framing(self._structure.message)
+
+    def messages(self, messages: Iterable[Message]) -> int:
+        return sum(self.message(m) for m in messages)
+
+    def tool_spec(self, tool: ToolSpec) -> int:
+        """A tool definition: the JSON of its name, description and schema, plus framing."""
+        spec = {"name": tool.name, "description": tool.description, "input_schema": dict(tool.input_schema)}
+        return js_round((self._json(spec) + self._structure.tool_spec) * self._multiplier)
+
+    def request(self, request: Request) -> int:
+        """System + tools + messages + the per-request framing."""
+        return self.breakdown(request).total
+
+    def breakdown(self, request: Request | Sequence[Message]) -> Breakdown:
+        """Every priced item of a request (or a list of messages), for the CLI's ``count``."""
+        rows: list[BreakdownRow] = []
+        if isinstance(request, Request):
+            messages: Sequence[Message] = request.messages
+            for i, system_block in enumerate(request.system):
+                rows.append(BreakdownRow("system", None, i, "text", self.block(system_block)))
+            for i, tool in enumerate(request.tools):
+                rows.append(BreakdownRow("tools", None, i, "tool", self.tool_spec(tool)))
+            framing = self._framing(self._structure.request)
+            if framing:
+                rows.append(BreakdownRow("request", None, None, "framing", framing))
+        else:
+            messages = request
+        for mi, message in enumerate(messages):
+            if not isinstance(message, Message):
+                raise InvalidInput(f"must be a Message, not {type(message).__name__}", path=f"messages[{mi}]")
+            framing = self._framing(self._structure.message)
+            if framing:
+                rows.append(BreakdownRow("messages", mi, None, "framing", framing))
+            for bi, block in enumerate(message.content):
+                rows.append(BreakdownRow("messages", mi, bi, block.type, self.block(block)))
+        return Breakdown(tuple(rows))
+
+
+def _seed_text(text: str) -> float:
+    return float(_seed_store.estimate_text(text))

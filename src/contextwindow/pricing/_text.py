@@ -1,0 +1,141 @@
+"""Text rules per tokenizer family: the fitted default, and tiktoken's exact count where installed.
+
+The fitted rule prices a string as ``sum(c * f)`` over the byte-level features of
+``_features.py`` with one coefficient vector per family (``_coefficients.py``, fitted by
+``benchmarks/fit_text_rule.py`` against tiktoken). Claude's tokenizer is not public, so a Claude
+family prices text as the o200k rule times a ratio fitted per generation against real Claude usage
+(``benchmarks/fit_claude_rule.py``); Gemini and other families without an offline tokenizer use
+the o200k rule with a margin, so they err high.
+
+The :class:`Structure` of a family is the per-message, per-block and per-request framing tokens
+the provider adds around content; ``Estimator.message`` and ``Estimator.request`` include it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from ..errors import UsageError
+from ..models import TokenizerFamily
+from . import _coefficients
+from ._features import N_FEATURES, features
+
+__all__ = ["EXACT_ENCODINGS", "Structure", "exact_counter", "fitted_rule", "structure_for"]
+
+EXACT_ENCODINGS: dict[str, str] = {"o200k": "o200k_base", "cl100k": "cl100k_base"}
+"""Families tiktoken counts exactly (providers.md §5)."""
+
+# Families without an offline tokenizer: the o200k fit with a margin so the estimate errs high.
+_MARGIN_FAMILIES: dict[str, float] = {"gemini": 1.15, "deepseek": 1.15, "unknown": 1.25}
+
+
+@dataclass(frozen=True, slots=True)
+class Structure:
+    """Framing tokens a provider adds around content, by family."""
+
+    message: float
+    """Per message (role markers, separators)."""
+    request: float
+    """Per request (OpenAI primes the reply with 3)."""
+    text_block: float
+    tool_use: float
+    """Beyond the tool name and the JSON of its input."""
+    tool_result: float
+    tool_spec: float
+    """Per tool definition, beyond the JSON of its name, description and schema."""
+    media_block: float
+
+
+# OpenAI chat framing: 3 tokens per message, 3 to prime the reply (OpenAI cookbook convention,
+# providers.md §5). Tool framing is not published; the small figures are assumptions that err high.
+_OPENAI = Structure(
+    message=3, request=3, text_block=0, tool_use=8, tool_result=6, tool_spec=10, media_block=0
+)
+# Claude: fitted against real Claude Code sessions (see _coefficients and fit_claude_rule.py).
+_CLAUDE = {
+    family: Structure(
+        message=c["message"],
+        request=0,
+        text_block=c["text_block"],
+        tool_use=c["tool_use"],
+        tool_result=c["tool_result"],
+        tool_spec=c["tool_use"],
+        media_block=c["text_block"],
+    )
+    for family, c in _coefficients.CLAUDE_STRUCTURE.items()
+}
+
+
+def structure_for(family: TokenizerFamily) -> Structure:
+    """The framing of a family; families without published framing use OpenAI's, which is small."""
+    return _CLAUDE.get(family, _OPENAI)
+
+
+def _linear(coefficients: tuple[float, ...], scale: float) -> Callable[[str], float]:
+    if len(coefficients) != N_FEATURES:  # a stale generated file: refit rather than misprice
+        raise RuntimeError(
+            "pricing coefficients do not match the feature set; run benchmarks/fit_text_rule.py"
+        )
+    coefs = tuple(c * scale for c in coefficients)
+
+    def price(text: str) -> float:
+        if not text:
+            return 0.0
+        total = 0.0
+        for c, f in zip(coefs, features(text), strict=True):
+            total += c * f
+        return max(total, scale)  # non-empty text is at least one token
+
+    return price
+
+
+@cache
+def fitted_rule(family: TokenizerFamily) -> Callable[[str], float]:
+    """The default text rule of a family: unrounded tokens of a string."""
+    coefficients = _coefficients.TEXT_COEFFICIENTS
+    if family in coefficients:
+        return _linear(coefficients[family], 1.0)
+    if family in _coefficients.CLAUDE_TEXT_RATIO:
+        return _linear(coefficients["o200k"], _coefficients.CLAUDE_TEXT_RATIO[family])
+    return _linear(coefficients["o200k"], _MARGIN_FAMILIES.get(family, _MARGIN_FAMILIES["unknown"]))
+
+
+@cache
+def exact_counter(family: TokenizerFamily) -> Callable[[str], float]:
+    """tiktoken's exact count for a family it covers; special-token text is counted as text.
+
+    ``UsageError`` when the family has no public tokenizer (Claude, Gemini) or tiktoken is not
+    installed (``pip install contextwindow[tiktoken]``).
+    """
+    name = EXACT_ENCODINGS.get(family)
+    if name is None:
+        raise UsageError(
+            f"no exact tokenizer for the {family!r} family; exact=True needs an OpenAI (tiktoken) model"
+        )
+    try:
+        import tiktoken
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        raise UsageError("exact=True needs tiktoken: pip install 'contextwindow[tiktoken]'") from err
+    try:
+        encoding: Any = tiktoken.get_encoding(name)
+    except Exception as err:  # a missing offline cache is a network error deep in tiktoken
+        cache = os.environ.get("TIKTOKEN_CACHE_DIR", "<unset>")
+        raise UsageError(f"cannot load tiktoken {name} (TIKTOKEN_CACHE_DIR={cache}): {err}") from err
+
+    def count(text: str) -> float:
+        if not text:
+            return 0.0
+        # disallowed_special=() counts "<|endoftext|>" as plain text instead of raising.
+        return float(len(encoding.encode(text, disallowed_special=())))
+
+    return count
+
+
+def ceil_nonneg(value: float) -> int:
+    """Round a price up to whole tokens, never below 0."""
+    return max(0, math.ceil(value))
