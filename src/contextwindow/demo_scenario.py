@@ -98,6 +98,7 @@ class _Script:
     builder: ScenarioBuilder
     rng: random.Random
     files: list[Path]
+    scale: float = 1.0
     calls: int = 0
     next_id: int = 0
     media: int = 0
@@ -135,15 +136,17 @@ class _Script:
         self.reply(f"Taking a screenshot of the {view} view.", use)
         self.media += 1
         seed, caption = self.rng.randrange(1 << 30), f"app - {view}"
+        w, h = self.size(1280, 800)
         ref = self.builder.add_generated(
-            lambda: synthetic_media.screenshot(1280, 800, seed=seed, caption=caption), "image/png"
+            lambda: synthetic_media.screenshot(w, h, seed=seed, caption=caption), "image/png"
         )
-        self.result(use, (Text(text=f"Screenshot of {view} (1280×800)."), Image(ref=ref)))
+        self.result(use, (Text(text=f"Screenshot of {view} ({w}×{h})."), Image(ref=ref)))
 
     def photo(self, text: str) -> Message:
         self.media += 1
         seed = self.rng.randrange(1 << 30)
-        ref = self.builder.add_generated(lambda: synthetic_media.photo(1024, 768, seed=seed), "image/jpeg")
+        w, h = self.size(1024, 768)
+        ref = self.builder.add_generated(lambda: synthetic_media.photo(w, h, seed=seed), "image/jpeg")
         return Message(role="user", content=(Text(text=text), Image(ref=ref)))
 
     def json_tool(self, name: str, arguments: dict[str, object], payload: object) -> None:
@@ -151,12 +154,21 @@ class _Script:
         self.reply(f"Running {name} {json.dumps(arguments, ensure_ascii=False)}.", use)
         self.result(use, json.dumps(payload, indent=2, ensure_ascii=False))
 
+    def size(self, width: int, height: int) -> tuple[int, int]:
+        return max(1, round(width * self.scale)), max(1, round(height * self.scale))
+
     def pick(self, n: int) -> list[Path]:
         return [self.files[self.rng.randrange(len(self.files))] for _ in range(n)]
 
 
-def build_demo(seed: int = 0, *, stdlib: Path | None = None) -> Scenario:
-    """The demo scenario for ``seed`` (about 200 provider calls in 6 turns, ~30 images, one PDF)."""
+def build_demo(seed: int = 0, *, stdlib: Path | None = None, image_scale: float = 1.0) -> Scenario:
+    """The demo scenario for ``seed`` (about 170 provider calls in 6 turns, ~30 images, one PDF).
+
+    ``image_scale`` shrinks the screenshots and photos (1280×800 and 1024×768 at 1.0) for quick runs;
+    the script is otherwise the same.
+    """
+    if not 0 < image_scale <= 4:
+        raise ValueError("image_scale must be in (0, 4]")
     files = stdlib_sources(stdlib)
     if len(files) < 8:
         raise FileNotFoundError(f"too few standard-library sources under {stdlib or sysconfig.get_paths()['stdlib']}")
@@ -168,7 +180,7 @@ def build_demo(seed: int = 0, *, stdlib: Path | None = None) -> Scenario:
     )
     builder.system(SYSTEM)
     builder.tools(list(TOOLS))
-    s = _Script(builder=builder, rng=random.Random(seed), files=files)
+    s = _Script(builder=builder, rng=random.Random(seed), files=files, scale=image_scale)
     _turn_audit(s)
     _turn_screenshots(s)
     _turn_chinese(s)

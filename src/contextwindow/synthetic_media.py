@@ -59,7 +59,7 @@ def _check_size(width: int, height: int) -> None:
 def _encode(image: Image.Image, fmt: ImageFormat) -> bytes:
     out = io.BytesIO()
     if fmt == "png":
-        image.save(out, format="PNG", optimize=False, compress_level=6)
+        image.save(out, format="PNG", optimize=False, compress_level=1)  # fast; size is still realistic
     else:
         image.save(out, format="JPEG", quality=85, optimize=False, progressive=False)
     return out.getvalue()

@@ -41,7 +41,9 @@ def detect_kind(path: str | Path) -> TranscriptKind:
     path = Path(path)
     try:
         with path.open(encoding="utf-8") as f:
-            head = f.read(1 << 16)
+            head = f.readline()  # a whole first line: a Claude Code line with a screenshot is ~1 MB
+            while head and not head.strip():
+                head = f.readline()
     except OSError as err:
         raise ScenarioError(f"cannot read: {err.strerror}", where=str(path)) from None
     except UnicodeDecodeError:
@@ -49,9 +51,8 @@ def detect_kind(path: str | Path) -> TranscriptKind:
     stripped = head.lstrip()
     if stripped.startswith("["):
         return "chat"
-    first_line = stripped.split("\n", 1)[0]
     try:
-        first: Any = json.loads(first_line)
+        first: Any = json.loads(stripped)
     except json.JSONDecodeError:
         first = None
     if isinstance(first, dict):

@@ -16,6 +16,7 @@ so media are decoded, hashed and measured as any request's would be.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -62,20 +63,32 @@ def import_claude_code(path: str | Path) -> Scenario:
     )
     session = next((e.get("sessionId") for _, e in entries if e.get("sessionId")), path.stem)
     assembler = Assembler(name=str(session), model=model, description=f"Claude Code session {path.name}")
-    for where, role, content in _merged(entries, path):
+    for where, role, content, origins in _merged(entries, path):
         try:
             parsed = anthropic.parse_messages([{"role": role, "content": content}])
         except InvalidInput as err:
-            field = (err.path or "").removeprefix("messages[0].")
-            raise ScenarioError(err.reason, where=where, field=f"message.{field}") from None
+            raise _located(err, where, origins, path) from None
         message = parsed.request.messages[0]
         assembler.message(message, attachments=parsed.attachments, where=where)
     return assembler.build(where=f"{path}: end")
 
 
-def _merged(entries: list[tuple[int, dict[str, Any]]], path: Path) -> list[tuple[str, str, Any]]:
-    """(where, role, content) per API message: assistant lines sharing ``message.id`` joined, in order."""
-    out: list[tuple[str, str, Any]] = []
+def _located(err: InvalidInput, where: str, origins: list[tuple[int, int]], path: Path) -> ScenarioError:
+    """An error in a merged reply, pointed back at the line and block it came from."""
+    field = (err.path or "").removeprefix("messages[0].")
+    match = re.match(r"content\[(\d+)\](.*)", field)
+    if match and int(match.group(1)) < len(origins):
+        line, index = origins[int(match.group(1))]
+        return ScenarioError(err.reason, where=f"{path}:{line}", field=f"message.content[{index}]{match.group(2)}")
+    return ScenarioError(err.reason, where=where, field=f"message.{field}")
+
+
+_Merged = tuple[str, str, list[Any], list[tuple[int, int]]]
+
+
+def _merged(entries: list[tuple[int, dict[str, Any]]], path: Path) -> list[_Merged]:
+    """(where, role, blocks, (line, index) of each block) per API message, same-id lines joined."""
+    out: list[_Merged] = []
     seen_ids: set[str] = set()
     last_id: str | None = None
     for number, entry in entries:
@@ -91,21 +104,22 @@ def _merged(entries: list[tuple[int, dict[str, Any]]], path: Path) -> list[tuple
         if entry["type"] == "assistant":
             message_id = message.get("id")
             if message_id is not None and message_id == last_id:
-                for block in blocks:
+                for index, block in enumerate(blocks):
                     if block not in out[-1][2]:
                         out[-1][2].append(block)
+                        out[-1][3].append((number, index))
                 continue
             if message_id is not None and message_id in seen_ids:
                 continue  # the same reply written again (a resumed session copies its history)
             if message_id is not None:
                 seen_ids.add(message_id)
             last_id = message_id
-            out.append((where, "assistant", list(blocks)))
+            out.append((where, "assistant", list(blocks), [(number, i) for i in range(len(blocks))]))
         else:
             last_id = None
             if blocks:
-                out.append((where, "user", blocks))
-    return [(w, r, c) for w, r, c in out if c]
+                out.append((where, "user", blocks, [(number, i) for i in range(len(blocks))]))
+    return [m for m in out if m[2]]
 
 
 def _known(block: Any) -> Any:
