@@ -28,7 +28,12 @@ class TestDemoScenario:
         assert isinstance(demo, Scenario)
         assert 150 <= demo.calls <= 250
         assert demo.window == DEMO_WINDOW
-        text = sum(len(b.content) for m in demo.messages() for b in m.content if isinstance(b, ToolResult) and isinstance(b.content, str))
+        text = sum(
+            len(b.content)
+            for m in demo.messages()
+            for b in m.content
+            if isinstance(b, ToolResult) and isinstance(b.content, str)
+        )
         assert text / 4 > 3 * DEMO_WINDOW  # several windows' worth of text alone, before any image
 
     def test_reads_real_standard_library_sources(self, demo: object) -> None:
@@ -48,9 +53,16 @@ class TestDemoScenario:
         assert any(r.media_type == "image/jpeg" for r in refs)
         assert sum(len(t.injections) for t in demo.turns) >= 3
         assert any(isinstance(b, Document) for t in demo.turns for b in t.user.content)
-        assert any(re.search(r"[\u4e00-\u9fff]", b.text) for t in demo.turns for b in t.user.content if isinstance(b, Text))
+        assert any(
+            re.search(r"[\u4e00-\u9fff]", b.text)
+            for t in demo.turns
+            for b in t.user.content
+            if isinstance(b, Text)
+        )
         assert any(str(r.content).startswith("{") for r in demo.tool_results().values())
-        assert all(isinstance(b, Image) for t in demo.turns for i in t.injections for b in i.message.content[1:])
+        assert all(
+            isinstance(b, Image) for t in demo.turns for i in t.injections for b in i.message.content[1:]
+        )
 
     def test_same_seed_same_scenario_other_seed_other_scenario(self, demo: object) -> None:
         from contextwindow.scenario import Scenario
@@ -64,7 +76,9 @@ class TestDemoScenario:
         assert digest(0) != digest(1)
 
 
-def record(call: int, provider: int | None, estimate: int, *, rejected: bool = False, events: tuple[str, ...] = ()) -> CallRecord:
+def record(
+    call: int, provider: int | None, estimate: int, *, rejected: bool = False, events: tuple[str, ...] = ()
+) -> CallRecord:
     return CallRecord(
         call=call,
         makeup={"system": 100, "text": estimate - 100, "output_reserve": 1000},
@@ -110,7 +124,13 @@ class TestSummary:
 
     @pytest.mark.parametrize(
         ("values", "q", "expected"),
-        [([1.0], 0.95, 1.0), ([1.0, 2.0], 0.5, 1.5), ([3.0, 1.0, 2.0], 0.0, 1.0), ([3.0, 1.0, 2.0], 1.0, 3.0), ([], 0.5, None)],
+        [
+            ([1.0], 0.95, 1.0),
+            ([1.0, 2.0], 0.5, 1.5),
+            ([3.0, 1.0, 2.0], 0.0, 1.0),
+            ([3.0, 1.0, 2.0], 1.0, 3.0),
+            ([], 0.5, None),
+        ],
         ids=["single", "midpoint", "min", "max", "empty"],
     )
     def test_percentile(self, values: list[float], q: float, expected: float | None) -> None:
@@ -128,7 +148,13 @@ class TestSummary:
         ids=["negative-estimate", "zero-window", "negative-count", "unknown-segment", "unknown-event"],
     )
     def test_bad_records_are_refused_naming_the_field(self, kwargs: dict[str, object], field: str) -> None:
-        base: dict[str, object] = {"call": 0, "makeup": {}, "estimated_tokens": 1, "provider_input_tokens": 1, "window": 10}
+        base: dict[str, object] = {
+            "call": 0,
+            "makeup": {},
+            "estimated_tokens": 1,
+            "provider_input_tokens": 1,
+            "window": 10,
+        }
         with pytest.raises(InvalidInput) as caught:
             CallRecord(**{**base, **kwargs})  # type: ignore[arg-type]
         assert caught.value.path == field

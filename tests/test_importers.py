@@ -33,7 +33,9 @@ class TestDetection:
 
     def test_a_bare_message_list_is_chat(self, tmp_path: Path) -> None:
         path = tmp_path / "m.json"
-        path.write_text(json.dumps([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]))
+        path.write_text(
+            json.dumps([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}])
+        )
         assert detect_kind(path) == "chat" and load_any(path).calls == 1
 
     def test_unknown_content_is_a_clear_error(self, tmp_path: Path) -> None:
@@ -78,7 +80,9 @@ class TestClaudeCode:
 
     def test_an_imported_session_survives_a_scenario_file_round_trip(self) -> None:
         s = load_any(DATA / "claude_code_image.jsonl")
-        assert loads_scenario(dumps_scenario(s)).scripted_replies()[0].content == s.scripted_replies()[0].content
+        assert (
+            loads_scenario(dumps_scenario(s)).scripted_replies()[0].content == s.scripted_replies()[0].content
+        )
 
     def test_a_broken_line_is_named(self, tmp_path: Path) -> None:
         lines = (DATA / "claude_code_tools.jsonl").read_text().splitlines()
@@ -119,7 +123,10 @@ class TestChat:
         s = import_chat(
             [
                 {"role": "user", "content": "list files"},
-                {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "ls", "input": {}}]},
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "a", "name": "ls", "input": {}}],
+                },
                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "x.py"}]},
                 {"role": "assistant", "content": "x.py"},
             ]
@@ -128,7 +135,9 @@ class TestChat:
 
     def test_bad_field_is_named(self) -> None:
         with pytest.raises(ScenarioError, match=r"messages\[0\]\.role"):
-            import_chat([{"role": "robot", "content": "x"}, {"role": "tool", "tool_call_id": "q", "content": ""}])
+            import_chat(
+                [{"role": "robot", "content": "x"}, {"role": "tool", "tool_call_id": "q", "content": ""}]
+            )
 
 
 class TestSweAgent:

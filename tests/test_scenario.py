@@ -30,13 +30,29 @@ GOOD = (
     {"type": "meta", "name": "tiny", "window": 16000, "model": "claude-sonnet-4-5"},
     {"type": "system", "text": "You are a coding agent."},
     TOOLS,
-    {"type": "user", "content": [{"type": "text", "text": "Look"}, {"type": "image", "generate": "screenshot", "width": 320, "height": 200}]},
+    {
+        "type": "user",
+        "content": [
+            {"type": "text", "text": "Look"},
+            {"type": "image", "generate": "screenshot", "width": 320, "height": 200},
+        ],
+    },
     {"type": "assistant", "content": [{"type": "text", "text": "reading"}, use("t1"), use("t2")]},
     {"type": "tool_result", "tool_use_id": "t1", "content": "print(1)"},
-    {"type": "inject", "content": [{"type": "image", "generate": "photo", "width": 64, "height": 48, "seed": 3}]},
-    {"type": "tool_result", "tool_use_id": "t2", "content": [{"type": "text", "text": "spec"}, {"type": "document", "generate": "pdf", "pages": 2}]},
+    {
+        "type": "inject",
+        "content": [{"type": "image", "generate": "photo", "width": 64, "height": 48, "seed": 3}],
+    },
+    {
+        "type": "tool_result",
+        "tool_use_id": "t2",
+        "content": [{"type": "text", "text": "spec"}, {"type": "document", "generate": "pdf", "pages": 2}],
+    },
     {"type": "assistant", "content": "done"},
-    {"type": "user", "content": [{"type": "audio", "generate": "tone", "seconds": 0.5}, {"type": "text", "text": "你好"}]},
+    {
+        "type": "user",
+        "content": [{"type": "audio", "generate": "tone", "seconds": 0.5}, {"type": "text", "text": "你好"}],
+    },
     {"type": "assistant", "content": "好的"},
 )
 
@@ -83,11 +99,14 @@ class TestLoading:
         data = base64.b64encode(png).decode()
         (tmp_path / "s.jsonl").write_text(
             lines(
-                {"type": "user", "content": [
-                    {"type": "image", "path": "shots/a.png"},
-                    {"type": "image", "data": data, "media_type": "image/png"},
-                    {"type": "image", "url": "https://example.com/x.png"},
-                ]},
+                {
+                    "type": "user",
+                    "content": [
+                        {"type": "image", "path": "shots/a.png"},
+                        {"type": "image", "data": data, "media_type": "image/png"},
+                        {"type": "image", "url": "https://example.com/x.png"},
+                    ],
+                },
                 {"type": "assistant", "content": "seen"},
             )
         )
@@ -102,7 +121,10 @@ class TestLoading:
     def test_a_file_changed_after_loading_is_refused(self, tmp_path: Path) -> None:
         (tmp_path / "a.png").write_bytes(synthetic_media.photo(40, 30, seed=1, fmt="png"))
         (tmp_path / "s.jsonl").write_text(
-            lines({"type": "user", "content": [{"type": "image", "path": "a.png"}]}, {"type": "assistant", "content": "ok"})
+            lines(
+                {"type": "user", "content": [{"type": "image", "path": "a.png"}]},
+                {"type": "assistant", "content": "ok"},
+            )
         )
         s = load_scenario(tmp_path / "s.jsonl")
         (tmp_path / "a.png").write_bytes(synthetic_media.photo(40, 30, seed=2, fmt="png"))
@@ -120,17 +142,30 @@ class TestRoundTrip:
 
 BAD = [
     pytest.param(
-        [{"type": "user", "content": [{"type": "text", "text": "x"}, {"type": "image", "generate": "screenshot", "width": 0, "height": 8}]}],
+        [
+            {
+                "type": "user",
+                "content": [
+                    {"type": "text", "text": "x"},
+                    {"type": "image", "generate": "screenshot", "width": 0, "height": 8},
+                ],
+            }
+        ],
         "s.jsonl:1: content[1].width: must be between 1 and 8192 pixels",
         id="zero-width",
     ),
     pytest.param(
-        [{"type": "user", "content": "hi"}, {"type": "assistant", "content": [{"type": "tool_use", "id": "t", "name": ""}]}],
+        [
+            {"type": "user", "content": "hi"},
+            {"type": "assistant", "content": [{"type": "tool_use", "id": "t", "name": ""}]},
+        ],
         "s.jsonl:2: content[0].name:",
         id="empty-tool-name",
     ),
     pytest.param([{"type": "usr", "content": "hi"}], "s.jsonl:1: unknown type 'usr'", id="unknown-event"),
-    pytest.param([{"type": "user", "content": "hi", "colour": 1}], "s.jsonl:1: colour: Extra inputs", id="extra-field"),
+    pytest.param(
+        [{"type": "user", "content": "hi", "colour": 1}], "s.jsonl:1: colour: Extra inputs", id="extra-field"
+    ),
     pytest.param(
         [{"type": "user", "content": [{"type": "image", "path": "a.png", "url": "https://x"}]}],
         "s.jsonl:1: content[0]: give exactly one of data, path, url or generate",
@@ -146,39 +181,67 @@ BAD = [
         "s.jsonl:1: content[0].data: not valid base64",
         id="bad-base64",
     ),
-    pytest.param([{"type": "assistant", "content": "hi"}], "s.jsonl:1: this needs a turn", id="reply-before-user"),
     pytest.param(
-        [{"type": "user", "content": "a"}, {"type": "assistant", "content": [use("t1")]}, {"type": "assistant", "content": "b"}],
+        [{"type": "assistant", "content": "hi"}], "s.jsonl:1: this needs a turn", id="reply-before-user"
+    ),
+    pytest.param(
+        [
+            {"type": "user", "content": "a"},
+            {"type": "assistant", "content": [use("t1")]},
+            {"type": "assistant", "content": "b"},
+        ],
         "s.jsonl:3: tool use 't1' (asked at s.jsonl:2) has no tool_result before this reply",
         id="missing-result",
     ),
     pytest.param(
-        [{"type": "user", "content": "a"}, {"type": "assistant", "content": "b"}, {"type": "tool_result", "tool_use_id": "zz"}],
+        [
+            {"type": "user", "content": "a"},
+            {"type": "assistant", "content": "b"},
+            {"type": "tool_result", "tool_use_id": "zz"},
+        ],
         "s.jsonl:3: tool_use_id: tool use 'zz' was not asked for",
         id="orphan-result",
     ),
     pytest.param(
-        [{"type": "user", "content": "a"}, {"type": "assistant", "content": [use("t1")]}, {"type": "tool_result", "tool_use_id": "t1"}],
+        [
+            {"type": "user", "content": "a"},
+            {"type": "assistant", "content": [use("t1")]},
+            {"type": "tool_result", "tool_use_id": "t1"},
+        ],
         "the turn ends on a reply that asks for tools",
         id="turn-ends-on-tools",
     ),
     pytest.param(
-        [{"type": "user", "content": "a"}, {"type": "assistant", "content": [use("t1")]}, {"type": "tool_result", "tool_use_id": "t1"},
-         {"type": "assistant", "content": [use("t1")]}],
+        [
+            {"type": "user", "content": "a"},
+            {"type": "assistant", "content": [use("t1")]},
+            {"type": "tool_result", "tool_use_id": "t1"},
+            {"type": "assistant", "content": [use("t1")]},
+        ],
         "s.jsonl:4: content[0].id: tool use id 't1' is used twice",
         id="duplicate-id",
     ),
     pytest.param(
-        [{"type": "user", "content": "a"}, {"type": "inject", "round": 5, "content": "b"}, {"type": "assistant", "content": "c"}],
+        [
+            {"type": "user", "content": "a"},
+            {"type": "inject", "round": 5, "content": "b"},
+            {"type": "assistant", "content": "c"},
+        ],
         "s.jsonl:2: round: round 5 does not exist",
         id="inject-round-out-of-range",
     ),
     pytest.param(
-        [{"type": "user", "content": "a"}, {"type": "assistant", "content": "b"}, {"type": "system", "text": "late"}],
+        [
+            {"type": "user", "content": "a"},
+            {"type": "assistant", "content": "b"},
+            {"type": "system", "text": "late"},
+        ],
         "s.jsonl:3: the system prompt must come before",
         id="late-system",
     ),
-    pytest.param([{"type": "user", "content": "a"}], "the turn has no scripted assistant reply", id="no-reply"),
+    pytest.param(
+        [{"type": "user", "content": "a"}], "the turn has no scripted assistant reply", id="no-reply"
+    ),
     pytest.param(
         [{"type": "user", "content": [{"type": "audio", "generate": "tone", "seconds": -1}]}],
         "s.jsonl:1: content[0].seconds: must be a number of seconds",
@@ -194,7 +257,9 @@ BAD = [
 
 class TestValidation:
     @pytest.mark.parametrize(("events", "expected"), BAD)
-    def test_names_line_and_field(self, tmp_path: Path, events: list[dict[str, object]], expected: str) -> None:
+    def test_names_line_and_field(
+        self, tmp_path: Path, events: list[dict[str, object]], expected: str
+    ) -> None:
         path = tmp_path / "s.jsonl"
         path.write_text(lines(*events))
         with pytest.raises(ScenarioError) as caught:
@@ -215,7 +280,9 @@ class TestValidation:
 
     def test_ten_thousand_tiny_blocks_load(self) -> None:
         content = [{"type": "text", "text": "x"}] * 10_000
-        s = loads_scenario(lines({"type": "user", "content": content}, {"type": "assistant", "content": "ok"}))
+        s = loads_scenario(
+            lines({"type": "user", "content": content}, {"type": "assistant", "content": "ok"})
+        )
         assert len(s.turns[0].user.content) == 10_000
 
 

@@ -47,7 +47,11 @@ TOOLS = (
         description="Read lines [start, end) of a text file, numbered.",
         input_schema={
             "type": "object",
-            "properties": {"path": {"type": "string"}, "start": {"type": "integer"}, "end": {"type": "integer"}},
+            "properties": {
+                "path": {"type": "string"},
+                "start": {"type": "integer"},
+                "end": {"type": "integer"},
+            },
             "required": ["path"],
         },
     ),
@@ -119,9 +123,15 @@ class _Script:
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
         for start in range(0, min(len(lines), limit * _CHUNK_LINES), _CHUNK_LINES):
             end = min(start + _CHUNK_LINES, len(lines))
-            use = ToolUse(id=self.tool_id(), name="read_file", input={"path": path.name, "start": start + 1, "end": end + 1})
+            use = ToolUse(
+                id=self.tool_id(),
+                name="read_file",
+                input={"path": path.name, "start": start + 1, "end": end + 1},
+            )
             self.reply(f"{lead} {path.name}, lines {start + 1}–{end}.", use)
-            numbered = "\n".join(f"{n:6d}\t{line}" for n, line in enumerate(lines[start:end], start=start + 1))
+            numbered = "\n".join(
+                f"{n:6d}\t{line}" for n, line in enumerate(lines[start:end], start=start + 1)
+            )
             self.result(use, numbered)
 
     def grep(self, path: Path, pattern: str) -> None:
@@ -171,7 +181,9 @@ def build_demo(seed: int = 0, *, stdlib: Path | None = None, image_scale: float 
         raise ValueError("image_scale must be in (0, 4]")
     files = stdlib_sources(stdlib)
     if len(files) < 8:
-        raise FileNotFoundError(f"too few standard-library sources under {stdlib or sysconfig.get_paths()['stdlib']}")
+        raise FileNotFoundError(
+            f"too few standard-library sources under {stdlib or sysconfig.get_paths()['stdlib']}"
+        )
     builder = ScenarioBuilder(
         name="demo",
         description="A coding agent reading the standard library, with screenshots, photos, a PDF and a turn in Chinese.",
@@ -198,7 +210,11 @@ def _turn_audit(s: _Script) -> None:
             "place that touches the OS, threads or the import system: " + ", ".join(p.name for p in targets)
         )
     )
-    s.json_tool("list_dir", {"path": "Lib"}, [{"name": p.name, "size": p.stat().st_size, "kind": "file"} for p in s.files[:60]])
+    s.json_tool(
+        "list_dir",
+        {"path": "Lib"},
+        [{"name": p.name, "size": p.stat().st_size, "kind": "file"} for p in s.files[:60]],
+    )
     for path in targets:
         s.read_chunks(path, limit=4, lead="Reading")
         s.grep(path, "import ")
@@ -209,7 +225,11 @@ def _turn_audit(s: _Script) -> None:
 
 
 def _turn_screenshots(s: _Script) -> None:
-    s.builder.user(Message.user("The settings page renders wrong after the port. Take screenshots and compare the views."))
+    s.builder.user(
+        Message.user(
+            "The settings page renders wrong after the port. Take screenshots and compare the views."
+        )
+    )
     views = ["settings", "settings (dark)", "editor", "terminal", "preview", "diff", "search", "problems"]
     for i, view in enumerate(views * 3):
         s.screenshot(view)
@@ -217,12 +237,18 @@ def _turn_screenshots(s: _Script) -> None:
             s.builder.inject(s.photo(f"Here is a photo of how it looks on my second monitor ({i})."))
         if i % 3 == 2:
             s.read_chunks(s.pick(1)[0], limit=1, lead="Checking the renderer in")
-    s.reply("The dark settings view loses its sidebar padding; the photos show the same clipping on the second monitor.")
+    s.reply(
+        "The dark settings view loses its sidebar padding; the photos show the same clipping on the second monitor."
+    )
 
 
 def _turn_chinese(s: _Script) -> None:
     heapq = next((p for p in s.files if p.name == "heapq.py"), s.files[0])
-    s.builder.user(Message.user(f"请阅读 {heapq.name} 的实现，解释堆的不变式是如何维护的，并指出与移植相关的注意事项。回答请用中文。"))
+    s.builder.user(
+        Message.user(
+            f"请阅读 {heapq.name} 的实现，解释堆的不变式是如何维护的，并指出与移植相关的注意事项。回答请用中文。"
+        )
+    )
     s.read_chunks(heapq, limit=6, lead="正在阅读")
     for path in s.pick(6):
         s.grep(path, "def ")
@@ -238,7 +264,10 @@ def _turn_tests(s: _Script) -> None:
     for path in s.pick(16):
         module = path.stem
         failures = [
-            {"test": f"test_{module}.Test{module.title()}.test_case_{s.rng.randrange(100)}", "error": "AssertionError: 3 != 4"}
+            {
+                "test": f"test_{module}.Test{module.title()}.test_case_{s.rng.randrange(100)}",
+                "error": "AssertionError: 3 != 4",
+            }
             for _ in range(s.rng.randrange(3))
         ]
         report = {
@@ -256,7 +285,9 @@ def _turn_tests(s: _Script) -> None:
 
 
 def _turn_pdf(s: _Script) -> None:
-    ref = s.builder.add_generated(lambda: synthetic_media.pdf(4, seed=7, title="Runtime porting guide"), "application/pdf")
+    ref = s.builder.add_generated(
+        lambda: synthetic_media.pdf(4, seed=7, title="Runtime porting guide"), "application/pdf"
+    )
     s.builder.user(
         Message.user(
             "Here is the porting guide of the runtime. Check our plan against it.",
@@ -268,12 +299,22 @@ def _turn_pdf(s: _Script) -> None:
     s.screenshot("settings (after fix)")
     s.builder.inject(s.photo("And this is the fixed screen on the second monitor."))
     s.screenshot("settings (dark, after fix)")
-    s.reply("The plan matches the guide except for the thread pool, which the guide forbids; I listed the two call sites.")
+    s.reply(
+        "The plan matches the guide except for the thread pool, which the guide forbids; I listed the two call sites."
+    )
 
 
 def _turn_wrap_up(s: _Script) -> None:
-    s.builder.user(Message.user("Last thing: re-check the first module you read and write the final porting checklist."))
+    s.builder.user(
+        Message.user("Last thing: re-check the first module you read and write the final porting checklist.")
+    )
     first = s.files[0]
     s.read_chunks(first, limit=3, lead="Re-checking")
-    s.json_tool("list_dir", {"path": "Lib/test"}, [{"name": f"test_{p.stem}.py", "kind": "file"} for p in s.files[:40]])
-    s.reply("Final checklist:\n1. Replace OS calls with the runtime's API.\n2. Drop thread usage.\n3. Keep pure-Python fallbacks.")
+    s.json_tool(
+        "list_dir",
+        {"path": "Lib/test"},
+        [{"name": f"test_{p.stem}.py", "kind": "file"} for p in s.files[:40]],
+    )
+    s.reply(
+        "Final checklist:\n1. Replace OS calls with the runtime's API.\n2. Drop thread usage.\n3. Keep pure-Python fallbacks."
+    )

@@ -13,6 +13,7 @@ matplotlib is the ``report`` extra and is imported only by :func:`write_report`.
 from __future__ import annotations
 
 import html
+import itertools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -76,7 +77,9 @@ class CallRecord:
             raise InvalidInput("must be a positive integer", path=f"{path}.window")
         for name, value in self.makeup.items():
             if name not in SEGMENTS:
-                raise InvalidInput(f"unknown segment (known: {', '.join(SEGMENTS)})", path=f"{path}.makeup.{name}")
+                raise InvalidInput(
+                    f"unknown segment (known: {', '.join(SEGMENTS)})", path=f"{path}.makeup.{name}"
+                )
             _count(value, f"{path}.makeup.{name}")
         for i, event in enumerate(self.events):
             if event not in EVENTS:
@@ -141,7 +144,7 @@ def summarize(records: Sequence[CallRecord], *, tokenizer: str = "") -> dict[str
         if r.provider_input_tokens
     ]
     recovered = sum(
-        1 for before, after in zip(ordered, ordered[1:], strict=False) if before.rejected and not after.rejected
+        1 for before, after in itertools.pairwise(ordered) if before.rejected and not after.rejected
     )
 
     def rounded(value: float | None) -> float | None:
@@ -220,7 +223,9 @@ def _chart(records: Sequence[CallRecord], path: Path, labels: _Labels) -> None:
     for kind, (marker, colour) in _MARKERS.items():
         hits = [r.call for r in records if (r.rejected if kind == "rejected" else kind in r.events)]
         if hits:
-            ax.scatter(hits, [lanes[kind]] * len(hits), marker=marker, color=colour, s=26, zorder=3, clip_on=False)
+            ax.scatter(
+                hits, [lanes[kind]] * len(hits), marker=marker, color=colour, s=26, zorder=3, clip_on=False
+            )
             handles.append(
                 Line2D([], [], linestyle="", marker=marker, color=colour, label=f"{kind} ({len(hits)})")
             )
@@ -228,7 +233,9 @@ def _chart(records: Sequence[CallRecord], path: Path, labels: _Labels) -> None:
     ax.set_ylim(0, top * 1.27)
     ax.set_xlabel("provider call")
     ax.set_ylabel("tokens")
-    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v / 1000:.0f}k" if v else "0"))
+    ax.yaxis.set_major_formatter(
+        matplotlib.ticker.FuncFormatter(lambda v, _: f"{v / 1000:.0f}k" if v else "0")
+    )
     ax.grid(axis="y", color="#d8dee9", linewidth=0.6)
     ax.set_axisbelow(True)
     for side in ("top", "right"):

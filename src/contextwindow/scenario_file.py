@@ -39,6 +39,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, 
 from . import synthetic_media
 from .attachments import decode_base64
 from .content import (
+    AttachmentRef,
     Audio,
     Block,
     Document,
@@ -236,9 +237,11 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
     for i, part in enumerate(loc):
         if isinstance(part, int):
             out += f"[{part}]"
-        elif (i == 0 or isinstance(loc[i - 1], int)) and part in _TAGS:
-            continue
-        elif "[" in part or part in ("str", "int", "float", "bool"):
+        elif (
+            ((i == 0 or isinstance(loc[i - 1], int)) and part in _TAGS)
+            or "[" in part
+            or part in ("str", "int", "float", "bool")
+        ):
             continue
         else:
             out += f".{part}" if out else part
@@ -250,7 +253,9 @@ def _validation_error(err: pydantic.ValidationError, where: str) -> ScenarioErro
     first = max(err.errors(include_url=False), key=lambda e: len(e["loc"]))
     message = str(first["msg"]).removeprefix("Value error, ")
     if first["type"] == "union_tag_invalid":
-        message = f"unknown type {first['input'].get('type')!r}" if isinstance(first["input"], dict) else message
+        message = (
+            f"unknown type {first['input'].get('type')!r}" if isinstance(first["input"], dict) else message
+        )
     return ScenarioError(message, where=where, field=_field_path(tuple(first["loc"])))
 
 
@@ -294,16 +299,25 @@ def loads_scenario(text: str, *, name: str = "scenario.jsonl", base_dir: Path | 
         elif isinstance(event, _System):
             builder.system(event.text, where=where)
         elif isinstance(event, _Tools):
-            specs = [ToolSpec(name=t.name, description=t.description, input_schema=t.input_schema) for t in event.tools]
+            specs = [
+                ToolSpec(name=t.name, description=t.description, input_schema=t.input_schema)
+                for t in event.tools
+            ]
             builder.tools(specs, where=where)
         elif isinstance(event, _User):
-            builder.user(Message(role="user", content=_blocks(event.content, builder, base, where)), where=where)
+            builder.user(
+                Message(role="user", content=_blocks(event.content, builder, base, where)), where=where
+            )
         elif isinstance(event, _Assistant):
             builder.assistant(
                 Message(role="assistant", content=_blocks(event.content, builder, base, where)), where=where
             )
         elif isinstance(event, _ToolResult):
-            content = event.content if isinstance(event.content, str) else _blocks(event.content, builder, base, where)
+            content = (
+                event.content
+                if isinstance(event.content, str)
+                else _blocks(event.content, builder, base, where)
+            )
             result = ToolResult(tool_use_id=event.tool_use_id, content=content, is_error=event.is_error)  # type: ignore[arg-type]
             builder.tool_result(result, where=where)
         else:
@@ -338,10 +352,14 @@ def _block(spec: Any, builder: ScenarioBuilder, base: Path, where: str, field: s
     elif spec.path is not None:
         file = Path(spec.path) if Path(spec.path).is_absolute() else base / spec.path
         if not file.is_file():
-            raise ScenarioError(f"no such file: {spec.path} (looked in {file.parent})", where=where, field=f"{field}.path")
+            raise ScenarioError(
+                f"no such file: {spec.path} (looked in {file.parent})", where=where, field=f"{field}.path"
+            )
         media_type = spec.media_type or mimetypes.guess_type(file.name)[0]
         if media_type is None:
-            raise ScenarioError(f"cannot tell the media type of {spec.path}; give media_type", where=where, field=field)
+            raise ScenarioError(
+                f"cannot tell the media type of {spec.path}; give media_type", where=where, field=field
+            )
         ref = builder.add_file(file, media_type, where=where, field=field)
     else:
         ref = _generate(spec, builder, where, field)
@@ -352,12 +370,13 @@ def _block(spec: Any, builder: ScenarioBuilder, base: Path, where: str, field: s
     return Audio(ref=ref)
 
 
-def _generate(spec: Any, builder: ScenarioBuilder, where: str, field: str) -> Any:
+def _generate(spec: Any, builder: ScenarioBuilder, where: str, field: str) -> AttachmentRef:
     seed = spec.seed
     if isinstance(spec, _ImageSpec):
         fmt = spec.format or ("png" if spec.generate == "screenshot" else "jpeg")
         make = synthetic_media.screenshot if spec.generate == "screenshot" else synthetic_media.photo
         width, height, caption = spec.width, spec.height, spec.caption
+        assert width is not None and height is not None  # the model validator requires both
         return builder.add_generated(
             lambda: make(width, height, seed=seed, caption=caption, fmt=fmt),
             f"image/{fmt}",
@@ -367,10 +386,15 @@ def _generate(spec: Any, builder: ScenarioBuilder, where: str, field: str) -> An
     if isinstance(spec, _DocumentSpec):
         pages, title = spec.pages, spec.title or "Document"
         return builder.add_generated(
-            lambda: synthetic_media.pdf(pages, seed=seed, title=title), "application/pdf", where=where, field=field
+            lambda: synthetic_media.pdf(pages, seed=seed, title=title),
+            "application/pdf",
+            where=where,
+            field=field,
         )
     seconds = spec.seconds
-    return builder.add_generated(lambda: synthetic_media.wav(seconds, seed=seed), "audio/wav", where=where, field=field)
+    return builder.add_generated(
+        lambda: synthetic_media.wav(seconds, seed=seed), "audio/wav", where=where, field=field
+    )
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -414,14 +438,24 @@ def _events(scenario: Scenario) -> Iterable[dict[str, Any]]:
             elif isinstance(step, ToolResultStep):
                 result = step.result
                 content: Any = (
-                    result.content if isinstance(result.content, str) else _dump_blocks(result.content, scenario)
+                    result.content
+                    if isinstance(result.content, str)
+                    else _dump_blocks(result.content, scenario)
                 )
-                event: dict[str, Any] = {"type": "tool_result", "tool_use_id": result.tool_use_id, "content": content}
+                event: dict[str, Any] = {
+                    "type": "tool_result",
+                    "tool_use_id": result.tool_use_id,
+                    "content": content,
+                }
                 if result.is_error:
                     event["is_error"] = True
                 yield event
             elif isinstance(step, InjectStep):
-                yield {"type": "inject", "round": step.round, "content": _dump_blocks(step.message.content, scenario)}
+                yield {
+                    "type": "inject",
+                    "round": step.round,
+                    "content": _dump_blocks(step.message.content, scenario),
+                }
 
 
 def _dump_blocks(blocks: Iterable[Block], scenario: Scenario) -> list[dict[str, Any]]:
@@ -458,4 +492,3 @@ def _dump_media(block: Image | Document | Audio | GeneratedImage, scenario: Scen
             if getattr(block, key) is not None:
                 item[key] = getattr(block, key)
     return item
-

@@ -122,7 +122,9 @@ def photo(
     top = tuple(rng.randrange(60, 200) for _ in range(3))
     bottom = tuple(rng.randrange(20, 140) for _ in range(3))
     gradient = Image.linear_gradient("L").resize((width, height))
-    image = Image.composite(Image.new("RGB", (width, height), bottom), Image.new("RGB", (width, height), top), gradient)
+    image = Image.composite(
+        Image.new("RGB", (width, height), bottom), Image.new("RGB", (width, height), top), gradient
+    )
     draw = ImageDraw.Draw(image)
     for _ in range(12):
         x, y = rng.randrange(width), rng.randrange(height)
@@ -183,7 +185,7 @@ def wav(seconds: float = 1.0, *, seed: int = 0, rate: int = 8000) -> bytes:
         raise InvalidInput("must be a number of seconds in (0, 600]", path="seconds")
     rng = random.Random(seed)
     frequency = 220.0 + 20.0 * rng.randrange(20)
-    frames = int(round(seconds * rate))
+    frames = round(seconds * rate)
     samples = bytearray()
     for i in range(frames):
         value = 0.4 * math.sin(2 * math.pi * frequency * i / rate) + 0.02 * (rng.random() - 0.5)

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from ..content import Block, Message, Text, ToolResult, ToolSpec, ToolUse, media_refs
 from ..scenario import Scenario, ScenarioBuilder
 
-__all__ = ["Assembler", "PLACEHOLDER"]
+__all__ = ["PLACEHOLDER", "Assembler"]
 
 PLACEHOLDER = {"imported": "placeholder"}
 NO_RESULT = "(no result was recorded in the transcript for this tool call)"
@@ -44,7 +44,9 @@ class Assembler:
     def tools(self, specs: list[ToolSpec], *, where: str = "") -> None:
         self.builder.tools(specs, where=where)
 
-    def message(self, message: Message, *, attachments: Mapping[str, bytes] | None = None, where: str = "") -> None:
+    def message(
+        self, message: Message, *, attachments: Mapping[str, bytes] | None = None, where: str = ""
+    ) -> None:
         """One recorded message, in transcript order, with the bytes its media point at (by id)."""
         for ref in media_refs(message.content):
             if attachments is not None and ref.id in attachments:
@@ -53,14 +55,19 @@ class Assembler:
             self._assistant(message, where)
             return
         results = [b for b in message.content if isinstance(b, ToolResult)]
-        others = [b for b in message.content if not isinstance(b, ToolResult | ToolUse)]
+        others: list[Block] = [b for b in message.content if not isinstance(b, ToolResult | ToolUse)]
         stray: list[Block] = []
+        kept: list[Block] = list(others)
         for result in results:
             if result.tool_use_id in self.builder.pending_tool_uses:
                 self.builder.tool_result(result, where=where)
             else:
-                stray.append(Text(text=f"[tool result for {result.tool_use_id}, not matched to a call]\n{_text_of(result)}"))
-        others = stray + others
+                stray.append(
+                    Text(
+                        text=f"[tool result for {result.tool_use_id}, not matched to a call]\n{_text_of(result)}"
+                    )
+                )
+        others = stray + kept
         if not others:
             return
         if self.builder.in_turn and self._reply_asked_tools:
@@ -77,7 +84,9 @@ class Assembler:
             self._reply_asked_tools = True  # the new turn has no reply yet: close it like a cut-off one
         if self.builder.in_turn and self._reply_asked_tools:
             self._fill_missing_results(where)
-            self.builder.assistant(Message(role="assistant", content=(Text(text=ENDS_HERE),), metadata=PLACEHOLDER), where=where)
+            self.builder.assistant(
+                Message(role="assistant", content=(Text(text=ENDS_HERE),), metadata=PLACEHOLDER), where=where
+            )
         return self.builder.build(where=where)
 
     def _assistant(self, message: Message, where: str) -> None:
@@ -85,7 +94,9 @@ class Assembler:
             self._flush_user()
         elif not self.builder.in_turn:
             self.builder.user(
-                Message(role="user", content=(Text(text="(the transcript starts here)"),), metadata=PLACEHOLDER),
+                Message(
+                    role="user", content=(Text(text="(the transcript starts here)"),), metadata=PLACEHOLDER
+                ),
                 where=where,
             )
         self._fill_missing_results(where)
@@ -100,7 +111,9 @@ class Assembler:
 
     def _fill_missing_results(self, where: str) -> None:
         for tool_use_id in self.builder.pending_tool_uses:
-            self.builder.tool_result(ToolResult(tool_use_id=tool_use_id, content=NO_RESULT, is_error=True), where=where)
+            self.builder.tool_result(
+                ToolResult(tool_use_id=tool_use_id, content=NO_RESULT, is_error=True), where=where
+            )
 
 
 def _text_of(result: ToolResult) -> str:

@@ -20,7 +20,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-
 from ..errors import InvalidInput
 from ..formats import anthropic
 from ..scenario import Scenario, ScenarioError
@@ -58,7 +57,11 @@ def import_claude_code(path: str | Path) -> Scenario:
     if any(not e.get("isSidechain", False) for _, e in entries):
         entries = [(n, e) for n, e in entries if not e.get("isSidechain", False)]
     model = next(
-        (e["message"].get("model") for _, e in entries if e["type"] == "assistant" and isinstance(e.get("message"), dict)),
+        (
+            e["message"].get("model")
+            for _, e in entries
+            if e["type"] == "assistant" and isinstance(e.get("message"), dict)
+        ),
         None,
     )
     session = next((e.get("sessionId") for _, e in entries if e.get("sessionId")), path.stem)
@@ -79,7 +82,9 @@ def _located(err: InvalidInput, where: str, origins: list[tuple[int, int]], path
     match = re.match(r"content\[(\d+)\](.*)", field)
     if match and int(match.group(1)) < len(origins):
         line, index = origins[int(match.group(1))]
-        return ScenarioError(err.reason, where=f"{path}:{line}", field=f"message.content[{index}]{match.group(2)}")
+        return ScenarioError(
+            err.reason, where=f"{path}:{line}", field=f"message.content[{index}]{match.group(2)}"
+        )
     return ScenarioError(err.reason, where=where, field=f"message.{field}")
 
 
@@ -134,5 +139,3 @@ def _known(block: Any) -> Any:
     if kind in ("text", "image", "document", "thinking", "redacted_thinking", "tool_use", "tool_result"):
         return block
     return {"type": "text", "text": f"[{kind} block not carried over]"}
-
-

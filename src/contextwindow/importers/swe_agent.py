@@ -40,13 +40,17 @@ def import_swe_agent(path: str | Path, data: Any = None) -> Scenario:
         except json.JSONDecodeError as err:
             raise ScenarioError(f"not valid JSON: {err.msg} at line {err.lineno}", where=str(path)) from None
     if not looks_like_swe_agent(data):
-        raise ScenarioError("not a SWE-agent trajectory: expected an object with history or trajectory", where=str(path))
+        raise ScenarioError(
+            "not a SWE-agent trajectory: expected an object with history or trajectory", where=str(path)
+        )
     history = data.get("history")
     messages = _from_history(history, path) if history else _from_steps(data.get("trajectory"), path)
     info = data.get("info") if isinstance(data.get("info"), dict) else {}
     scenario = import_chat(messages, name=path.stem, where=str(path))
     model = _model_name(data)
-    description = f"SWE-agent trajectory {path.name}" + (f" (exit: {info['exit_status']})" if info.get("exit_status") else "")
+    description = f"SWE-agent trajectory {path.name}" + (
+        f" (exit: {info['exit_status']})" if info.get("exit_status") else ""
+    )
     return Scenario(
         name=scenario.name,
         description=description,
@@ -70,7 +74,9 @@ def _from_history(history: Any, path: Path) -> list[dict[str, Any]]:
         if role == "tool":
             ids = item.get("tool_call_ids") or ([item["tool_call_id"]] if "tool_call_id" in item else [])
             if not ids:
-                raise ScenarioError("a tool item needs tool_call_ids", where=str(path), field=f"{field}.tool_call_ids")
+                raise ScenarioError(
+                    "a tool item needs tool_call_ids", where=str(path), field=f"{field}.tool_call_ids"
+                )
             out.extend({"role": "tool", "tool_call_id": str(tid), "content": content} for tid in ids)
         elif role == "assistant":
             message: dict[str, Any] = {"role": "assistant", "content": content}
