@@ -24,9 +24,11 @@ from typing import Any
 
 from contextwindow.content import Message, Text, ToolResult, ToolUse
 
+from ._paths import CLAUDE_SESSIONS
+
 __all__ = ["ROOT", "Round", "generation", "rounds"]
 
-ROOT = Path("/work/shared/data/claude-code-sessions")
+ROOT = CLAUDE_SESSIONS
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from _shared import CLAUDE_SESSIONS, require
 from contextwindow.content import Image, Text, ToolResult, ToolUse
 from contextwindow.importers import detect_kind, import_chat, load_any
 from contextwindow.importers._assemble import ENDS_HERE, NO_RESULT
@@ -95,9 +96,7 @@ class TestClaudeCode:
             load_any(path)
 
     def test_every_shared_real_session_imports(self) -> None:
-        root = Path("/work/shared/data/claude-code-sessions")
-        if not root.exists():
-            pytest.skip("the shared session corpus is not on this machine")
+        root = require(CLAUDE_SESSIONS, "the shared Claude Code session corpus")
         files = sorted(root.rglob("*.jsonl"))
         assert files
         for path in files:

@@ -14,8 +14,6 @@ from contextwindow.content import Message, Request, Text, ToolResult, ToolSpec, 
 from contextwindow.errors import InvalidInput, UsageError
 from contextwindow.pricing import Estimator, count_tokens
 
-os.environ.setdefault("TIKTOKEN_CACHE_DIR", "/work/shared/tokenizers")
-
 
 def tiktoken_or_skip() -> object:
     try:

@@ -37,8 +37,12 @@ from .errors import (
     UnknownModel,
     UsageError,
 )
+from .importers import load_any
 from .models import ModelProfile, get_profile, register
 from .pricing import Estimator, count_tokens, image_tokens
+from .report import CallRecord, summarize
+from .scenario import Scenario, ScenarioBuilder, ScenarioError
+from .scenario_file import dump_scenario, load_scenario
 from .state import MemorySlot, StateSlot
 from .usage import Anchor, AnchorBook, AnchoredEstimate, CallUsage, Usage, UsageTracker, anchored_estimate
 
@@ -53,6 +57,7 @@ __all__ = [
     "Audio",
     "Block",
     "Calibrator",
+    "CallRecord",
     "CallUsage",
     "ContextOverflow",
     "ContextWindowError",
@@ -68,6 +73,9 @@ __all__ = [
     "ProviderError",
     "RedactedThinking",
     "Request",
+    "Scenario",
+    "ScenarioBuilder",
+    "ScenarioError",
     "SchemaTooNew",
     "StateSlot",
     "StoreBusy",
@@ -86,7 +94,11 @@ __all__ = [
     "__version__",
     "anchored_estimate",
     "count_tokens",
+    "dump_scenario",
     "get_profile",
     "image_tokens",
+    "load_any",
+    "load_scenario",
     "register",
+    "summarize",
 ]
