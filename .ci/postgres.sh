@@ -19,5 +19,5 @@ start_postgres() {
   "${run[@]}" "$bindir/pg_ctl" -D "$data" -o "-p $port -k /tmp -c listen_addresses=127.0.0.1 -c fsync=off" -l "$data/log" -w start >/dev/null
   "${run[@]}" "$bindir/createdb" -h 127.0.0.1 -p "$port" -U postgres contextwindow_test
   export CONTEXTWINDOW_TEST_POSTGRES_URL="postgresql://postgres@127.0.0.1:$port/contextwindow_test"
-  trap "${run[*]} $bindir/pg_ctl -D $data -m immediate stop >/dev/null 2>&1 || true" EXIT
+  trap "${run[*]} $bindir/pg_ctl -D $data -m immediate stop >/dev/null 2>&1; rm -rf $data" EXIT
 }

@@ -16,6 +16,7 @@ Files are split into ``fit`` and ``holdout`` per generation (one file in three h
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +24,11 @@ from typing import Any
 
 from contextwindow.content import Message, Text, ToolResult, ToolUse
 
+from ._paths import CLAUDE_SESSIONS
+
 __all__ = ["ROOT", "Round", "generation", "rounds"]
 
-ROOT = Path("/work/shared/data/claude-code-sessions")
+ROOT = CLAUDE_SESSIONS
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,10 @@ def generation(model: str) -> str:
 
 
 def _prompt(usage: dict[str, Any]) -> int:
-    return sum(int(usage.get(k) or 0) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
+    return sum(
+        int(usage.get(k) or 0)
+        for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+    )
 
 
 def _blocks(content: Any) -> list[Any] | None:
@@ -80,7 +86,9 @@ def _blocks(content: Any) -> list[Any] | None:
                 if any(x.get("type") != "text" for x in inner):
                     return None
                 inner = tuple(Text(text=x.get("text", "")) for x in inner)
-            out.append(ToolResult(tool_use_id=b.get("tool_use_id", ""), content=inner if inner is not None else ""))
+            out.append(
+                ToolResult(tool_use_id=b.get("tool_use_id", ""), content=inner if inner is not None else "")
+            )
         else:  # thinking, images, anything else
             return None
     return out
@@ -100,8 +108,15 @@ def _file_rounds(path: Path) -> list[Round]:
                 current["assistant"].append(message.get("content"))
                 continue
             if current is not None:
-                calls.append((current["id"], current["model"], current["prompt"], [current["assistant"], pending]))
-            current = {"id": mid, "model": message.get("model", ""), "prompt": _prompt(message["usage"]), "assistant": [message.get("content")]}
+                calls.append(
+                    (current["id"], current["model"], current["prompt"], [current["assistant"], pending])
+                )
+            current = {
+                "id": mid,
+                "model": message.get("model", ""),
+                "prompt": _prompt(message["usage"]),
+                "assistant": [message.get("content")],
+            }
             pending = []
         elif kind == "user" and current is not None:
             if entry.get("isCompactSummary"):
@@ -111,7 +126,7 @@ def _file_rounds(path: Path) -> list[Round]:
     if current is not None:
         calls.append((current["id"], current["model"], current["prompt"], [current["assistant"], pending]))
     out = []
-    for (_, model, prompt, (assistant, users)), (_, next_model, next_prompt, _) in zip(calls, calls[1:], strict=False):
+    for (_, model, prompt, (assistant, users)), (_, next_model, next_prompt, _) in itertools.pairwise(calls):
         delta = next_prompt - prompt
         if delta <= 0 or model != next_model or not model.startswith("claude") or None in users:
             continue
@@ -151,7 +166,9 @@ def rounds(which: str) -> list[Round]:
         if not found:
             continue
         rel = str(path.relative_to(ROOT))
-        by_generation.setdefault(generation(found[0].model), []).append((hashlib.sha256(rel.encode()).digest(), found))
+        by_generation.setdefault(generation(found[0].model), []).append(
+            (hashlib.sha256(rel.encode()).digest(), found)
+        )
     out: list[Round] = []
     for files in by_generation.values():
         for i, (_, found) in enumerate(sorted(files, key=lambda f: f[0])):

@@ -19,8 +19,8 @@ lengths from 300 to 6,000 characters, seeded, so runs are reproducible.
 
 from __future__ import annotations
 
-import glob
 import gettext
+import glob
 import hashlib
 import json
 import os
@@ -148,10 +148,6 @@ def _cjk_tests(prefixes: tuple[str, ...]) -> Iterator[tuple[str, str]]:
             yield str(path), text
 
 
-def _metadata_prose(text: str) -> str:
-    return text
-
-
 def _cut(rng: random.Random, text: str, lo: int = 300, hi: int = 6000) -> str:
     size = min(len(text), rng.randint(lo, hi))
     start = rng.randint(0, len(text) - size)
@@ -169,7 +165,7 @@ def chunks(split: str, *, per_kind: int = 300, seed: int = 7) -> list[Chunk]:
         pool = [(p, t) for p, t in _sources(kind) if _split(p) == split]
         if kind == "json":
             pool = [(p, t) for p, t in pool if _is_json(t)]
-        pools[kind] = pool[: _MAX_FILES_PER_KIND]
+        pools[kind] = pool[:_MAX_FILES_PER_KIND]
         if not pool:
             continue
         for _ in range(per_kind):

@@ -57,8 +57,10 @@ def main() -> None:
         beta = nnls_relative(x, y)
         rel = np.abs(x @ beta - y) / y
         big = y >= 500
-        print(f"{family}: {len(found)} rounds; in-sample median {np.median(rel):.3f}, rounds ≥500 median "
-              f"{np.median(rel[big]):.3f} p90 {np.percentile(rel[big], 90):.3f}")
+        print(
+            f"{family}: {len(found)} rounds; in-sample median {np.median(rel):.3f}, rounds ≥500 median "
+            f"{np.median(rel[big]):.3f} p90 {np.percentile(rel[big], 90):.3f}"
+        )
         print("  " + ", ".join(f"{n}={v:.3f}" for n, v in zip(NAMES, beta, strict=True)))
         fitted[family] = dict(zip(NAMES, (float(b) for b in beta), strict=True))
     write(fitted)

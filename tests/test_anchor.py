@@ -24,8 +24,12 @@ VALID_RECORDS = [
     pytest.param({"inputTokens": 10}, id="input-only"),
     pytest.param({"inputTokens": 10, "outputTokens": 0}, id="output-zero"),
     pytest.param({"inputTokens": 10, "payloadChars": 4_000}, id="retired-payloadChars-decodes"),
-    pytest.param({"inputTokens": 10, "outputTokens": 3, "modelId": "gpt-4o", "connectionId": "c1"}, id="maka-shape"),
-    pytest.param({"input_tokens": 10, "output_tokens": 3, "payload_estimate": 9, "version": 1}, id="own-shape"),
+    pytest.param(
+        {"inputTokens": 10, "outputTokens": 3, "modelId": "gpt-4o", "connectionId": "c1"}, id="maka-shape"
+    ),
+    pytest.param(
+        {"input_tokens": 10, "output_tokens": 3, "payload_estimate": 9, "version": 1}, id="own-shape"
+    ),
 ]
 
 INVALID_RECORDS = [
@@ -48,7 +52,9 @@ class TestAnchorValidation:
         assert decoded.input_tokens == 10
 
     @pytest.mark.parametrize(("record", "bad_key"), INVALID_RECORDS)
-    def test_an_invalid_part_makes_the_whole_record_invalid(self, record: dict[str, Any], bad_key: str) -> None:
+    def test_an_invalid_part_makes_the_whole_record_invalid(
+        self, record: dict[str, Any], bad_key: str
+    ) -> None:
         with pytest.raises(InvalidInput) as err:
             Anchor.from_record(record, model="gpt-4o", connection="c0")
         assert err.value.path == f"anchor.{bad_key}"
@@ -83,11 +89,19 @@ class TestAnchoredEstimate:
         [
             pytest.param(None, ROUTE, 500, "no anchor", id="no-anchor"),
             pytest.param(anchor(), {**ROUTE, "model": "gpt-4.1"}, 500, "model 'gpt-4o'", id="other-model"),
-            pytest.param(anchor(), {**ROUTE, "connection": "eu"}, 500, "connection 'default'", id="other-connection"),
-            pytest.param(anchor(payload_estimate=None), ROUTE, 500, "half an anchor", id="half-an-anchor"),
-            pytest.param(anchor(), ROUTE, 4_000, "wider than the whole payload", id="delta-wider-than-payload"),
             pytest.param(
-                anchor(input_tokens=100, payload_estimate=9_000), ROUTE, 8_000, "negative", id="negative-figure"
+                anchor(), {**ROUTE, "connection": "eu"}, 500, "connection 'default'", id="other-connection"
+            ),
+            pytest.param(anchor(payload_estimate=None), ROUTE, 500, "half an anchor", id="half-an-anchor"),
+            pytest.param(
+                anchor(), ROUTE, 4_000, "wider than the whole payload", id="delta-wider-than-payload"
+            ),
+            pytest.param(
+                anchor(input_tokens=100, payload_estimate=9_000),
+                ROUTE,
+                8_000,
+                "negative",
+                id="negative-figure",
             ),
         ],
     )
@@ -141,6 +155,8 @@ class TestNewestAnchorDecides:
         assert result.cold and result.reason == "anchor cleared: overflow recovered"
 
     def test_an_undecodable_stored_anchor_starts_cold_and_says_why(self) -> None:
-        slot = MemorySlot({"version": 1, "anchor": {"input_tokens": 5, "model": "m", "connection": "c", "x": 1}})
+        slot = MemorySlot(
+            {"version": 1, "anchor": {"input_tokens": 5, "model": "m", "connection": "c", "x": 1}}
+        )
         result = AnchorBook(slot).estimate(model="m", connection="c", estimate_now=7)
         assert result.cold and "unknown anchor key 'x'" in (result.reason or "")

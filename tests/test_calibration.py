@@ -61,7 +61,9 @@ class TestLearning:
         assert cal.arm(estimate) is False  # type: ignore[arg-type]
         assert cal.report_real_input(1_500) == 1.0
 
-    @pytest.mark.parametrize("real", [0, -1, math.nan, math.inf, -math.inf], ids=["zero", "neg", "nan", "inf", "-inf"])
+    @pytest.mark.parametrize(
+        "real", [0, -1, math.nan, math.inf, -math.inf], ids=["zero", "neg", "nan", "inf", "-inf"]
+    )
     def test_a_real_figure_that_is_not_finite_and_positive_is_ignored_and_keeps_the_sample_armed(
         self, real: float
     ) -> None:
@@ -82,7 +84,9 @@ class TestLearning:
         assert learn(cal, 1_000, 1_500) == pytest.approx(1.8)
 
     @given(st.floats(0.6, 1.8), st.integers(1, 10**6), st.floats(1e-3, 1e3))
-    def test_the_multiplier_stays_in_the_band_whatever_the_samples(self, start: float, est: int, k: float) -> None:
+    def test_the_multiplier_stays_in_the_band_whatever_the_samples(
+        self, start: float, est: int, k: float
+    ) -> None:
         cal, _ = calibrator({"multiplier": start, "at": "t", "pricing": EPOCH})
         assert 0.6 <= learn(cal, est, est * k) <= 1.8
 
@@ -171,13 +175,17 @@ class TestPersistence:
         assert cal.stats() == {"multiplier": 1.0, "pricing_epoch": EPOCH}
         assert slot.history == []
 
-    @pytest.mark.parametrize("pricing", [1, 2, None, "x", -3], ids=["epoch-1", "epoch-2", "null", "garbage", "negative"])
+    @pytest.mark.parametrize(
+        "pricing", [1, 2, None, "x", -3], ids=["epoch-1", "epoch-2", "null", "garbage", "negative"]
+    )
     def test_every_older_or_unreadable_epoch_is_discarded_with_a_reset(self, pricing: object) -> None:
         cal, _ = calibrator({"multiplier": 1.3, "at": "t", "pricing": pricing})
         assert cal.multiplier == 1.0 and cal.reset is not None
         assert cal.reset.from_epoch == (pricing if isinstance(pricing, int) and pricing >= 0 else 0)
 
-    @pytest.mark.parametrize("multiplier", [math.nan, math.inf, None, "1.2"], ids=["nan", "inf", "missing", "string"])
+    @pytest.mark.parametrize(
+        "multiplier", [math.nan, math.inf, None, "1.2"], ids=["nan", "inf", "missing", "string"]
+    )
     def test_a_record_without_a_finite_multiplier_is_no_history(self, multiplier: object) -> None:
         cal, slot = calibrator({"multiplier": multiplier, "at": "t", "pricing": 0})
         assert cal.multiplier == 1.0 and cal.reset is None and len(slot.history) == 1
@@ -212,10 +220,20 @@ def store_estimate(blocks: int, chars: int, m: float) -> int:
 class TestStoreStub:
     @pytest.mark.parametrize(
         ("blocks", "chars", "m", "estimate"),
-        [(83, 1, 1, 83), (83, 1, 1.75, 166), (83, 1, 1.8, 166), (26, 3, 0.6, 26), (26, 3, 1.8, 104)]
-        + [(39, 4, 1.0, 78), (39, 4, 1.2, 78), (39, 4, 1.8, 156)],
+        [
+            (83, 1, 1, 83),
+            (83, 1, 1.75, 166),
+            (83, 1, 1.8, 166),
+            (26, 3, 0.6, 26),
+            (26, 3, 1.8, 104),
+            (39, 4, 1.0, 78),
+            (39, 4, 1.2, 78),
+            (39, 4, 1.8, 156),
+        ],
     )
-    def test_the_stub_agrees_with_the_seeds_store_figures(self, blocks: int, chars: int, m: float, estimate: int) -> None:
+    def test_the_stub_agrees_with_the_seeds_store_figures(
+        self, blocks: int, chars: int, m: float, estimate: int
+    ) -> None:
         assert store_estimate(blocks, chars, m) == estimate
 
 
@@ -229,20 +247,27 @@ class TestEpoch3Predicate:
             pytest.param(100, 60, 1, 1.0, 192, id="60-one-char-blocks-errs-high"),
         ],
     )
-    def test_seed_003_vectors_are_counted(self, cap: int, blocks: int, chars: int, applied: float, bound: float) -> None:
+    def test_seed_003_vectors_are_counted(
+        self, cap: int, blocks: int, chars: int, applied: float, bound: float
+    ) -> None:
         estimate = store_estimate(blocks, chars, applied)
         assert epoch3_bound(estimate, blocks, applied) == pytest.approx(bound)
         assert epoch3_discards([MessageFigures(estimate=estimate, blocks=blocks)], cap=cap, applied=applied)
 
-    def test_the_227_bound_kept_the_83_block_message(self) -> None:
-        assert 1.8 * 83 / 1 == pytest.approx(149.4)  # under 150: why the final bound replaced it
+    def test_the_83_block_message_the_227_bound_kept_is_counted(self) -> None:
+        estimate = store_estimate(83, 1, 1.0)
+        assert 1.8 * estimate / 1.0 == pytest.approx(149.4)  # #227's bound: under 150, kept
+        assert store_estimate(83, 1, 1.75) > 150  # yet the store priced it past the line at 1.75
+        assert epoch3_discards([MessageFigures(estimate=estimate, blocks=83)], cap=100, applied=1.0)
 
     def test_without_either_half_token_the_39_block_bound_is_at_most_the_line(self) -> None:
         e, n, f = 78, 39, 1.2
         assert 1.8 * e / f + n / 2 <= 150 and 1.8 * (e + n / 2) / f <= 150
 
     @pytest.mark.parametrize(
-        "reported", [math.nan, 0, -1, math.inf, None, "1.0"], ids=["nan", "zero", "negative", "inf", "none", "string"]
+        "reported",
+        [math.nan, 0, -1, math.inf, None, "1.0"],
+        ids=["nan", "zero", "negative", "inf", "none", "string"],
     )
     def test_an_unreported_multiplier_reads_as_0_6(self, reported: object) -> None:
         estimate = store_estimate(26, 3, 0.6)  # a store running at 0.6 behind the view
@@ -270,7 +295,9 @@ class TestEpoch3Predicate:
                         if blocks * math.ceil(chars / 4) > cap:  # the cut's own test: only messages it leaves
                             continue
                         e_f, e_18 = store_estimate(blocks, chars, f), store_estimate(blocks, chars, 1.8)
-                        counted = epoch3_discards([MessageFigures(estimate=e_f, blocks=blocks)], cap=cap, applied=f)
+                        counted = epoch3_discards(
+                            [MessageFigures(estimate=e_f, blocks=blocks)], cap=cap, applied=f
+                        )
                         if e_18 > line:
                             assert counted, (cap, f, chars, blocks)
                         if e_18 <= line - blocks * (1 + 1.8 / f):

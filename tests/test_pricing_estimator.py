@@ -14,8 +14,6 @@ from contextwindow.content import Message, Request, Text, ToolResult, ToolSpec, 
 from contextwindow.errors import InvalidInput, UsageError
 from contextwindow.pricing import Estimator, count_tokens
 
-os.environ.setdefault("TIKTOKEN_CACHE_DIR", "/work/shared/tokenizers")
-
 
 def tiktoken_or_skip() -> object:
     try:
@@ -140,7 +138,11 @@ class TestCountTokens:
 
     def test_wire_format_requests(self) -> None:
         pytest.importorskip("contextwindow.formats")
-        anthropic = {"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}
+        anthropic = {
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 10,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
         openai = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
         assert count_tokens(anthropic) > 0
         assert count_tokens(openai) > 0

@@ -17,9 +17,12 @@ from contextwindow.models import (
 )
 from contextwindow.pricing import Estimator, anthropic_resized_size, image_tokens, image_upper_bound
 
+
 def image_only(est: Estimator, img: Image) -> float:
     """The image's own price, without the rule's per-block framing (a zero stamp is framing only)."""
-    zero = Image(ref=AttachmentRef(id="z", sha256="0", media_type="image/png", size_bytes=1, token_estimate=0))
+    zero = Image(
+        ref=AttachmentRef(id="z", sha256="0", media_type="image/png", size_bytes=1, token_estimate=0)
+    )
     return est.raw_block(img) - est.raw_block(zero)
 
 
@@ -52,14 +55,20 @@ class TestAnthropicTable:
             pytest.param(1075, 1520, STANDARD, (924, 1307), id="a4-page"),
         ],
     )
-    def test_documented_resizes(self, w: int, h: int, rule: AnthropicPatchRule, size: tuple[int, int]) -> None:
+    def test_documented_resizes(
+        self, w: int, h: int, rule: AnthropicPatchRule, size: tuple[int, int]
+    ) -> None:
         assert anthropic_resized_size(w, h, rule) == size
 
     def test_portrait_is_the_transpose_of_landscape(self) -> None:
         assert image_tokens(STANDARD, 1080, 1920) == image_tokens(STANDARD, 1920, 1080)
 
     def test_profiles_pick_the_generation_rule(self) -> None:
-        img = Image(ref=AttachmentRef(id="a", sha256="0", media_type="image/png", size_bytes=1, width=3840, height=2160))
+        img = Image(
+            ref=AttachmentRef(
+                id="a", sha256="0", media_type="image/png", size_bytes=1, width=3840, height=2160
+            )
+        )
         assert image_only(Estimator("claude-sonnet-4-5"), img) == 1560
         assert image_only(Estimator("claude-opus-4-7"), img) == 4784
 
@@ -69,18 +78,30 @@ class TestOpenAITable:
         ("rule", "w", "h", "detail", "tokens"),
         [
             pytest.param(OpenAITileRule(base=85, per_tile=170), 1024, 1024, "high", 765, id="4o-1024-high"),
-            pytest.param(OpenAITileRule(base=85, per_tile=170), 2048, 4096, "high", 1105, id="4o-2048x4096-high"),
+            pytest.param(
+                OpenAITileRule(base=85, per_tile=170), 2048, 4096, "high", 1105, id="4o-2048x4096-high"
+            ),
             pytest.param(OpenAITileRule(base=85, per_tile=170), 4096, 4096, "low", 85, id="4o-low"),
             pytest.param(OpenAITileRule(base=70, per_tile=140), 1024, 1024, "auto", 630, id="gpt5-1024"),
             pytest.param(
-                OpenAIPatchRule(multiplier=1.0, budgets=(("high", 2048, 1536),)), 1800, 2400, "high", 1452,
+                OpenAIPatchRule(multiplier=1.0, budgets=(("high", 2048, 1536),)),
+                1800,
+                2400,
+                "high",
+                1452,
                 id="patch-1800x2400-1452",
             ),
             pytest.param(
-                OpenAIPatchRule(multiplier=1.62, budgets=(("high", 2048, 1536),)), 1800, 2400, "high", 2353,
+                OpenAIPatchRule(multiplier=1.62, budgets=(("high", 2048, 1536),)),
+                1800,
+                2400,
+                "high",
+                2353,
                 id="4.1-mini-1800x2400",
             ),
-            pytest.param(get_profile("gpt-5.4").image_rule, 2048, 2048, "high", 3000, id="5.4-2048-high-3000"),
+            pytest.param(
+                get_profile("gpt-5.4").image_rule, 2048, 2048, "high", 3000, id="5.4-2048-high-3000"
+            ),
         ],
     )
     def test_documented_examples(self, rule: object, w: int, h: int, detail: str, tokens: int) -> None:

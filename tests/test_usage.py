@@ -29,7 +29,9 @@ class TestUsageShape:
     def test_total_is_prompt_plus_output(self) -> None:
         assert Usage(fresh_input=5, cache_read=5, output=7).total == 17
 
-    @pytest.mark.parametrize("bad", [-1, 1.5, math.nan, True, "3"], ids=["negative", "fraction", "nan", "bool", "str"])
+    @pytest.mark.parametrize(
+        "bad", [-1, 1.5, math.nan, True, "3"], ids=["negative", "fraction", "nan", "bool", "str"]
+    )
     def test_rejects_counts_that_are_not_whole_non_negative_numbers(self, bad: object) -> None:
         with pytest.raises(InvalidInput) as err:
             Usage(fresh_input=bad)  # type: ignore[arg-type]
@@ -43,7 +45,12 @@ class TestUsageShape:
 class TestAnthropicUsage:
     def test_cache_fields_sit_beside_input_tokens_and_are_summed(self) -> None:
         u = Usage.from_anthropic(
-            {"input_tokens": 20, "cache_creation_input_tokens": 30, "cache_read_input_tokens": 110, "output_tokens": 5}
+            {
+                "input_tokens": 20,
+                "cache_creation_input_tokens": 30,
+                "cache_read_input_tokens": 110,
+                "output_tokens": 5,
+            }
         )
         assert (u.fresh_input, u.cache_write, u.cache_read, u.output, u.prompt) == (20, 30, 110, 5, 160)
 
@@ -113,17 +120,25 @@ class TestOpenAIUsage:
             }
         )
         # the SDK's input_tokens_details is "a detailed breakdown of the input tokens": both are subsets
-        assert Usage.from_openai(sdk) == Usage(fresh_input=4, cache_read=30, cache_write=6, output=9, reasoning=4)
+        assert Usage.from_openai(sdk) == Usage(
+            fresh_input=4, cache_read=30, cache_write=6, output=9, reasoning=4
+        )
 
     def test_cached_tokens_larger_than_the_prompt_are_bad_input(self) -> None:
         with pytest.raises(InvalidInput) as err:
-            Usage.from_openai({"prompt_tokens": 10, "completion_tokens": 0, "prompt_tokens_details": {"cached_tokens": 11}})
+            Usage.from_openai(
+                {"prompt_tokens": 10, "completion_tokens": 0, "prompt_tokens_details": {"cached_tokens": 11}}
+            )
         assert err.value.path == "usage.prompt_tokens_details.cached_tokens"
 
     def test_reasoning_larger_than_completion_is_bad_input(self) -> None:
         with pytest.raises(InvalidInput, match="reasoning"):
             Usage.from_openai(
-                {"prompt_tokens": 1, "completion_tokens": 3, "completion_tokens_details": {"reasoning_tokens": 4}}
+                {
+                    "prompt_tokens": 1,
+                    "completion_tokens": 3,
+                    "completion_tokens_details": {"reasoning_tokens": 4},
+                }
             )
 
 
@@ -141,7 +156,13 @@ class TestGeminiUsage:
         assert (u.prompt, u.cache_read, u.fresh_input, u.output, u.reasoning) == (1000, 600, 400, 250, 200)
 
     def test_snake_case_sdk_spelling_and_response_wrapper(self) -> None:
-        response = {"usage_metadata": {"prompt_token_count": 70, "candidates_token_count": 5, "tool_use_prompt_token_count": 9}}
+        response = {
+            "usage_metadata": {
+                "prompt_token_count": 70,
+                "candidates_token_count": 5,
+                "tool_use_prompt_token_count": 9,
+            }
+        }
         assert Usage.from_gemini(response) == Usage(fresh_input=79, output=5)
 
     def test_early_chunk_with_prompt_only(self) -> None:
@@ -263,14 +284,19 @@ class TestProperties:
         assert tracker.total == sum(calls, Usage())
 
     @given(st.lists(_usages, min_size=2, max_size=10), st.data())
-    def test_no_sample_order_ever_gives_a_negative_count(self, samples: list[Usage], data: st.DataObject) -> None:
+    def test_no_sample_order_ever_gives_a_negative_count(
+        self, samples: list[Usage], data: st.DataObject
+    ) -> None:
         tracker = UsageTracker("cumulative")
         for sample in data.draw(st.permutations(samples)):
             try:
                 call = tracker.feed(sample, max_tokens=1)
             except InvalidInput:
                 continue
-            assert min(call.usage.fresh_input, call.usage.cache_read, call.usage.cache_write, call.usage.output) >= 0
+            assert (
+                min(call.usage.fresh_input, call.usage.cache_read, call.usage.cache_write, call.usage.output)
+                >= 0
+            )
 
 
 # --- what the physical-window projection reads (seed 001, §6 vectors) -------------------------------
@@ -294,7 +320,9 @@ def project(samples: list[Usage | None], *, reserve: int = RESERVE, window: int 
     projections: list[int] = []
     for sample in samples:
         call: CallUsage = (
-            tracker.unreported(max_tokens=reserve) if sample is None else tracker.feed(sample, max_tokens=reserve)
+            tracker.unreported(max_tokens=reserve)
+            if sample is None
+            else tracker.feed(sample, max_tokens=reserve)
         )
         if call.reported:
             real, out, growth = call.prompt, call.output_counted, 0
@@ -320,15 +348,29 @@ PROJECTION_VECTORS = [
         False,
         id="projects-from-the-latest-call-not-the-running-total",
     ),
-    pytest.param(cumulative(u(120_000, out=45_000)), 203_043, True, id="latest-calls-output-crosses-the-window"),
     pytest.param(
-        cumulative(u(80_000, out=30_000), u(190_000, out=10_000)), 238_043, True, id="later-boundary-own-figures"
+        cumulative(u(120_000, out=45_000)), 203_043, True, id="latest-calls-output-crosses-the-window"
     ),
-    pytest.param(cumulative(u(130_000, write=30_000, out=2_000)), 200_043, True, id="cache-write-prompt-term"),
-    pytest.param(cumulative(u(155_000, out=2_000), u(out=2_000)), 203_086, True, id="growth-since-last-reporting-call"),
-    pytest.param(cumulative(u(150_000, out=2_000), u(out=5_000)), 201_086, True, id="output-without-prompt-counts"),
     pytest.param(
-        [u(120_000, out=5_000), u(120_000, out=5_000)], 201_086, True, id="repeated-sample-output-bounded-by-max-tokens"
+        cumulative(u(80_000, out=30_000), u(190_000, out=10_000)),
+        238_043,
+        True,
+        id="later-boundary-own-figures",
+    ),
+    pytest.param(
+        cumulative(u(130_000, write=30_000, out=2_000)), 200_043, True, id="cache-write-prompt-term"
+    ),
+    pytest.param(
+        cumulative(u(155_000, out=2_000), u(out=2_000)), 203_086, True, id="growth-since-last-reporting-call"
+    ),
+    pytest.param(
+        cumulative(u(150_000, out=2_000), u(out=5_000)), 201_086, True, id="output-without-prompt-counts"
+    ),
+    pytest.param(
+        [u(120_000, out=5_000), u(120_000, out=5_000)],
+        201_086,
+        True,
+        id="repeated-sample-output-bounded-by-max-tokens",
     ),
     pytest.param(
         [u(100_000, out=2_000), u(100_000, out=2_000), u(240_000, out=4_000)],
@@ -342,7 +384,9 @@ PROJECTION_VECTORS = [
 
 class TestWhatTheProjectionReads:
     @pytest.mark.parametrize(("samples", "last_projection", "restarted"), PROJECTION_VECTORS)
-    def test_seed_001_projection_vectors(self, samples: list[Usage], last_projection: int, restarted: bool) -> None:
+    def test_seed_001_projection_vectors(
+        self, samples: list[Usage], last_projection: int, restarted: bool
+    ) -> None:
         outcome = project(samples)
         assert outcome.projections[-1] == last_projection
         assert outcome.restarted is restarted

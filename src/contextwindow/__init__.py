@@ -6,6 +6,7 @@ architecture table).
 
 from __future__ import annotations
 
+from .calibration import CALIBRATION_PRICING_EPOCH, Calibrator
 from .content import (
     AttachmentRef,
     Audio,
@@ -36,27 +37,47 @@ from .errors import (
     UnknownModel,
     UsageError,
 )
+from .importers import load_any
 from .models import ModelProfile, get_profile, register
+from .pricing import Estimator, count_tokens, image_tokens
+from .report import CallRecord, summarize
+from .scenario import Scenario, ScenarioBuilder, ScenarioError
+from .scenario_file import dump_scenario, load_scenario
+from .state import MemorySlot, StateSlot
+from .usage import Anchor, AnchorBook, AnchoredEstimate, CallUsage, Usage, UsageTracker, anchored_estimate
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CALIBRATION_PRICING_EPOCH",
+    "Anchor",
+    "AnchorBook",
+    "AnchoredEstimate",
     "AttachmentRef",
     "Audio",
     "Block",
+    "Calibrator",
+    "CallRecord",
+    "CallUsage",
     "ContextOverflow",
     "ContextWindowError",
     "Document",
+    "Estimator",
     "GeneratedImage",
     "Image",
     "InvalidInput",
+    "MemorySlot",
     "Message",
     "ModelProfile",
     "OverBudget",
     "ProviderError",
     "RedactedThinking",
     "Request",
+    "Scenario",
+    "ScenarioBuilder",
+    "ScenarioError",
     "SchemaTooNew",
+    "StateSlot",
     "StoreBusy",
     "StoreError",
     "Text",
@@ -66,9 +87,18 @@ __all__ = [
     "ToolUse",
     "TransientProviderError",
     "UnknownModel",
+    "Usage",
     "UsageError",
+    "UsageTracker",
     "Video",
     "__version__",
+    "anchored_estimate",
+    "count_tokens",
+    "dump_scenario",
     "get_profile",
+    "image_tokens",
+    "load_any",
+    "load_scenario",
     "register",
+    "summarize",
 ]

@@ -130,7 +130,9 @@ class Anchor:
                 continue
             canon = alias.get(key)
             if canon is None:
-                raise InvalidInput(f"unknown anchor key {key!r}; the whole record is invalid", path=f"{path}.{key}")
+                raise InvalidInput(
+                    f"unknown anchor key {key!r}; the whole record is invalid", path=f"{path}.{key}"
+                )
             if canon in values:
                 raise InvalidInput(f"{canon} is given twice (as {key!r} too)", path=f"{path}.{key}")
             values[canon], where[canon] = value, f"{path}.{key}"
@@ -146,11 +148,13 @@ class Anchor:
         payload = values.get("payload_estimate")
         return cls(
             model=_name(values.get("model", model), where.get("model", f"{path}.model")),
-            connection=_name(values.get("connection", connection), where.get("connection", f"{path}.connection")),
+            connection=_name(
+                values.get("connection", connection), where.get("connection", f"{path}.connection")
+            ),
             input_tokens=_int(values["input_tokens"], where["input_tokens"], minimum=1),
             output_tokens=None if out is None else _int(out, where["output_tokens"], minimum=0),
             payload_estimate=None if payload is None else _int(payload, where["payload_estimate"], minimum=0),
-    )
+        )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -5,6 +5,7 @@ error that can escape a public call is mapped into this tree (a test proves it):
 
     ContextWindowError
      ├── InvalidInput            the caller's data is wrong: bad content, stamps, usage samples, budgets
+     │    └── ScenarioError      (scenario.py) a scenario or transcript file is wrong: file:line and field
      ├── UsageError              the developer called the API wrong (unknown model, closed store, ...)
      │    └── UnknownModel       no profile for a model name; says how to declare one
      ├── OverBudget              the reserved head alone does not fit; carries the makeup

@@ -12,6 +12,7 @@ from .compiler import SUMMARY_HEADER, CompileCache, compile
 from .media import encoded_size, partition_refs
 from .pairing import STUB, enforce_tool_pairing
 from .policy import Policy
+from .session import SessionCompiler, compile_session
 from .state import (
     SEGMENTS,
     ArchiveRecord,
@@ -40,9 +41,11 @@ __all__ = [
     "MediaWatermark",
     "Policy",
     "PricedMessage",
+    "SessionCompiler",
     "Truncation",
     "artifact_id",
     "compile",
+    "compile_session",
     "encoded_size",
     "enforce_tool_pairing",
     "partition_refs",

@@ -23,9 +23,11 @@ from ..content import (
     Image,
     Message,
     RedactedThinking,
+    Request,
     Text,
     Thinking,
     ToolResult,
+    ToolSpec,
     ToolUse,
     Video,
 )
@@ -52,6 +54,12 @@ class Pricer(Protocol):
     def block(self, block: Block) -> int: ...
 
     def text(self, s: str) -> int: ...
+
+    def message(self, message: Message) -> int: ...
+
+    def tool_spec(self, tool: ToolSpec) -> int: ...
+
+    def request(self, request: Request) -> int: ...
 
 
 def calibrated(raw: float, multiplier: float) -> int:
@@ -145,6 +153,7 @@ def render_message(
     cap: int,
     est: Pricer,
     multiplier: float,
+    framing: int,
 ) -> Rendered:
     """Apply archive placeholders (by tool-use id) and media placeholders (by media ordinal) to the
     stored content, cut it to ``cap`` (chars/4 units, 0 = none), and price what is sent."""
@@ -168,7 +177,7 @@ def render_message(
             metadata=message.metadata,
         )
     stored = {id(b): raw for b, raw in zip(message.content, base.raw, strict=True)}
-    priced = price_blocks(rendered, stored, est, multiplier)
+    priced = price_blocks(rendered, stored, est, multiplier, framing)
     if cut:
         priced = Rendered(
             message=priced.message,
@@ -226,9 +235,13 @@ def _apply(
     return tuple(out) if changed else content
 
 
-def price_blocks(message: Message, stored: Mapping[int, float], est: Pricer, multiplier: float) -> Rendered:
-    """Price a rendered message block by block: stored raw price for a stored block, fresh otherwise."""
-    text = results = images = other = 0
+def price_blocks(
+    message: Message, stored: Mapping[int, float], est: Pricer, multiplier: float, framing: int
+) -> Rendered:
+    """Price a rendered message block by block — the stored raw price for a stored block, a fresh one
+    otherwise — plus the estimator's per-message framing (counted as text)."""
+    text = framing
+    results = images = other = 0
     wire = _MESSAGE_OVERHEAD
     inline: list[AttachmentRef] = []
     for block in message.content:

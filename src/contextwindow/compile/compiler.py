@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..content import AttachmentRef, Message, Text, ToolResult, ToolSpec, ToolUse
+from ..content import AttachmentRef, Message, Request, Text, ToolResult, ToolSpec, ToolUse
 from ..errors import InvalidInput, OverBudget
 from ..models import ModelProfile
 from ._render import Base, Pricer, Rendered, base_of, price_blocks, render_message
@@ -83,8 +83,7 @@ class CompileCache:
 def _make_estimator(profile: ModelProfile, multiplier: float) -> Pricer:
     from ..pricing import Estimator
 
-    est: Pricer = Estimator(profile, multiplier)
-    return est
+    return Estimator(profile, multiplier)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +151,8 @@ class _Run:
         if bind:
             cache.bind((est, self.m, policy, state.session_id))
         self.messages = state.messages
+        self.framing = est.message(Message(role="user", content=()))
+        self.request_framing = est.request(Request())
         self.archived_by: dict[tuple[str | None, str], ArchiveRecord] = {
             (r.message_id, r.tool_use_id): r for r in state.archives
         }
@@ -178,7 +179,14 @@ class _Run:
         if hit is not None and (pm.message.id is not None or hit.message is pm.message):
             return hit
         rendered = render_message(
-            pm, self.base(position), archived=archived, evicted=evicted, cap=cap, est=self.est, multiplier=self.m
+            pm,
+            self.base(position),
+            archived=archived,
+            evicted=evicted,
+            cap=cap,
+            est=self.est,
+            multiplier=self.m,
+            framing=self.framing,
         )
         self.cache.renders[key] = rendered
         return rendered
@@ -212,7 +220,7 @@ class _Run:
         limit = math.floor(budget * (1 + policy.over_budget_grace_ratio))
         cap = policy.message_cap_for(budget)
 
-        makeup["system"] = sum(est.block(t) for t in state.system)
+        makeup["system"] = sum(est.block(t) for t in state.system) + self.request_framing
         makeup["tools"] = self.tools_tokens(state.tools)
         start = 0
         summary: Message | None = None
@@ -228,7 +236,7 @@ class _Run:
             summary = Message(
                 role="user", content=(Text(text=SUMMARY_HEADER + state.checkpoint.summary),), id=state.checkpoint.id
             )
-            makeup["summaries"] = est.block(summary.content[0])
+            makeup["summaries"] = est.message(summary)
             folded = (state.checkpoint.first_id, state.checkpoint.last_id)
         head = makeup["system"] + makeup["tools"] + makeup["summaries"]
         if head > limit:
@@ -337,21 +345,7 @@ class _Run:
     # -- pieces ------------------------------------------------------------------------------------
 
     def tools_tokens(self, tools: tuple[ToolSpec, ...]) -> int:
-        key = ("tools", tools)
-        try:
-            hit = self.cache.head.get(key)
-        except TypeError:  # an unhashable schema: price it every time
-            hit = None
-            key = ()
-        if hit is not None:
-            return hit
-        total = 0
-        for tool in tools:
-            spec = {"name": tool.name, "description": tool.description, "input_schema": dict(tool.input_schema)}
-            total += self.est.text(json.dumps(spec, separators=(",", ":"), ensure_ascii=False, default=str))
-        if key:
-            self.cache.head[key] = total
-        return total
+        return sum(self.est.tool_spec(tool) for tool in tools)
 
     def head_bytes(self, summary: Message | None) -> int:
         total = sum(len(t.text.encode()) + 40 for t in self.state.system)
@@ -363,7 +357,7 @@ class _Run:
         return total
 
     def fresh(self, message: Message) -> Rendered:
-        return price_blocks(message, {}, self.est, self.m)
+        return price_blocks(message, {}, self.est, self.m, self.framing)
 
     def archives_for(self, position: int, base: Base, turn: int) -> tuple[dict[str, ArchiveRecord], list[ArchiveRecord]]:
         """Archives in force for a message's results: recorded ones, and new ones for stale results."""

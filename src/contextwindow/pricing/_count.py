@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any, cast, get_args
 
@@ -24,12 +25,12 @@ def count_tokens(obj: Any, *, model: str | ModelProfile | None = None) -> int:
     not given. Media inside wire payloads are priced by the media rules, never as base64 text.
     """
     if isinstance(obj, Mapping) and "type" in obj and "role" not in obj and "messages" not in obj:
-        try:  # a canonical block as plain data
+        with contextlib.suppress(InvalidInput):  # a canonical block as plain data
             obj = parse_block(obj)
-        except InvalidInput:
-            pass
     if isinstance(obj, Mapping) or (
-        isinstance(obj, Sequence) and not isinstance(obj, str) and not all(isinstance(m, Message) for m in obj)
+        isinstance(obj, Sequence)
+        and not isinstance(obj, str)
+        and not all(isinstance(m, Message) for m in obj)
     ):
         from ..formats import parse_any
 

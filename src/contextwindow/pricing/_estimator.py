@@ -49,7 +49,9 @@ Preset = Literal["default", "seed-store"]
 # Multipliers the store's setter accepts (seed-behaviours §1: finite and 0.25 < f < 4).
 MULTIPLIER_MIN = 0.25
 MULTIPLIER_MAX = 4.0
-_SEED_STRUCTURE = Structure(message=0, request=0, text_block=0, tool_use=0, tool_result=0, tool_spec=0, media_block=0)
+_SEED_STRUCTURE = Structure(
+    message=0, request=0, text_block=0, tool_use=0, tool_result=0, tool_spec=0, media_block=0
+)
 
 
 def _valid_multiplier(value: object) -> bool:
@@ -119,7 +121,8 @@ class Estimator:
     ) -> None:
         if not _valid_multiplier(multiplier):
             raise InvalidInput(
-                f"must be a finite number with {MULTIPLIER_MIN} < multiplier < {MULTIPLIER_MAX}", path="multiplier"
+                f"must be a finite number with {MULTIPLIER_MIN} < multiplier < {MULTIPLIER_MAX}",
+                path="multiplier",
             )
         if preset not in ("default", "seed-store"):
             raise InvalidInput("must be 'default' or 'seed-store'", path="preset")
@@ -169,9 +172,7 @@ class Estimator:
         return clone
 
     def __repr__(self) -> str:
-        return (
-            f"Estimator({self._profile.name!r}, {self._multiplier}, preset={self._preset!r}, exact={self._exact})"
-        )
+        return f"Estimator({self._profile.name!r}, {self._multiplier}, preset={self._preset!r}, exact={self._exact})"
 
     # -- text ---------------------------------------------------------------------------------
 
@@ -263,7 +264,9 @@ class Estimator:
         tokens = self.raw_text(block.thinking, path="thinking")
         if block.signature:
             # The later store rule: a signed block costs at least its signature's carrier.
-            tokens = max(tokens, float(js_round(len(block.signature) / _seed_store.SIGNATURE_CHARS_PER_TOKEN)))
+            tokens = max(
+                tokens, float(js_round(len(block.signature) / _seed_store.SIGNATURE_CHARS_PER_TOKEN))
+            )
         return tokens + self._structure.text_block
 
     def block(self, block: Block) -> int:

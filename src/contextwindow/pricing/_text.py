@@ -17,7 +17,7 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from ..errors import UsageError
@@ -53,7 +53,9 @@ class Structure:
 
 # OpenAI chat framing: 3 tokens per message, 3 to prime the reply (OpenAI cookbook convention,
 # providers.md §5). Tool framing is not published; the small figures are assumptions that err high.
-_OPENAI = Structure(message=3, request=3, text_block=0, tool_use=8, tool_result=6, tool_spec=10, media_block=0)
+_OPENAI = Structure(
+    message=3, request=3, text_block=0, tool_use=8, tool_result=6, tool_spec=10, media_block=0
+)
 # Claude: fitted against real Claude Code sessions (see _coefficients and fit_claude_rule.py).
 _CLAUDE = {
     family: Structure(
@@ -76,7 +78,9 @@ def structure_for(family: TokenizerFamily) -> Structure:
 
 def _linear(coefficients: tuple[float, ...], scale: float) -> Callable[[str], float]:
     if len(coefficients) != N_FEATURES:  # a stale generated file: refit rather than misprice
-        raise RuntimeError("pricing coefficients do not match the feature set; run benchmarks/fit_text_rule.py")
+        raise RuntimeError(
+            "pricing coefficients do not match the feature set; run benchmarks/fit_text_rule.py"
+        )
     coefs = tuple(c * scale for c in coefficients)
 
     def price(text: str) -> float:
@@ -90,7 +94,7 @@ def _linear(coefficients: tuple[float, ...], scale: float) -> Callable[[str], fl
     return price
 
 
-@lru_cache(maxsize=None)
+@cache
 def fitted_rule(family: TokenizerFamily) -> Callable[[str], float]:
     """The default text rule of a family: unrounded tokens of a string."""
     coefficients = _coefficients.TEXT_COEFFICIENTS
@@ -101,7 +105,7 @@ def fitted_rule(family: TokenizerFamily) -> Callable[[str], float]:
     return _linear(coefficients["o200k"], _MARGIN_FAMILIES.get(family, _MARGIN_FAMILIES["unknown"]))
 
 
-@lru_cache(maxsize=None)
+@cache
 def exact_counter(family: TokenizerFamily) -> Callable[[str], float]:
     """tiktoken's exact count for a family it covers; special-token text is counted as text.
 

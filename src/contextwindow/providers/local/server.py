@@ -194,7 +194,7 @@ class LocalServer:
     def start(self) -> LocalServer:
         if self._thread is None:
             self._thread = threading.Thread(
-                target=self._server.serve_forever, name=f"contextwindow-local:{self.port}", daemon=True
+                target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name=f"contextwindow-local:{self.port}", daemon=True
             )
             self._thread.start()
         return self

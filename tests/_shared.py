@@ -1,0 +1,27 @@
+"""Where the shared ground truth lives (``../shared`` beside the project's root) and how tests use it.
+
+Locally a missing piece skips the test that needs it; in CI (``CI=true``) it fails loudly, because a
+green run that skipped its ground truth proves nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+TOKENIZERS = SHARED / "tokenizers"
+CLAUDE_SESSIONS = SHARED / "data" / "claude-code-sessions"
+
+
+def require(path: Path, what: str) -> Path:
+    """``path`` if it exists; else skip (locally) or fail (CI)."""
+    if path.exists():
+        return path
+    message = f"{what} is missing at {path}"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message + " (CI must have ../shared)")
+    pytest.skip(message)
