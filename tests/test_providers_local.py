@@ -182,6 +182,63 @@ class TestUsageSettings:
         assert cumulative[1] == a + b
         assert cumulative[2] == c  # a user message without tool results starts a new turn
 
+    def test_cumulative_starts_a_new_total_when_a_request_does_not_continue_the_stream(self) -> None:
+        provider = LocalProvider(
+            settings=LocalSettings(usage="cumulative", default_model=MODEL),
+            script=[Message.assistant(ToolUse(id="t1", name="ls", input={})), Message.assistant("done")],
+        )
+        first = Request(messages=(Message.user("list files"),))
+        a = run(provider, first)
+        # A recompiled request (the first message changed) is a new stream, though it answers the tool.
+        rebuilt = Request(
+            messages=(
+                Message.user("[summary] list files"),
+                a.message,
+                Message.user(ToolResult(tool_use_id="t1", content="a.py")),
+            )
+        )
+        b = run(provider, rebuilt)
+        assert a.usage is not None and b.usage is not None
+        assert b.usage.fresh_input == provider.model.count(rebuilt).input_tokens
+
+    def test_cumulative_continues_past_a_round_with_a_mid_turn_message(self) -> None:
+        provider = LocalProvider(
+            settings=LocalSettings(usage="cumulative", default_model=MODEL),
+            script=[Message.assistant(ToolUse(id="t1", name="ls", input={})), Message.assistant("done")],
+        )
+        first = Request(messages=(Message.user("list files"),))
+        a = run(provider, first)
+        second = Request(
+            messages=(
+                *first.messages,
+                a.message,
+                Message.user(ToolResult(tool_use_id="t1", content="a.py")),
+                Message.user("also look at b.py"),
+            )
+        )
+        b = run(provider, second)
+        assert a.usage is not None and b.usage is not None
+        assert b.usage.fresh_input == a.usage.fresh_input + provider.model.count(second).input_tokens
+
+    def test_a_summary_request_is_its_own_stream_and_leaves_the_agents_alone(self) -> None:
+        provider = LocalProvider(
+            settings=LocalSettings(usage="cumulative", default_model=MODEL),
+            script=[Message.assistant(ToolUse(id="t1", name="ls", input={})), Message.assistant("done")],
+        )
+        first = Request(messages=(Message.user("list files"),))
+        a = run(provider, first)
+        summary = run(provider, Request(messages=(Message.user("old chat\n\n[[contextwindow:summarize]]"),)))
+        assert summary.usage is not None
+        assert summary.usage.fresh_input == provider.model.count(
+            Request(messages=(Message.user("old chat\n\n[[contextwindow:summarize]]"),))
+        ).input_tokens
+        second = Request(
+            messages=(*first.messages, a.message, Message.user(ToolResult(tool_use_id="t1", content="a.py")))
+        )
+        b = run(provider, second)
+        assert a.usage is not None and b.usage is not None
+        assert b.usage.fresh_input == a.usage.fresh_input + provider.model.count(second).input_tokens
+
     def test_output_only_reports_no_input(self) -> None:
         for usage in self._loop("output-only"):
             assert usage is not None and usage.prompt == 0 and usage.output > 0

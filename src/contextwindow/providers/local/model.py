@@ -14,9 +14,11 @@
 4. answer: a summary when asked (:mod:`.summary`), else the next scripted assistant message, else a
    deterministic default reply; output longer than ``max_tokens`` is cut there (stop ``max_tokens``);
 5. report usage by ``usage_mode``: ``per-call`` (this call's counts), ``cumulative`` (the running
-   total of the tool loop: a turn starts at a request whose last message is a user message without
-   tool results, and each later call adds to it; seed 001), ``output-only`` (input reported as 0) or
-   ``none``.
+   total of the stream, as membrane's ``usage`` event is, seed 001: a request that continues the
+   previous one — :func:`~contextwindow.providers.streams.continues_stream`: the previous request,
+   its reply with tool uses, then their results — adds to the total; any other request starts a new
+   stream and a new total; a summariser's request is a stream of its own and leaves the agent's
+   stream alone), ``output-only`` (input reported as 0) or ``none``.
 
 State (script, failure budget, running totals by session) is guarded by a lock: the HTTP server calls
 from many threads.
@@ -32,11 +34,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from ...content import Message, Request, Text, ToolResult, ToolUse
+from ...content import Message, Request, Text, ToolUse
 from ...errors import InvalidInput
 from ...formats import AttachmentLoader
 from ...models import ModelProfile, get_profile
 from ...usage import Usage
+from ..streams import continues_stream
 from .counting import RequestCount, block_tokens, count_request, tokenizer_for
 from .summary import summary_ask, write_summary
 
@@ -121,6 +124,8 @@ class LocalModel:
         self._failures = 0
         self._calls = itertools.count(1)
         self._totals: dict[str, Usage] = {}
+        self._streams: dict[str, tuple[Request, Message]] = {}
+        """Per session: the last request of the stream and its reply (what a continuation extends)."""
         self.enqueue(*script)
 
     # -- scripting -----------------------------------------------------------------------------------
@@ -225,6 +230,7 @@ class LocalModel:
             "max_tokens" if cut else "tool_use" if any(isinstance(b, ToolUse) for b in content) else "end_turn"
         )
         this_call = Usage(fresh_input=n, output=output)
+        reply = Message(role="assistant", content=content)
         before = Usage()
         reported: Usage | None
         mode = self.settings.usage
@@ -234,17 +240,23 @@ class LocalModel:
             reported = Usage(output=output)
         elif mode == "none":
             reported = None
+        elif ask is not None:
+            reported = this_call  # a summariser's call is a stream of its own
         else:
             with self._lock:
-                if _starts_turn(request):
+                last = self._streams.get(session)
+                if last is None or not continues_stream(last[0], last[1], request):
                     self._totals.pop(session, None)
                 before = self._totals.get(session, Usage())
                 reported = before + this_call
                 self._totals[session] = reported
+        if ask is None:
+            with self._lock:
+                self._streams[session] = (request, reply)
         return Reply(
             id=f"local_{call:08d}",
             model=model_name,
-            message=Message(role="assistant", content=content),
+            message=reply,
             stop_reason=stop,
             input_tokens=n,
             output_tokens=output,
@@ -252,14 +264,6 @@ class LocalModel:
             reported=reported,
             before=before,
         )
-
-
-def _starts_turn(request: Request) -> bool:
-    """A request whose last message is a user message without tool results starts a new turn."""
-    if not request.messages:
-        return True
-    last = request.messages[-1]
-    return last.role == "user" and not any(isinstance(b, ToolResult) for b in last.content)
 
 
 def _fit_output(
