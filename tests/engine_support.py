@@ -12,6 +12,7 @@ import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
+from contextwindow.compile import Decisions
 from contextwindow.content import Message, Request, Text, ToolResult, ToolSpec, ToolUse
 from contextwindow.errors import ContextOverflow
 from contextwindow.formats import AttachmentLoader
@@ -19,7 +20,7 @@ from contextwindow.models import ModelProfile
 from contextwindow.pricing import Estimator
 from contextwindow.providers import ProviderEvent, Stop, TextDelta, ToolCall, UsageSample
 from contextwindow.store import Session
-from contextwindow.usage import Usage
+from contextwindow.usage import Anchor, Usage
 
 
 @dataclass
@@ -74,7 +75,9 @@ class PlainCompiled:
     tools: tuple[ToolSpec, ...]
     messages: tuple[Message, ...]
     estimated_tokens: int
+    local_estimate: int
     output_reserve: int
+    decisions: Decisions = Decisions()
 
 
 @dataclass
@@ -83,9 +86,20 @@ class PlainCompiler:
 
     output_reserve: int = 32_000
     calls: int = 0
+    multipliers: list[float] = field(default_factory=list)
 
-    def __call__(self, session: Session, profile: ModelProfile, overrides: frozenset[str]) -> PlainCompiled:
+    def __call__(
+        self,
+        session: Session,
+        profile: ModelProfile,
+        overrides: frozenset[str],
+        *,
+        multiplier: float = 1.0,
+        anchor: Anchor | None = None,
+        connection: str = "default",
+    ) -> PlainCompiled:
         self.calls += 1
+        self.multipliers.append(multiplier)
         messages = [s.message for s in session.messages()]
         checkpoint = session.latest("checkpoint")
         head: list[Message] = []
@@ -96,11 +110,13 @@ class PlainCompiler:
         while messages and all(isinstance(b, ToolResult) for b in messages[0].content):
             messages.pop(0)
         out = tuple(head + messages)
+        estimate = Estimator(profile, multiplier).messages(out)
         return PlainCompiled(
             system=(Text(text="You are a test agent."),),
             tools=(),
             messages=out,
-            estimated_tokens=Estimator(profile).messages(out),
+            estimated_tokens=estimate,
+            local_estimate=estimate,
             output_reserve=self.output_reserve,
         )
 

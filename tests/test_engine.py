@@ -328,7 +328,7 @@ class TestWithTheLocalProviderAndRealCompile:
         from contextwindow.compile import Policy
         from contextwindow.models import get_profile
         from contextwindow.providers import LocalProvider, LocalSettings
-        from contextwindow.session_compiler import SessionCompiler
+        from contextwindow.engine_compiler import EngineCompiler
 
         profile = get_profile("claude-sonnet-4-5").with_(context_window=16_000, max_output_tokens=2_000)
         script = []
@@ -345,10 +345,10 @@ class TestWithTheLocalProviderAndRealCompile:
             session,
             provider,
             profile,
-            compiler=SessionCompiler(Policy(output_reserve=2_000)),
+            compiler=EngineCompiler(Policy(output_reserve=2_000)),
             tool_runner=read,
             summarizer=Summarizer(provider, profile, instruction_suffix="[[contextwindow:summarize]]"),
-            settings=EngineSettings(usage_mode="cumulative", cumulative_scope="turn", max_tokens=2_000),
+            settings=EngineSettings(usage_mode="cumulative", max_tokens=2_000),
         )
         events = run(engine, Message.user("read the files"))
         assert isinstance(events[-1], TurnEnded) and events[-1].stop_reason == "end_turn"

@@ -28,7 +28,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from .calibration import Calibrator
 from .compaction import EscalationLadder, FoldFailure, ProactiveTrigger, Rung, select_safe_prefix
+from .compile import Decisions
 from .content import AttachmentRef, Message, Request, Text, ToolResult, ToolSpec, ToolUse
 from .errors import ContextOverflow, InvalidInput, UsageError
 from .events import (
@@ -53,6 +55,7 @@ from .events import (
     decide_boundary,
     event_to_dict,
 )
+from .ledger_slot import LedgerSlot
 from .models import ModelProfile
 from .pricing import Estimator
 from .projection import PhysicalWindow, RoundPricer, cap_tool_result, inline_cap_chars
@@ -60,9 +63,10 @@ from .providers import Provider, Stop, UsageSample
 from .providers import TextDelta as PTextDelta
 from .providers import ThinkingDelta as PThinkingDelta
 from .providers import ToolCall as PToolCall
+from .providers.streams import continues_stream
 from .store import Session
 from .summarizer import Summarizer, Summary
-from .usage import CallUsage, Usage, UsageMode, UsageTracker
+from .usage import Anchor, AnchorBook, CallUsage, Usage, UsageMode, UsageTracker
 
 __all__ = [
     "Compiled",
@@ -89,17 +93,32 @@ class Compiled(Protocol):
     @property
     def estimated_tokens(self) -> int: ...
     @property
+    def local_estimate(self) -> int: ...
+    @property
     def output_reserve(self) -> int: ...
+    @property
+    def decisions(self) -> Decisions: ...
 
 
 class Compiler(Protocol):
-    """Fits the session's next request: ``(session, profile, overrides) -> Compiled``.
+    """Fits the session's next request: ``(session, profile, overrides, *, multiplier, anchor,
+    connection) -> Compiled`` (:class:`~contextwindow.engine_compiler.EngineCompiler` by default).
 
     ``overrides`` are the engine's per-turn escalations (``evict_media``, ``archive_tool_results``)
-    for the compile policy.
+    for the compile policy; ``multiplier`` the calibration learned so far; ``anchor`` the newest
+    anchor, on which the estimate is anchored.
     """
 
-    def __call__(self, session: Session, profile: ModelProfile, overrides: frozenset[str]) -> Compiled: ...
+    def __call__(
+        self,
+        session: Session,
+        profile: ModelProfile,
+        overrides: frozenset[str],
+        *,
+        multiplier: float,
+        anchor: Anchor | None,
+        connection: str,
+    ) -> Compiled: ...
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -125,11 +144,12 @@ class EngineSettings:
     max_tokens: int | None = None
     """Each call's output bound; ``None`` takes the compiled output reserve."""
     usage_mode: UsageMode = "per-call"
-    """How the provider's usage samples count: per call, or a running total across the stream."""
-    cumulative_scope: Literal["stream", "turn"] = "stream"
-    """Where a cumulative provider layer restarts its running total: at each stream (membrane, seed
-    001) or only at each user turn (the local provider's ``cumulative`` mode). With ``"turn"`` the
-    usage baseline survives a restart; the projection's own state still resets at every stream."""
+    """How the provider's usage samples count: per call, or a running total across the stream. A
+    running total restarts at each new stream, and a request starts a new stream unless it continues
+    the previous one (:func:`~contextwindow.providers.streams.continues_stream`): the same rule the
+    local provider's ``cumulative`` mode follows, so both sides agree without a setting."""
+    connection: str = "default"
+    """The connection (route) the calibration multiplier and the anchors are kept for."""
     tool_result_inline_chars: int = 24_000
     max_message_tokens: int | None = None
     round_pricing: Literal["estimator", "seed"] = "estimator"
@@ -151,6 +171,7 @@ class _Live:
     tools: tuple[ToolSpec, ...]
     messages: list[Message]
     estimated_tokens: int
+    local_estimate: int
     max_tokens: int
     recompiled: bool = True
 
@@ -161,7 +182,14 @@ class _TurnStats:
     restarts: int = 0
     compactions: int = 0
     overhead_seconds: float = 0.0
+    """Time spent in engine code: everything but the provider's stream, the tools and the summariser."""
+    summarizer_seconds: float = 0.0
     overrides: set[str] = field(default_factory=set)
+
+    @property
+    def engine_seconds(self) -> float:
+        """Engine time alone: the overhead less the summariser's calls made within it."""
+        return max(0.0, self.overhead_seconds - self.summarizer_seconds)
 
 
 class Engine:
@@ -194,11 +222,29 @@ class Engine:
             if self.settings.round_pricing == "seed"
             else RoundPricer(estimator=self.estimator)
         )
+        self._base_pricer = self.pricer
         self.tracker = UsageTracker(self.settings.usage_mode)
         self.physical = PhysicalWindow(window=self.window, reserve=0)
         self.notes = NoteBook(declared_window=self.window)
+        self.reported_window: int = profile.context_window
+        """The model's own reported window, for ``context_reported_window_exceeded`` when none is declared."""
         self.trigger = ProactiveTrigger(declared_window=self.window)
         self.ladder = EscalationLadder(max_compactions=self.settings.max_compactions_per_turn)
+        connection = self.settings.connection
+        self.calibrator = Calibrator(
+            LedgerSlot(session, "calibration", match={"model": profile.name, "connection": connection}),
+            model=profile.name,
+            connection=connection,
+        )
+        self.anchors = AnchorBook(LedgerSlot(session, "anchor"))
+        stored = self.anchors.latest
+        if stored is not None and stored.model == profile.name and stored.connection == connection:
+            # Step 0 of the first send seeds the proactive baseline from the stored anchor (seed 002).
+            self.trigger.seed(input_tokens=stored.input_tokens, output_tokens=stored.output_tokens or 0)
+        self._previous_request: Request | None = None
+        self._previous_reply: Message | None = None
+        self._previous_used: int | None = None
+        self._pricer_multiplier = 1.0
         self._injected: list[Message] = []
         self._last_accepted: Usage | None = None
         self._prior_input: int | None = None
@@ -231,7 +277,7 @@ class Engine:
         async for event in self._maybe_fold("pre_turn", anchor.id):
             yield event
         live = self._compile()
-        self._start_stream(turn=True)
+        self._start_stream()
         overflowed_this_step = False
 
         for _ in range(self.settings.max_steps_per_turn):
@@ -246,14 +292,16 @@ class Engine:
             stop: Stop | None = None
             sample: Usage | None = None
             self.stats.overhead_seconds += time.perf_counter() - clock
+            request = Request(
+                model=self.profile.name,
+                system=live.system,
+                tools=live.tools,
+                messages=tuple(live.messages),
+                max_tokens=live.max_tokens,
+            )
+            if not continues_stream(self._previous_request, self._previous_reply, request):
+                self.tracker.start_stream()
             try:
-                request = Request(
-                    model=self.profile.name,
-                    system=live.system,
-                    tools=live.tools,
-                    messages=tuple(live.messages),
-                    max_tokens=live.max_tokens,
-                )
                 async for pevent in self.provider.stream(
                     request, max_tokens=live.max_tokens, load=self.session.read_attachment
                 ):
@@ -271,6 +319,9 @@ class Engine:
             except ContextOverflow as rejection:
                 clock = time.perf_counter()
                 self.stats.calls += 1
+                self._previous_request = self._previous_reply = None  # a refused attempt is no stream
+                self.anchors.clear("the provider rejected the request for its size")
+                self.calibrator.arm(0)
                 if overflowed_this_step:
                     for note in self._overflow_notes():
                         yield note
@@ -295,7 +346,8 @@ class Engine:
             if stop is None:
                 raise UsageError("the provider's stream ended without a stop event")
 
-            call = self._account(sample, live.max_tokens)
+            self._previous_request, self._previous_reply = request, stop.message
+            call = self._account(sample, live)
             yield self._log(
                 UsageReported(
                     call=self.stats.calls - 1,
@@ -309,12 +361,16 @@ class Engine:
             first_of_send = False
             self._append(stop.message)
             live.messages.append(stop.message)
+            reply_tokens = self._live_estimator().message(stop.message)
+            live.estimated_tokens += reply_tokens
+            live.local_estimate += reply_tokens
             self.trigger.accepted(
                 input_tokens=call.prompt, output_tokens=call.usage.output, finish_reason=stop.reason
             )
 
             tool_uses = [b for b in stop.message.content if isinstance(b, ToolUse)]
             if stop.reason != "tool_use" or not tool_uses:
+                self.stats.overhead_seconds += time.perf_counter() - clock
                 yield self._log(
                     TurnEnded(
                         stop_reason=stop.reason,
@@ -357,6 +413,7 @@ class Engine:
                 window=self.window,
             )
             if decision == "end_turn":
+                self.stats.overhead_seconds += time.perf_counter() - clock
                 yield self._log(
                     TurnEnded(
                         stop_reason="end_turn_by_tool",
@@ -378,6 +435,7 @@ class Engine:
             live.messages.append(results_message)
             live.messages.extend(injected)
             live.estimated_tokens += appended
+            live.local_estimate += appended
             live.recompiled = False
             yield StreamResumed(injected_messages=len(injected))
             folded = False
@@ -403,8 +461,35 @@ class Engine:
         self.session.record("note", {"event": event_to_dict(event)})
         return event
 
+    def _compile_raw(self, overrides: frozenset[str] | None = None) -> Compiled:
+        return self.compiler(
+            self.session,
+            self.profile,
+            frozenset(self.stats.overrides) if overrides is None else overrides,
+            multiplier=self.calibrator.multiplier,
+            anchor=self.anchors.latest,
+            connection=self.settings.connection,
+        )
+
+    def _live_estimator(self) -> Estimator:
+        """The estimator at the multiplier the live request was compiled with (cached per multiplier)."""
+        multiplier = self.calibrator.multiplier
+        if multiplier != self._pricer_multiplier:
+            self._pricer_multiplier = multiplier
+            self._calibrated = Estimator(self.profile, multiplier)
+            if self.settings.round_pricing == "estimator":
+                # Calibration may only raise a round's price: a multiplier below 1 must not let it slip.
+                self.pricer = RoundPricer(estimator=self._calibrated, floor_estimator=self.estimator)
+        if multiplier == 1.0:
+            self.pricer = self._base_pricer
+            return self.estimator
+        return self._calibrated
+
     def _compile(self) -> _Live:
-        compiled = self.compiler(self.session, self.profile, frozenset(self.stats.overrides))
+        compiled = self._compile_raw()
+        self._live_estimator()
+        # One calibration sample per compiled request, learned from its first call (seed §2).
+        self.calibrator.arm(compiled.local_estimate)
         max_tokens = self.settings.max_tokens or compiled.output_reserve
         self.physical.reserve = max_tokens
         return _Live(
@@ -412,15 +497,17 @@ class Engine:
             tools=compiled.tools,
             messages=list(compiled.messages),
             estimated_tokens=compiled.estimated_tokens,
+            local_estimate=compiled.local_estimate,
             max_tokens=max_tokens,
         )
 
-    def _start_stream(self, *, turn: bool = False) -> None:
-        if turn or self.settings.cumulative_scope == "stream":
-            self.tracker.start_stream()
+    def _start_stream(self) -> None:
+        """A recompiled request: the projection starts from nothing (seed 001). The usage tracker
+        follows the provider's own notion of a stream, decided when the request is sent."""
         self.physical.start_stream()
 
-    def _account(self, sample: Usage | None, max_tokens: int) -> CallUsage:
+    def _account(self, sample: Usage | None, live: _Live) -> CallUsage:
+        max_tokens = live.max_tokens
         if sample is None:
             call = self.tracker.unreported(max_tokens=max_tokens)
         else:
@@ -443,10 +530,19 @@ class Engine:
         if call.reported:
             self.last_sent_tokens.append(call.prompt)
             self._last_accepted = call.usage
-            self.session.record(
-                "anchor",
-                {"input_tokens": call.prompt, "output_tokens": call.usage.output, "model": self.profile.name},
+            if self.calibrator.armed:
+                self.calibrator.report_real_input(call.prompt)
+            self.anchors.record(
+                Anchor(
+                    model=self.profile.name,
+                    connection=self.settings.connection,
+                    input_tokens=call.prompt,
+                    output_tokens=call.usage.output,
+                    payload_estimate=live.local_estimate,
+                )
             )
+        else:
+            self.calibrator.arm(0)  # a grown request must never be compared with the first estimate
         return call
 
     def _usage_notes(self, call: CallUsage, *, first_of_send: bool, append_only: bool) -> list[Note]:
@@ -459,8 +555,13 @@ class Engine:
                 append_only=append_only or first_of_send,
             )
             overrun = self.notes.window_overrun(input_tokens=call.prompt, output_tokens=call.usage.output)
-            notes.extend(n for n in (dropping, overrun) if n is not None)
+            used = call.prompt + call.usage.output
+            exceeded = self.notes.reported_window_exceeded(
+                used_tokens=used, previous_used=self._previous_used, reported_window=self.reported_window
+            )
+            notes.extend(n for n in (dropping, overrun, exceeded) if n is not None)
             self._prior_input = call.prompt
+            self._previous_used = used
         return [self._log(n) for n in notes]
 
     def _overflow_notes(self) -> list[Note]:
@@ -498,10 +599,10 @@ class Engine:
     async def _apply_rung(self, rung: Rung, anchor_id: str | None, *, mid_turn: bool) -> AsyncIterator[Event]:
         self.stats.compactions += 1
         if rung in ("evict_media", "archive_tool_results"):
-            before = self.compiler(self.session, self.profile, frozenset(self.stats.overrides))
+            before = self._compile_raw()
             self.stats.overrides.add(rung)
-            after = self.compiler(self.session, self.profile, frozenset(self.stats.overrides))
-            freed = before.estimated_tokens - after.estimated_tokens
+            after = self._compile_raw()
+            freed = before.local_estimate - after.local_estimate
             self.ladder.record(rung, freed)
             if freed <= 0:
                 yield self._log(CompactionFailed(phase="reactive", reason="nothing_to_free"))
@@ -510,7 +611,11 @@ class Engine:
                 ids = tuple(_media_ids(before.messages) - _media_ids(after.messages))
                 yield self._log(AttachmentsEvicted(attachment_ids=ids))
             else:
-                yield self._log(ToolResultsArchived(tool_use_ids=()))
+                archived_before = {a.tool_use_id for a in before.decisions.archived}
+                ids = tuple(
+                    a.tool_use_id for a in after.decisions.archived if a.tool_use_id not in archived_before
+                )
+                yield self._log(ToolResultsArchived(tool_use_ids=ids))
             return
         if rung == "fold":
             async for event in self._fold(
@@ -552,7 +657,9 @@ class Engine:
             if isinstance(cut, FoldFailure):
                 summary = cut
                 break
+            started = time.perf_counter()
             summary = await self.summarizer.summarize(messages[:cut], previous=previous)
+            self.stats.summarizer_seconds += time.perf_counter() - started
             if not (isinstance(summary, FoldFailure) and summary.reason == "input_too_large"):
                 break
             cut = select_safe_prefix(messages, phase=phase, head_anchor=anchor, max_covered=max(1, cut // 2))
