@@ -23,6 +23,7 @@ checkpoints, and each engine event as a ``note`` record.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -150,6 +151,12 @@ class EngineSettings:
     local provider's ``cumulative`` mode follows, so both sides agree without a setting."""
     connection: str = "default"
     """The connection (route) the calibration multiplier and the anchors are kept for."""
+    fit_margin: float = 0.05
+    """Compile fits within ``(1 − fit_margin) × window``: a calibrated estimate is right on average,
+    so a request filled to the last token is refused about half the time; 5% covers the spread of the
+    estimator's error on whole requests measured by ``benchmarks/sessions.py``."""
+    multiplier_step: float = 0.02
+    """Compile sees the calibration multiplier rounded to this step (0: exact)."""
     tool_result_inline_chars: int = 24_000
     max_message_tokens: int | None = None
     round_pricing: Literal["estimator", "seed"] = "estimator"
@@ -161,6 +168,10 @@ class EngineSettings:
         for name in ("max_compactions_per_turn", "max_steps_per_turn", "tool_result_inline_chars"):
             if getattr(self, name) <= 0:
                 raise InvalidInput("must be > 0", path=name)
+        if not 0 <= self.fit_margin < 0.5:
+            raise InvalidInput("must be in [0, 0.5)", path="fit_margin")
+        if not 0 <= self.multiplier_step <= 0.2:
+            raise InvalidInput("must be in [0, 0.2]", path="multiplier_step")
 
 
 @dataclass(slots=True)
@@ -245,6 +256,9 @@ class Engine:
         self._previous_reply: Message | None = None
         self._previous_used: int | None = None
         self._pricer_multiplier = 1.0
+        self._calibrated = self.estimator
+        self._fit_profile: ModelProfile | None = None
+        self._shrink = 0
         self._injected: list[Message] = []
         self._last_accepted: Usage | None = None
         self._prior_input: int | None = None
@@ -327,11 +341,15 @@ class Engine:
                         yield note
                     raise
                 overflowed_this_step = True
-                freed = False
-                async for event in self._escalate(anchor.id, mid_turn=len(live.messages) > 0):
-                    if isinstance(event, Compacted | AttachmentsEvicted | ToolResultsArchived):
-                        freed = True
-                    yield event
+                # First, believe the provider's numbers: fit the next compile to them. That alone
+                # usually frees enough (compile leaves out the oldest turns); the ladder is for when not.
+                refit = self._learn_from_rejection(rejection)
+                freed = refit and self._compile_raw().local_estimate < live.local_estimate
+                if not freed:
+                    async for event in self._escalate(anchor.id, mid_turn=len(live.messages) > 0):
+                        if isinstance(event, Compacted | AttachmentsEvicted | ToolResultsArchived):
+                            freed = True
+                        yield event
                 if not freed:
                     for note in self._overflow_notes():
                         yield note
@@ -461,19 +479,64 @@ class Engine:
         self.session.record("note", {"event": event_to_dict(event)})
         return event
 
+    def _compile_profile(self) -> ModelProfile:
+        """The profile compile fits against: the window as known (declared, or as the provider proved
+        it), less the fit margin and what rejections taught; cached while that figure holds."""
+        known = self.window or self.profile.context_window
+        target = max(1, math.floor(known * (1 - self.settings.fit_margin)) - self._shrink)
+        if self._fit_profile is None or self._fit_profile.context_window != target:
+            if target == self.profile.context_window:
+                self._fit_profile = self.profile
+            else:
+                self._fit_profile = self.profile.with_(
+                    context_window=target, max_output_tokens=min(self.profile.max_output_tokens, target)
+                )
+        return self._fit_profile
+
+    def _learn_from_rejection(self, rejection: ContextOverflow) -> bool:
+        """Take in a rejection's numbers; return whether they changed what compile fits against.
+
+        A ``limit`` below the window we believed is the window the provider really serves: it is
+        adopted for the projection, the proactive trigger and compile. A limit equal to it means our
+        estimate of the request was low by ``requested − limit``: compile fits that much tighter (and
+        1% more) from now on, bounded at a quarter of the window.
+        """
+        limit, requested = rejection.limit, rejection.requested
+        if limit is None or limit <= 0:
+            return False
+        known = self.window or self.profile.context_window
+        if limit < known:
+            self.window = limit
+            self.physical.window = limit
+            self.trigger.declared_window = limit
+            return True
+        if requested is not None and requested > limit:
+            before = self._shrink
+            self._shrink = min(known // 4, self._shrink + (requested - limit) + known // 100)
+            return self._shrink > before
+        return False
+
     def _compile_raw(self, overrides: frozenset[str] | None = None) -> Compiled:
         return self.compiler(
             self.session,
-            self.profile,
+            self._compile_profile(),
             frozenset(self.stats.overrides) if overrides is None else overrides,
-            multiplier=self.calibrator.multiplier,
+            multiplier=self._compile_multiplier(),
             anchor=self.anchors.latest,
             connection=self.settings.connection,
         )
 
+    def _compile_multiplier(self) -> float:
+        """The calibration multiplier in steps of ``multiplier_step``: the EMA moves a little on every
+        sample, and each move would discard compile's per-message memo; a step of 2% is below the
+        estimator's own noise."""
+        step = self.settings.multiplier_step
+        value = self.calibrator.multiplier
+        return round(round(value / step) * step, 6) if step > 0 else value
+
     def _live_estimator(self) -> Estimator:
         """The estimator at the multiplier the live request was compiled with (cached per multiplier)."""
-        multiplier = self.calibrator.multiplier
+        multiplier = self._compile_multiplier()
         if multiplier != self._pricer_multiplier:
             self._pricer_multiplier = multiplier
             self._calibrated = Estimator(self.profile, multiplier)

@@ -1,0 +1,226 @@
+"""Long sessions through the turn engine against the local provider (issue 8, "Figures").
+
+Twenty long scenarios (≥ 200 provider calls each: real source files read in chunks, JSON tool
+results, screenshots as tool-result images, photos sent mid-turn, turns in Chinese; half of them the
+bundled demo extended, half generated, :mod:`benchmarks._long_scenarios`) run through
+:class:`~contextwindow.engine.Engine` with the default compiler, a summariser on the same local model,
+and the local provider enforcing windows of 16k, 32k and 128k, in each usage mode it can report
+(``cumulative``, ``per-call``, ``output-only``, ``none``). A second set of runs declares the window
+but lets the provider silently serve less (``effective_window`` = 85% of it): the engine must recover
+each rejection by compacting, and learn.
+
+Per cell: provider rejections (recovered / not), restarts, compactions, window use at the moment of
+sending (the provider's own count of each request's input over the declared window: mean and 5th
+percentile), and engine overhead per call: wall time spent in engine code, excluding the provider's
+stream, the tools and the summariser's calls (targets: 0 rejections with a true window, ≤ 1 recovered
+per scenario when the provider serves less, mean use ≥ 70%, overhead ≤ 5 ms).
+
+``python -m benchmarks.sessions [--quick]`` from the repo root with ``PYTHONPATH=src``; writes
+``benchmarks/results/sessions.md``. The output reserve (each call's ``max_tokens``) is
+``min(4096, window // 8)``: agent-framework's 4,096 default, smaller on small windows as agents there
+set it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from contextwindow.compile import Policy
+from contextwindow.content import Request
+from contextwindow.engine import Engine, EngineSettings
+from contextwindow.engine_compiler import EngineCompiler
+from contextwindow.errors import ContextOverflow
+from contextwindow.events import Compacted, OverflowRecovered, StreamRestarted, UsageReported
+from contextwindow.formats import AttachmentLoader
+from contextwindow.models import get_profile
+from contextwindow.providers import LocalProvider, LocalSettings
+from contextwindow.providers.local import LocalModel
+from contextwindow.providers.local.model import Rejection, Reply, WireFormat
+from contextwindow.scenario import Scenario
+from contextwindow.store import open_store
+from contextwindow.summarizer import Summarizer
+
+from ._long_scenarios import scenarios
+
+__all__ = ["main"]
+
+WINDOWS = (16_000, 32_000, 128_000)
+MODES = ("cumulative", "per-call", "output-only", "none")
+SERVE_LESS = 0.85
+MODEL = "claude-sonnet-4-5"
+RESULTS = Path(__file__).parent / "results" / "sessions.md"
+
+
+class _CountingModel(LocalModel):
+    """The local model, remembering its own count of every request it answered or refused."""
+
+    def __init__(self, settings: LocalSettings, script: Sequence[Any]) -> None:
+        super().__init__(settings, script=script)
+        self.sent: list[int] = []
+        self.rejected = 0
+
+    def handle(
+        self,
+        request: Request,
+        *,
+        wire: WireFormat,
+        max_tokens: int | None,
+        load: AttachmentLoader | None = None,
+        session: str = "default",
+    ) -> Reply | Rejection:
+        outcome = super().handle(request, wire=wire, max_tokens=max_tokens, load=load, session=session)
+        if session == "default":
+            if isinstance(outcome, Reply):
+                self.sent.append(outcome.input_tokens)
+            else:
+                self.rejected += 1
+        return outcome
+
+
+@dataclass
+class Run:
+    scenario: str
+    window: int
+    mode: str
+    serve_less: bool
+    calls: int = 0
+    rejections: int = 0
+    recovered: int = 0
+    failed_turns: int = 0
+    restarts: int = 0
+    compactions: int = 0
+    use: list[float] = field(default_factory=list)
+    engine_seconds: float = 0.0
+    wall_seconds: float = 0.0
+
+
+async def _run(scenario: Scenario, window: int, mode: str, serve_less: bool) -> Run:
+    started = time.perf_counter()
+    reserve = min(4_096, window // 8)
+    base = get_profile(MODEL)
+    profile = base.with_(context_window=window, max_output_tokens=min(base.max_output_tokens, window // 2))
+    settings = LocalSettings(
+        window=window,
+        effective_window=math.floor(window * SERVE_LESS) if serve_less else None,
+        usage=mode,  # type: ignore[arg-type]
+        default_model=MODEL,
+    )
+    model = _CountingModel(settings, scenario.scripted_replies())
+    provider = LocalProvider(model)
+    session = open_store().session("bench")
+    for ref in scenario.attachment_refs():
+        session.attach(scenario.load_attachment(ref), ref.media_type)
+    summarizer = Summarizer(
+        LocalProvider(model, session="summarizer"),
+        profile,
+        instruction_suffix="[[contextwindow:summarize]]",
+        load=session.read_attachment,
+    )
+    engine = Engine(
+        session,
+        provider,
+        profile,
+        compiler=EngineCompiler(Policy(output_reserve=reserve), system=scenario.system, tools=scenario.tools),
+        tool_runner=scenario.tool_runner(),
+        summarizer=summarizer,
+        settings=EngineSettings(usage_mode="cumulative" if mode == "cumulative" else "per-call", max_tokens=reserve),
+    )
+    run = Run(scenario=scenario.name, window=window, mode=mode, serve_less=serve_less)
+    for number, turn in enumerate(scenario.turns):
+        injections = list(turn.injections)
+        calls_done = 0
+        try:
+            async for event in engine.run_turn(turn.user):
+                if isinstance(event, UsageReported):
+                    calls_done += 1
+                    for injection in [i for i in injections if i.round == calls_done]:
+                        engine.inject(injection.message)
+                elif isinstance(event, StreamRestarted):
+                    run.restarts += 1
+                elif isinstance(event, Compacted):
+                    run.compactions += 1
+                elif isinstance(event, OverflowRecovered):
+                    run.recovered += 1
+        except ContextOverflow:
+            run.failed_turns += 1
+            # The turn is lost; drop what is left of its script so the next turn lines up.
+            remaining = sum(len(t.replies) for t in scenario.turns[number + 1 :])
+            while model.pending > remaining:
+                model._script.popleft()
+        run.engine_seconds += engine.stats.engine_seconds
+        run.calls += engine.stats.calls
+    run.rejections = model.rejected
+    run.use = [n / window for n in model.sent]
+    run.wall_seconds = time.perf_counter() - started
+    return run
+
+
+def _p5(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(0.05 * len(ordered)) - 1)] if ordered else float("nan")
+
+
+def _table(runs: list[Run]) -> str:
+    head = (
+        "| window | usage | provider | scenarios | calls/scenario | rejections (recovered) | failed turns "
+        "| restarts/scenario | compactions/scenario | mean use | p5 use | engine ms/call |\n"
+        "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+    )
+    rows = []
+    keys = sorted({(r.window, r.mode, r.serve_less) for r in runs}, key=lambda k: (k[2], k[0], MODES.index(k[1])))
+    for window, mode, less in keys:
+        cell = [r for r in runs if (r.window, r.mode, r.serve_less) == (window, mode, less)]
+        n = len(cell)
+        use = [u for r in cell for u in r.use]
+        calls = sum(r.calls for r in cell)
+        rows.append(
+            f"| {window // 1000}k | {mode} | {'serves 85%' if less else 'true window'} | {n} "
+            f"| {calls / n:.0f} | {sum(r.rejections for r in cell)} ({sum(r.recovered for r in cell)}) "
+            f"| {sum(r.failed_turns for r in cell)} | {statistics.fmean(r.restarts for r in cell):.1f} "
+            f"| {statistics.fmean(r.compactions for r in cell):.1f} | {statistics.fmean(use):.1%} | {_p5(use):.1%} "
+            f"| {1000 * sum(r.engine_seconds for r in cell) / max(1, calls):.2f} |"
+        )
+    return head + "\n".join(rows) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> str:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.sessions")
+    parser.add_argument("--quick", action="store_true", help="4 scenarios instead of 20")
+    parser.add_argument("--scenarios", type=int, default=None)
+    args = parser.parse_args(argv)
+    count = args.scenarios or (4 if args.quick else 20)
+    began = time.perf_counter()
+    built = scenarios(count)
+    print(f"built {len(built)} scenarios ({min(s.calls for s in built)}–{max(s.calls for s in built)} calls) "
+          f"in {time.perf_counter() - began:.0f}s", file=sys.stderr)
+    runs: list[Run] = []
+    plan = [(w, m, False) for w in WINDOWS for m in MODES] + [(w, "per-call", True) for w in WINDOWS]
+    for window, mode, less in plan:
+        t = time.perf_counter()
+        for scenario in built:
+            runs.append(asyncio.run(_run(scenario, window, mode, less)))
+        print(f"{window} {mode} {'less' if less else ''}: {time.perf_counter() - t:.0f}s", file=sys.stderr)
+    table = _table(runs)
+    total = time.perf_counter() - began
+    text = (
+        "# sessions: long scenarios through the engine against the local provider\n\n"
+        f"{len(built)} scenarios, {MODEL} profile at each window, output reserve min(4096, window/8); "
+        f"total {total:.0f}s.\n\n" + table
+    )
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(text, encoding="utf-8")
+    print(text)
+    return text
+
+
+if __name__ == "__main__":
+    main()
