@@ -17,7 +17,7 @@ from contextwindow.content import Image, Message, Text, ToolResult, ToolUse
 from contextwindow.demo_scenario import SYSTEM, TOOLS, build_demo, stdlib_sources
 from contextwindow.scenario import AssistantStep, InjectStep, Scenario, ScenarioBuilder, ToolResultStep
 
-__all__ = ["MIN_CALLS", "long_scenario", "scenarios"]
+__all__ = ["MIN_CALLS", "extended_demo", "long_scenario", "scenario_at", "scenarios"]
 
 MIN_CALLS = 200
 _CHUNK_LINES = 80
@@ -161,3 +161,10 @@ def scenarios(count: int = 20, *, image_scale: float = 0.5) -> list[Scenario]:
         else long_scenario(i, image_scale=image_scale, files=files)
         for i in range(count)
     ]
+
+
+def scenario_at(index: int, *, image_scale: float = 0.5) -> Scenario:
+    """Scenario ``index`` of :func:`scenarios`, built alone."""
+    if index % 2 == 0:
+        return extended_demo(index // 2, image_scale=image_scale)
+    return long_scenario(index, image_scale=image_scale)

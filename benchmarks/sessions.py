@@ -18,7 +18,10 @@ per scenario when the provider serves less, mean use ≥ 70%, overhead ≤ 5 ms)
 ``python -m benchmarks.sessions [--quick]`` from the repo root with ``PYTHONPATH=src``; writes
 ``benchmarks/results/sessions.md``. The output reserve (each call's ``max_tokens``) is
 ``min(4096, window // 8)``: agent-framework's 4,096 default, smaller on small windows as agents there
-set it.
+set it. The stream budget (``max_stream_input_tokens``) is off: it is a cost control for providers
+that cache the prompt, and the local provider caches nothing, so every call's whole input is fresh
+and the seeds' 150k budget would restart every other call at 128k without freeing anything; the
+physical window is what is measured here. Scenarios run in parallel, one process per core.
 """
 
 from __future__ import annotations
@@ -26,10 +29,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import os
 import statistics
 import sys
 import time
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,8 +53,6 @@ from contextwindow.providers.local.model import Rejection, Reply, WireFormat
 from contextwindow.scenario import Scenario
 from contextwindow.store import open_store
 from contextwindow.summarizer import Summarizer
-
-from ._long_scenarios import scenarios
 
 __all__ = ["main"]
 
@@ -97,6 +100,7 @@ class Run:
     recovered: int = 0
     failed_turns: int = 0
     restarts: int = 0
+    budget_restarts: int = 0
     compactions: int = 0
     use: list[float] = field(default_factory=list)
     engine_seconds: float = 0.0
@@ -132,7 +136,11 @@ async def _run(scenario: Scenario, window: int, mode: str, serve_less: bool) -> 
         compiler=EngineCompiler(Policy(output_reserve=reserve), system=scenario.system, tools=scenario.tools),
         tool_runner=scenario.tool_runner(),
         summarizer=summarizer,
-        settings=EngineSettings(usage_mode="cumulative" if mode == "cumulative" else "per-call", max_tokens=reserve),
+        settings=EngineSettings(
+            usage_mode="cumulative" if mode == "cumulative" else "per-call",
+            max_tokens=reserve,
+            max_stream_input_tokens=None,
+        ),
     )
     run = Run(scenario=scenario.name, window=window, mode=mode, serve_less=serve_less)
     for number, turn in enumerate(scenario.turns):
@@ -146,6 +154,7 @@ async def _run(scenario: Scenario, window: int, mode: str, serve_less: bool) -> 
                         engine.inject(injection.message)
                 elif isinstance(event, StreamRestarted):
                     run.restarts += 1
+                    run.budget_restarts += event.reason == "context_budget"
                 elif isinstance(event, Compacted):
                     run.compactions += 1
                 elif isinstance(event, OverflowRecovered):
@@ -172,7 +181,7 @@ def _p5(values: Sequence[float]) -> float:
 def _table(runs: list[Run]) -> str:
     head = (
         "| window | usage | provider | scenarios | calls/scenario | rejections (recovered) | failed turns "
-        "| restarts/scenario | compactions/scenario | mean use | p5 use | engine ms/call |\n"
+        "| restarts/scenario (budget) | compactions/scenario | mean use | p5 use | engine ms/call |\n"
         "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
     )
     rows = []
@@ -185,36 +194,44 @@ def _table(runs: list[Run]) -> str:
         rows.append(
             f"| {window // 1000}k | {mode} | {'serves 85%' if less else 'true window'} | {n} "
             f"| {calls / n:.0f} | {sum(r.rejections for r in cell)} ({sum(r.recovered for r in cell)}) "
-            f"| {sum(r.failed_turns for r in cell)} | {statistics.fmean(r.restarts for r in cell):.1f} "
+            f"| {sum(r.failed_turns for r in cell)} | {statistics.fmean(r.restarts for r in cell):.1f} ({sum(r.budget_restarts for r in cell)}) "
             f"| {statistics.fmean(r.compactions for r in cell):.1f} | {statistics.fmean(use):.1%} | {_p5(use):.1%} "
             f"| {1000 * sum(r.engine_seconds for r in cell) / max(1, calls):.2f} |"
         )
     return head + "\n".join(rows) + "\n"
 
 
+PLAN = [(w, m, False) for w in WINDOWS for m in MODES] + [(w, "per-call", True) for w in WINDOWS]
+
+
+def _scenario_runs(index: int) -> list[Run]:
+    """Every cell of the plan for scenario ``index`` (built in the worker: media sources are closures)."""
+    from ._long_scenarios import scenario_at
+
+    scenario = scenario_at(index)
+    return [asyncio.run(_run(scenario, window, mode, less)) for window, mode, less in PLAN]
+
+
 def main(argv: Sequence[str] | None = None) -> str:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.sessions")
-    parser.add_argument("--quick", action="store_true", help="4 scenarios instead of 20")
-    parser.add_argument("--scenarios", type=int, default=None)
+    parser.add_argument("--scenarios", type=int, default=20)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args(argv)
-    count = args.scenarios or (4 if args.quick else 20)
     began = time.perf_counter()
-    built = scenarios(count)
-    print(f"built {len(built)} scenarios ({min(s.calls for s in built)}–{max(s.calls for s in built)} calls) "
-          f"in {time.perf_counter() - began:.0f}s", file=sys.stderr)
     runs: list[Run] = []
-    plan = [(w, m, False) for w in WINDOWS for m in MODES] + [(w, "per-call", True) for w in WINDOWS]
-    for window, mode, less in plan:
-        t = time.perf_counter()
-        for scenario in built:
-            runs.append(asyncio.run(_run(scenario, window, mode, less)))
-        print(f"{window} {mode} {'less' if less else ''}: {time.perf_counter() - t:.0f}s", file=sys.stderr)
+    with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
+        for done, batch in enumerate(pool.map(_scenario_runs, range(args.scenarios)), start=1):
+            runs.extend(batch)
+            print(f"{done}/{args.scenarios} scenarios ({time.perf_counter() - began:.0f}s)", file=sys.stderr)
+    calls = {r.scenario: r.calls for r in runs if r.mode == "per-call" and not r.serve_less}
     table = _table(runs)
     total = time.perf_counter() - began
     text = (
         "# sessions: long scenarios through the engine against the local provider\n\n"
-        f"{len(built)} scenarios, {MODEL} profile at each window, output reserve min(4096, window/8); "
-        f"total {total:.0f}s.\n\n" + table
+        f"{args.scenarios} scenarios ({min(calls.values())}–{max(calls.values())} provider calls each on the "
+        f"16k true window), {MODEL} profile at each window, output reserve min(4096, window/8), stream "
+        f"budget off; {total:.0f}s on {args.workers} worker(s). Use = the provider's own count of each "
+        "request's input over the declared window, at the moment of sending.\n\n" + table
     )
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(text, encoding="utf-8")

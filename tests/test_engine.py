@@ -356,3 +356,127 @@ class TestWithTheLocalProviderAndRealCompile:
         assert not any(isinstance(e, OverflowRecovered) for e in events)
         assert any(isinstance(e, StreamRestarted) for e in events)
         assert max(engine.last_sent_tokens) <= 16_000
+
+
+class TestCalibrationAndAnchors:
+    def _engine(self, steps: list[Step], session_name: str = "s") -> tuple[Engine, ScriptedProvider, PlainCompiler]:
+        provider = ScriptedProvider(steps)
+        compiler = PlainCompiler()
+        engine = Engine(
+            open_store().session(session_name),
+            provider,
+            PROFILE,
+            compiler=compiler,
+            tool_runner=blob_tool,
+            settings=EngineSettings(max_tokens=32_000, round_pricing="seed", max_stream_input_tokens=None),
+        )
+        return engine, provider, compiler
+
+    def test_one_sample_per_compiled_request_feeds_the_next_compile(self) -> None:
+        from contextwindow.pricing import Estimator
+
+        first = Message.user("calibrate " * 300)
+        estimate = Estimator(PROFILE).messages((first,))
+        steps = [
+            Step(blob_call(0), U(round(1.5 * estimate), out=10)),  # ratio 1.5: 1.0 → 1.1
+            Step(DONE, U(round(3 * estimate), out=10)),  # a grown, appended request: never a sample
+        ]
+        engine, _, compiler = self._engine(steps)
+        run(engine, first)
+        assert engine.calibrator.multiplier == pytest.approx(1.1, abs=1e-3)
+        engine.provider = ScriptedProvider([Step(DONE, U(1_000, out=5))])
+        run(engine, Message.user("next"))
+        assert compiler.multipliers[-1] == pytest.approx(1.1, abs=1e-3)
+
+    def test_the_multiplier_and_the_anchor_survive_a_new_engine_on_the_session(self) -> None:
+        from contextwindow.pricing import Estimator
+
+        first = Message.user("calibrate " * 300)
+        estimate = Estimator(PROFILE).messages((first,))
+        engine, _, _ = self._engine([Step(DONE, U(round(1.5 * estimate), out=40))])
+        run(engine, first)
+        session = engine.session
+        stored = session.latest("anchor")
+        assert stored is not None and stored.payload["anchor"]["input_tokens"] == round(1.5 * estimate)
+        again = Engine(session, ScriptedProvider([]), PROFILE, compiler=PlainCompiler())
+        assert again.calibrator.multiplier == pytest.approx(1.1, abs=1e-3)
+        assert again.trigger.baseline_input == round(1.5 * estimate)
+        assert again.trigger.baseline_output == 40
+
+    def test_a_new_engine_near_the_window_folds_before_its_first_request(self) -> None:
+        engine, _, _ = self._engine([Step(DONE, U(197_000, out=1_000))])
+        for i in range(4):
+            engine.session.append(Message.user(f"old {i}"))
+            engine.session.append(Message.assistant(f"answer {i}"))
+        run(engine, Message.user("first"))
+        summariser = ScriptedProvider([Step(Message.assistant(SUMMARY), U(5_000, out=300))])
+        again = Engine(
+            engine.session,
+            ScriptedProvider([Step(DONE, U(20_000, out=5))]),
+            PROFILE,
+            compiler=PlainCompiler(),
+            summarizer=Summarizer(summariser, PROFILE),
+            settings=SETTINGS,
+        )
+        events = run(again, Message.user("second"))
+        assert [e.phase for e in events if isinstance(e, Compacted)] == ["pre_turn"]
+
+    def test_an_anchor_for_another_model_does_not_seed_the_trigger(self) -> None:
+        engine, _, _ = self._engine([Step(DONE, U(197_000, out=1_000))])
+        run(engine, Message.user("first"))
+        other = ModelProfile(
+            name="other-200k", provider="anthropic", context_window=200_000, max_output_tokens=32_000, tokenizer="claude"
+        )
+        again = Engine(engine.session, ScriptedProvider([]), other, compiler=PlainCompiler())
+        assert again.trigger.baseline_input is None
+
+
+class TestReportedWindowNote:
+    def test_crossing_the_models_reported_window_without_a_declared_one_is_noted(self) -> None:
+        settings = EngineSettings(
+            max_tokens=32_000, round_pricing="seed", max_stream_input_tokens=None, use_physical_window=False
+        )
+        engine, _ = engine_for([Step(DONE, U(150_000, out=1_000))], settings)
+        assert not [e for e in run(engine, Message.user("a")) if isinstance(e, Note)]
+        engine.provider = ScriptedProvider([Step(DONE, U(205_000, out=1_000))])
+        notes = [e for e in run(engine, Message.user("b")) if isinstance(e, Note)]
+        assert notes == [
+            Note(
+                kind="context_reported_window_exceeded",
+                data={"used_tokens": 206_000, "reported_context_window": 200_000},
+            )
+        ]
+
+    def test_no_note_when_a_window_is_declared(self) -> None:
+        engine, _ = engine_for([Step(DONE, U(150_000, out=1_000))])
+        run(engine, Message.user("a"))
+        engine.provider = ScriptedProvider([Step(DONE, U(205_000, out=1_000))])
+        kinds = [e.kind for e in run(engine, Message.user("b")) if isinstance(e, Note)]
+        assert "context_reported_window_exceeded" not in kinds
+
+
+class TestEscalationEvents:
+    def test_archived_tool_results_carry_the_ids_compile_archived(self) -> None:
+        from contextwindow.compile import Policy
+        from contextwindow.engine_compiler import EngineCompiler
+        from contextwindow.events import ToolResultsArchived
+
+        session = open_store().session("arch")
+        for i in range(3):
+            session.append(Message.user(f"turn {i}"))
+            session.append(Message.assistant(ToolUse(id=f"old{i}", name="read", input={})))
+            session.append(Message.user(ToolResult(tool_use_id=f"old{i}", content="source line\n" * 400)))
+            session.append(Message.assistant(f"read {i}"))
+        rejection = ContextOverflow("request too large")  # no numbers: nothing to refit by
+        provider = ScriptedProvider([Step(DONE, reject=rejection), Step(DONE, U(5_000, out=5))])
+        engine = Engine(
+            session,
+            provider,
+            PROFILE,
+            compiler=EngineCompiler(Policy(archive_text_over_tokens=100_000)),
+            settings=EngineSettings(max_tokens=4_000, max_stream_input_tokens=None),
+        )
+        events = run(engine, Message.user("now"))
+        archived = [e for e in events if isinstance(e, ToolResultsArchived)]
+        assert archived and set(archived[0].tool_use_ids) == {"old0", "old1", "old2"}
+        assert any(isinstance(e, OverflowRecovered) for e in events)

@@ -33,7 +33,7 @@ from .calibration import Calibrator
 from .compaction import EscalationLadder, FoldFailure, ProactiveTrigger, Rung, select_safe_prefix
 from .compile import Decisions
 from .content import AttachmentRef, Message, Request, Text, ToolResult, ToolSpec, ToolUse
-from .errors import ContextOverflow, InvalidInput, UsageError
+from .errors import ContextOverflow, InvalidInput, OverBudget, UsageError
 from .events import (
     AttachmentsEvicted,
     Compacted,
@@ -151,7 +151,7 @@ class EngineSettings:
     local provider's ``cumulative`` mode follows, so both sides agree without a setting."""
     connection: str = "default"
     """The connection (route) the calibration multiplier and the anchors are kept for."""
-    fit_margin: float = 0.05
+    fit_margin: float = 0.08
     """Compile fits within ``(1 − fit_margin) × window``: a calibrated estimate is right on average,
     so a request filled to the last token is refused about half the time; 5% covers the spread of the
     estimator's error on whole requests measured by ``benchmarks/sessions.py``."""
@@ -423,11 +423,18 @@ class Engine:
                 self._append(extra)
             appended = self.pricer.price(results, injected)
             self.last_projection = self.physical.project(appended)
+            over = self.physical.over(appended)
+            if self.last_projection is None and self.window is not None:
+                # No call on this stream reported a prompt (usage off, or output only): the seed's
+                # projection has no real figure to start from, so the engine's own estimate of the
+                # live request stands in for it. It can only ask for a recompile, never refuse.
+                estimated = live.estimated_tokens + appended + live.max_tokens
+                over = estimated if estimated > self.window else None
             decision = decide_boundary(
                 end_turn=end_turn,
                 stream_fresh_input=self.tracker.stream_fresh_input,
                 max_stream_input_tokens=self.settings.max_stream_input_tokens,
-                projected_over=self.physical.over(appended),
+                projected_over=over,
                 window=self.window,
             )
             if decision == "end_turn":
@@ -549,7 +556,21 @@ class Engine:
         return self._calibrated
 
     def _compile(self) -> _Live:
-        compiled = self._compile_raw()
+        try:
+            compiled = self._compile_raw()
+        except OverBudget:
+            # The newest message does not fit beside the head as things stand: take the cheap rungs
+            # (media out of line, stale results archived, then no media inline at all) for the rest of
+            # the turn; if even that does not fit, the message alone is too large and it raises.
+            for rung in ("evict_media", "archive_tool_results", "evict_all_media"):
+                self.stats.overrides.add(rung)
+                try:
+                    compiled = self._compile_raw()
+                    break
+                except OverBudget:
+                    continue
+            else:
+                raise
         self._live_estimator()
         # One calibration sample per compiled request, learned from its first call (seed §2).
         self.calibrator.arm(compiled.local_estimate)

@@ -5,7 +5,8 @@ The engine hands over what a compile needs beyond the ledger: the calibration mu
 newest anchor (so the estimate is anchored on the provider's real count). The escalation rungs arrive
 as ``overrides`` and tighten the policy for the rest of the turn: ``evict_media`` keeps only the
 newest image inline, within a quarter of the byte budget; ``archive_tool_results`` archives every
-stale result outside the newest turn, text over 256 tokens included. One incremental compiler is kept
+stale result outside the newest turn, text over 256 tokens included; ``evict_all_media`` (taken only
+when the newest message alone does not fit) sends no media inline at all. One incremental compiler is kept
 per session, so a compile after an append reads only the new entries.
 """
 
@@ -39,6 +40,8 @@ class EngineCompiler:
             policy = policy.with_(
                 max_inline_images=1, inline_media_bytes=max(1, policy.inline_media_bytes // 4)
             )
+        if "evict_all_media" in overrides:
+            policy = policy.with_(inline_media_bytes=1)
         if "archive_tool_results" in overrides:
             policy = policy.with_(recent_turns_full=1, archive_text_over_tokens=256, archive_stale_results=True)
         return policy

@@ -1,0 +1,179 @@
+"""The summariser alone, and its input_too_large path through the engine (acceptance 33; seed 002 §10)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from contextwindow.compaction import REQUIRED_SECTIONS, SUMMARY_MAX_OUTPUT_TOKENS, FoldFailure
+from contextwindow.content import Message, Request, Text
+from contextwindow.engine import Engine, EngineSettings
+from contextwindow.errors import ContextOverflow, ProviderError
+from contextwindow.events import Compacted
+from contextwindow.formats import AttachmentLoader
+from contextwindow.models import ModelProfile
+from contextwindow.providers import ProviderEvent, Stop, StopReason, UsageSample
+from contextwindow.store import open_store
+from contextwindow.summarizer import Summarizer, Summary
+from contextwindow.usage import Usage
+from engine_support import PlainCompiler, ScriptedProvider, Step
+
+PROFILE = ModelProfile(
+    name="test-200k", provider="anthropic", context_window=200_000, max_output_tokens=32_000, tokenizer="claude"
+)
+GOOD = "\n\n".join(f"## {s}\ncontent for {s}." for s in REQUIRED_SECTIONS)
+
+
+@dataclass
+class Answer:
+    text: str = GOOD
+    reason: StopReason = "end_turn"
+    usage: Usage | None = None
+    error: Exception | None = None
+
+
+@dataclass
+class FakeSummariserProvider:
+    """Answers summary requests from a list, recording each request and its output bound."""
+
+    answers: list[Answer]
+    name: str = "fake"
+    requests: list[tuple[Request, int]] = field(default_factory=list)
+
+    async def _events(self, request: Request, max_tokens: int) -> AsyncIterator[ProviderEvent]:
+        self.requests.append((request, max_tokens))
+        answer = self.answers.pop(0)
+        if answer.error is not None:
+            raise answer.error
+        if answer.usage is not None:
+            yield UsageSample(usage=answer.usage)
+        yield Stop(reason=answer.reason, raw_reason=answer.reason, message=Message.assistant(answer.text))
+
+    def stream(self, request: Request, *, max_tokens: int, load: AttachmentLoader) -> AsyncIterator[ProviderEvent]:
+        return self._events(request, max_tokens)
+
+
+SPAN = [Message.user("please port heapq"), Message.assistant("reading heapq.py now")]
+
+
+def summarise(provider: FakeSummariserProvider, span: list[Message] = SPAN, **kwargs: object) -> Summary | FoldFailure:
+    summarizer = Summarizer(provider, PROFILE, **kwargs)  # type: ignore[arg-type]
+    return asyncio.run(summarizer.summarize(span))
+
+
+def instruction(request: Request) -> str:
+    last = request.messages[-1]
+    assert last.role == "user"
+    return "".join(b.text for b in last.content if isinstance(b, Text))
+
+
+class TestSummarizerCalls:
+    def test_a_good_summary_takes_one_call_capped_at_8000_tokens(self) -> None:
+        provider = FakeSummariserProvider([Answer()])
+        result = summarise(provider)
+        assert isinstance(result, Summary) and result.calls == 1
+        assert [bound for _, bound in provider.requests] == [SUMMARY_MAX_OUTPUT_TOKENS]
+        assert "heapq" in instruction(provider.requests[0][0])  # the span rides in the last user message
+
+    def test_a_reply_cut_at_the_cap_gets_one_shorter_retry(self) -> None:
+        provider = FakeSummariserProvider([Answer(text="## Goal\nport", reason="max_tokens"), Answer()])
+        result = summarise(provider)
+        assert isinstance(result, Summary) and result.calls == 2
+        assert "cut off at the output limit" in instruction(provider.requests[1][0])
+        assert "cut off at the output limit" not in instruction(provider.requests[0][0])
+
+    def test_cut_at_the_cap_twice_fails_with_output_length_after_two_calls(self) -> None:
+        provider = FakeSummariserProvider([Answer(reason="max_tokens"), Answer(reason="max_tokens"), Answer()])
+        result = summarise(provider)
+        assert result == FoldFailure("output_length", "cut at the output limit twice")
+        assert len(provider.requests) == 2
+
+    def test_a_malformed_summary_gets_one_stricter_repair(self) -> None:
+        provider = FakeSummariserProvider([Answer(text="## Goal\nport heapq"), Answer()])
+        result = summarise(provider)
+        assert isinstance(result, Summary) and result.calls == 2
+        assert "could not be used (malformed summary missing section)" in instruction(provider.requests[1][0])
+
+    def test_still_malformed_after_the_repair_fails_after_two_calls(self) -> None:
+        provider = FakeSummariserProvider([Answer(text="no sections"), Answer(text=GOOD + "\n```"), Answer()])
+        result = summarise(provider)
+        assert isinstance(result, FoldFailure) and result.reason == "malformed_summary_truncated"
+        assert len(provider.requests) == 2
+
+    def test_never_more_than_two_calls_whatever_goes_wrong(self) -> None:
+        provider = FakeSummariserProvider([Answer(reason="max_tokens"), Answer(text="bad"), Answer(), Answer()])
+        summarise(provider)
+        assert len(provider.requests) == 2
+
+    def test_a_context_length_rejection_is_input_too_large(self) -> None:
+        rejection = ContextOverflow("prompt is too long: 250000 tokens > 200000 maximum", requested=250_000, limit=200_000)
+        provider = FakeSummariserProvider([Answer(error=rejection)])
+        result = summarise(provider)
+        assert isinstance(result, FoldFailure) and result.reason == "input_too_large"
+
+    def test_a_rejection_of_the_repair_is_input_too_large_too(self) -> None:
+        rejection = ContextOverflow("too long", requested=250_000, limit=200_000)
+        provider = FakeSummariserProvider([Answer(text="bad"), Answer(error=rejection)])
+        result = summarise(provider)
+        assert isinstance(result, FoldFailure) and result.reason == "input_too_large"
+
+    def test_other_provider_failures_fail_open_as_provider_error(self) -> None:
+        provider = FakeSummariserProvider([Answer(error=ProviderError("boom", status=500))])
+        result = summarise(provider)
+        assert isinstance(result, FoldFailure) and result.reason == "provider_error"
+
+    def test_a_span_over_its_own_window_is_input_too_large_without_a_call(self) -> None:
+        small = ModelProfile(
+            name="small", provider="anthropic", context_window=9_000, max_output_tokens=8_000, tokenizer="claude"
+        )
+        provider = FakeSummariserProvider([Answer()])
+        result = asyncio.run(Summarizer(provider, small).summarize([Message.user("word " * 5_000)]))
+        assert isinstance(result, FoldFailure) and result.reason == "input_too_large"
+        assert provider.requests == []
+
+
+class TestInputTooLargeThroughTheEngine:
+    def test_the_fold_halves_until_the_summariser_accepts_it(self) -> None:
+        """The summariser's provider refuses spans of more than 8 messages; the fold retreats by half."""
+
+        @dataclass
+        class Picky(FakeSummariserProvider):
+            covered: list[int] = field(default_factory=list)
+
+            async def _events(self, request: Request, max_tokens: int) -> AsyncIterator[ProviderEvent]:
+                lines = instruction(request).count("[user] old") + instruction(request).count("[assistant] old")
+                self.covered.append(lines)
+                if lines > 8:
+                    raise ContextOverflow("prompt is too long", requested=300_000, limit=200_000)
+                async for event in super()._events(request, max_tokens):
+                    yield event
+
+        summariser_provider = Picky([Answer(usage=Usage(fresh_input=1_000, output=100)) for _ in range(8)])
+        steps = [Step(Message.assistant("done"), Usage(fresh_input=197_000, output=1_000))]
+        steps.append(Step(Message.assistant("done again"), Usage(fresh_input=20_000, output=10)))
+        provider = ScriptedProvider(steps)
+        session = open_store().session("s")
+        engine = Engine(
+            session,
+            provider,
+            PROFILE,
+            compiler=PlainCompiler(),
+            summarizer=Summarizer(summariser_provider, PROFILE),
+            settings=EngineSettings(max_tokens=32_000, round_pricing="seed", max_stream_input_tokens=None),
+        )
+        for i in range(16):
+            session.append(Message.user(f"old question {i}"))
+            session.append(Message.assistant(f"old answer {i}"))
+
+        async def turn(text: str) -> list[object]:
+            return [e async for e in engine.run_turn(Message.user(text))]
+
+        asyncio.run(turn("first"))  # 197,000 + 1,000 + 2,000 reaches the window: the next turn folds first
+        events = asyncio.run(turn("second"))
+        compacted = [e for e in events if isinstance(e, Compacted)]
+        assert len(compacted) == 1 and compacted[0].phase == "pre_turn"
+        # 34 visible messages before "second": 34 → 17 → 8 covered; each refusal halves the span.
+        assert summariser_provider.covered[0] > 8 and summariser_provider.covered[-1] <= 8
+        assert len(summariser_provider.covered) == 3
+        assert len(compacted[0].covered_ids) == 8
