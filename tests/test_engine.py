@@ -480,3 +480,34 @@ class TestEscalationEvents:
         archived = [e for e in events if isinstance(e, ToolResultsArchived)]
         assert archived and set(archived[0].tool_use_ids) == {"old0", "old1", "old2"}
         assert any(isinstance(e, OverflowRecovered) for e in events)
+
+
+class TestStreamsWithoutAReportedPrompt:
+    def test_a_restarted_stream_whose_first_call_reports_nothing_does_not_inherit(self) -> None:
+        samples = cumulative([U(120_000, out=45_000)])
+        steps = [Step(blob_call(0), samples[0]), Step(blob_call(1), None), Step(DONE, U(20_000, out=5))]
+        engine, _ = engine_for(steps)
+        events = run(engine, Message.user("go"))
+        assert len([e for e in events if isinstance(e, StreamRestarted)]) == 1
+        assert engine.last_projection is None  # the new stream has no reporting call yet
+
+    def test_without_usage_the_engines_estimate_stands_in_for_the_projection(self) -> None:
+        settings = EngineSettings(max_tokens=32_000, round_pricing="seed", max_stream_input_tokens=None)
+        steps = [Step(blob_call(i), None) for i in range(30)] + [Step(DONE, None)]
+        engine, provider = engine_for(steps, settings)
+        events = run(engine, Message.user("go"))
+        restarts = [e for e in events if isinstance(e, StreamRestarted)]
+        # Each blob round adds 6,043; the first request is tiny, so the estimate crosses
+        # 200,000 − 32,000 after about 27 rounds, never later than the window allows.
+        assert restarts and all(r.reason == "physical_window" and r.input_tokens > 200_000 for r in restarts)
+        assert engine.last_projection is None
+
+    def test_an_unreported_first_call_disarms_the_calibration_sample(self) -> None:
+        from contextwindow.pricing import Estimator
+
+        first = Message.user("calibrate " * 300)
+        estimate = Estimator(PROFILE).messages((first,))
+        steps = [Step(blob_call(0), None), Step(DONE, U(round(1.5 * estimate), out=10))]
+        engine, _ = engine_for(steps, EngineSettings(max_tokens=32_000, round_pricing="seed"))
+        run(engine, first)
+        assert engine.calibrator.multiplier == 1.0  # the grown request was never compared with the estimate
