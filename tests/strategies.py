@@ -449,3 +449,34 @@ def openai_wire(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):
         body["tools"] = [{"type": "function", "function": {"name": draw(names), "parameters": {"type": "object"}}}]
     return body
+
+
+# ---------------------------------------------------------------------------------------------------
+# broken wire bodies
+
+JUNK: tuple[Any, ...] = (None, 5, -1, 2.5, True, "x", "", [], {}, [None], {"type": {}}, {"type": "nope"})
+
+
+def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix]
+    if isinstance(node, dict):
+        for key, value in node.items():
+            out.extend(_paths(value, (*prefix, key)))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            out.extend(_paths(value, (*prefix, i)))
+    return out
+
+
+@st.composite
+def mutated(draw: st.DrawFn, bodies: st.SearchStrategy[dict[str, Any]]) -> dict[str, Any]:
+    """A valid wire body with one node (anywhere, the root's fields included) replaced by junk."""
+    import copy
+
+    body = copy.deepcopy(draw(bodies))
+    path = draw(st.sampled_from(_paths(body)[1:] or [("messages",)]))
+    node: Any = body
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = draw(st.sampled_from(JUNK))
+    return body
