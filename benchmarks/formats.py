@@ -78,10 +78,16 @@ def build_request(messages: int, images: int, image_bytes: int, seed: int = 7) -
                 content.append(
                     {"type": "tool_result", "tool_use_id": f"toolu_{i - 1}", "content": f"ok: step {i} " * 8}
                 )
-            content.append({"type": "text", "text": f"Step {i}: here is the screen after the last action. " * 3})
+            content.append(
+                {"type": "text", "text": f"Step {i}: here is the screen after the last action. " * 3}
+            )
             if placed < images and i % every == 0:
                 data = _png(1280, 800, image_bytes, rng)
-                source = {"type": "base64", "media_type": "image/png", "data": base64.b64encode(data).decode()}
+                source = {
+                    "type": "base64",
+                    "media_type": "image/png",
+                    "data": base64.b64encode(data).decode(),
+                }
                 content.append({"type": "image", "source": source})
                 placed += 1
             out.append({"role": "user", "content": content})
@@ -91,11 +97,21 @@ def build_request(messages: int, images: int, image_bytes: int, seed: int = 7) -
                     "role": "assistant",
                     "content": [
                         {"type": "text", "text": f"I will click the next button (step {i})."},
-                        {"type": "tool_use", "id": f"toolu_{i}", "name": "computer", "input": {"action": "click", "x": i % 1280, "y": i % 800}},
+                        {
+                            "type": "tool_use",
+                            "id": f"toolu_{i}",
+                            "name": "computer",
+                            "input": {"action": "click", "x": i % 1280, "y": i % 800},
+                        },
                     ],
                 }
             )
-    body = {"model": "claude-sonnet-4-5", "max_tokens": 4096, "system": "You operate a computer.", "messages": out}
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 4096,
+        "system": "You operate a computer.",
+        "messages": out,
+    }
     return json.dumps(body)
 
 

@@ -137,9 +137,7 @@ def media_blocks(draw: st.DrawFn) -> Block:
         return GeneratedImage(ref=draw(attachment_refs()), prompt=draw(st.none() | texts))
     if kind == "document":
         opt = st.none() | texts
-        return Document(
-            title=draw(opt), context=draw(opt), filename=draw(opt), **_ref_or_url(draw)
-        )
+        return Document(title=draw(opt), context=draw(opt), filename=draw(opt), **_ref_or_url(draw))
     if kind == "audio":
         return Audio(ref=draw(attachment_refs()))
     return Video(ref=draw(attachment_refs()))
@@ -342,14 +340,20 @@ def anthropic_wire(draw: st.DrawFn) -> dict[str, Any]:
         kind = draw(st.sampled_from(["image64", "image-url", "pdf", "text-doc", "doc-url"]))
         if kind == "image64":
             data, media_type, _ = draw(st.sampled_from(IMAGES))
-            return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": b64(data)}}
+            return {
+                "type": "image",
+                "source": {"type": "base64", "media_type": media_type, "data": b64(data)},
+            }
         if kind == "image-url":
             return {"type": "image", "source": {"type": "url", "url": draw(urls)}}
         if kind == "pdf":
             source = {"type": "base64", "media_type": "application/pdf", "data": b64(PDF)}
             return {"type": "document", "source": source, "title": draw(texts)}
         if kind == "text-doc":
-            return {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": draw(texts)}}
+            return {
+                "type": "document",
+                "source": {"type": "text", "media_type": "text/plain", "data": draw(texts)},
+            }
         return {"type": "document", "source": {"type": "url", "url": draw(urls)}, "context": draw(texts)}
 
     def block(role: str) -> dict[str, Any]:
@@ -367,10 +371,14 @@ def anthropic_wire(draw: st.DrawFn) -> dict[str, Any]:
             return {"type": "thinking", "thinking": draw(texts), "signature": draw(texts)}
         if kind == "redacted_thinking":
             return {"type": "redacted_thinking", "data": draw(texts)}
-        content: Any = draw(texts) if draw(st.booleans()) else [
-            {"type": "text", "text": draw(texts)} if draw(st.booleans()) else media()
-            for _ in range(draw(st.integers(0, 3)))
-        ]
+        content: Any = (
+            draw(texts)
+            if draw(st.booleans())
+            else [
+                {"type": "text", "text": draw(texts)} if draw(st.booleans()) else media()
+                for _ in range(draw(st.integers(0, 3)))
+            ]
+        )
         out = {"type": "tool_result", "tool_use_id": draw(names), "content": content}
         if draw(st.booleans()):
             out["is_error"] = draw(st.booleans())
@@ -415,7 +423,10 @@ def openai_wire(draw: st.DrawFn) -> dict[str, Any]:
         if kind == "audio":
             return {"type": "input_audio", "input_audio": {"data": b64(WAV), "format": "wav"}}
         if kind == "file":
-            return {"type": "file", "file": {"filename": "a.pdf", "file_data": f"data:application/pdf;base64,{b64(PDF)}"}}
+            return {
+                "type": "file",
+                "file": {"filename": "a.pdf", "file_data": f"data:application/pdf;base64,{b64(PDF)}"},
+            }
         return {"type": "file", "file": {"file_id": f"file-{draw(names)}"}}
 
     msgs: list[dict[str, Any]] = []
@@ -433,7 +444,10 @@ def openai_wire(draw: st.DrawFn) -> dict[str, Any]:
                 {
                     "id": draw(names),
                     "type": "function",
-                    "function": {"name": draw(names), "arguments": draw(st.sampled_from(['{"a": 1}', "{}", "", "oops"]))},
+                    "function": {
+                        "name": draw(names),
+                        "arguments": draw(st.sampled_from(['{"a": 1}', "{}", "", "oops"])),
+                    },
                 }
                 for _ in range(draw(st.integers(0, 2)))
             ]
@@ -447,7 +461,9 @@ def openai_wire(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):
         body["max_completion_tokens"] = draw(st.integers(1, 16_000))
     if draw(st.booleans()):
-        body["tools"] = [{"type": "function", "function": {"name": draw(names), "parameters": {"type": "object"}}}]
+        body["tools"] = [
+            {"type": "function", "function": {"name": draw(names), "parameters": {"type": "object"}}}
+        ]
     return body
 
 

@@ -8,11 +8,11 @@ import struct
 import zlib
 
 import pytest
-from strategies import AUDIO, IMAGES, PDF, WAV
 
 from contextwindow.attachments import decode_base64, make_ref, sniff, split_data_url
 from contextwindow.content import MAX_DIMENSION_PX
 from contextwindow.errors import InvalidInput
+from strategies import AUDIO, IMAGES, PDF, WAV
 
 
 def png_header(width: int, height: int) -> bytes:
@@ -53,7 +53,9 @@ class TestDataUrls:
     def test_an_empty_media_type_is_octet_stream(self) -> None:
         assert split_data_url("data:;base64,QUJD", path="u")[0] == "application/octet-stream"
 
-    @pytest.mark.parametrize("bad", ["data:image/png,QUJD", "https://x/y.png", "data:image/png;base64", "QUJD"])
+    @pytest.mark.parametrize(
+        "bad", ["data:image/png,QUJD", "https://x/y.png", "data:image/png;base64", "QUJD"]
+    )
     def test_not_a_base64_data_url(self, bad: str) -> None:
         with pytest.raises(InvalidInput) as caught:
             split_data_url(bad, path="messages[0].content[0].image_url.url")
@@ -61,7 +63,9 @@ class TestDataUrls:
 
 
 class TestSniff:
-    @pytest.mark.parametrize(("data", "media_type", "size"), IMAGES, ids=lambda v: v if isinstance(v, str) else None)
+    @pytest.mark.parametrize(
+        ("data", "media_type", "size"), IMAGES, ids=lambda v: v if isinstance(v, str) else None
+    )
     def test_reads_image_dimensions(self, data: bytes, media_type: str, size: tuple[int, int]) -> None:
         assert sniff(data, media_type) == {"width": size[0], "height": size[1]}
 

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings
-from strategies import blocks, messages
 
 from contextwindow.content import (
     AttachmentRef,
@@ -29,6 +28,7 @@ from contextwindow.content import (
     valid_stamp,
 )
 from contextwindow.errors import InvalidInput
+from strategies import blocks, messages
 
 REF: dict[str, Any] = {
     "id": "att_" + "ab" * 16,
@@ -57,7 +57,9 @@ class TestEdgeErrorPaths:
             pytest.param(_image(width="wide"), "messages[3].content[1].ref.width", id="string-width"),
             pytest.param(_image(height=0), "messages[3].content[1].ref.height", id="zero-height"),
             pytest.param(_image(size_bytes=-5), "messages[3].content[1].ref.size_bytes", id="negative-size"),
-            pytest.param(_image(size_bytes=1.5), "messages[3].content[1].ref.size_bytes", id="fractional-size"),
+            pytest.param(
+                _image(size_bytes=1.5), "messages[3].content[1].ref.size_bytes", id="fractional-size"
+            ),
             pytest.param({"type": "text"}, "messages[3].content[1].text", id="missing-text"),
             pytest.param({"type": "text", "text": 5}, "messages[3].content[1].text", id="text-not-string"),
             pytest.param({"type": "nope"}, "messages[3].content[1]", id="unknown-type"),
@@ -81,11 +83,17 @@ class TestEdgeErrorPaths:
                 id="nested-tool-result-media",
             ),
             pytest.param(
-                {"type": "tool_result", "tool_use_id": "t", "content": [{"type": "tool_use", "id": "a", "name": "b"}]},
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t",
+                    "content": [{"type": "tool_use", "id": "a", "name": "b"}],
+                },
                 "messages[3].content[1].content[0]",
                 id="tool-use-inside-tool-result",
             ),
-            pytest.param({"type": "tool_use", "id": "a"}, "messages[3].content[1].name", id="tool-use-no-name"),
+            pytest.param(
+                {"type": "tool_use", "id": "a"}, "messages[3].content[1].name", id="tool-use-no-name"
+            ),
         ],
     )
     def test_names_the_exact_field(self, bad: dict[str, Any], path: str) -> None:
@@ -120,7 +128,15 @@ class TestEdgeErrorPaths:
     def test_is_a_value_error_and_never_a_bare_key_error(self) -> None:
         with pytest.raises(ValueError):
             parse_message({})
-        for junk in (None, 5, [], "x", {"role": "user"}, {"content": []}, {"role": "user", "content": [None]}):
+        for junk in (
+            None,
+            5,
+            [],
+            "x",
+            {"role": "user"},
+            {"content": []},
+            {"role": "user", "content": [None]},
+        ):
             with pytest.raises(InvalidInput):
                 parse_message(junk)
 
@@ -150,7 +166,17 @@ class TestStamps:
 
     @pytest.mark.parametrize(
         ("value", "expected"),
-        [(0, 0.0), (3, 3.0), (2.5, 2.5), (math.nan, None), (-0.5, None), (math.inf, None), ("3", None), (True, None), (None, None)],
+        [
+            (0, 0.0),
+            (3, 3.0),
+            (2.5, 2.5),
+            (math.nan, None),
+            (-0.5, None),
+            (math.inf, None),
+            ("3", None),
+            (True, None),
+            (None, None),
+        ],
         ids=repr,
     )
     def test_valid_stamp(self, value: object, expected: float | None) -> None:
@@ -171,7 +197,9 @@ class TestRoundTrip:
     def test_dicts_are_json_ready(self) -> None:
         import json
 
-        message = Message.user("hi", Image(ref=parse_attachment_ref(REF)), ToolUse(id="1", name="f", input={"a": [1]}))
+        message = Message.user(
+            "hi", Image(ref=parse_attachment_ref(REF)), ToolUse(id="1", name="f", input={"a": [1]})
+        )
         assert parse_message(json.loads(json.dumps(message_to_dict(message)))) == message
 
     def test_a_string_content_tool_result_stays_a_string(self) -> None:

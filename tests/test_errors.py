@@ -83,10 +83,21 @@ class TestErrorsCarryTheirFacts:
     def test_context_overflow_keeps_the_providers_numbers_and_body(self) -> None:
         body = {"error": {"message": "prompt is too long: 213462 tokens > 200000 maximum"}}
         err = ContextOverflow(
-            "prompt is too long", requested=213_462, limit=200_000, status=400, body=body, provider="anthropic"
+            "prompt is too long",
+            requested=213_462,
+            limit=200_000,
+            status=400,
+            body=body,
+            provider="anthropic",
         )
         assert isinstance(err, ProviderError)
-        assert (err.requested, err.limit, err.kind, err.status, err.body) == (213_462, 200_000, "tokens", 400, body)
+        assert (err.requested, err.limit, err.kind, err.status, err.body) == (
+            213_462,
+            200_000,
+            "tokens",
+            400,
+            body,
+        )
 
     def test_provider_error_copies_headers(self) -> None:
         headers = {"retry-after": "3"}

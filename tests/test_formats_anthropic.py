@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from strategies import IMAGES, PDF, anthropic_canonical, anthropic_wire, b64, mutated
 
 from contextwindow.content import (
     Audio,
@@ -29,6 +28,7 @@ from contextwindow.content import (
 from contextwindow.errors import InvalidInput
 from contextwindow.formats import anthropic
 from contextwindow.formats._wire import loader_from
+from strategies import IMAGES, PDF, anthropic_canonical, anthropic_wire, b64, mutated
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -56,7 +56,11 @@ class TestRealisticRequest:
         assert document.ref is not None and document.ref.pages == 2 and document.title == "Date format spec"
         thinking, _, call = second.content
         assert isinstance(thinking, Thinking) and thinking.signature and thinking.signature.startswith("EqQB")
-        assert call == ToolUse(id="toolu_01A", name="bash", input={"command": "python -m pytest -q tests/test_parse.py::test_dates"})
+        assert call == ToolUse(
+            id="toolu_01A",
+            name="bash",
+            input={"command": "python -m pytest -q tests/test_parse.py::test_dates"},
+        )
         result = third.content[0]
         assert isinstance(result, ToolResult) and result.is_error and "ValueError" in str(result.content)
         assert isinstance(request.messages[3].content[0], RedactedThinking)
@@ -88,12 +92,17 @@ class TestRealisticRequest:
         assert len(refs) == 1
 
     def test_a_string_system_and_string_content(self) -> None:
-        parsed = anthropic.parse_request({"system": "be brief", "messages": [{"role": "user", "content": "hi"}]})
+        parsed = anthropic.parse_request(
+            {"system": "be brief", "messages": [{"role": "user", "content": "hi"}]}
+        )
         assert parsed.request.system == (Text(text="be brief"),)
         assert parsed.request.messages == (Message.user("hi"),)
 
     def test_a_plain_text_document_is_an_attachment(self) -> None:
-        block = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "é notes"}}
+        block = {
+            "type": "document",
+            "source": {"type": "text", "media_type": "text/plain", "data": "é notes"},
+        }
         parsed = anthropic.parse_messages([{"role": "user", "content": [block]}])
         document = parsed.request.messages[0].content[0]
         assert isinstance(document, Document) and document.ref is not None
@@ -104,7 +113,17 @@ class TestRealisticRequest:
 class TestRenderingWhatTheApiCannotSay:
     def test_audio_and_video_become_a_placeholder_naming_the_attachment(self) -> None:
         parsed = anthropic.parse_messages(
-            [{"role": "user", "content": [{"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": b64(PDF)}}]}]
+            [
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "document",
+                            "source": {"type": "base64", "media_type": "application/pdf", "data": b64(PDF)},
+                        }
+                    ],
+                }
+            ]
         )
         document = parsed.request.messages[0].content[0]
         assert isinstance(document, Document) and document.ref is not None
@@ -115,15 +134,31 @@ class TestRenderingWhatTheApiCannotSay:
     def test_a_generated_image_renders_as_an_image(self) -> None:
         data, media_type, _ = IMAGES[0]
         parsed = anthropic.parse_messages(
-            [{"role": "user", "content": [{"type": "image", "source": {"type": "base64", "media_type": media_type, "data": b64(data)}}]}]
+            [
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "image",
+                            "source": {"type": "base64", "media_type": media_type, "data": b64(data)},
+                        }
+                    ],
+                }
+            ]
         )
         image = parsed.request.messages[0].content[0]
         assert isinstance(image, Image) and image.ref is not None
         rendered = anthropic.render_block(GeneratedImage(ref=image.ref), parsed.loader())
-        assert rendered == {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": b64(data)}}
+        assert rendered == {
+            "type": "image",
+            "source": {"type": "base64", "media_type": media_type, "data": b64(data)},
+        }
 
     def test_openai_spelling_params_are_not_sent(self) -> None:
-        request = Request(messages=(Message.user("hi"),), params={"system_role": "developer", "max_tokens_field": "max_completion_tokens", "top_p": 0.5})
+        request = Request(
+            messages=(Message.user("hi"),),
+            params={"system_role": "developer", "max_tokens_field": "max_completion_tokens", "top_p": 0.5},
+        )
         assert anthropic.render_request(request, loader_from({})) == {
             "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
             "top_p": 0.5,
@@ -202,7 +237,11 @@ class TestBadInput:
             ("messages/2/content/0/content", 5, "messages[2].content[0].content"),
             ("messages/2/content/0/is_error", "yes", "messages[2].content[0].is_error"),
             ("messages/3/content/0/data", None, "messages[3].content[0].data"),
-            ("messages/4/content/0/content/0", {"type": "tool_use", "id": "a", "name": "b", "input": {}}, "messages[4].content[0].content[0].type"),
+            (
+                "messages/4/content/0/content/0",
+                {"type": "tool_use", "id": "a", "name": "b", "input": {}},
+                "messages[4].content[0].content[0].type",
+            ),
             ("messages/6/content/2/source/url", 5, "messages[6].content[2].source.url"),
             ("messages", {"0": 1}, "messages"),
             ("tools", {"a": 1}, "tools"),

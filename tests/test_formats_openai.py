@@ -8,12 +8,22 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from strategies import IMAGES, PDF, WAV, b64, mutated, openai_canonical, openai_wire
 
-from contextwindow.content import Audio, Document, Image, Message, Request, Text, Thinking, ToolResult, ToolUse
+from contextwindow.content import (
+    Audio,
+    Document,
+    Image,
+    Message,
+    Request,
+    Text,
+    Thinking,
+    ToolResult,
+    ToolUse,
+)
 from contextwindow.errors import InvalidInput
 from contextwindow.formats import openai
 from contextwindow.formats._wire import loader_from
+from strategies import IMAGES, PDF, WAV, b64, mutated, openai_canonical, openai_wire
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 PNG, PNG_TYPE, PNG_SIZE = IMAGES[1]
@@ -44,10 +54,25 @@ def agent_request() -> dict[str, Any]:
                 "role": "user",
                 "name": "dana",
                 "content": [
-                    {"type": "text", "text": "My chair arrived broken, order 8812. Photos attached, and the invoice."},
-                    {"type": "image_url", "image_url": {"url": f"data:{JPEG_TYPE};base64,{b64(JPEG)}", "detail": "high"}},
-                    {"type": "image_url", "image_url": {"url": "https://cdn.example.com/u/dana/chair2.png", "detail": "low"}},
-                    {"type": "file", "file": {"filename": "invoice.pdf", "file_data": f"data:application/pdf;base64,{b64(PDF)}"}},
+                    {
+                        "type": "text",
+                        "text": "My chair arrived broken, order 8812. Photos attached, and the invoice.",
+                    },
+                    {
+                        "type": "image_url",
+                        "image_url": {"url": f"data:{JPEG_TYPE};base64,{b64(JPEG)}", "detail": "high"},
+                    },
+                    {
+                        "type": "image_url",
+                        "image_url": {"url": "https://cdn.example.com/u/dana/chair2.png", "detail": "low"},
+                    },
+                    {
+                        "type": "file",
+                        "file": {
+                            "filename": "invoice.pdf",
+                            "file_data": f"data:application/pdf;base64,{b64(PDF)}",
+                        },
+                    },
                     {"type": "file", "file": {"file_id": "file-abc123"}},
                     {"type": "input_audio", "input_audio": {"data": b64(WAV), "format": "wav"}},
                 ],
@@ -56,15 +81,39 @@ def agent_request() -> dict[str, Any]:
                 "role": "assistant",
                 "content": "Let me look that up.",
                 "tool_calls": [
-                    {"id": "call_1", "type": "function", "function": {"name": "lookup_order", "arguments": '{"order_id":"8812"}'}},
-                    {"id": "call_2", "type": "function", "function": {"name": "lookup_order", "arguments": "{'order_id': 8812"}},
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "lookup_order", "arguments": '{"order_id":"8812"}'},
+                    },
+                    {
+                        "id": "call_2",
+                        "type": "function",
+                        "function": {"name": "lookup_order", "arguments": "{'order_id': 8812"},
+                    },
                 ],
             },
-            {"role": "tool", "tool_call_id": "call_1", "content": '{"status": "delivered", "items": ["chair"]}'},
-            {"role": "tool", "tool_call_id": "call_2", "content": [{"type": "text", "text": "error: bad arguments"}]},
+            {
+                "role": "tool",
+                "tool_call_id": "call_1",
+                "content": '{"status": "delivered", "items": ["chair"]}',
+            },
+            {
+                "role": "tool",
+                "tool_call_id": "call_2",
+                "content": [{"type": "text", "text": "error: bad arguments"}],
+            },
             {"role": "system", "content": "Refunds above 200 EUR need a manager."},
-            {"role": "assistant", "content": [{"type": "text", "text": "I can offer "}, {"type": "text", "text": "a refund."}]},
-            {"role": "user", "content": [{"type": "image_url", "image_url": {"url": f"data:{JPEG_TYPE};base64,{b64(JPEG)}"}}]},
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "I can offer "}, {"type": "text", "text": "a refund."}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image_url", "image_url": {"url": f"data:{JPEG_TYPE};base64,{b64(JPEG)}"}}
+                ],
+            },
         ],
     }
 
@@ -79,16 +128,23 @@ class TestRealisticRequest:
         assert request.params["max_tokens_field"] == "max_completion_tokens" and request.max_tokens == 2048
         user, assistant, results, late_system, reply, photo_again = request.messages
         assert user.metadata == {"name": "dana"}
-        text, photo, linked, invoice, by_id, voice = user.content
+        first, photo, linked, invoice, by_id, voice = user.content
+        assert isinstance(first, Text)
         assert isinstance(photo, Image) and photo.detail == "high" and photo.ref is not None
         assert (photo.ref.width, photo.ref.height) == JPEG_SIZE
         assert linked == Image(url="https://cdn.example.com/u/dana/chair2.png", detail="low")
         assert isinstance(invoice, Document) and invoice.filename == "invoice.pdf" and invoice.ref is not None
         assert invoice.ref.pages == 2
         assert by_id == Document(url="openai-file:file-abc123")
-        assert isinstance(voice, Audio) and voice.ref.media_type == "audio/wav" and voice.ref.duration_seconds == 0.25
+        assert (
+            isinstance(voice, Audio)
+            and voice.ref.media_type == "audio/wav"
+            and voice.ref.duration_seconds == 0.25
+        )
         assert assistant.content[1] == ToolUse(id="call_1", name="lookup_order", input={"order_id": "8812"})
-        assert assistant.content[2] == ToolUse(id="call_2", name="lookup_order", input={"__raw_arguments__": "{'order_id': 8812"})
+        assert assistant.content[2] == ToolUse(
+            id="call_2", name="lookup_order", input={"__raw_arguments__": "{'order_id': 8812"}
+        )
         assert [type(b) for b in results.content] == [ToolResult, ToolResult]
         assert late_system.metadata == {"wire_role": "system"}
         assert reply.content == (Text(text="I can offer "), Text(text="a refund."))
@@ -123,7 +179,9 @@ class TestRenderingWhatTheApiCannotSay:
         assert rendered == [{"role": "user", "content": []}]
 
     def test_unknown_spelling_params_fall_back_to_the_defaults(self) -> None:
-        request = Request(system=(Text(text="s"),), max_tokens=5, params={"system_role": "tool", "max_tokens_field": "x"})
+        request = Request(
+            system=(Text(text="s"),), max_tokens=5, params={"system_role": "tool", "max_tokens_field": "x"}
+        )
         out = openai.render_request(request, loader_from({}))
         assert out == {"messages": [{"role": "system", "content": "s"}], "max_tokens": 5}
 
@@ -158,9 +216,21 @@ class TestBadInput:
     @pytest.mark.parametrize(
         ("where", "value", "path"),
         [
-            ((1, "content", 1, "image_url", "url"), "data:image/jpeg,abc", "messages[1].content[1].image_url.url"),
-            ((1, "content", 1, "image_url", "url"), "data:image/jpeg;base64,@@@", "messages[1].content[1].image_url.url"),
-            ((1, "content", 1, "image_url", "url"), "data:jpeg;base64,QUJD", "messages[1].content[1].image_url.url"),
+            (
+                (1, "content", 1, "image_url", "url"),
+                "data:image/jpeg,abc",
+                "messages[1].content[1].image_url.url",
+            ),
+            (
+                (1, "content", 1, "image_url", "url"),
+                "data:image/jpeg;base64,@@@",
+                "messages[1].content[1].image_url.url",
+            ),
+            (
+                (1, "content", 1, "image_url", "url"),
+                "data:jpeg;base64,QUJD",
+                "messages[1].content[1].image_url.url",
+            ),
             ((1, "content", 1, "image_url", "url"), None, "messages[1].content[1].image_url.url"),
             ((1, "content", 1, "image_url", "detail"), "ultra", "messages[1].content[1].image_url.detail"),
             ((1, "content", 1, "image_url"), "https://x", "messages[1].content[1].image_url"),
@@ -175,11 +245,19 @@ class TestBadInput:
             ((1, "role"), {"a": 1}, "messages[1].role"),
             ((2, "tool_calls"), {"a": 1}, "messages[2].tool_calls"),
             ((2, "tool_calls", 0, "function"), None, "messages[2].tool_calls[0].function"),
-            ((2, "tool_calls", 0, "function", "arguments"), {"order_id": 1}, "messages[2].tool_calls[0].function.arguments"),
+            (
+                (2, "tool_calls", 0, "function", "arguments"),
+                {"order_id": 1},
+                "messages[2].tool_calls[0].function.arguments",
+            ),
             ((2, "tool_calls", 0, "id"), None, "messages[2].tool_calls[0].id"),
             ((2, "content"), [{"type": "image_url"}], "messages[2].content[0].type"),
             ((3, "tool_call_id"), None, "messages[3].tool_call_id"),
-            ((4, "content"), [{"type": "image_url", "image_url": {"url": "x"}}], "messages[4].content[0].type"),
+            (
+                (4, "content"),
+                [{"type": "image_url", "image_url": {"url": "x"}}],
+                "messages[4].content[0].type",
+            ),
             ((0, "content"), 5, "messages[0].content"),
         ],
     )

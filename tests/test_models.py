@@ -22,7 +22,14 @@ from contextwindow.models import (
     register,
 )
 
-RULES = (AnthropicPatchRule, OpenAITileRule, OpenAIPatchRule, GeminiTileRule, GeminiMediaResolutionRule, FlatImageRule)
+RULES = (
+    AnthropicPatchRule,
+    OpenAITileRule,
+    OpenAIPatchRule,
+    GeminiTileRule,
+    GeminiMediaResolutionRule,
+    FlatImageRule,
+)
 
 
 @pytest.fixture
@@ -221,7 +228,12 @@ class TestBuiltInProfiles:
 
     @pytest.mark.parametrize(
         ("name", "family"),
-        [("gpt-4o", "o200k"), ("gpt-4", "cl100k"), ("claude-opus-4-6", "claude"), ("claude-opus-4-7", "claude-2026")],
+        [
+            ("gpt-4o", "o200k"),
+            ("gpt-4", "cl100k"),
+            ("claude-opus-4-6", "claude"),
+            ("claude-opus-4-7", "claude-2026"),
+        ],
     )
     def test_tokenizer_families(self, name: str, family: str) -> None:
         assert get_profile(name).tokenizer == family
@@ -230,7 +242,12 @@ class TestBuiltInProfiles:
         assert isinstance(get_profile("gpt-4o").image_rule, OpenAITileRule)
         mini = get_profile("gpt-4o-mini").image_rule
         assert isinstance(mini, OpenAITileRule) and (mini.billing_base, mini.billing_per_tile) == (2833, 5667)
-        for name, multiplier in (("gpt-4.1-mini", 1.62), ("gpt-4.1-nano", 2.46), ("o4-mini", 1.72), ("gpt-5-nano", 1.5)):
+        for name, multiplier in (
+            ("gpt-4.1-mini", 1.62),
+            ("gpt-4.1-nano", 2.46),
+            ("o4-mini", 1.72),
+            ("gpt-5-nano", 1.5),
+        ):
             rule = get_profile(name).image_rule
             assert isinstance(rule, OpenAIPatchRule) and rule.multiplier == multiplier
 

@@ -25,7 +25,12 @@ MODULES = _modules()
 
 class TestAll:
     def test_every_module_is_found(self) -> None:
-        assert {"contextwindow.content", "contextwindow.errors", "contextwindow.models", "contextwindow.formats.anthropic"} <= set(MODULES)
+        assert {
+            "contextwindow.content",
+            "contextwindow.errors",
+            "contextwindow.models",
+            "contextwindow.formats.anthropic",
+        } <= set(MODULES)
 
     @pytest.mark.parametrize("name", MODULES)
     def test_each_module_declares_all(self, name: str) -> None:
