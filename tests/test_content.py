@@ -184,12 +184,12 @@ class TestStamps:
 
 
 class TestRoundTrip:
-    @settings(max_examples=150, deadline=None)
+    @settings(max_examples=80, deadline=None)
     @given(messages())
     def test_message_to_dict_then_parse_gives_the_same_message(self, message: Message) -> None:
         assert parse_message(message_to_dict(message)) == message
 
-    @settings(max_examples=150, deadline=None)
+    @settings(max_examples=80, deadline=None)
     @given(blocks())
     def test_block_to_dict_then_parse_gives_the_same_block(self, block: Any) -> None:
         assert parse_block(block_to_dict(block)) == block

@@ -30,7 +30,7 @@ from contextwindow.formats import anthropic
 from contextwindow.formats._wire import loader_from
 from strategies import IMAGES, PDF, anthropic_canonical, anthropic_wire, b64, mutated
 
-FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def coding_agent() -> dict[str, Any]:

@@ -25,7 +25,7 @@ from contextwindow.formats import openai
 from contextwindow.formats._wire import loader_from
 from strategies import IMAGES, PDF, WAV, b64, mutated, openai_canonical, openai_wire
 
-FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 PNG, PNG_TYPE, PNG_SIZE = IMAGES[1]
 JPEG, JPEG_TYPE, JPEG_SIZE = IMAGES[2]
 
