@@ -39,6 +39,7 @@ _MAX_BODY = 64 * 1024 * 1024  # above Anthropic's 32 MB request limit (providers
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet: tests and benchmarks
