@@ -110,7 +110,11 @@ def main() -> None:
     def unique_body(thread: int, i: int) -> bytes:
         base = uniques[(thread * 7 + i) % len(uniques)]
         return json.dumps(
-            {"model": MODEL, "max_tokens": 64, "messages": [{"role": "user", "content": f"{thread}.{i} {base}"}]}
+            {
+                "model": MODEL,
+                "max_tokens": 64,
+                "messages": [{"role": "user", "content": f"{thread}.{i} {base}"}],
+            }
         ).encode()
 
     rows = []
@@ -119,9 +123,19 @@ def main() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "contextwindow.providers.local", "--port", str(port), "--window", "200000"]
+    command = [
+        sys.executable,
+        "-m",
+        "contextwindow.providers.local",
+        "--port",
+        str(port),
+        "--window",
+        "200000",
+    ]
     command += ["--model", MODEL]
-    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=os.environ.copy())
+    server = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=os.environ.copy()
+    )
     try:
         assert server.stdout is not None
         server.stdout.readline()  # the banner: listening

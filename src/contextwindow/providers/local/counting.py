@@ -163,7 +163,9 @@ def count_request(
 
 
 def _tool(tool: ToolSpec, tok: Tokenizer) -> int:
-    return tok.count(tool.name) + tok.count(tool.description) + tok.count(compact_json(dict(tool.input_schema)))
+    return (
+        tok.count(tool.name) + tok.count(tool.description) + tok.count(compact_json(dict(tool.input_schema)))
+    )
 
 
 def block_tokens(

@@ -103,7 +103,11 @@ class _Handler(BaseHTTPRequestHandler):
             parsed.request, wire=wire, max_tokens=max_tokens, load=parsed.loader(), session=session
         )
         if isinstance(outcome, Rejection):
-            self._send(outcome.status, error_json(outcome), {**outcome.headers, "x-contextwindow-tokenizer": tokenizer})
+            self._send(
+                outcome.status,
+                error_json(outcome),
+                {**outcome.headers, "x-contextwindow-tokenizer": tokenizer},
+            )
             return
         headers = {
             "x-contextwindow-tokenizer": outcome.tokenizer,
@@ -195,7 +199,10 @@ class LocalServer:
     def start(self) -> LocalServer:
         if self._thread is None:
             self._thread = threading.Thread(
-                target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name=f"contextwindow-local:{self.port}", daemon=True
+                target=self._server.serve_forever,
+                kwargs={"poll_interval": 0.05},
+                name=f"contextwindow-local:{self.port}",
+                daemon=True,
             )
             self._thread.start()
         return self
