@@ -1,0 +1,63 @@
+"""Providers: the :class:`Provider` protocol, the Anthropic and OpenAI adapters, the overflow
+classifier, and the local provider.
+
+The SDK adapters import their SDK lazily, so ``contextwindow.providers`` imports without either
+installed; :class:`AnthropicProvider` needs ``contextwindow[anthropic]``, :class:`OpenAIProvider`
+``contextwindow[openai]``.
+"""
+
+from __future__ import annotations
+
+from .anthropic import AnthropicProvider, map_anthropic_error
+from .base import (
+    Completion,
+    Provider,
+    ProviderEvent,
+    Stop,
+    StopReason,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    UsageSample,
+    complete,
+    normalise_stop_reason,
+)
+from .local import LocalModel, LocalProvider, LocalServer, LocalSettings, serve
+from .openai import OpenAIProvider, map_openai_error
+from .overflow import (
+    OutputCapError,
+    SilentOverflow,
+    classify,
+    output_cap_error,
+    output_limit_hit,
+    silent_overflow,
+)
+
+__all__ = [
+    "AnthropicProvider",
+    "Completion",
+    "LocalModel",
+    "LocalProvider",
+    "LocalServer",
+    "LocalSettings",
+    "OpenAIProvider",
+    "OutputCapError",
+    "Provider",
+    "ProviderEvent",
+    "SilentOverflow",
+    "Stop",
+    "StopReason",
+    "TextDelta",
+    "ThinkingDelta",
+    "ToolCall",
+    "UsageSample",
+    "classify",
+    "complete",
+    "map_anthropic_error",
+    "map_openai_error",
+    "normalise_stop_reason",
+    "output_cap_error",
+    "output_limit_hit",
+    "serve",
+    "silent_overflow",
+]

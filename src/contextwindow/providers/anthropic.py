@@ -1,0 +1,194 @@
+"""The Anthropic Messages API through the official ``anthropic`` SDK.
+
+Renders with :func:`contextwindow.formats.anthropic.render_request`, streams with
+``messages.create(stream=True)`` (raw events: the SDK's accumulating helper assumes every server
+sends usage, and some compatible servers do not), and maps every SDK exception into the error tree.
+
+Cache breakpoints: with ``cache_breakpoints=True`` (the default) the last system block and the last
+block of the last message carry ``cache_control: {"type": "ephemeral"}``, so consecutive requests of a
+tool loop, which share their prefix by construction, read it from the prompt cache. Usage reports
+``cache_read_input_tokens`` and ``cache_creation_input_tokens`` beside ``input_tokens``;
+:meth:`contextwindow.usage.Usage.from_anthropic` keeps them disjoint.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..content import Request, ToolUse
+from ..errors import ProviderError
+from ..formats import AttachmentLoader
+from ..formats.anthropic import render_request
+from ..usage import Usage
+from ._errors import map_sdk_error
+from .base import (
+    MessageBuilder,
+    ProviderEvent,
+    Stop,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    UsageSample,
+    normalise_stop_reason,
+)
+
+if TYPE_CHECKING:
+    import anthropic
+
+__all__ = ["AnthropicProvider", "map_anthropic_error"]
+
+_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+
+
+def map_anthropic_error(exc: BaseException) -> ProviderError:
+    """An ``anthropic`` SDK exception as the error tree's equivalent (see :mod:`._errors`)."""
+    import anthropic
+
+    return map_sdk_error(exc, provider="anthropic", connection_error=anthropic.APIConnectionError)
+
+
+class AnthropicProvider:
+    """A :class:`~contextwindow.providers.base.Provider` over ``anthropic.AsyncAnthropic``.
+
+    ``client`` defaults to ``AsyncAnthropic()`` (key and base URL from the environment); ``model`` is
+    used when the request names none; ``extra`` is merged into every request body (``thinking``,
+    ``temperature``, ...).
+    """
+
+    name = "anthropic"
+
+    def __init__(
+        self,
+        client: anthropic.AsyncAnthropic | None = None,
+        *,
+        model: str | None = None,
+        cache_breakpoints: bool = True,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        if client is None:
+            import anthropic
+
+            client = anthropic.AsyncAnthropic()
+        self.client = client
+        self.model = model
+        self.cache_breakpoints = cache_breakpoints
+        self.extra = dict(extra or {})
+
+    def body(self, request: Request, *, max_tokens: int, load: AttachmentLoader) -> dict[str, Any]:
+        """The request body this provider sends for ``request`` (without ``stream``)."""
+        body = render_request(request, load)
+        body.update(self.extra)
+        body.pop("stream", None)
+        body["max_tokens"] = max_tokens
+        model = request.model or self.model
+        if model is None:
+            raise ProviderError("no model: name one on the request or the provider", provider=self.name)
+        body["model"] = model
+        if self.cache_breakpoints:
+            _mark_cache_breakpoints(body)
+        return body
+
+    async def stream(
+        self, request: Request, *, max_tokens: int, load: AttachmentLoader
+    ) -> AsyncIterator[ProviderEvent]:
+        """Stream one call; see :mod:`contextwindow.providers.base` for the events."""
+        import anthropic
+
+        body = self.body(request, max_tokens=max_tokens, load=load)
+        try:
+            raw_stream = await self.client.messages.create(**body, stream=True)
+        except anthropic.AnthropicError as exc:
+            raise map_anthropic_error(exc) from exc
+        builder = MessageBuilder()
+        merged: dict[str, int] = {}
+        tool: dict[str, Any] | None = None
+        raw_stop: str | None = None
+        try:
+            async with raw_stream:
+                async for event in raw_stream:
+                    kind = event.type
+                    if kind == "message_start":
+                        sample = _merge_usage(merged, getattr(event.message, "usage", None))
+                        if sample is not None:
+                            yield UsageSample(usage=sample)
+                    elif kind == "content_block_start":
+                        block = event.content_block
+                        builder.new_block()
+                        if block.type == "tool_use":
+                            tool = {"id": block.id, "name": block.name, "json": "", "input": block.input}
+                        elif block.type == "text" and block.text:
+                            builder.text(block.text)
+                            yield TextDelta(text=block.text)
+                    elif kind == "content_block_delta":
+                        delta = event.delta
+                        if delta.type == "text_delta":
+                            builder.text(delta.text)
+                            yield TextDelta(text=delta.text)
+                        elif delta.type == "thinking_delta":
+                            builder.thinking(delta.thinking)
+                            yield ThinkingDelta(thinking=delta.thinking)
+                        elif delta.type == "signature_delta":
+                            builder.thinking("", signature=delta.signature)
+                            yield ThinkingDelta(signature=delta.signature)
+                        elif delta.type == "input_json_delta" and tool is not None:
+                            tool["json"] += delta.partial_json
+                    elif kind == "content_block_stop" and tool is not None:
+                        use = _tool_use(tool)
+                        tool = None
+                        builder.tool_use(use)
+                        yield ToolCall(tool_use=use)
+                    elif kind == "message_delta":
+                        raw_stop = event.delta.stop_reason or raw_stop
+                        sample = _merge_usage(merged, getattr(event, "usage", None))
+                        if sample is not None:
+                            yield UsageSample(usage=sample)
+                    elif kind == "message_stop":
+                        break
+        except anthropic.AnthropicError as exc:
+            raise map_anthropic_error(exc) from exc
+        yield Stop(reason=normalise_stop_reason(raw_stop), raw_reason=raw_stop, message=builder.message())
+
+
+def _merge_usage(merged: dict[str, int], usage: Any) -> Usage | None:
+    """Last writer wins per field (providers.md §3); ``None`` when this event carried no counts."""
+    if usage is None:
+        return None
+    seen = False
+    for key in _USAGE_KEYS:
+        value = getattr(usage, key, None) if not isinstance(usage, Mapping) else usage.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            merged[key] = value
+            seen = True
+    if not seen:
+        return None
+    return Usage.from_anthropic(dict(merged))
+
+
+def _tool_use(tool: dict[str, Any]) -> ToolUse:
+    text = tool["json"]
+    if text.strip():
+        try:
+            parsed = json.loads(text)
+        except json.JSONDecodeError:
+            parsed = {"__raw_arguments__": text}
+    else:
+        parsed = tool["input"] if isinstance(tool["input"], dict) else {}
+    if not isinstance(parsed, dict):
+        parsed = {"__raw_arguments__": text}
+    return ToolUse(id=tool["id"], name=tool["name"], input=parsed)
+
+
+def _mark_cache_breakpoints(body: dict[str, Any]) -> None:
+    system = body.get("system")
+    if isinstance(system, list) and system:
+        system[-1] = {**system[-1], "cache_control": {"type": "ephemeral"}}
+    messages = body.get("messages") or []
+    for message in reversed(messages):
+        content = message.get("content")
+        if isinstance(content, list) and content:
+            last = content[-1]
+            if last.get("type") not in ("thinking", "redacted_thinking"):
+                content[-1] = {**last, "cache_control": {"type": "ephemeral"}}
+            break
