@@ -37,9 +37,22 @@ from .errors import (
     UnknownModel,
     UsageError,
 )
+from .formats import ParsedRequest, detect_format, parse_any, render
 from .importers import load_any
 from .models import ModelProfile, get_profile, register
 from .pricing import Estimator, count_tokens, image_tokens
+from .providers import (
+    AnthropicProvider,
+    Completion,
+    LocalProvider,
+    LocalServer,
+    LocalSettings,
+    OpenAIProvider,
+    Provider,
+    ProviderEvent,
+    complete,
+)
+from .providers.overflow import classify as classify_overflow
 from .report import CallRecord, summarize
 from .scenario import Scenario, ScenarioBuilder, ScenarioError
 from .scenario_file import dump_scenario, load_scenario
@@ -53,12 +66,14 @@ __all__ = [
     "Anchor",
     "AnchorBook",
     "AnchoredEstimate",
+    "AnthropicProvider",
     "AttachmentRef",
     "Audio",
     "Block",
     "Calibrator",
     "CallRecord",
     "CallUsage",
+    "Completion",
     "ContextOverflow",
     "ContextWindowError",
     "Document",
@@ -66,11 +81,18 @@ __all__ = [
     "GeneratedImage",
     "Image",
     "InvalidInput",
+    "LocalProvider",
+    "LocalServer",
+    "LocalSettings",
     "MemorySlot",
     "Message",
     "ModelProfile",
+    "OpenAIProvider",
     "OverBudget",
+    "ParsedRequest",
+    "Provider",
     "ProviderError",
+    "ProviderEvent",
     "RedactedThinking",
     "Request",
     "Scenario",
@@ -93,12 +115,17 @@ __all__ = [
     "Video",
     "__version__",
     "anchored_estimate",
+    "classify_overflow",
+    "complete",
     "count_tokens",
+    "detect_format",
     "dump_scenario",
     "get_profile",
     "image_tokens",
     "load_any",
     "load_scenario",
+    "parse_any",
     "register",
+    "render",
     "summarize",
 ]

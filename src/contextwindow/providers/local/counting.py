@@ -58,6 +58,7 @@ __all__ = [
     "VIDEO_TOKENS_PER_SECOND",
     "RequestCount",
     "Tokenizer",
+    "block_tokens",
     "compact_json",
     "count_request",
     "tokenizer_for",
