@@ -52,7 +52,6 @@ from .providers import (
     ProviderEvent,
     complete,
 )
-from .providers.overflow import classify as classify_overflow
 from .report import CallRecord, summarize
 from .scenario import Scenario, ScenarioBuilder, ScenarioError
 from .scenario_file import dump_scenario, load_scenario
@@ -115,7 +114,6 @@ __all__ = [
     "Video",
     "__version__",
     "anchored_estimate",
-    "classify_overflow",
     "complete",
     "count_tokens",
     "detect_format",
