@@ -1,0 +1,116 @@
+"""The ledger: a durable, append-only session store (memory, SQLite by default, PostgreSQL).
+
+Everything the agent saw and every record about it lives here, in one total order per session; it
+is the source of truth that compile reads. ::
+
+    from contextwindow.store import open_store
+
+    with open_store("agent.db") as store:          # SQLite (WAL); "postgresql://..." for PostgreSQL
+        session = store.session("run-42")
+        ref = session.attach(png_bytes, "image/png")   # stored once by sha256, dimensions sniffed
+        session.append(Message.user("look", Image(ref=ref)), block_prices=[1.0, 1600.0])
+        session.record("usage", {"input_tokens": 1234, "output_tokens": 56})
+        for stored in session.messages(): ...
+
+**Entry kinds** (a closed set; payload format versions in :data:`FORMAT_VERSIONS`): ``message``
+(through :meth:`Session.append`), ``usage``, ``anchor``, ``calibration``, ``checkpoint`` (needs
+``summary``, ``first_id``, ``last_id``), ``eviction``, ``archive``, ``note``. Payloads are JSON
+objects; NaN and infinities are refused. Old payload formats are upgraded when read.
+
+**Guarantees**: a call that raises wrote nothing; appends are atomic and totally ordered even
+across processes; attachment metadata reads never touch bytes, bytes are read one attachment at a
+time and only by sessions that attached them; :meth:`Store.verify` lists any broken invariant.
+Every driver error is mapped into :mod:`contextwindow.errors` (``StoreError``, ``StoreBusy``,
+``SchemaTooNew``); bad input is ``InvalidInput`` naming the field.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+from ._backend import Backend
+from ._budgets import DEFAULT_MEDIA_TYPES, Budgets
+from ._kinds import ENTRY_KINDS, FORMAT_VERSIONS, RECORD_KINDS
+from ._ledger import Session, Store
+from ._migrations import SCHEMA_VERSION
+from ._values import Entry, Problem, StoredMessage
+
+__all__ = [
+    "DEFAULT_MEDIA_TYPES",
+    "ENTRY_KINDS",
+    "FORMAT_VERSIONS",
+    "RECORD_KINDS",
+    "SCHEMA_VERSION",
+    "Budgets",
+    "Entry",
+    "Problem",
+    "Session",
+    "Store",
+    "StoredMessage",
+    "open_store",
+]
+
+_SQLITE_OPTIONS = frozenset({"busy_timeout", "durability"})
+_POSTGRES_OPTIONS = frozenset({"busy_timeout", "durability", "schema", "connect_timeout"})
+
+
+def open_store(url_or_path: str | Path | None = None, **options: Any) -> Store:
+    """Open (creating and migrating if needed) the store a URL or path names.
+
+    - ``None``, ``":memory:"`` or ``"memory://"``: an in-memory store, gone with the process.
+    - a path, or ``"sqlite:///path"`` (``sqlite:////abs/path`` for an absolute one, as SQLAlchemy
+      spells it): SQLite. Options: ``busy_timeout`` (seconds, default 5), ``durability``
+      (``"full"``, the default, or ``"normal"``; see :mod:`contextwindow.store._sqlite`).
+    - ``"postgresql://..."``: PostgreSQL through psycopg 3. Options: ``busy_timeout``,
+      ``durability``, ``schema``, ``connect_timeout``.
+
+    Every backend takes ``budgets=Budgets(...)`` (admission limits). A database written by a newer
+    library opens read-only: writes raise ``SchemaTooNew``.
+    """
+    budgets = options.pop("budgets", None)
+    if budgets is not None and not isinstance(budgets, Budgets):
+        raise UsageError(f"budgets must be a contextwindow.store.Budgets, got {type(budgets).__name__}")
+    backend = _backend(url_or_path, options)
+    return Store(backend, budgets=budgets)
+
+
+def _backend(url_or_path: str | Path | None, options: dict[str, Any]) -> Backend:
+    if url_or_path is None or url_or_path in (":memory:", "memory://", "memory:"):
+        _no_options(options, frozenset(), "memory")
+        from ._memory import MemoryBackend
+
+        return MemoryBackend()
+    if isinstance(url_or_path, Path):
+        return _open_sqlite(url_or_path, options)
+    if not isinstance(url_or_path, str):
+        raise UsageError(f"a store is named by a path or URL string, got {type(url_or_path).__name__}")
+    if url_or_path.startswith(("postgresql://", "postgres://")):
+        _no_options(options, _POSTGRES_OPTIONS, "PostgreSQL")
+        from ._postgres import PostgresBackend
+
+        return PostgresBackend(url_or_path, **options)
+    if url_or_path.startswith("sqlite:///"):
+        return _open_sqlite(url_or_path.removeprefix("sqlite:///"), options)
+    if "://" in url_or_path:
+        raise UsageError(
+            f"unsupported store URL {url_or_path.split('://')[0]}://…; use a path, sqlite:///…, "
+            "postgresql://… or memory://"
+        )
+    return _open_sqlite(url_or_path, options)
+
+
+def _open_sqlite(path: str | Path, options: dict[str, Any]) -> Backend:
+    _no_options(options, _SQLITE_OPTIONS, "SQLite")
+    from ._sqlite import SqliteBackend
+
+    return SqliteBackend(path, **options)
+
+
+def _no_options(options: dict[str, Any], allowed: frozenset[str], what: str) -> None:
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        raise UsageError(
+            f"unknown {what} store option(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed)) or 'none'}"
+        )

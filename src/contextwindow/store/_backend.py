@@ -1,0 +1,73 @@
+"""The interface a storage backend implements: rows in, rows out, atomically.
+
+A backend knows nothing of messages, budgets or payload formats; :mod:`._ledger` does all of that
+once, above every backend, as httpx's client sits above its transports. What a backend must
+guarantee:
+
+- ``append`` is atomic and serialised per session: the entries get the next dense positions and
+  their chained digests, all or none, even with many processes appending at once.
+- ``put_attachment`` is insert-or-ignore by attachment id (the content hash settles who won) and
+  links the attachment to the session in the same transaction; it returns the stored row.
+- Reads that take a ``session_id`` see only that session's entries and linked attachments.
+- Every driver error that escapes is a :class:`~contextwindow.errors.StoreError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from ._rows import AttachmentRow, EntryRow, NewEntry
+
+__all__ = ["Backend"]
+
+
+class Backend(Protocol):
+    """Storage for entries and attachments; see the module docstring for the guarantees."""
+
+    url: str
+    """Where the store lives, with any password removed."""
+    schema_version: int
+    """The schema version found in (or migrated into) the database."""
+    writable: bool
+    """False when the database was written by a newer library (writes raise ``SchemaTooNew``)."""
+
+    def append(self, session_id: str, entries: Sequence[NewEntry]) -> list[EntryRow]: ...
+
+    def entries(self, session_id: str, kinds: Sequence[str] | None) -> list[EntryRow]: ...
+
+    def latest(self, session_id: str, kind: str) -> EntryRow | None: ...
+
+    def locate(self, session_id: str, entry_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
+        """``{entry id: (position, kind)}`` for those ids that are entries of this session."""
+        ...
+
+    def put_attachment(self, session_id: str, row: AttachmentRow, data: bytes) -> AttachmentRow: ...
+
+    def attachment(self, session_id: str, attachment_id: str) -> AttachmentRow | None: ...
+
+    def attachments(self, session_id: str) -> list[AttachmentRow]: ...
+
+    def read_blob(self, session_id: str, attachment_id: str) -> bytes | None: ...
+
+    def sessions(self) -> list[str]:
+        """Every session that has a head or an entry, sorted."""
+        ...
+
+    def heads(self) -> dict[str, tuple[int, str]]:
+        """``{session: (length, head digest)}`` as recorded in the sessions table."""
+        ...
+
+    def all_attachments(self) -> list[AttachmentRow]: ...
+
+    def links(self) -> list[tuple[str, str]]:
+        """Every ``(session_id, attachment_id)`` link."""
+        ...
+
+    def blob_ids(self) -> list[str]: ...
+
+    def blob(self, attachment_id: str) -> bytes | None:
+        """The bytes of any attachment, unscoped; only ``verify`` uses it, one blob at a time."""
+        ...
+
+    def close(self) -> None: ...

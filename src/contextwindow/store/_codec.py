@@ -1,0 +1,131 @@
+"""Values ⇄ stored rows, validated at the ledger's read boundary.
+
+Writing: a message becomes ``{"message": message_to_dict(...), "block_prices": [...]}`` in canonical
+JSON. Reading: the payload is upgraded to its kind's current format and the message is parsed with
+:func:`~contextwindow.content.parse_message`; a row that does not parse is a corrupt ledger
+(:class:`~contextwindow.errors.StoreError`), never a half-valid value.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from ..content import AttachmentRef, Message, message_to_dict, parse_message
+from ..errors import InvalidInput, StoreError
+from ._kinds import ENTRY_KINDS, FORMAT_VERSIONS, canonical_json, upgrade
+from ._rows import AttachmentRow, EntryRow
+from ._values import Entry, StoredMessage
+
+__all__ = [
+    "check_block_prices",
+    "decode_entry",
+    "decode_message",
+    "encode_message",
+    "ref_from_row",
+]
+
+
+def check_block_prices(prices: Sequence[float] | None, blocks: int) -> list[float] | None:
+    """One finite price ≥ 0 per top-level block, or ``None`` when the caller priced nothing."""
+    if prices is None:
+        return None
+    if isinstance(prices, str | bytes) or not isinstance(prices, Sequence):
+        raise InvalidInput(f"must be a sequence of numbers, got {type(prices).__name__}", path="block_prices")
+    if len(prices) != blocks:
+        raise InvalidInput(f"has {len(prices)} prices for {blocks} top-level blocks", path="block_prices")
+    out = []
+    for index, price in enumerate(prices):
+        if (
+            isinstance(price, bool)
+            or not isinstance(price, int | float)
+            or not math.isfinite(price)
+            or price < 0
+        ):
+            raise InvalidInput(f"must be a finite number ≥ 0, got {price!r}", path=f"block_prices[{index}]")
+        out.append(float(price))
+    return out
+
+
+def encode_message(message: Message, prices: list[float] | None) -> str:
+    """The canonical JSON payload of a message entry (``id`` is the entry's, kept out of the payload)."""
+    data = message_to_dict(message)
+    data.pop("id", None)
+    return canonical_json({"message": data, "block_prices": prices})
+
+
+def _payload(row: EntryRow) -> dict[str, Any]:
+    try:
+        data = json.loads(row.payload)
+    except ValueError as exc:
+        raise StoreError(
+            f"entry {row.id} at position {row.position} of {row.session_id!r} is not JSON"
+        ) from exc
+    if not isinstance(data, dict):
+        raise StoreError(
+            f"entry {row.id} at position {row.position} of {row.session_id!r} is not a JSON object"
+        )
+    return upgrade(row.kind, row.version, data)
+
+
+def _created(row: EntryRow) -> datetime:
+    try:
+        return datetime.fromisoformat(row.created_at)
+    except ValueError as exc:
+        raise StoreError(f"entry {row.id} has an unreadable time {row.created_at!r}") from exc
+
+
+def decode_entry(row: EntryRow) -> Entry:
+    """Any stored row as an :class:`Entry` with its payload upgraded."""
+    if row.kind not in ENTRY_KINDS:
+        raise StoreError(f"entry {row.id} of {row.session_id!r} has an unknown kind {row.kind!r}")
+    payload = _payload(row)
+    return Entry(
+        id=row.id,
+        session_id=row.session_id,
+        position=row.position,
+        kind=row.kind,
+        version=FORMAT_VERSIONS[row.kind],
+        payload=payload,
+        created_at=_created(row),
+    )
+
+
+def decode_message(row: EntryRow) -> StoredMessage:
+    """A message row as a validated :class:`StoredMessage`."""
+    if row.kind != "message":
+        raise StoreError(f"entry {row.id} is a {row.kind}, not a message")
+    payload = _payload(row)
+    where = f"entry {row.id} at position {row.position} of {row.session_id!r}"
+    data = payload.get("message")
+    if not isinstance(data, dict):
+        raise StoreError(f"{where} holds no message")
+    try:
+        message = parse_message({**data, "id": row.id})
+        prices = payload.get("block_prices")
+        checked = check_block_prices(prices, len(message.content))
+    except InvalidInput as exc:
+        raise StoreError(f"{where} is not a valid message: {exc}") from exc
+    return StoredMessage(
+        message=message,
+        position=row.position,
+        block_prices=None if checked is None else tuple(checked),
+    )
+
+
+def ref_from_row(row: AttachmentRow) -> AttachmentRef:
+    """The metadata of a stored attachment as the ``AttachmentRef`` media blocks carry."""
+    return AttachmentRef(
+        id=row.id,
+        sha256=row.sha256,
+        media_type=row.media_type,
+        size_bytes=row.size_bytes,
+        width=row.width,
+        height=row.height,
+        duration_seconds=row.duration_seconds,
+        pages=row.pages,
+        token_estimate=row.token_estimate,
+    )

@@ -1,0 +1,143 @@
+"""The closed set of entry kinds, each payload's format version, and upgrades applied on read.
+
+Every entry in a session is one of these kinds, appended in one total order:
+
+=============  ======  ==========================================================================
+kind           format  payload
+=============  ======  ==========================================================================
+``message``    1       ``{"message": <message_to_dict>, "block_prices": [float, ...] | null}``
+                       (written only by ``Session.append``)
+``usage``      1       a provider usage record (any JSON object)
+``anchor``     1       the last accepted request's ``{input_tokens, output_tokens, ...}``
+``calibration`` 1      a calibration record ``{multiplier, pricing, ...}``
+``checkpoint`` 1       a compaction checkpoint: ``summary`` (str) and the covered range
+                       ``first_id``/``last_id`` (message ids of this session, first not after
+                       last), plus anything else the compactor keeps
+``eviction``   1       an attachment-eviction record
+``archive``    1       a tool-result archive record
+``note``       1       a note for the host (any JSON object)
+=============  ======  ==========================================================================
+
+Payloads are JSON objects with string keys; numbers must be finite (NaN and infinities are refused
+at the boundary, never stored). A payload written at an older format version is upgraded when read
+by the functions in :data:`UPGRADES` (``UPGRADES[kind][v]`` turns format ``v`` into ``v + 1``); one
+written by a newer library is refused with :class:`~contextwindow.errors.SchemaTooNew`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from ..errors import InvalidInput, SchemaTooNew
+
+__all__ = [
+    "ENTRY_KINDS",
+    "FORMAT_VERSIONS",
+    "ID_PREFIXES",
+    "RECORD_KINDS",
+    "UPGRADES",
+    "canonical_json",
+    "check_payload",
+    "upgrade",
+]
+
+FORMAT_VERSIONS: Final[Mapping[str, int]] = {
+    "message": 1,
+    "usage": 1,
+    "anchor": 1,
+    "calibration": 1,
+    "checkpoint": 1,
+    "eviction": 1,
+    "archive": 1,
+    "note": 1,
+}
+"""Current format version of each kind's payload."""
+
+ENTRY_KINDS: Final[frozenset[str]] = frozenset(FORMAT_VERSIONS)
+"""Every kind an entry can have."""
+
+RECORD_KINDS: Final[frozenset[str]] = ENTRY_KINDS - {"message"}
+"""Kinds ``Session.record`` accepts (messages go through ``Session.append``)."""
+
+ID_PREFIXES: Final[Mapping[str, str]] = {
+    "message": "msg",
+    "usage": "use",
+    "anchor": "anc",
+    "calibration": "cal",
+    "checkpoint": "chk",
+    "eviction": "evi",
+    "archive": "arc",
+    "note": "not",
+}
+
+Upgrade = Callable[[dict[str, Any]], dict[str, Any]]
+
+UPGRADES: dict[str, dict[int, Upgrade]] = {kind: {} for kind in ENTRY_KINDS}
+"""``UPGRADES[kind][v]`` upgrades a format-``v`` payload to ``v + 1``; append-only, like migrations."""
+
+
+def upgrade(kind: str, version: int, payload: dict[str, Any]) -> dict[str, Any]:
+    """A stored payload brought to the current format of its kind."""
+    current = FORMAT_VERSIONS[kind]
+    if version > current:
+        raise SchemaTooNew(version, current)
+    while version < current:
+        payload = UPGRADES[kind][version](payload)
+        version += 1
+    return payload
+
+
+def canonical_json(value: Any, *, path: str = "payload") -> str:
+    """Compact JSON with sorted keys; refuses NaN, infinities, non-string keys and non-JSON values."""
+    _check_json(value, path)
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        # A lone surrogate cannot be stored as UTF-8 by any backend; refuse it at the door.
+        raise InvalidInput(f"contains text that is not valid Unicode ({exc.reason})", path=path) from None
+    return text
+
+
+def _check_json(value: Any, path: str) -> None:
+    # Walk once to name the bad field; json.dumps alone would only say "not serializable".
+    if value is None or isinstance(value, bool | str | int):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidInput(f"must be a finite number, got {value!r}", path=path)
+        return
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidInput(f"keys must be strings, got {key!r}", path=path)
+            _check_json(item, f"{path}.{key}")
+        return
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            _check_json(item, f"{path}[{index}]")
+        return
+    raise InvalidInput(f"is not JSON data: {type(value).__name__}", path=path)
+
+
+def check_payload(kind: str, payload: object) -> dict[str, Any]:
+    """A record payload checked for its kind: a JSON object (checkpoint: with summary and range)."""
+    if kind not in RECORD_KINDS:
+        allowed = ", ".join(sorted(RECORD_KINDS))
+        hint = " (append messages with session.append)" if kind == "message" else ""
+        raise InvalidInput(f"unknown entry kind {kind!r}; one of {allowed}{hint}", path="kind")
+    if not isinstance(payload, Mapping):
+        raise InvalidInput(f"must be a JSON object, got {type(payload).__name__}", path="payload")
+    data = dict(payload)
+    if kind == "checkpoint":
+        if not isinstance(data.get("summary"), str):
+            raise InvalidInput("a checkpoint needs a string summary", path="payload.summary")
+        for key in ("first_id", "last_id"):
+            if not isinstance(data.get(key), str):
+                raise InvalidInput(
+                    "a checkpoint needs the covered range as message ids", path=f"payload.{key}"
+                )
+    return data

@@ -1,0 +1,348 @@
+"""``Store`` and ``Session``: the ledger's contract, the same over every backend.
+
+A session is an append-only, totally ordered list of entries (messages, usage records, anchors,
+calibration records, compaction checkpoints, eviction and archive records, notes) plus the
+attachments it may read. Everything is checked before anything is written: a call that raises left
+the store exactly as it was. Reads validate what they return (the ledger's read boundary), so a
+corrupt row is a :class:`~contextwindow.errors.StoreError`, never a half-valid value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Self
+
+import pydantic
+import pydantic_core
+from pydantic import TypeAdapter
+
+from ..content import (
+    AttachmentRef,
+    Message,
+    ToolUse,
+    attachment_id,
+    media_refs,
+    message_to_dict,
+    parse_message,
+)
+from ..errors import InvalidInput, StoreError, UsageError
+from ._backend import Backend
+from ._budgets import Budgets
+from ._codec import check_block_prices, decode_entry, decode_message, encode_message, ref_from_row
+from ._kinds import ENTRY_KINDS, FORMAT_VERSIONS, ID_PREFIXES, canonical_json, check_payload
+from ._rows import AttachmentRow, NewEntry, new_id, now_iso
+from ._sniff import normal_media_type, sniff
+from ._values import Entry, Problem, StoredMessage
+from ._verify import verify
+
+__all__ = ["Session", "Store"]
+
+_REF = TypeAdapter(AttachmentRef)
+_REF_FIELDS = ("width", "height", "duration_seconds", "pages", "token_estimate")
+MAX_SESSION_ID = 256
+
+
+class Store:
+    """A ledger of sessions. Use :func:`~contextwindow.store.open_store` to get one.
+
+    Thread-safe: one connection per store, guarded by a lock; for parallel writers, open one store
+    per process (SQLite) or per worker (PostgreSQL). ``close()`` (or leaving a ``with`` block)
+    releases it; any later call is a :class:`~contextwindow.errors.UsageError`.
+    """
+
+    def __init__(self, backend: Backend, *, budgets: Budgets | None = None) -> None:
+        self._backend_ref: Backend | None = backend
+        self.budgets = budgets or Budgets()
+        self.url = backend.url
+
+    def _backend(self) -> Backend:
+        if self._backend_ref is None:
+            raise UsageError(f"the store {self.url} is closed")
+        return self._backend_ref
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version of the database (0 for the memory store)."""
+        return self._backend().schema_version
+
+    @property
+    def writable(self) -> bool:
+        """False when a newer library wrote the database: writes raise ``SchemaTooNew``."""
+        return self._backend().writable
+
+    def session(self, session_id: str) -> Session:
+        """A handle on one session; the session exists once something is written to it."""
+        if not isinstance(session_id, str) or not 0 < len(session_id) <= MAX_SESSION_ID:
+            raise InvalidInput(f"must be a string of 1 to {MAX_SESSION_ID} characters", path="session_id")
+        if not session_id.isprintable():
+            raise InvalidInput("must not contain control characters", path="session_id")
+        self._backend()
+        return Session(self, session_id)
+
+    def sessions(self) -> list[str]:
+        """The ids of every session with something in it, sorted."""
+        return self._backend().sessions()
+
+    def verify(self) -> list[Problem]:
+        """Check every invariant (digest chains, dense positions, references, attachment hashes).
+
+        Returns what is wrong; an empty list means the store is sound. Reads attachment bytes one at
+        a time to hash them, so memory stays bounded by the largest attachment.
+        """
+        return verify(self._backend())
+
+    def close(self) -> None:
+        """Release the connection; idempotent."""
+        backend, self._backend_ref = self._backend_ref, None
+        if backend is not None:
+            backend.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._backend_ref is None else "open"
+        return f"<Store {self.url} {state}>"
+
+
+class Session:
+    """One session of a store: append entries, read them back, attach and read media."""
+
+    def __init__(self, store: Store, session_id: str) -> None:
+        self._store = store
+        self.id = session_id
+
+    def __repr__(self) -> str:
+        return f"<Session {self.id!r} of {self._store.url}>"
+
+    # -- messages ---------------------------------------------------------------------------------
+
+    def append(self, message: Message, *, block_prices: Sequence[float] | None = None) -> StoredMessage:
+        """Append a message; the ledger gives it its id, position and (if absent) ``created_at``.
+
+        ``block_prices`` are the raw (pre-multiplier) prices of its top-level blocks from pricing,
+        one per block, finite and ≥ 0. Media must reference attachments of this session (from
+        :meth:`attach`) with matching hash, type and size, within the per-message budget.
+        """
+        backend = self._store._backend()
+        if not isinstance(message, Message):
+            raise InvalidInput(f"must be a Message, got {type(message).__name__}", path="message")
+        prices = check_block_prices(block_prices, len(message.content))
+        now = now_iso()
+        if message.created_at is None:
+            message = replace(message, created_at=datetime.fromisoformat(now))
+        # The free-form JSON of a message must be checked before dumping: pydantic's JSON mode would
+        # quietly turn a NaN into null.
+        canonical_json(message.metadata, path="message.metadata")
+        for index, block in enumerate(message.content):
+            if isinstance(block, ToolUse):
+                canonical_json(block.input, path=f"message.content[{index}].input")
+        try:
+            data = message_to_dict(message)
+        except (pydantic_core.PydanticSerializationError, ValueError, TypeError) as exc:
+            raise InvalidInput(f"cannot be stored: {exc}", path="message") from None
+        data.pop("id", None)
+        canonical = parse_message(data, path="message")  # the dataclasses skip validators; this doesn't
+        self._check_refs(backend, media_refs(canonical.content))
+        entry = NewEntry(
+            id=new_id(ID_PREFIXES["message"]),
+            kind="message",
+            version=FORMAT_VERSIONS["message"],
+            payload=encode_message(canonical, prices),
+            created_at=now,
+        )
+        [row] = backend.append(self.id, [entry])
+        return StoredMessage(
+            message=replace(canonical, id=row.id),
+            position=row.position,
+            block_prices=None if prices is None else tuple(prices),
+        )
+
+    def _check_refs(self, backend: Backend, refs: list[AttachmentRef]) -> None:
+        stored: list[AttachmentRef] = []
+        for ref in {ref.id: ref for ref in refs}.values():
+            row = backend.attachment(self.id, ref.id)
+            if row is None:
+                raise InvalidInput(
+                    f"attachment {ref.id} is not attached to session {self.id!r}; "
+                    "call session.attach(data, media_type) first",
+                    path="message.content",
+                )
+            if (row.sha256, row.media_type, row.size_bytes) != (ref.sha256, ref.media_type, ref.size_bytes):
+                raise InvalidInput(
+                    f"attachment {ref.id} does not match the stored one (sha256, media type or size differ)",
+                    path="message.content",
+                )
+            stored.append(ref_from_row(row))
+        self._store.budgets.check_message(stored)
+
+    def messages(self) -> list[StoredMessage]:
+        """Every message, in order, validated."""
+        return [decode_message(row) for row in self._store._backend().entries(self.id, ["message"])]
+
+    # -- other entries ----------------------------------------------------------------------------
+
+    def record(self, kind: str, payload: Mapping[str, Any]) -> Entry:
+        """Append a non-message entry (see the kinds in :mod:`contextwindow.store`); returns it stored.
+
+        A ``checkpoint`` needs ``summary`` and the covered range ``first_id``/``last_id``: message
+        ids of this session, first not after last.
+        """
+        backend = self._store._backend()
+        data = check_payload(kind, payload)
+        text = canonical_json(data)
+        if kind == "checkpoint":
+            self._check_range(backend, data["first_id"], data["last_id"])
+        entry = NewEntry(
+            id=new_id(ID_PREFIXES[kind]),
+            kind=kind,
+            version=FORMAT_VERSIONS[kind],
+            payload=text,
+            created_at=now_iso(),
+        )
+        [row] = backend.append(self.id, [entry])
+        return decode_entry(row)
+
+    def _check_range(self, backend: Backend, first: str, last: str) -> None:
+        found = backend.locate(self.id, [first, last])
+        for key, entry_id in (("first_id", first), ("last_id", last)):
+            if found.get(entry_id, (0, ""))[1] != "message":
+                raise InvalidInput(
+                    f"{entry_id!r} is not a message of session {self.id!r}", path=f"payload.{key}"
+                )
+        if found[first][0] > found[last][0]:
+            raise InvalidInput("the covered range ends before it starts", path="payload.last_id")
+
+    def record_checkpoint(self, summary: str, *, first_id: str, last_id: str, **extra: Any) -> Entry:
+        """A compaction checkpoint: ``summary`` stands for the messages ``first_id``..``last_id``."""
+        return self.record(
+            "checkpoint", {**extra, "summary": summary, "first_id": first_id, "last_id": last_id}
+        )
+
+    def note(self, text: str, **extra: Any) -> Entry:
+        """A note for the host (``{"text": ..., **extra}``)."""
+        return self.record("note", {**extra, "text": text})
+
+    def entries(self, kinds: Iterable[str] | None = None) -> list[Entry]:
+        """Entries in order, all kinds or only ``kinds``; payloads upgraded to the current format."""
+        wanted = None if kinds is None else self._kinds(kinds)
+        return [decode_entry(row) for row in self._store._backend().entries(self.id, wanted)]
+
+    def latest(self, kind: str) -> Entry | None:
+        """The newest entry of one kind, or ``None``."""
+        [checked] = self._kinds([kind])
+        row = self._store._backend().latest(self.id, checked)
+        return None if row is None else decode_entry(row)
+
+    @staticmethod
+    def _kinds(kinds: Iterable[str]) -> list[str]:
+        if isinstance(kinds, str):
+            raise InvalidInput("must be a collection of kinds, not one string", path="kinds")
+        out = list(dict.fromkeys(kinds))
+        for kind in out:
+            if kind not in ENTRY_KINDS:
+                raise InvalidInput(
+                    f"unknown entry kind {kind!r}; one of {', '.join(sorted(ENTRY_KINDS))}", path="kinds"
+                )
+        return out
+
+    # -- attachments ------------------------------------------------------------------------------
+
+    def attach(self, data: bytes, media_type: str, **meta: Any) -> AttachmentRef:
+        """Store bytes once by SHA-256 and link them to this session; returns their metadata.
+
+        Image dimensions are sniffed from the header (Pillow, no decode), WAV duration and PDF
+        pages where the bytes say; ``width``, ``height``, ``duration_seconds``, ``pages`` and
+        ``token_estimate`` in ``meta`` fill what sniffing cannot (sniffed figures win), and any
+        other JSON ``meta`` is kept beside the bytes (:meth:`attachment_meta`). Identical bytes are
+        stored once; the first metadata stored for them is kept.
+        """
+        backend = self._store._backend()
+        budgets = self._store.budgets
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise InvalidInput(f"must be bytes, got {type(data).__name__}", path="data")
+        if not isinstance(media_type, str):
+            raise InvalidInput(f"must be a string, got {type(media_type).__name__}", path="media_type")
+        media_type = normal_media_type(media_type)
+        budgets.check_media_type(media_type)
+        raw = bytes(data)
+        budgets.check_size(len(raw))
+        sniffed = sniff(raw, media_type)
+        digest = hashlib.sha256(raw).hexdigest()
+        given = {key: meta.pop(key) for key in _REF_FIELDS if key in meta}
+        found = {key: getattr(sniffed, key) for key in _REF_FIELDS[:4] if getattr(sniffed, key) is not None}
+        fields = {**given, **found}
+        try:
+            ref = _REF.validate_python(
+                {
+                    "id": attachment_id(digest),
+                    "sha256": digest,
+                    "media_type": media_type,
+                    "size_bytes": len(raw),
+                }
+                | fields
+            )
+        except pydantic.ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            raise InvalidInput(str(first["msg"]), path=".".join(str(p) for p in first["loc"])) from None
+        budgets.check_dimensions(ref.width, ref.height)
+        row = AttachmentRow(
+            id=ref.id,
+            sha256=ref.sha256,
+            media_type=ref.media_type,
+            size_bytes=ref.size_bytes,
+            width=ref.width,
+            height=ref.height,
+            duration_seconds=ref.duration_seconds,
+            pages=ref.pages,
+            token_estimate=ref.token_estimate,
+            meta=canonical_json(meta, path="meta"),
+            created_at=now_iso(),
+        )
+        return ref_from_row(backend.put_attachment(self.id, row, raw))
+
+    def _row(self, ref_or_id: AttachmentRef | str) -> AttachmentRow:
+        att = ref_or_id.id if isinstance(ref_or_id, AttachmentRef) else ref_or_id
+        if not isinstance(att, str):
+            raise InvalidInput(
+                f"must be an AttachmentRef or an id, got {type(att).__name__}", path="attachment"
+            )
+        row = self._store._backend().attachment(self.id, att)
+        if row is None:
+            raise InvalidInput(f"no attachment {att!r} in session {self.id!r}", path="attachment")
+        return row
+
+    def attachment(self, ref_or_id: AttachmentRef | str) -> AttachmentRef:
+        """Metadata of an attachment of this session; never reads its bytes."""
+        return ref_from_row(self._row(ref_or_id))
+
+    def attachment_meta(self, ref_or_id: AttachmentRef | str) -> dict[str, Any]:
+        """The extra metadata given to :meth:`attach` (a fresh dict)."""
+        meta: dict[str, Any] = json.loads(self._row(ref_or_id).meta)
+        return meta
+
+    def attachments(self) -> list[AttachmentRef]:
+        """Metadata of every attachment of this session, in the order they were first attached."""
+        return [ref_from_row(row) for row in self._store._backend().attachments(self.id)]
+
+    def read_attachment(self, ref_or_id: AttachmentRef | str) -> bytes:
+        """The bytes of one attachment of this session, checked against their hash.
+
+        Another session's attachment is refused even with the right id: access follows the links
+        made by :meth:`attach`, not knowledge of the hash.
+        """
+        row = self._row(ref_or_id)
+        data = self._store._backend().read_blob(self.id, row.id)
+        if data is None or hashlib.sha256(data).hexdigest() != row.sha256:
+            raise StoreError(f"the bytes of attachment {row.id} are missing or do not match their sha256")
+        return data

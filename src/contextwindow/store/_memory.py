@@ -1,0 +1,124 @@
+"""The in-memory backend: the reference model, and a store for tests and short-lived agents.
+
+It keeps the same rows the SQL backends keep (JSON text, chained digests), so it behaves exactly as
+they do, and the conformance suite and the state-machine test compare the others against it. It
+lives and dies with its process.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from ._rows import GENESIS, AttachmentRow, EntryRow, NewEntry, entry_digest, now_iso
+
+__all__ = ["MemoryBackend"]
+
+
+class MemoryBackend:
+    """Rows in dictionaries, one lock around every call (appends are serialised per store)."""
+
+    def __init__(self) -> None:
+        self.url = "memory://"
+        self.schema_version = 0
+        self.writable = True
+        self._lock = threading.Lock()
+        self._entries: dict[str, list[EntryRow]] = {}
+        self._heads: dict[str, tuple[int, str]] = {}
+        self._attachments: dict[str, AttachmentRow] = {}
+        self._blobs: dict[str, bytes] = {}
+        self._links: dict[str, dict[str, str]] = {}
+
+    def append(self, session_id: str, entries: Sequence[NewEntry]) -> list[EntryRow]:
+        with self._lock:
+            length, head = self._heads.get(session_id, (0, GENESIS))
+            rows = []
+            for entry in entries:
+                digest = entry_digest(head, session_id, length, entry)
+                rows.append(
+                    EntryRow(
+                        session_id=session_id,
+                        position=length,
+                        id=entry.id,
+                        kind=entry.kind,
+                        version=entry.version,
+                        payload=entry.payload,
+                        created_at=entry.created_at,
+                        digest=digest,
+                    )
+                )
+                length, head = length + 1, digest
+            self._entries.setdefault(session_id, []).extend(rows)
+            self._heads[session_id] = (length, head)
+            return rows
+
+    def entries(self, session_id: str, kinds: Sequence[str] | None) -> list[EntryRow]:
+        with self._lock:
+            rows = list(self._entries.get(session_id, ()))
+        if kinds is None:
+            return rows
+        wanted = set(kinds)
+        return [row for row in rows if row.kind in wanted]
+
+    def latest(self, session_id: str, kind: str) -> EntryRow | None:
+        with self._lock:
+            rows = self._entries.get(session_id, ())
+            return next((row for row in reversed(rows) if row.kind == kind), None)
+
+    def locate(self, session_id: str, entry_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
+        wanted = set(entry_ids)
+        with self._lock:
+            rows = self._entries.get(session_id, ())
+            return {row.id: (row.position, row.kind) for row in rows if row.id in wanted}
+
+    def put_attachment(self, session_id: str, row: AttachmentRow, data: bytes) -> AttachmentRow:
+        with self._lock:
+            stored = self._attachments.setdefault(row.id, row)
+            self._blobs.setdefault(row.id, bytes(data))
+            self._links.setdefault(session_id, {}).setdefault(row.id, now_iso())
+            return stored
+
+    def attachment(self, session_id: str, attachment_id: str) -> AttachmentRow | None:
+        with self._lock:
+            if attachment_id not in self._links.get(session_id, {}):
+                return None
+            return self._attachments.get(attachment_id)
+
+    def attachments(self, session_id: str) -> list[AttachmentRow]:
+        with self._lock:
+            linked = self._links.get(session_id, {})
+            ordered = sorted(linked.items(), key=lambda item: (item[1], item[0]))
+            return [self._attachments[att] for att, _ in ordered if att in self._attachments]
+
+    def read_blob(self, session_id: str, attachment_id: str) -> bytes | None:
+        with self._lock:
+            if attachment_id not in self._links.get(session_id, {}):
+                return None
+            return self._blobs.get(attachment_id)
+
+    def sessions(self) -> list[str]:
+        with self._lock:
+            return sorted(set(self._heads) | set(self._entries))
+
+    def heads(self) -> dict[str, tuple[int, str]]:
+        with self._lock:
+            return dict(self._heads)
+
+    def all_attachments(self) -> list[AttachmentRow]:
+        with self._lock:
+            return list(self._attachments.values())
+
+    def links(self) -> list[tuple[str, str]]:
+        with self._lock:
+            return [(sid, att) for sid, atts in self._links.items() for att in atts]
+
+    def blob_ids(self) -> list[str]:
+        with self._lock:
+            return list(self._blobs)
+
+    def blob(self, attachment_id: str) -> bytes | None:
+        with self._lock:
+            return self._blobs.get(attachment_id)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,110 @@
+"""The schema, as an append-only list of migrations per SQL dialect; position + 1 is the version.
+
+Migrations are applied on open, each in the same write transaction that records it in
+``schema_migrations`` (SQLite under ``BEGIN IMMEDIATE``; PostgreSQL under a transaction-scoped
+advisory lock), so two processes opening a fresh database at once apply each migration exactly once
+and a crash mid-migration leaves the previous version intact. Never edit or reorder an entry: add
+one (a no-op placeholder rather than a renumber, as langgraph does).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["POSTGRES", "SCHEMA_VERSION", "SQLITE", "Migration"]
+
+Migration = tuple[str, tuple[str, ...]]
+"""``(name, statements)``."""
+
+SQLITE: Final[tuple[Migration, ...]] = (
+    (
+        "initial ledger: sessions, entries, attachments, blobs, links",
+        (
+            """CREATE TABLE sessions (
+                id TEXT PRIMARY KEY,
+                length INTEGER NOT NULL,
+                head TEXT NOT NULL,
+                created_at TEXT NOT NULL)""",
+            """CREATE TABLE entries (
+                session_id TEXT NOT NULL,
+                position INTEGER NOT NULL,
+                id TEXT NOT NULL UNIQUE,
+                kind TEXT NOT NULL,
+                version INTEGER NOT NULL,
+                payload TEXT NOT NULL,
+                created_at TEXT NOT NULL,
+                digest TEXT NOT NULL,
+                UNIQUE (session_id, position))""",
+            "CREATE INDEX entries_by_kind ON entries (session_id, kind, position)",
+            """CREATE TABLE attachments (
+                id TEXT PRIMARY KEY,
+                sha256 TEXT NOT NULL UNIQUE,
+                media_type TEXT NOT NULL,
+                size_bytes INTEGER NOT NULL,
+                width INTEGER,
+                height INTEGER,
+                duration_seconds REAL,
+                pages INTEGER,
+                token_estimate REAL,
+                meta TEXT NOT NULL,
+                created_at TEXT NOT NULL)""",
+            """CREATE TABLE attachment_blobs (
+                id TEXT PRIMARY KEY REFERENCES attachments (id),
+                data BLOB NOT NULL)""",
+            """CREATE TABLE session_attachments (
+                session_id TEXT NOT NULL,
+                attachment_id TEXT NOT NULL REFERENCES attachments (id),
+                created_at TEXT NOT NULL,
+                PRIMARY KEY (session_id, attachment_id))""",
+        ),
+    ),
+)
+
+POSTGRES: Final[tuple[Migration, ...]] = (
+    (
+        "initial ledger: sessions, entries, attachments, blobs, links",
+        (
+            """CREATE TABLE sessions (
+                id TEXT PRIMARY KEY,
+                length BIGINT NOT NULL,
+                head TEXT NOT NULL,
+                created_at TEXT NOT NULL)""",
+            """CREATE TABLE entries (
+                session_id TEXT NOT NULL,
+                position BIGINT NOT NULL,
+                id TEXT NOT NULL UNIQUE,
+                kind TEXT NOT NULL,
+                version INTEGER NOT NULL,
+                payload TEXT NOT NULL,
+                created_at TEXT NOT NULL,
+                digest TEXT NOT NULL,
+                UNIQUE (session_id, position))""",
+            "CREATE INDEX entries_by_kind ON entries (session_id, kind, position)",
+            """CREATE TABLE attachments (
+                id TEXT PRIMARY KEY,
+                sha256 TEXT NOT NULL UNIQUE,
+                media_type TEXT NOT NULL,
+                size_bytes BIGINT NOT NULL,
+                width INTEGER,
+                height INTEGER,
+                duration_seconds DOUBLE PRECISION,
+                pages INTEGER,
+                token_estimate DOUBLE PRECISION,
+                meta TEXT NOT NULL,
+                created_at TEXT NOT NULL)""",
+            """CREATE TABLE attachment_blobs (
+                id TEXT PRIMARY KEY REFERENCES attachments (id),
+                data BYTEA NOT NULL)""",
+            """CREATE TABLE session_attachments (
+                session_id TEXT NOT NULL,
+                attachment_id TEXT NOT NULL REFERENCES attachments (id),
+                created_at TEXT NOT NULL,
+                PRIMARY KEY (session_id, attachment_id))""",
+        ),
+    ),
+)
+
+SCHEMA_VERSION: Final[int] = len(SQLITE)
+"""The schema version this library writes; both dialects move in step."""
+
+assert len(POSTGRES) == SCHEMA_VERSION, "SQLite and PostgreSQL migrations must move in step"

@@ -1,0 +1,113 @@
+"""The rows every backend persists, and the digest that chains a session's entries.
+
+Backends only move these rows in and out of storage; everything that decides what a row holds
+(validation, encoding, budgets, upgrades) lives above them in :mod:`._ledger`, once, so the three
+backends cannot disagree. The shapes mirror the SQL tables:
+
+- ``entries``: one row per entry, ``(session_id, position)`` unique and dense from 0; ``id`` is a
+  random, globally unique string (not derived from the position) so a later branch can point at any
+  entry as its parent without renumbering.
+- ``attachments``: metadata by content hash; ``attachment_blobs``: the bytes, in a separate table so
+  a metadata read never pages them in; ``session_attachments``: which session may read what.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+__all__ = [
+    "DIGEST_PREFIX",
+    "GENESIS",
+    "AttachmentRow",
+    "EntryRow",
+    "NewEntry",
+    "entry_digest",
+    "new_id",
+    "now_iso",
+]
+
+DIGEST_PREFIX = "cw1"
+"""Version prefix of the entry digest, so a change of digest format is detectable (as llm does)."""
+
+GENESIS = "0" * 64
+"""The digest a session's first entry chains from."""
+
+
+@dataclass(frozen=True, slots=True)
+class NewEntry:
+    """An entry about to be appended: everything but its position and chained digest."""
+
+    id: str
+    kind: str
+    version: int
+    payload: str
+    """Canonical JSON text (sorted keys, compact, no NaN)."""
+    created_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class EntryRow:
+    """A stored entry exactly as persisted."""
+
+    session_id: str
+    position: int
+    id: str
+    kind: str
+    version: int
+    payload: str
+    created_at: str
+    digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class AttachmentRow:
+    """Stored attachment metadata (never the bytes)."""
+
+    id: str
+    sha256: str
+    media_type: str
+    size_bytes: int
+    width: int | None
+    height: int | None
+    duration_seconds: float | None
+    pages: int | None
+    token_estimate: float | None
+    meta: str
+    """Extra caller metadata as canonical JSON text (``{}`` when none)."""
+    created_at: str
+
+
+def entry_digest(prev: str, session_id: str, position: int, entry: NewEntry) -> str:
+    """SHA-256 over the previous digest and this entry's stored fields: a hash chain per session.
+
+    ``verify()`` recomputes it, so a changed, dropped, reordered or half-written entry shows up.
+    """
+    h = hashlib.sha256()
+    for part in (
+        DIGEST_PREFIX,
+        prev,
+        session_id,
+        str(position),
+        entry.id,
+        entry.kind,
+        str(entry.version),
+        entry.created_at,
+        entry.payload,
+    ):
+        h.update(part.encode("utf-8"))
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+def new_id(prefix: str) -> str:
+    """A time-ordered random id (``msg_`` + 12 hex ms + 16 hex random): unique without coordination."""
+    return f"{prefix}_{time.time_ns() // 1_000_000:012x}{os.urandom(8).hex()}"
+
+
+def now_iso() -> str:
+    """The ledger's clock: UTC, ISO 8601 with microseconds."""
+    return datetime.now(UTC).isoformat(timespec="microseconds")

@@ -1,0 +1,302 @@
+"""What the SQLite and PostgreSQL backends share: the queries, the append, the migrations.
+
+Each dialect supplies its transactions (``_write`` and ``_read``, which also map driver errors into
+the error tree), its placeholder style and how it locks a session's head row. Appends read the
+session's head row under that lock, write the entries with the next positions and chained digests,
+and move the head, in one transaction: a crash leaves either all of it or none.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+from ..errors import SchemaTooNew
+from ._migrations import SCHEMA_VERSION, Migration
+from ._rows import GENESIS, AttachmentRow, EntryRow, NewEntry, entry_digest, now_iso
+
+__all__ = ["Cursor", "SqlBackend"]
+
+_ENTRY_COLUMNS = "session_id, position, id, kind, version, payload, created_at, digest"
+_ATTACHMENT_COLUMNS = (
+    "a.id, a.sha256, a.media_type, a.size_bytes, a.width, a.height, a.duration_seconds, a.pages, "
+    "a.token_estimate, a.meta, a.created_at"
+)
+
+
+class Cursor(Protocol):
+    """The part of a DB-API cursor both drivers share."""
+
+    def execute(self, query: Any, params: Any = ..., /) -> Any: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+def _entry(row: Sequence[Any]) -> EntryRow:
+    return EntryRow(
+        session_id=row[0],
+        position=int(row[1]),
+        id=row[2],
+        kind=row[3],
+        version=int(row[4]),
+        payload=row[5],
+        created_at=row[6],
+        digest=row[7],
+    )
+
+
+def _attachment(row: Sequence[Any]) -> AttachmentRow:
+    return AttachmentRow(
+        id=row[0],
+        sha256=row[1],
+        media_type=row[2],
+        size_bytes=int(row[3]),
+        width=row[4],
+        height=row[5],
+        duration_seconds=row[6],
+        pages=row[7],
+        token_estimate=row[8],
+        meta=row[9],
+        created_at=row[10],
+    )
+
+
+class SqlBackend(abc.ABC):
+    """Queries written once with ``?`` placeholders; the dialect rewrites them if it must."""
+
+    url: str
+    schema_version: int = 0
+    writable: bool = True
+    _lock_session_sql = "SELECT length, head FROM sessions WHERE id = ?"
+
+    @abc.abstractmethod
+    def _write(self) -> AbstractContextManager[Cursor]:
+        """A write transaction: committed on success, rolled back (never committed) on any error."""
+
+    @abc.abstractmethod
+    def _read(self) -> AbstractContextManager[Cursor]:
+        """A cursor for one consistent read."""
+
+    def _q(self, query: str) -> str:
+        return query
+
+    def _lock_migrations(self, cur: Cursor) -> None:  # noqa: B027 - a hook only some dialects need
+        """Serialise concurrent migrators (SQLite: ``BEGIN IMMEDIATE`` already does)."""
+
+    def _migrate(self, migrations: Sequence[Migration]) -> None:
+        with self._write() as cur:
+            self._lock_migrations(cur)
+            cur.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+            )
+            cur.execute("SELECT MAX(version) FROM schema_migrations")
+            found = cur.fetchone()[0] or 0
+            if found > SCHEMA_VERSION:
+                # Written by a newer library: readable at our own risk, never written to.
+                self.schema_version, self.writable = found, False
+                return
+            for version in range(found + 1, SCHEMA_VERSION + 1):
+                name, statements = migrations[version - 1]
+                for statement in statements:
+                    cur.execute(statement)
+                cur.execute(
+                    self._q("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)"),
+                    (version, name, now_iso()),
+                )
+            self.schema_version = SCHEMA_VERSION
+
+    def _check_writable(self) -> None:
+        if not self.writable:
+            raise SchemaTooNew(self.schema_version, SCHEMA_VERSION)
+
+    def append(self, session_id: str, entries: Sequence[NewEntry]) -> list[EntryRow]:
+        self._check_writable()
+        with self._write() as cur:
+            # Insert-or-ignore first, then lock: two writers racing to start a session both get the
+            # one row, and the lock orders them (a bare insert would make the loser fail).
+            cur.execute(
+                self._q(
+                    "INSERT INTO sessions (id, length, head, created_at) VALUES (?, 0, ?, ?) ON CONFLICT DO NOTHING"
+                ),
+                (session_id, GENESIS, now_iso()),
+            )
+            head_row = self._head(cur, session_id)
+            length, head = int(head_row[0]), head_row[1]
+            rows = []
+            for entry in entries:
+                digest = entry_digest(head, session_id, length, entry)
+                row = EntryRow(
+                    session_id,
+                    length,
+                    entry.id,
+                    entry.kind,
+                    entry.version,
+                    entry.payload,
+                    entry.created_at,
+                    digest,
+                )
+                cur.execute(
+                    self._q(f"INSERT INTO entries ({_ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"),
+                    (
+                        row.session_id,
+                        row.position,
+                        row.id,
+                        row.kind,
+                        row.version,
+                        row.payload,
+                        row.created_at,
+                        row.digest,
+                    ),
+                )
+                rows.append(row)
+                length, head = length + 1, digest
+            cur.execute(
+                self._q("UPDATE sessions SET length = ?, head = ? WHERE id = ?"), (length, head, session_id)
+            )
+            return rows
+
+    def _head(self, cur: Cursor, session_id: str) -> Any:
+        """The session's head row, locked for this transaction."""
+        cur.execute(self._q(self._lock_session_sql), (session_id,))
+        return cur.fetchone()
+
+    def entries(self, session_id: str, kinds: Sequence[str] | None) -> list[EntryRow]:
+        query = f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE session_id = ?"
+        params: list[Any] = [session_id]
+        if kinds is not None:
+            if not kinds:
+                return []
+            query += f" AND kind IN ({', '.join('?' for _ in kinds)})"
+            params.extend(kinds)
+        with self._read() as cur:
+            cur.execute(self._q(query + " ORDER BY position"), params)
+            return [_entry(row) for row in cur.fetchall()]
+
+    def latest(self, session_id: str, kind: str) -> EntryRow | None:
+        query = f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE session_id = ? AND kind = ? ORDER BY position DESC LIMIT 1"
+        with self._read() as cur:
+            cur.execute(self._q(query), (session_id, kind))
+            row = cur.fetchone()
+        return None if row is None else _entry(row)
+
+    def locate(self, session_id: str, entry_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
+        if not entry_ids:
+            return {}
+        marks = ", ".join("?" for _ in entry_ids)
+        with self._read() as cur:
+            cur.execute(
+                self._q(f"SELECT id, position, kind FROM entries WHERE session_id = ? AND id IN ({marks})"),
+                [session_id, *entry_ids],
+            )
+            return {row[0]: (int(row[1]), row[2]) for row in cur.fetchall()}
+
+    def put_attachment(self, session_id: str, row: AttachmentRow, data: bytes) -> AttachmentRow:
+        self._check_writable()
+        with self._write() as cur:
+            # Insert-or-ignore: whoever stored these bytes first settles the metadata.
+            cur.execute(
+                self._q(
+                    "INSERT INTO attachments (id, sha256, media_type, size_bytes, width, height, duration_seconds, "
+                    "pages, token_estimate, meta, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT DO NOTHING"
+                ),
+                (
+                    row.id,
+                    row.sha256,
+                    row.media_type,
+                    row.size_bytes,
+                    row.width,
+                    row.height,
+                    row.duration_seconds,
+                    row.pages,
+                    row.token_estimate,
+                    row.meta,
+                    row.created_at,
+                ),
+            )
+            if self._rowcount(cur):
+                cur.execute(self._q("INSERT INTO attachment_blobs (id, data) VALUES (?, ?)"), (row.id, data))
+            cur.execute(
+                self._q(
+                    "INSERT INTO session_attachments (session_id, attachment_id, created_at) VALUES (?, ?, ?) "
+                    "ON CONFLICT DO NOTHING"
+                ),
+                (session_id, row.id, now_iso()),
+            )
+            cur.execute(self._q(f"SELECT {_ATTACHMENT_COLUMNS} FROM attachments a WHERE a.id = ?"), (row.id,))
+            return _attachment(cur.fetchone())
+
+    @staticmethod
+    def _rowcount(cur: Cursor) -> int:
+        return int(getattr(cur, "rowcount", 0))
+
+    def attachment(self, session_id: str, attachment_id: str) -> AttachmentRow | None:
+        with self._read() as cur:
+            cur.execute(
+                self._q(
+                    f"SELECT {_ATTACHMENT_COLUMNS} FROM attachments a JOIN session_attachments l "
+                    "ON l.attachment_id = a.id WHERE l.session_id = ? AND a.id = ?"
+                ),
+                (session_id, attachment_id),
+            )
+            row = cur.fetchone()
+        return None if row is None else _attachment(row)
+
+    def attachments(self, session_id: str) -> list[AttachmentRow]:
+        with self._read() as cur:
+            cur.execute(
+                self._q(
+                    f"SELECT {_ATTACHMENT_COLUMNS} FROM attachments a JOIN session_attachments l "
+                    "ON l.attachment_id = a.id WHERE l.session_id = ? ORDER BY l.created_at, a.id"
+                ),
+                (session_id,),
+            )
+            return [_attachment(row) for row in cur.fetchall()]
+
+    def read_blob(self, session_id: str, attachment_id: str) -> bytes | None:
+        with self._read() as cur:
+            cur.execute(
+                self._q(
+                    "SELECT b.data FROM attachment_blobs b JOIN session_attachments l ON l.attachment_id = b.id "
+                    "WHERE l.session_id = ? AND b.id = ?"
+                ),
+                (session_id, attachment_id),
+            )
+            row = cur.fetchone()
+        return None if row is None else bytes(row[0])
+
+    def sessions(self) -> list[str]:
+        with self._read() as cur:
+            cur.execute("SELECT id FROM sessions UNION SELECT DISTINCT session_id FROM entries ORDER BY 1")
+            return [row[0] for row in cur.fetchall()]
+
+    def heads(self) -> dict[str, tuple[int, str]]:
+        with self._read() as cur:
+            cur.execute("SELECT id, length, head FROM sessions")
+            return {row[0]: (int(row[1]), row[2]) for row in cur.fetchall()}
+
+    def all_attachments(self) -> list[AttachmentRow]:
+        with self._read() as cur:
+            cur.execute(f"SELECT {_ATTACHMENT_COLUMNS} FROM attachments a ORDER BY a.id")
+            return [_attachment(row) for row in cur.fetchall()]
+
+    def links(self) -> list[tuple[str, str]]:
+        with self._read() as cur:
+            cur.execute("SELECT session_id, attachment_id FROM session_attachments")
+            return [(row[0], row[1]) for row in cur.fetchall()]
+
+    def blob_ids(self) -> list[str]:
+        with self._read() as cur:
+            cur.execute("SELECT id FROM attachment_blobs")
+            return [row[0] for row in cur.fetchall()]
+
+    def blob(self, attachment_id: str) -> bytes | None:
+        with self._read() as cur:
+            cur.execute(self._q("SELECT data FROM attachment_blobs WHERE id = ?"), (attachment_id,))
+            row = cur.fetchone()
+        return None if row is None else bytes(row[0])

@@ -1,0 +1,118 @@
+"""The SQLite backend, the embedded default: one file, WAL, ``BEGIN IMMEDIATE`` for every write.
+
+- **WAL** lets readers go on while one writer writes, and makes a commit one append to the log.
+- **``BEGIN IMMEDIATE``** takes the write lock before reading the session head, so two processes
+  can never both read position *n* and both write it; the second waits up to ``busy_timeout``
+  seconds and then gets :class:`~contextwindow.errors.StoreBusy`.
+- **Rollback, never commit, on error**: a failed or interrupted append leaves the file as it was.
+- **Durability** (``durability=``):
+
+  ``"full"`` (default): ``synchronous=FULL``. The log is fsynced at every commit, so an acknowledged
+  append survives a process crash, an OS crash and a power loss.
+
+  ``"normal"``: ``synchronous=NORMAL``. An acknowledged append survives a process crash (the
+  ``SIGKILL`` test covers it); an OS crash or power loss may roll back the last few commits, but the
+  file is never corrupt. Faster where fsync is slow.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+from ..errors import InvalidInput, UsageError
+from . import _migrations
+from ._driver_errors import from_sqlite
+from ._sql import Cursor, SqlBackend
+
+__all__ = ["DURABILITY", "SqliteBackend"]
+
+DURABILITY = {"full": "FULL", "normal": "NORMAL"}
+
+
+class SqliteBackend(SqlBackend):
+    """A SQLite file (or ``:memory:``); one connection per store, guarded by a lock."""
+
+    def __init__(self, path: str | Path, *, busy_timeout: float = 5.0, durability: str = "full") -> None:
+        if durability not in DURABILITY:
+            raise InvalidInput(f"must be one of {sorted(DURABILITY)}, got {durability!r}", path="durability")
+        if (
+            isinstance(busy_timeout, bool)
+            or not isinstance(busy_timeout, int | float)
+            or not busy_timeout >= 0
+        ):
+            raise InvalidInput(f"must be a number of seconds ≥ 0, got {busy_timeout!r}", path="busy_timeout")
+        self.path = str(path)
+        self.url = f"sqlite:///{self.path}"
+        self.durability = durability
+        self._lock = threading.RLock()
+        self._closed = False
+        try:
+            self._db = sqlite3.connect(
+                self.path, timeout=float(busy_timeout), isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise from_sqlite(exc, self.url) from exc
+        try:
+            self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute(f"PRAGMA synchronous = {DURABILITY[durability]}")
+            self._db.execute("PRAGMA foreign_keys = ON")
+            self._migrate(_migrations.SQLITE)
+        except sqlite3.Error as exc:
+            self._db.close()
+            raise from_sqlite(exc, self.url) from exc
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._closed:
+            raise UsageError(f"the store {self.url} is closed")
+        return self._db
+
+    @contextmanager
+    def _write(self) -> Iterator[Cursor]:
+        with self._lock:
+            db = self._connection()
+            try:
+                db.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise from_sqlite(exc, self.url) from exc
+            try:
+                yield db.cursor()
+                db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._rollback(db)
+                raise from_sqlite(exc, self.url) from exc
+            except BaseException:
+                self._rollback(db)
+                raise
+
+    @staticmethod
+    def _rollback(db: sqlite3.Connection) -> None:
+        # The transaction may already be gone (SQLite rolls back by itself on some errors).
+        if db.in_transaction:
+            with suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+
+    @contextmanager
+    def _read(self) -> Iterator[Cursor]:
+        with self._lock:
+            db = self._connection()
+            try:
+                yield db.cursor()
+            except sqlite3.Error as exc:
+                raise from_sqlite(exc, self.url) from exc
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                try:
+                    self._db.close()
+                except sqlite3.Error as exc:
+                    raise from_sqlite(exc, self.url) from exc

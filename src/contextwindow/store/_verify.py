@@ -1,0 +1,143 @@
+"""``verify()``: every invariant of the ledger, checked from the stored rows.
+
+What is checked, per session: positions are dense from 0; each entry's digest chains from the one
+before (so an edited, dropped, reordered or half-written entry shows); the session head agrees
+with the last entry; every payload reads back at the current format (messages parse, prices fit);
+media refer to attachments linked to the session with matching hash, type and size; checkpoint
+ranges name earlier messages in order. Per attachment: the id derives from the hash, the bytes
+exist, hash to it and have the stored size. Bytes are read one attachment at a time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from ..content import attachment_id, media_refs
+from ..errors import StoreError
+from ._backend import Backend
+from ._codec import decode_entry, decode_message
+from ._rows import GENESIS, AttachmentRow, EntryRow, NewEntry, entry_digest
+from ._values import Problem
+
+__all__ = ["verify"]
+
+
+def verify(backend: Backend) -> list[Problem]:
+    """Every broken invariant in the store; empty when it is sound."""
+    problems: list[Problem] = []
+    attachments = {row.id: row for row in backend.all_attachments()}
+    links = set(backend.links())
+    heads = backend.heads()
+    for session_id in backend.sessions():
+        rows = backend.entries(session_id, None)
+        problems.extend(_chain(session_id, rows, heads.get(session_id)))
+        problems.extend(_payloads(session_id, rows, links, attachments))
+    for row in attachments.values():
+        problems.extend(_attachment(backend, row))
+    for blob_id in backend.blob_ids():
+        if blob_id not in attachments:
+            problems.append(Problem("orphan_blob", "bytes with no attachment row", attachment_id=blob_id))
+    for session_id, att in sorted(links):
+        if att not in attachments:
+            problems.append(
+                Problem(
+                    "dangling_link",
+                    "session linked to a missing attachment",
+                    session_id=session_id,
+                    attachment_id=att,
+                )
+            )
+    return problems
+
+
+def _chain(session_id: str, rows: list[EntryRow], head: tuple[int, str] | None) -> list[Problem]:
+    problems = []
+    prev = GENESIS
+    for index, row in enumerate(rows):
+        if row.position != index:
+            problems.append(
+                Problem(
+                    "position_gap",
+                    f"expected position {index}",
+                    session_id=session_id,
+                    position=row.position,
+                    entry_id=row.id,
+                )
+            )
+        entry = NewEntry(row.id, row.kind, row.version, row.payload, row.created_at)
+        if entry_digest(prev, session_id, row.position, entry) != row.digest:
+            problems.append(
+                Problem(
+                    "digest_mismatch",
+                    "the entry or the one before it was changed",
+                    session_id=session_id,
+                    position=row.position,
+                    entry_id=row.id,
+                )
+            )
+        prev = row.digest
+    expected = (len(rows), prev)
+    if head is None:
+        if rows:
+            problems.append(Problem("missing_head", "entries without a session head", session_id=session_id))
+    elif head != expected:
+        problems.append(
+            Problem("head_mismatch", f"head says {head[0]} entries, found {len(rows)}", session_id=session_id)
+        )
+    return problems
+
+
+def _payloads(
+    session_id: str, rows: list[EntryRow], links: set[tuple[str, str]], attachments: dict[str, AttachmentRow]
+) -> list[Problem]:
+    problems = []
+    messages: dict[str, int] = {}
+    for row in rows:
+
+        def problem(code: str, detail: str, row: EntryRow = row) -> Problem:
+            return Problem(code, detail, session_id=session_id, position=row.position, entry_id=row.id)
+
+        try:
+            entry = decode_entry(row)
+            if row.kind == "message":
+                stored = decode_message(row)
+                messages[row.id] = row.position
+                for ref in media_refs(stored.message.content):
+                    stored_ref = attachments.get(ref.id)
+                    if (session_id, ref.id) not in links or stored_ref is None:
+                        problems.append(problem("unlinked_attachment", f"media refer to {ref.id}"))
+                    elif (stored_ref.sha256, stored_ref.media_type, stored_ref.size_bytes) != (
+                        ref.sha256,
+                        ref.media_type,
+                        ref.size_bytes,
+                    ):
+                        problems.append(problem("attachment_mismatch", f"media disagree with {ref.id}"))
+            elif row.kind == "checkpoint":
+                first = messages.get(str(entry.payload.get("first_id")))
+                last = messages.get(str(entry.payload.get("last_id")))
+                if first is None or last is None or first > last:
+                    problems.append(problem("bad_checkpoint_range", "range is not earlier messages in order"))
+        except StoreError as exc:
+            problems.append(problem("unreadable_entry", str(exc)))
+    return problems
+
+
+def _attachment(backend: Backend, row: AttachmentRow) -> list[Problem]:
+    problems = []
+    if attachment_id(row.sha256) != row.id:
+        problems.append(
+            Problem("attachment_id_mismatch", "id does not derive from sha256", attachment_id=row.id)
+        )
+    data = backend.blob(row.id)
+    if data is None:
+        problems.append(Problem("missing_blob", "no bytes stored", attachment_id=row.id))
+        return problems
+    if hashlib.sha256(data).hexdigest() != row.sha256:
+        problems.append(Problem("blob_hash_mismatch", "bytes do not hash to sha256", attachment_id=row.id))
+    if len(data) != row.size_bytes:
+        problems.append(
+            Problem(
+                "size_mismatch", f"{len(data)} bytes stored, {row.size_bytes} recorded", attachment_id=row.id
+            )
+        )
+    return problems

@@ -1,0 +1,225 @@
+"""One conformance suite: memory, SQLite and PostgreSQL behave the same."""
+
+from __future__ import annotations
+
+import io
+import uuid
+from typing import Any
+
+import pytest
+from _strategies import json_objects, messages
+from conftest import Target
+from hypothesis import HealthCheck, given, settings
+from PIL import Image as PILImage
+
+from contextwindow.content import Image, Message, Text, ToolResult, ToolUse
+from contextwindow.errors import InvalidInput
+from contextwindow.store import RECORD_KINDS, Store, open_store
+
+
+def png(width: int, height: int, color: tuple[int, int, int] = (10, 20, 30)) -> bytes:
+    out = io.BytesIO()
+    PILImage.new("RGB", (width, height), color).save(out, "PNG")
+    return out.getvalue()
+
+
+def plain(message: Message) -> Message:
+    """The message as a value, without what the ledger adds."""
+    return Message(role=message.role, content=message.content, metadata=message.metadata)
+
+
+class TestMessagesRoundTrip:
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(message=messages)
+    def test_any_valid_message_reads_back_equal(self, store: Store, message: Message) -> None:
+        session = store.session(uuid.uuid4().hex)
+        stored = session.append(message)
+        [read] = session.messages()
+        assert read == stored
+        assert plain(read.message) == plain(message)
+        if message.created_at is not None:
+            assert read.message.created_at == message.created_at
+
+    def test_append_assigns_id_position_and_time(self, store: Store) -> None:
+        session = store.session("s")
+        first = session.append(Message.user("one"))
+        second = session.append(Message.assistant("two"))
+        assert first.message.id and second.message.id and first.id != second.id
+        assert (first.position, second.position) == (0, 1)
+        assert first.message.created_at is not None and first.message.created_at.tzinfo is not None
+
+    def test_block_prices_are_kept_with_the_message(self, store: Store) -> None:
+        session = store.session("s")
+        session.append(Message.user("a", "b"), block_prices=[3, 4.5])
+        session.append(Message.user("c"))
+        prices = [m.block_prices for m in session.messages()]
+        assert prices == [(3.0, 4.5), None]
+
+    def test_the_ten_thousand_one_character_blocks_and_a_megabyte_of_text_round_trip(
+        self, store: Store
+    ) -> None:
+        session = store.session("s")
+        many = Message.user(*(Text(text="x") for _ in range(10_000)))
+        big = Message.user("x" * 1_000_000)
+        session.append(many, block_prices=[1.0] * 10_000)
+        session.append(big)
+        read = session.messages()
+        assert len(read[0].message.content) == 10_000 and read[1].message.content == big.content
+
+
+class TestEntryKinds:
+    @pytest.mark.parametrize("kind", sorted(RECORD_KINDS - {"checkpoint"}))
+    def test_each_record_kind_round_trips(self, store: Store, kind: str) -> None:
+        session = store.session("s")
+        payload = {"a": 1, "b": [1.5, "x", None], "c": {"d": True}}
+        entry = session.record(kind, payload)
+        assert entry.kind == kind and entry.payload == payload and entry.version == 1
+        assert session.entries([kind]) == [entry]
+        assert session.latest(kind) == entry
+
+    def test_a_checkpoint_keeps_its_summary_and_covered_range(self, store: Store) -> None:
+        session = store.session("s")
+        first = session.append(Message.user("one"))
+        last = session.append(Message.assistant("two"))
+        entry = session.record_checkpoint("they said hello", first_id=first.id, last_id=last.id, tokens=12)
+        assert entry.payload == {
+            "summary": "they said hello",
+            "first_id": first.id,
+            "last_id": last.id,
+            "tokens": 12,
+        }
+        assert store.verify() == []
+
+    @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(payload=json_objects)
+    def test_any_json_object_is_a_note(self, store: Store, payload: dict[str, Any]) -> None:
+        session = store.session(uuid.uuid4().hex)
+        assert session.record("note", payload).payload == payload
+        assert session.entries(["note"])[0].payload == payload
+
+    def test_latest_is_the_newest_of_its_kind(self, store: Store) -> None:
+        session = store.session("s")
+        assert session.latest("anchor") is None
+        session.record("anchor", {"input_tokens": 1})
+        session.append(Message.user("x"))
+        session.record("anchor", {"input_tokens": 2})
+        session.record("usage", {"input_tokens": 3})
+        latest = session.latest("anchor")
+        assert latest is not None and latest.payload == {"input_tokens": 2}
+
+    def test_payloads_read_are_copies(self, store: Store) -> None:
+        session = store.session("s")
+        session.record("note", {"x": [1]})
+        entry = session.entries()[0]
+        entry.payload["x"].append(2)  # type: ignore[index]
+        assert session.entries()[0].payload == {"x": [1]}
+
+
+class TestOrdering:
+    def test_all_kinds_share_one_dense_total_order(self, store: Store) -> None:
+        session = store.session("s")
+        session.append(Message.user("a"))
+        session.record("usage", {"n": 1})
+        session.append(Message.assistant("b"))
+        session.note("hello")
+        entries = session.entries()
+        assert [e.position for e in entries] == [0, 1, 2, 3]
+        assert [e.kind for e in entries] == ["message", "usage", "message", "note"]
+        assert [m.position for m in session.messages()] == [0, 2]
+        assert [e.kind for e in session.entries(["note", "usage"])] == ["usage", "note"]
+
+    def test_a_tool_use_and_its_result_keep_their_order(self, store: Store) -> None:
+        session = store.session("s")
+        session.append(Message.assistant(ToolUse(id="t1", name="ls", input={"path": "/"})))
+        session.append(Message.user(ToolResult(tool_use_id="t1", content="a b c")))
+        kinds = [type(m.message.content[0]).__name__ for m in session.messages()]
+        assert kinds == ["ToolUse", "ToolResult"]
+
+
+class TestIsolation:
+    def test_sessions_do_not_see_each_others_entries(self, store: Store) -> None:
+        a, b = store.session("a"), store.session("b")
+        a.append(Message.user("for a"))
+        b.record("note", {"for": "b"})
+        assert [m.message.content for m in a.messages()] == [(Text(text="for a"),)]
+        assert b.messages() == [] and [e.kind for e in b.entries()] == ["note"]
+        assert store.sessions() == ["a", "b"]
+
+    def test_a_session_cannot_read_another_sessions_attachment_by_its_id(self, store: Store) -> None:
+        ref = store.session("a").attach(png(4, 4), "image/png")
+        other = store.session("b")
+        with pytest.raises(InvalidInput):
+            other.read_attachment(ref.id)
+        with pytest.raises(InvalidInput):
+            other.attachment(ref)
+        with pytest.raises(InvalidInput, match="not attached"):
+            other.append(Message.user(Image(ref=ref)))
+
+
+class TestAttachments:
+    def test_identical_bytes_are_stored_once(self, store: Store) -> None:
+        data = png(8, 6)
+        a = store.session("a").attach(data, "image/png")
+        again = store.session("a").attach(data, "image/png")
+        b = store.session("b").attach(data, "image/png")
+        assert a == again == b
+        assert store.session("b").read_attachment(a) == data
+        assert store.verify() == []
+
+    def test_dimensions_are_sniffed_from_the_header(self, store: Store) -> None:
+        ref = store.session("s").attach(png(33, 17), "image/png")
+        assert (ref.width, ref.height, ref.size_bytes, ref.media_type) == (
+            33,
+            17,
+            len(png(33, 17)),
+            "image/png",
+        )
+        assert ref.id == f"att_{ref.sha256[:32]}"
+
+    def test_metadata_reads_give_the_ref_and_the_extra_meta(self, store: Store) -> None:
+        session = store.session("s")
+        ref = session.attach(
+            b"%PDF-1.4 /Type /Page /Type /Pages /Type /Page", "application/pdf", filename="a.pdf"
+        )
+        assert ref.pages == 2
+        assert session.attachment(ref.id) == ref and session.attachments() == [ref]
+        assert session.attachment_meta(ref) == {"filename": "a.pdf"}
+
+    def test_caller_figures_fill_what_sniffing_cannot(self, store: Store) -> None:
+        ref = store.session("s").attach(b"\x00" * 100, "video/mp4", duration_seconds=12.5, token_estimate=900)
+        assert (ref.duration_seconds, ref.token_estimate) == (12.5, 900.0)
+
+    def test_a_message_carries_its_attachment_refs(self, store: Store) -> None:
+        session = store.session("s")
+        ref = session.attach(png(2, 3), "image/png")
+        stored = session.append(Message.user("see", Image(ref=ref)), block_prices=[1, 1600])
+        [read] = session.messages()
+        assert read == stored and read.message.content[1] == Image(ref=ref)
+        assert session.read_attachment(ref) == png(2, 3)
+
+
+class TestLifecycle:
+    def test_a_closed_store_refuses_use(self, target: Target) -> None:
+        from contextwindow.errors import UsageError
+
+        store = target.open()
+        session = store.session("s")
+        store.close()
+        store.close()
+        with pytest.raises(UsageError):
+            session.append(Message.user("x"))
+        with pytest.raises(UsageError):
+            store.session("s")
+
+    def test_a_store_is_a_context_manager(self, target: Target) -> None:
+        with target.open() as store:
+            store.session("s").note("x")
+        assert "closed" in repr(store)
+
+    def test_unknown_options_and_urls_are_usage_errors(self) -> None:
+        from contextwindow.errors import UsageError
+
+        with pytest.raises(UsageError, match="option"):
+            open_store(None, durability="full")
+        with pytest.raises(UsageError, match="unsupported"):
+            open_store("mysql://x")
