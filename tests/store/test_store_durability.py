@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import os
 import random
+import select
 import signal
 import sys
 import time
 from collections.abc import Callable
 
 import pytest
-from conftest import Target
 
+from conftest import Target
 from contextwindow.content import Document, Message
 from contextwindow.store import open_store
 
@@ -76,6 +77,10 @@ class TestCrash:
 
             pid = _fork(child)
             os.close(write_end)
+            if round_ % 2 == 0:
+                # Every other kill waits for the first acknowledged append, so that at least half land
+                # mid-stream however slow the machine is; the others may land while the store opens.
+                select.select([read_end], [], [], 30.0)
             time.sleep(rng.uniform(0.0, 0.06))
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
