@@ -56,6 +56,7 @@ from .report import CallRecord, summarize
 from .scenario import Scenario, ScenarioBuilder, ScenarioError
 from .scenario_file import dump_scenario, load_scenario
 from .state import MemorySlot, StateSlot
+from .store import Budgets, Entry, Problem, Session, Store, StoredMessage, open_store
 from .usage import Anchor, AnchorBook, AnchoredEstimate, CallUsage, Usage, UsageTracker, anchored_estimate
 
 __version__ = "0.1.0"
@@ -69,6 +70,7 @@ __all__ = [
     "AttachmentRef",
     "Audio",
     "Block",
+    "Budgets",
     "Calibrator",
     "CallRecord",
     "CallUsage",
@@ -76,6 +78,7 @@ __all__ = [
     "ContextOverflow",
     "ContextWindowError",
     "Document",
+    "Entry",
     "Estimator",
     "GeneratedImage",
     "Image",
@@ -89,6 +92,7 @@ __all__ = [
     "OpenAIProvider",
     "OverBudget",
     "ParsedRequest",
+    "Problem",
     "Provider",
     "ProviderError",
     "ProviderEvent",
@@ -98,9 +102,12 @@ __all__ = [
     "ScenarioBuilder",
     "ScenarioError",
     "SchemaTooNew",
+    "Session",
     "StateSlot",
+    "Store",
     "StoreBusy",
     "StoreError",
+    "StoredMessage",
     "Text",
     "Thinking",
     "ToolResult",
@@ -122,6 +129,7 @@ __all__ = [
     "image_tokens",
     "load_any",
     "load_scenario",
+    "open_store",
     "parse_any",
     "register",
     "render",
