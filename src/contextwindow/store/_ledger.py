@@ -121,6 +121,7 @@ class Session:
     def __init__(self, store: Store, session_id: str) -> None:
         self._store = store
         self.id = session_id
+        self._compiler: Any = None
 
     def __repr__(self) -> str:
         return f"<Session {self.id!r} of {self._store.url}>"
@@ -186,9 +187,22 @@ class Session:
             stored.append(ref_from_row(row))
         self._store.budgets.check_message(stored)
 
-    def messages(self) -> list[StoredMessage]:
-        """Every message, in order, validated."""
-        return [decode_message(row) for row in self._store._backend().entries(self.id, ["message"])]
+    def messages(self, *, after: int | None = None) -> list[StoredMessage]:
+        """Every message, in order, validated; with ``after``, only those at a later position
+        (an incremental read: compile's cache loads only what was appended since)."""
+        rows = self._store._backend().entries(self.id, ["message"], after=after)
+        return [decode_message(row) for row in rows]
+
+    def compile(self, *, model: Any, policy: Any = None, **options: Any) -> Any:
+        """The next request for this session: ``contextwindow.compile.SessionCompiler.compile``.
+
+        The handle keeps one incremental compiler, so repeated compiles read only new entries.
+        """
+        from ..compile.session import SessionCompiler
+
+        if self._compiler is None:
+            self._compiler = SessionCompiler(self)
+        return self._compiler.compile(model=model, policy=policy, **options)
 
     # -- other entries ----------------------------------------------------------------------------
 
@@ -233,10 +247,11 @@ class Session:
         """A note for the host (``{"text": ..., **extra}``)."""
         return self.record("note", {**extra, "text": text})
 
-    def entries(self, kinds: Iterable[str] | None = None) -> list[Entry]:
-        """Entries in order, all kinds or only ``kinds``; payloads upgraded to the current format."""
+    def entries(self, kinds: Iterable[str] | None = None, *, after: int | None = None) -> list[Entry]:
+        """Entries in order, all kinds or only ``kinds`` (and only after position ``after``, when
+        given); payloads upgraded to the current format."""
         wanted = None if kinds is None else self._kinds(kinds)
-        return [decode_entry(row) for row in self._store._backend().entries(self.id, wanted)]
+        return [decode_entry(row) for row in self._store._backend().entries(self.id, wanted, after=after)]
 
     def latest(self, kind: str) -> Entry | None:
         """The newest entry of one kind, or ``None``."""

@@ -52,9 +52,13 @@ class MemoryBackend:
             self._heads[session_id] = (length, head)
             return rows
 
-    def entries(self, session_id: str, kinds: Sequence[str] | None) -> list[EntryRow]:
+    def entries(
+        self, session_id: str, kinds: Sequence[str] | None, *, after: int | None = None
+    ) -> list[EntryRow]:
         with self._lock:
             rows = list(self._entries.get(session_id, ()))
+        if after is not None:
+            rows = [row for row in rows if row.position > after]
         if kinds is None:
             return rows
         wanted = set(kinds)

@@ -165,9 +165,14 @@ class SqlBackend(abc.ABC):
         cur.execute(self._q(self._lock_session_sql), (session_id,))
         return cur.fetchone()
 
-    def entries(self, session_id: str, kinds: Sequence[str] | None) -> list[EntryRow]:
+    def entries(
+        self, session_id: str, kinds: Sequence[str] | None, *, after: int | None = None
+    ) -> list[EntryRow]:
         query = f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE session_id = ?"
         params: list[Any] = [session_id]
+        if after is not None:
+            query += " AND position > ?"
+            params.append(after)
         if kinds is not None:
             if not kinds:
                 return []

@@ -1,0 +1,309 @@
+"""One message as compile sees it: its stored prices, media items and tool blocks (the *base*), and
+the message as it renders once archive, media and cap decisions are applied, priced as it renders.
+
+Prices follow the one-ruler rule: a block that is the stored block itself (identity, seed 003) keeps
+its stored raw price; any block compile made (a cut, a placeholder, an archived result) is priced
+fresh by the same estimator. Each top-level block is rounded after the multiplier, half up (§1).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..content import (
+    AttachmentRef,
+    Audio,
+    Block,
+    Document,
+    GeneratedImage,
+    Image,
+    Message,
+    RedactedThinking,
+    Request,
+    Text,
+    Thinking,
+    ToolResult,
+    ToolSpec,
+    ToolUse,
+    Video,
+)
+from .archive import placeholder_result
+from .media import MediaItem, encoded_size, placeholder
+from .state import ArchiveRecord, PricedMessage
+from .truncate import truncate_content
+
+__all__ = ["Base", "Pricer", "Rendered", "base_of", "calibrated", "render_message"]
+
+# Segment slots in a price vector, in the order of state.SEGMENTS' message segments.
+TEXT, TOOL_RESULTS, IMAGES, OTHER_MEDIA = 0, 1, 2, 3
+_MEDIA = (Image, GeneratedImage, Document, Audio, Video)
+# JSON framing per block/message on the wire; an estimate for the byte wall only (§4b).
+_BLOCK_OVERHEAD = 40
+_MESSAGE_OVERHEAD = 30
+
+
+class Pricer(Protocol):
+    """What compile asks of the ``Estimator`` (``contextwindow.pricing``)."""
+
+    def raw_block(self, block: Block) -> float: ...
+
+    def block(self, block: Block) -> int: ...
+
+    def text(self, s: str) -> int: ...
+
+    def message(self, message: Message) -> int: ...
+
+    def tool_spec(self, tool: ToolSpec) -> int: ...
+
+    def request(self, request: Request) -> int: ...
+
+
+def calibrated(raw: float, multiplier: float) -> int:
+    """``floor(raw × m + 0.5)``: per top-level block, half up, as the seeds' store rounds (§1)."""
+    return max(0, math.floor(raw * multiplier + 0.5))
+
+
+@dataclass(frozen=True, slots=True)
+class Base:
+    """What compile needs of a stored message before deciding anything; cached by message id."""
+
+    raw: tuple[float, ...]
+    tokens: int
+    """Calibrated price as stored (pre-strip): the depth ruler (§4a)."""
+    media: tuple[tuple[int, int, MediaItem], ...]
+    """(top-level index, nested index or -1, item) in reading order."""
+    results: tuple[int, ...]
+    """Top-level indexes of tool results."""
+    human: bool
+    """A user message with something besides tool results: a turn starts here."""
+
+
+def base_of(pm: PricedMessage, position: int, est: Pricer, multiplier: float) -> Base:
+    message = pm.message
+    blocks = message.content
+    prices = pm.block_prices
+    if prices is None or len(prices) != len(blocks) or not all(_finite(p) for p in prices):
+        prices = tuple(est.raw_block(b) for b in blocks)
+    media: list[tuple[int, int, MediaItem]] = []
+    results: list[int] = []
+    human = False
+    ordinal = 0
+    for index, block in enumerate(blocks):
+        if isinstance(block, ToolResult):
+            results.append(index)
+            if not isinstance(block.content, str):
+                for nested_index, nested in enumerate(block.content):
+                    if isinstance(nested, _MEDIA):
+                        item = MediaItem(
+                            position=position,
+                            ordinal=ordinal,
+                            ref=nested.ref,
+                            image=isinstance(nested, Image | GeneratedImage),
+                        )
+                        media.append((index, nested_index, item))
+                        ordinal += 1
+            continue
+        human = True
+        if isinstance(block, _MEDIA):
+            item = MediaItem(
+                position=position,
+                ordinal=ordinal,
+                ref=block.ref,
+                image=isinstance(block, Image | GeneratedImage),
+            )
+            media.append((index, -1, item))
+            ordinal += 1
+    tokens = sum(calibrated(p, multiplier) for p in prices)
+    return Base(
+        raw=tuple(prices),
+        tokens=tokens,
+        media=tuple(media),
+        results=tuple(results),
+        human=human and message.role == "user",
+    )
+
+
+def _finite(value: object) -> bool:
+    return (
+        isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """A message as it will be sent, with its price by segment and its wire size."""
+
+    message: Message
+    tokens: int
+    segments: tuple[int, int, int, int]
+    wire_bytes: int
+    inline: tuple[AttachmentRef, ...]
+    truncated: bool = False
+    """The per-message cap cut this message."""
+
+
+def render_message(
+    pm: PricedMessage,
+    base: Base,
+    *,
+    archived: Mapping[str, ArchiveRecord],
+    evicted: frozenset[int],
+    cap: int,
+    est: Pricer,
+    multiplier: float,
+    framing: int,
+) -> Rendered:
+    """Apply archive placeholders (by tool-use id) and media placeholders (by media ordinal) to the
+    stored content, cut it to ``cap`` (chars/4 units, 0 = none), and price what is sent."""
+    message = pm.message
+    content = message.content
+    if archived or evicted:
+        content = _apply(content, base, archived, evicted)
+    cut = False
+    if cap:
+        before = content
+        content = truncate_content(content, cap)
+        cut = content is not before
+    if content is message.content:
+        rendered = message
+    else:
+        rendered = Message(
+            role=message.role,
+            content=content,
+            id=message.id,
+            created_at=message.created_at,
+            metadata=message.metadata,
+        )
+    stored = {id(b): raw for b, raw in zip(message.content, base.raw, strict=True)}
+    priced = price_blocks(rendered, stored, est, multiplier, framing)
+    if cut:
+        priced = Rendered(
+            message=priced.message,
+            tokens=priced.tokens,
+            segments=priced.segments,
+            wire_bytes=priced.wire_bytes,
+            inline=priced.inline,
+            truncated=True,
+        )
+    return priced
+
+
+def _apply(
+    content: tuple[Block, ...],
+    base: Base,
+    archived: Mapping[str, ArchiveRecord],
+    evicted: frozenset[int],
+) -> tuple[Block, ...]:
+    top_ordinal = {top: item.ordinal for top, nested, item in base.media if nested < 0}
+    nested_ordinal = {(top, nested): item.ordinal for top, nested, item in base.media if nested >= 0}
+    out: list[Block] = []
+    changed = False
+    for index, block in enumerate(content):
+        if isinstance(block, ToolResult):
+            record = archived.get(block.tool_use_id)
+            if record is not None:
+                out.append(placeholder_result(block, record))
+                changed = True
+                continue
+            if evicted and not isinstance(block.content, str):
+                inner_blocks: list[Block] = []
+                inner_changed = False
+                for nested, inner in enumerate(block.content):
+                    ordinal = nested_ordinal.get((index, nested))
+                    if ordinal is not None and ordinal in evicted and isinstance(inner, _MEDIA):
+                        inner_blocks.append(placeholder(inner))
+                        inner_changed = True
+                    else:
+                        inner_blocks.append(inner)
+                if inner_changed:
+                    block = ToolResult(
+                        tool_use_id=block.tool_use_id,
+                        content=tuple(inner_blocks),  # type: ignore[arg-type]
+                        is_error=block.is_error,
+                    )
+                    changed = True
+            out.append(block)
+            continue
+        ordinal = top_ordinal.get(index)
+        if ordinal is not None and ordinal in evicted and isinstance(block, _MEDIA):
+            out.append(placeholder(block))
+            changed = True
+            continue
+        out.append(block)
+    return tuple(out) if changed else content
+
+
+def price_blocks(
+    message: Message, stored: Mapping[int, float], est: Pricer, multiplier: float, framing: int
+) -> Rendered:
+    """Price a rendered message block by block — the stored raw price for a stored block, a fresh one
+    otherwise — plus the estimator's per-message framing (counted as text)."""
+    text = framing
+    results = images = other = 0
+    wire = _MESSAGE_OVERHEAD
+    inline: list[AttachmentRef] = []
+    for block in message.content:
+        raw = stored.get(id(block))
+        if raw is None:
+            raw = est.raw_block(block)
+        price = calibrated(raw, multiplier)
+        wire += _BLOCK_OVERHEAD
+        if isinstance(block, ToolResult):
+            if isinstance(block.content, str):
+                results += price
+                wire += len(block.content.encode())
+            else:
+                media_raw = 0.0
+                media_images = 0.0
+                for inner in block.content:
+                    if isinstance(inner, _MEDIA):
+                        inner_raw = est.raw_block(inner)
+                        media_raw += inner_raw
+                        if isinstance(inner, Image | GeneratedImage):
+                            media_images += inner_raw
+                        if inner.ref is not None:
+                            inline.append(inner.ref)
+                            wire += encoded_size(inner.ref.size_bytes) + _BLOCK_OVERHEAD
+                    elif isinstance(inner, Text):
+                        wire += len(inner.text.encode()) + _BLOCK_OVERHEAD
+                media_part = min(price, calibrated(media_raw, multiplier))
+                image_part = min(media_part, calibrated(media_images, multiplier))
+                images += image_part
+                other += media_part - image_part
+                results += price - media_part
+        elif isinstance(block, Image | GeneratedImage):
+            images += price
+            if block.ref is not None:
+                inline.append(block.ref)
+                wire += encoded_size(block.ref.size_bytes)
+        elif isinstance(block, Document | Audio | Video):
+            other += price
+            if block.ref is not None:
+                inline.append(block.ref)
+                wire += encoded_size(block.ref.size_bytes)
+        else:
+            text += price
+            wire += _wire_text(block)
+    return Rendered(
+        message=message,
+        tokens=text + results + images + other,
+        segments=(text, results, images, other),
+        wire_bytes=wire,
+        inline=tuple(inline),
+    )
+
+
+def _wire_text(block: Block) -> int:
+    if isinstance(block, Text):
+        return len(block.text.encode())
+    if isinstance(block, Thinking):
+        return len(block.thinking.encode()) + len((block.signature or "").encode())
+    if isinstance(block, RedactedThinking):
+        return len(block.data.encode())
+    if isinstance(block, ToolUse):
+        return len(block.name) + len(json.dumps(dict(block.input), ensure_ascii=False, default=str).encode())
+    return 0

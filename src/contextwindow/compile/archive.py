@@ -1,0 +1,88 @@
+"""Stale tool results: older results that carry media, or whose text is large, become re-readable
+placeholders (maka's stale tool-result archive, seed-behaviours.md §11).
+
+A result is a candidate when it lies outside the newest ``policy.recent_turns_full`` turns and it
+carries media (always, final rule #4486) or its raw price is over ``policy.archive_text_over_tokens``.
+The decision is a pure function of the message, its turn and the policy; the record (the §11 shape)
+is what the ledger keeps, and a recorded archive wins over a fresh decision, so a rival's earlier
+record is what shows. The original stays in the ledger under its message id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from ..content import ToolResult, block_to_dict, media_refs
+from .policy import Policy
+from .state import ArchiveRecord
+
+__all__ = ["archive_record", "artifact_id", "is_candidate", "placeholder_result", "turn_starts"]
+
+
+def is_candidate(result: ToolResult, raw_price: float, policy: Policy) -> bool:
+    """Media → always; text only → over the threshold (§11 final rule)."""
+    if not isinstance(result.content, str) and media_refs(result.content):
+        return True
+    return raw_price > policy.archive_text_over_tokens
+
+
+def artifact_id(
+    *, session_id: str, message_id: str, tool_use_id: str, tool_name: str, body_sha256: str, version: int = 1
+) -> str:
+    """``'tool-result-archive-' + sha256(JSON{sessionId, runtimeEventId, toolCallId, toolName,
+    bodySha256, rewriteVersion}).hex[:32]`` (§11), the message id standing for the runtime event."""
+    body = json.dumps(
+        {
+            "sessionId": session_id,
+            "runtimeEventId": message_id,
+            "toolCallId": tool_use_id,
+            "toolName": tool_name,
+            "bodySha256": body_sha256,
+            "rewriteVersion": version,
+        },
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return "tool-result-archive-" + hashlib.sha256(body.encode()).hexdigest()[:32]
+
+
+def archive_record(
+    result: ToolResult, *, raw_price: float, session_id: str, message_id: str, tool_name: str
+) -> ArchiveRecord:
+    """The §11 record for archiving ``result``: hashed over its canonical JSON (refs, not bytes)."""
+    body = json.dumps(block_to_dict(result), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    encoded = body.encode()
+    sha = hashlib.sha256(encoded).hexdigest()
+    refs = [] if isinstance(result.content, str) else media_refs(result.content)
+    return ArchiveRecord(
+        artifact_id=artifact_id(
+            session_id=session_id,
+            message_id=message_id,
+            tool_use_id=result.tool_use_id,
+            tool_name=tool_name,
+            body_sha256=sha,
+        ),
+        message_id=message_id,
+        tool_use_id=result.tool_use_id,
+        tool_name=tool_name,
+        body_sha256=sha,
+        original_estimated_tokens=max(0, round(raw_price)),
+        original_bytes=len(encoded) + sum(ref.size_bytes for ref in refs),
+        media_ids=tuple(dict.fromkeys(ref.id for ref in refs)),
+    )
+
+
+def placeholder_result(result: ToolResult, record: ArchiveRecord) -> ToolResult:
+    """The result as shown once archived: same call id (pairing holds), a text naming the artifact."""
+    media = f", with attachments {', '.join(record.media_ids)}" if record.media_ids else ""
+    text = (
+        f"[tool result archived as {record.artifact_id}: {record.tool_name or 'tool'} output of about "
+        f"{record.original_estimated_tokens} tokens{media}; ask to re-read it by this id]"
+    )
+    return ToolResult(tool_use_id=result.tool_use_id, content=text, is_error=result.is_error)
+
+
+def turn_starts(role: str, has_human_input: bool) -> bool:
+    """A turn starts at a user message that says something besides tool results."""
+    return role == "user" and has_human_input

@@ -1,0 +1,165 @@
+"""Tool pairing: a tool use and its result are never split (seed-behaviours.md §3, ``enforceToolPairing``).
+
+Two places keep pairs whole. Selection takes a *unit* at a time — a message with tool results and the
+earlier messages holding their calls (:func:`unit_start`) — so a cut never falls inside a pair. Then
+:func:`enforce_tool_pairing` repairs what the stored history itself got wrong, in the seeds' order:
+
+* Rule B: a call whose result is not in the next message has it moved up from within 6 messages, or
+  gets the stub :data:`STUB` (a trailing call gets a stub user message);
+* Rule A: a result whose call is not in the message right before it, or a duplicate, is dropped; a
+  message left empty is dropped when it leads the request, else it says ``[tool call omitted]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..content import Block, Message, Text, ToolResult, ToolUse
+
+__all__ = ["LOOKAHEAD", "OMITTED_CALL", "STUB", "enforce_tool_pairing", "result_ids", "unit_start", "use_ids"]
+
+STUB = "[tool result unavailable — omitted during context compression]"
+"""The stub result for a call whose result is gone (§3 Rule B)."""
+OMITTED_CALL = "[tool call omitted]"
+"""What a message says when every block in it was an orphan result (§3 Rule A)."""
+LOOKAHEAD = 6
+"""How far ahead a missing result is looked for before it is stubbed (§3 Rule B)."""
+
+
+def use_ids(message: Message) -> tuple[str, ...]:
+    """The tool-call ids a message makes."""
+    return tuple(b.id for b in message.content if isinstance(b, ToolUse))
+
+
+def result_ids(message: Message) -> tuple[str, ...]:
+    """The tool-call ids a message answers."""
+    return tuple(b.tool_use_id for b in message.content if isinstance(b, ToolResult))
+
+
+def unit_start(messages: Sequence[Message], end: int, floor: int = 0) -> int:
+    """The first index of the unit ending at ``end``: back to the earliest message (each step within
+    :data:`LOOKAHEAD`, never before ``floor``) holding a call that a result in the unit answers."""
+    start = end
+    while True:
+        wanted: set[str] = set()
+        for i in range(start, end + 1):
+            wanted.update(result_ids(messages[i]))
+        for i in range(start, end + 1):
+            wanted.difference_update(use_ids(messages[i]))
+        if not wanted:
+            return start
+        found = None
+        for index in range(start - 1, max(floor, start - LOOKAHEAD) - 1, -1):
+            if wanted.intersection(use_ids(messages[index])):
+                found = index
+                break
+        if found is None:
+            return start
+        start = found
+
+
+def _already_paired(messages: Sequence[Message]) -> bool:
+    """One pass: every call answered in the next message, every result answering the previous one."""
+    previous: tuple[str, ...] = ()
+    for message in messages:
+        calls: list[str] = []
+        answers: list[str] = []
+        for block in message.content:
+            if isinstance(block, ToolUse):
+                calls.append(block.id)
+            elif isinstance(block, ToolResult):
+                answers.append(block.tool_use_id)
+        if previous and (message.role != "user" or sorted(answers) != sorted(previous)):
+            return False
+        if answers and not previous:
+            return False
+        previous = tuple(calls)
+    return not previous
+
+
+def _results_in(message: Message) -> dict[str, ToolResult]:
+    return {b.tool_use_id: b for b in message.content if isinstance(b, ToolResult)}
+
+
+def enforce_tool_pairing(
+    messages: Sequence[Message],
+) -> tuple[list[Message], list[str], list[str]]:
+    """``(messages, stubbed call ids, dropped result ids)`` with every call answered right after it.
+
+    Messages that need no repair are returned as the very same objects, so a stable history keeps a
+    stable (cacheable) request.
+    """
+    if _already_paired(messages):
+        return list(messages), [], []
+    out = list(messages)
+    stubbed: list[str] = []
+    dropped: list[str] = []
+    # Rule B: every call is answered in the next message.
+    i = 0
+    while i < len(out):
+        calls = use_ids(out[i])
+        if not calls:
+            i += 1
+            continue
+        nxt = out[i + 1] if i + 1 < len(out) else None
+        have = _results_in(nxt) if nxt is not None and nxt.role == "user" else {}
+        missing = [c for c in calls if c not in have]
+        if missing:
+            moved: list[Block] = []
+            for call in missing:
+                found = None
+                for j in range(i + 2, min(len(out), i + 2 + LOOKAHEAD)):
+                    hit = _results_in(out[j]).get(call)
+                    if hit is not None:
+                        found = hit
+                        rest = tuple(b for b in out[j].content if b is not hit)
+                        out[j] = _with_content(out[j], rest)
+                        break
+                if found is None:
+                    found = ToolResult(tool_use_id=call, content=STUB, is_error=True)
+                    stubbed.append(call)
+                moved.append(found)
+            if nxt is not None and nxt.role == "user":
+                out[i + 1] = _with_content(nxt, (*moved, *nxt.content))
+            else:
+                out.insert(i + 1, Message(role="user", content=tuple(moved)))
+        i += 1
+    # Rule A: a result answers a call in the message right before it, once.
+    result: list[Message] = []
+    previous_calls: set[str] = set()
+    for message in out:
+        rids = result_ids(message)
+        if rids:
+            seen: set[str] = set()
+            keep: list[Block] = []
+            changed = False
+            for block in message.content:
+                if isinstance(block, ToolResult):
+                    if block.tool_use_id not in previous_calls or block.tool_use_id in seen:
+                        dropped.append(block.tool_use_id)
+                        changed = True
+                        continue
+                    seen.add(block.tool_use_id)
+                keep.append(block)
+            if changed:
+                if not keep:
+                    if not result:
+                        previous_calls = set()
+                        continue  # a leading orphan-only message is dropped (§3 tail emission)
+                    keep = [Text(text=OMITTED_CALL)]
+                message = _with_content(message, tuple(keep))
+        if not message.content and not result:
+            continue
+        result.append(message)
+        previous_calls = set(use_ids(message))
+    return result, stubbed, dropped
+
+
+def _with_content(message: Message, content: tuple[Block, ...]) -> Message:
+    return Message(
+        role=message.role,
+        content=content,
+        id=message.id,
+        created_at=message.created_at,
+        metadata=message.metadata,
+    )

@@ -1,0 +1,134 @@
+"""Compile policy: every knob that decides what the next request holds, with its default and source.
+
+A :class:`Policy` is a frozen value, part of what makes a compile reproducible: the same ledger state,
+profile, policy and calibration give a byte-identical request. ``0`` switches a limit off wherever the
+seeds use that convention (``maxLiveImages: 0`` = unlimited, ``imageStripDepthTokens: 0`` = off).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..errors import InvalidInput
+
+__all__ = ["MiB", "Policy"]
+
+MiB = 1024 * 1024
+
+
+def _check_int(name: str, value: object, *, minimum: int = 0, optional: bool = False) -> None:
+    if optional and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidInput(f"must be an integer ≥ {minimum}, got {value!r}", path=f"policy.{name}")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Policy:
+    """What compile may do to fit a request, and how far.
+
+    Defaults come from the seeds (``reference/seed-behaviours.md``); each field says which.
+    """
+
+    output_reserve: int | None = None
+    """Tokens kept free for the reply. ``None`` derives flue's reserve (seed §12):
+    ``min(20_000, profile.max_output_tokens)``, or ``max(1024, window // 3)`` when twice that would
+    reach the window."""
+
+    max_message_tokens: int | None = None
+    """Per-message cap in the seeds' text-only chars/4 units (§3, ``maxMessageTokens``). ``0`` = no
+    cap (the seed default); ``None`` derives half the budget, so one message can never crowd out the
+    rest and the newest message always fits beside the head. connectome-host uses 10,000 (seed 003)."""
+
+    max_inline_images: int = 6
+    """Images (and generated images) sent inline, newest first (§4a ``maxLiveImages`` = 6); 0 = no cap."""
+
+    image_depth_tokens: int = 30_000
+    """Media in messages deeper than this many tokens from the newest are not inline
+    (§4a ``imageStripDepthTokens`` = 30,000); 0 = off."""
+
+    inline_media_bytes: int = 20 * MiB
+    """Encoded (base64) bytes of inline media, decided from stored sizes before any byte is read
+    (§4a ``maxLiveImageBytes`` = 20 MiB of base64 characters; seed 004's byte budget)."""
+
+    media_hysteresis_ratio: float | None = None
+    """When a media limit binds, trim to ``ratio × limit`` and persist a watermark, so the cached
+    prefix survives several more images (§4a ``imageStripHysteresisRatio``; off by default)."""
+
+    recent_turns_full: int = 2
+    """The newest turns whose tool results are never archived (§11 maka ``minRecentTurnsFull`` = 2)."""
+
+    archive_text_over_tokens: int = 2048
+    """An older text-only tool result over this price becomes an archive placeholder; one carrying
+    media always does (§11 maka ``maxResultEstimatedTokens`` = 2048, final rule #4486)."""
+
+    archive_stale_results: bool = True
+    """Archive stale tool results at all (§11)."""
+
+    transport_max_bytes: int = 28 * MiB
+    """The serialized request's byte wall (§4b membrane ``DEFAULT_MAX_REQUEST_BYTES`` = 28 MiB); 0 = off."""
+
+    shed_media_over_wall: bool = False
+    """Over the byte wall, shed inline media oldest first instead of raising (§4b ``shedOversizeImages``)."""
+
+    over_budget_grace_ratio: float = 0.02
+    """Slack before the reserved head is declared over budget (§3 ``overBudgetGraceRatio`` = 0.02)."""
+
+    manifest_max_entries: int = 100
+    """How many not-inline attachments the manifest lists by id (newest first); the rest are counted."""
+
+    def __post_init__(self) -> None:
+        _check_int("output_reserve", self.output_reserve, optional=True)
+        _check_int("max_message_tokens", self.max_message_tokens, optional=True)
+        for name in (
+            "max_inline_images",
+            "image_depth_tokens",
+            "inline_media_bytes",
+            "recent_turns_full",
+            "archive_text_over_tokens",
+            "transport_max_bytes",
+            "manifest_max_entries",
+        ):
+            _check_int(name, getattr(self, name))
+        ratio = self.media_hysteresis_ratio
+        if ratio is not None and (
+            isinstance(ratio, bool)
+            or not isinstance(ratio, int | float)
+            or not math.isfinite(ratio)
+            or not 0 < ratio < 1
+        ):
+            raise InvalidInput(
+                f"must be a number between 0 and 1 (exclusive), got {ratio!r}",
+                path="policy.media_hysteresis_ratio",
+            )
+        grace = self.over_budget_grace_ratio
+        if (
+            isinstance(grace, bool)
+            or not isinstance(grace, int | float)
+            or not math.isfinite(grace)
+            or not 0 <= grace < 1
+        ):
+            raise InvalidInput(
+                f"must be a number in [0, 1), got {grace!r}", path="policy.over_budget_grace_ratio"
+            )
+
+    def reserve_for(self, window: int, max_output_tokens: int) -> int:
+        """The output reserve for a model: the policy's, or flue's derived reserve (seed §12)."""
+        if self.output_reserve is not None:
+            return self.output_reserve
+        reserve = min(20_000, max_output_tokens if max_output_tokens > 0 else 20_000)
+        if reserve * 2 >= window:
+            reserve = max(1024, window // 3)
+        return reserve
+
+    def message_cap_for(self, budget: int) -> int:
+        """The per-message cap in chars/4 units; 0 = none."""
+        if self.max_message_tokens is not None:
+            return self.max_message_tokens
+        return max(1, budget // 2)
+
+    def with_(self, **changes: Any) -> Policy:
+        """A copy with some fields changed."""
+        return replace(self, **changes)

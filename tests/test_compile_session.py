@@ -1,0 +1,103 @@
+"""Compiling a ledger session: byte-identical after reopen, archives recorded before they show."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from PIL import Image as PILImage
+
+from contextwindow.compile import Policy, SessionCompiler, compile_session
+from contextwindow.content import AttachmentRef, Image, Message, Text, ToolResult, ToolUse
+from contextwindow.formats import render
+from contextwindow.models import ModelProfile
+from contextwindow.pricing import Estimator
+from contextwindow.store import open_store
+
+PROFILE = ModelProfile(
+    name="test-model", provider="other", context_window=60_000, max_output_tokens=1000, tokenizer="unknown"
+)
+POLICY = Policy(max_inline_images=3, media_hysteresis_ratio=0.5, recent_turns_full=6, image_depth_tokens=0)
+
+
+def png(n: int) -> bytes:
+    buf = io.BytesIO()
+    PILImage.new("RGB", (8 + n, 8), (n % 255, 0, 0)).save(buf, "PNG")
+    return buf.getvalue()
+
+
+def fill(path: Path, turns: int) -> None:
+    est = Estimator(PROFILE, preset="seed-store")
+    with open_store(path) as store:
+        session = store.session("s1")
+        for n in range(turns):
+            ref = session.attach(png(n), "image/png")
+            for message in (
+                Message.user(f"turn {n}: look at the screen"),
+                Message.assistant(ToolUse(id=f"t{n}", name="screenshot", input={"n": n})),
+                Message.user(ToolResult(tool_use_id=f"t{n}", content=(Text(text="here"), Image(ref=ref)))),
+                Message.assistant(f"I see frame {n}."),
+            ):
+                session.append(message, block_prices=[est.raw_block(b) for b in message.content])
+
+
+def rendered_bytes(store_path: Path) -> bytes:
+    with open_store(store_path) as store:
+        session = store.session("s1")
+        out = compile_session(
+            session,
+            model=PROFILE,
+            policy=POLICY,
+            system="be brief",
+            estimator=Estimator(PROFILE, preset="seed-store"),
+        )
+        allowed = {r.id for r in out.inline_attachments}
+
+        def load(ref: AttachmentRef) -> bytes:
+            assert ref.id in allowed, ref.id
+            return session.read_attachment(ref)
+
+        body = render(out.to_request(model="test-model"), "anthropic", load)
+        return json.dumps(body, sort_keys=True).encode()
+
+
+class TestReopen:
+    def test_a_reopened_store_compiles_byte_identical_requests(self, tmp_path: Path) -> None:
+        path = tmp_path / "ledger.db"
+        fill(path, 12)
+        live = rendered_bytes(path)  # writes the archive records and the watermark
+        assert rendered_bytes(path) == live  # reopen: state read back from the ledger
+        assert rendered_bytes(path) == live
+
+    def test_archives_and_the_watermark_are_recorded_in_the_ledger(self, tmp_path: Path) -> None:
+        path = tmp_path / "ledger.db"
+        fill(path, 12)
+        rendered_bytes(path)
+        with open_store(path) as store:
+            session = store.session("s1")
+            archives = session.entries(["archive"])
+            assert archives and all(
+                e.payload["kind"] == "contextwindow.archived_tool_result" for e in archives
+            )
+            assert session.latest("eviction") is not None
+            before = len(archives)
+            compile_session(
+                session, model=PROFILE, policy=POLICY, estimator=Estimator(PROFILE, preset="seed-store")
+            )
+            assert len(session.entries(["archive"])) == before  # nothing recorded twice
+
+
+class TestIncremental:
+    def test_the_session_handle_compiles_and_reads_only_new_entries(self, tmp_path: Path) -> None:
+        path = tmp_path / "ledger.db"
+        fill(path, 4)
+        with open_store(path) as store:
+            session = store.session("s1")
+            first = session.compile(model=PROFILE, policy=Policy(recent_turns_full=10))
+            session.append(Message.user("one more"))
+            second = session.compile(model=PROFILE, policy=Policy(recent_turns_full=10))
+            assert second.messages[: len(first.messages)] == first.messages
+            assert second.messages[-1].content == (Text(text="one more"),)
+            fresh = SessionCompiler(session).compile(model=PROFILE, policy=Policy(recent_turns_full=10))
+            assert fresh == second
