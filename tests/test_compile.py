@@ -34,7 +34,13 @@ PROSE = "The quick brown fox jumps over the lazy dog. "  # ASCII prose: the 2.9 
 
 
 def profile(window: int, output: int = 100) -> ModelProfile:
-    return ModelProfile(name="test-model", provider="other", context_window=window, max_output_tokens=output, tokenizer="unknown")
+    return ModelProfile(
+        name="test-model",
+        provider="other",
+        context_window=window,
+        max_output_tokens=output,
+        tokenizer="unknown",
+    )
 
 
 def seed_est(p: ModelProfile, m: float = 1.0) -> Estimator:
@@ -138,7 +144,11 @@ class TestTail:
     def test_raises_over_budget_with_the_makeup_when_the_head_alone_does_not_fit(self) -> None:
         p = profile(1100, 1000)
         with pytest.raises(OverBudget) as info:
-            run(state(Message.user("hi", id="a")), p, Policy(output_reserve=1000), ) if False else run(
+            run(
+                state(Message.user("hi", id="a")),
+                p,
+                Policy(output_reserve=1000),
+            ) if False else run(
                 CompileState(messages=(), system=(Text(text="s" * 2900),)), p, Policy(output_reserve=1000)
             )
         assert info.value.makeup["system"] == 1000
@@ -175,14 +185,21 @@ def tool_round(n: int, result: str | tuple = "ok") -> list[Message]:  # type: ig
 
 class TestToolPairing:
     def test_a_use_whose_result_is_missing_gets_the_stub(self) -> None:
-        msgs = [Message.user("go", id="u"), Message.assistant(ToolUse(id="t1", name="x"), id="a"), Message.user("next", id="n")]
+        msgs = [
+            Message.user("go", id="u"),
+            Message.assistant(ToolUse(id="t1", name="x"), id="a"),
+            Message.user("next", id="n"),
+        ]
         out = run(state(*msgs), profile(10_000))
         assert out.decisions.stubbed == ("t1",)
         result = out.messages[2].content[0]
         assert isinstance(result, ToolResult) and result.content == STUB
 
     def test_an_orphan_result_is_dropped(self) -> None:
-        msgs = [Message.user("go", id="u"), Message.user(ToolResult(tool_use_id="ghost", content="x"), Text(text="hi"), id="o")]
+        msgs = [
+            Message.user("go", id="u"),
+            Message.user(ToolResult(tool_use_id="ghost", content="x"), Text(text="hi"), id="o"),
+        ]
         out = run(state(*msgs), profile(10_000))
         assert out.decisions.dropped_results == ("ghost",)
         assert all(not isinstance(b, ToolResult) for m in out.messages for b in m.content)
@@ -222,12 +239,16 @@ class TestMediaBudget:
         assert isinstance(placeholder, Text) and ref(1, 100).id in placeholder.text
 
     def test_depth_drops_the_oldest_image_but_keeps_its_text(self) -> None:
-        out = run(state(*image_session(3)), profile(100_000), Policy(image_depth_tokens=3500, max_inline_images=0))
+        out = run(
+            state(*image_session(3)), profile(100_000), Policy(image_depth_tokens=3500, max_inline_images=0)
+        )
         assert pattern(out, 3) == ".II"
         assert out.messages[0].content[0] == Text(text="shot 1")
 
     def test_the_policy_disabled_keeps_every_image(self) -> None:
-        out = run(state(*image_session(8)), profile(100_000), Policy(max_inline_images=0, image_depth_tokens=0))
+        out = run(
+            state(*image_session(8)), profile(100_000), Policy(max_inline_images=0, image_depth_tokens=0)
+        )
         assert pattern(out, 8) == "I" * 8
 
     def test_the_byte_budget_is_decided_from_stored_sizes(self) -> None:
@@ -267,7 +288,9 @@ class TestMediaBudget:
         assert pattern(result, count) == expected
 
     def test_hysteresis_on_the_byte_cap_behaves_the_same(self) -> None:
-        policy = Policy(max_inline_images=0, inline_media_bytes=4 * 136, media_hysteresis_ratio=0.5, image_depth_tokens=0)
+        policy = Policy(
+            max_inline_images=0, inline_media_bytes=4 * 136, media_hysteresis_ratio=0.5, image_depth_tokens=0
+        )
         watermark = None
         seen = []
         for n in range(1, 9):
@@ -297,8 +320,14 @@ class TestMediaBudget:
             render(out.to_request(), fmt, loader)  # type: ignore[arg-type]
         assert set(loaded) == allowed and len(allowed) == 3
 
-    @given(st.lists(st.integers(min_value=0, max_value=5_000_000), max_size=40), st.integers(0, 10), st.integers(0, 30_000_000))
-    def test_the_partition_is_a_pure_function_of_refs_and_constants(self, sizes: list[int], cap: int, budget: int) -> None:
+    @given(
+        st.lists(st.integers(min_value=0, max_value=5_000_000), max_size=40),
+        st.integers(0, 10),
+        st.integers(0, 30_000_000),
+    )
+    def test_the_partition_is_a_pure_function_of_refs_and_constants(
+        self, sizes: list[int], cap: int, budget: int
+    ) -> None:
         refs = [ref(i, s) for i, s in enumerate(sizes)]
         first = partition_refs(refs, byte_budget=budget, count_cap=cap)
         assert first == partition_refs(list(refs), byte_budget=budget, count_cap=cap)
@@ -319,7 +348,13 @@ class TestTransportWall:
             Message.user("look", id="u"),
             *[m for n in range(1, 4) for m in tool_round(n, (Text(text="shot"), Image(ref=ref(n, 300))))],
         ]
-        policy = Policy(max_inline_images=0, image_depth_tokens=0, transport_max_bytes=1500, shed_media_over_wall=True, recent_turns_full=5)
+        policy = Policy(
+            max_inline_images=0,
+            image_depth_tokens=0,
+            transport_max_bytes=1500,
+            shed_media_over_wall=True,
+            recent_turns_full=5,
+        )
         out = run(state(*msgs), profile(100_000), policy)
         assert out.request_bytes <= 1500
         shed = [e.attachment_id for e in out.decisions.evicted if e.reason == "wall"]
@@ -335,7 +370,9 @@ class TestStaleArchive:
         return msgs
 
     def test_an_older_result_with_media_becomes_a_placeholder(self) -> None:
-        out = run(state(*self.turns((Text(text="ok"), Image(ref=ref(7, 10))), 2), session_id="s1"), profile(100_000))
+        out = run(
+            state(*self.turns((Text(text="ok"), Image(ref=ref(7, 10))), 2), session_id="s1"), profile(100_000)
+        )
         [record] = out.decisions.new_archives
         result = out.messages[2].content[0]
         assert isinstance(result, ToolResult) and result.tool_use_id == "t1"
@@ -346,7 +383,11 @@ class TestStaleArchive:
         out = run(state(*self.turns((Text(text="ok"), Image(ref=ref(7, 10))), 1)), profile(100_000))
         assert out.decisions.new_archives == ()
 
-    @pytest.mark.parametrize(("chars", "archived"), [(2300, False), (int(2.3 * 2048), False), (int(2.3 * 2048) + 3, True)], ids=["1000-tokens", "at-2048", "over-2048"])
+    @pytest.mark.parametrize(
+        ("chars", "archived"),
+        [(2300, False), (int(2.3 * 2048), False), (int(2.3 * 2048) + 3, True)],
+        ids=["1000-tokens", "at-2048", "over-2048"],
+    )
     def test_a_text_only_result_needs_to_be_over_the_threshold(self, chars: int, archived: bool) -> None:
         out = run(state(*self.turns("j" * chars, 2)), profile(100_000))
         assert bool(out.decisions.new_archives) is archived
@@ -355,22 +396,54 @@ class TestStaleArchive:
         out = run(state(*self.turns((Image(ref=ref(7, 10)),), 2), session_id="s1"), profile(100_000))
         [record] = out.decisions.new_archives
         payload = record.to_payload()
-        assert set(payload) >= {"artifact_id", "tool_use_id", "tool_name", "body_sha256", "original_estimated_tokens", "original_bytes", "reason", "rewrite_version"}
+        assert set(payload) >= {
+            "artifact_id",
+            "tool_use_id",
+            "tool_name",
+            "body_sha256",
+            "original_estimated_tokens",
+            "original_bytes",
+            "reason",
+            "rewrite_version",
+        }
         body = json.dumps(
-            {"sessionId": "s1", "runtimeEventId": "r1", "toolCallId": "t1", "toolName": "read", "bodySha256": record.body_sha256, "rewriteVersion": 1},
+            {
+                "sessionId": "s1",
+                "runtimeEventId": "r1",
+                "toolCallId": "t1",
+                "toolName": "read",
+                "bodySha256": record.body_sha256,
+                "rewriteVersion": 1,
+            },
             separators=(",", ":"),
         )
         assert record.artifact_id == "tool-result-archive-" + hashlib.sha256(body.encode()).hexdigest()[:32]
-        assert record.artifact_id == artifact_id(session_id="s1", message_id="r1", tool_use_id="t1", tool_name="read", body_sha256=record.body_sha256)
+        assert record.artifact_id == artifact_id(
+            session_id="s1",
+            message_id="r1",
+            tool_use_id="t1",
+            tool_name="read",
+            body_sha256=record.body_sha256,
+        )
 
     def test_a_recorded_archive_wins_and_compiles_the_same_bytes(self) -> None:
         msgs = self.turns((Image(ref=ref(7, 10)),), 2)
         live = run(state(*msgs, session_id="s1"), profile(100_000))
         again = run(state(*msgs, session_id="s1", archives=live.decisions.new_archives), profile(100_000))
         assert again.messages == live.messages and again.decisions.new_archives == ()
-        rival = ArchiveRecord(**{**live.decisions.new_archives[0].__dict__} if False else dict(
-            artifact_id="tool-result-archive-rival", message_id="r1", tool_use_id="t1", tool_name="read",
-            body_sha256="x", original_estimated_tokens=5, original_bytes=5))
+        rival = ArchiveRecord(
+            **{**live.decisions.new_archives[0].__dict__}
+            if False
+            else dict(
+                artifact_id="tool-result-archive-rival",
+                message_id="r1",
+                tool_use_id="t1",
+                tool_name="read",
+                body_sha256="x",
+                original_estimated_tokens=5,
+                original_bytes=5,
+            )
+        )
         shown = run(state(*msgs, session_id="s1", archives=(rival,)), profile(100_000))
         assert "tool-result-archive-rival" in str(shown.messages[2].content[0].content)  # type: ignore[union-attr]
 
@@ -414,8 +487,13 @@ class TestDeterminism:
         assert pattern(out, 2) == "II"
 
     @settings(max_examples=40, deadline=None)
-    @given(st.lists(st.sampled_from(["text", "image", "tool", "orphan"]), min_size=1, max_size=25), st.integers(1500, 20_000))
-    def test_compiles_are_reproducible_and_paired_for_any_history(self, kinds: list[str], window: int) -> None:
+    @given(
+        st.lists(st.sampled_from(["text", "image", "tool", "orphan"]), min_size=1, max_size=25),
+        st.integers(1500, 20_000),
+    )
+    def test_compiles_are_reproducible_and_paired_for_any_history(
+        self, kinds: list[str], window: int
+    ) -> None:
         msgs: list[Message] = []
         for i, kind in enumerate(kinds):
             if kind == "text":
@@ -423,7 +501,10 @@ class TestDeterminism:
             elif kind == "image":
                 msgs.append(Message.user("see", Image(ref=ref(i, 5000)), id=f"m{i}"))
             elif kind == "tool":
-                msgs += [Message.assistant(ToolUse(id=f"t{i}", name="x"), id=f"a{i}"), Message.user(ToolResult(tool_use_id=f"t{i}", content="x" * (i * 50)), id=f"r{i}")]
+                msgs += [
+                    Message.assistant(ToolUse(id=f"t{i}", name="x"), id=f"a{i}"),
+                    Message.user(ToolResult(tool_use_id=f"t{i}", content="x" * (i * 50)), id=f"r{i}"),
+                ]
             else:
                 msgs.append(Message.user(ToolResult(tool_use_id=f"gone{i}", content="?"), id=f"o{i}"))
         p = profile(window, 1000)

@@ -15,7 +15,9 @@ from contextwindow.models import ModelProfile
 from contextwindow.pricing import Estimator
 from contextwindow.store import open_store
 
-PROFILE = ModelProfile(name="test-model", provider="other", context_window=60_000, max_output_tokens=1000, tokenizer="unknown")
+PROFILE = ModelProfile(
+    name="test-model", provider="other", context_window=60_000, max_output_tokens=1000, tokenizer="unknown"
+)
 POLICY = Policy(max_inline_images=3, media_hysteresis_ratio=0.5, recent_turns_full=6, image_depth_tokens=0)
 
 
@@ -43,7 +45,13 @@ def fill(path: Path, turns: int) -> None:
 def rendered_bytes(store_path: Path) -> bytes:
     with open_store(store_path) as store:
         session = store.session("s1")
-        out = compile_session(session, model=PROFILE, policy=POLICY, system="be brief", estimator=Estimator(PROFILE, preset="seed-store"))
+        out = compile_session(
+            session,
+            model=PROFILE,
+            policy=POLICY,
+            system="be brief",
+            estimator=Estimator(PROFILE, preset="seed-store"),
+        )
         allowed = {r.id for r in out.inline_attachments}
 
         def load(ref: AttachmentRef) -> bytes:
@@ -69,10 +77,14 @@ class TestReopen:
         with open_store(path) as store:
             session = store.session("s1")
             archives = session.entries(["archive"])
-            assert archives and all(e.payload["kind"] == "contextwindow.archived_tool_result" for e in archives)
+            assert archives and all(
+                e.payload["kind"] == "contextwindow.archived_tool_result" for e in archives
+            )
             assert session.latest("eviction") is not None
             before = len(archives)
-            compile_session(session, model=PROFILE, policy=POLICY, estimator=Estimator(PROFILE, preset="seed-store"))
+            compile_session(
+                session, model=PROFILE, policy=POLICY, estimator=Estimator(PROFILE, preset="seed-store")
+            )
             assert len(session.entries(["archive"])) == before  # nothing recorded twice
 
 

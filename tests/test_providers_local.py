@@ -57,7 +57,9 @@ class TestCounting:
             messages=(
                 Message.user("Please read main.py and describe it. Ünïcödé and 中文 too."),
                 Message.assistant("Reading it.", ToolUse(id="t1", name="read", input={"path": "main.py"})),
-                Message.user(ToolResult(tool_use_id="t1", content="def main():\n    return 42\n"), Image(ref=ref)),
+                Message.user(
+                    ToolResult(tool_use_id="t1", content="def main():\n    return 42\n"), Image(ref=ref)
+                ),
             ),
         )
         n = lambda s: len(enc.encode(s))  # noqa: E731
@@ -65,9 +67,13 @@ class TestCounting:
             3  # reply priming
             + 3 * 4  # per message: system + three messages
             + n("You are a careful coding agent.")
-            + n("read") + n("Read a file") + n('{"type":"object","properties":{"path":{"type":"string"}}}')
+            + n("read")
+            + n("Read a file")
+            + n('{"type":"object","properties":{"path":{"type":"string"}}}')
             + n("Please read main.py and describe it. Ünïcödé and 中文 too.")
-            + n("Reading it.") + n("read") + n('{"path":"main.py"}')
+            + n("Reading it.")
+            + n("read")
+            + n('{"path":"main.py"}')
             + n("def main():\n    return 42\n")
             + 1296  # Anthropic's table: 1000×1000 → 1296 on standard models (providers.md §1.1)
         )
@@ -78,7 +84,9 @@ class TestCounting:
 
     def test_a_cl100k_model_is_counted_with_cl100k(self) -> None:
         _encoding()
-        counted = count_request(Request(model="gpt-4", messages=(Message.user("hello"),)), get_profile("gpt-4"))
+        counted = count_request(
+            Request(model="gpt-4", messages=(Message.user("hello"),)), get_profile("gpt-4")
+        )
         assert counted.tokenizer == "tiktoken:cl100k_base"
 
     def test_the_count_is_the_same_whichever_wire_format_carried_the_request(self) -> None:
@@ -97,7 +105,10 @@ class TestCounting:
         via_anthropic = anthropic.parse_request(anthropic.render_request(request, LOAD)).request
         via_openai = openai.parse_request(openai.render_request(request, LOAD)).request
         profile = get_profile(MODEL)
-        assert count_request(via_anthropic, profile).input_tokens == count_request(via_openai, profile).input_tokens
+        assert (
+            count_request(via_anthropic, profile).input_tokens
+            == count_request(via_openai, profile).input_tokens
+        )
 
     def test_counts_a_megabyte_of_text(self) -> None:
         enc = _encoding()

@@ -46,7 +46,10 @@ OVERFLOWS: list[tuple[str, int | None, Any, str | None, int | None, int | None, 
     (
         "anthropic-413-payload",
         413,
-        {"type": "error", "error": {"type": "request_too_large", "message": "Request exceeds the maximum size"}},
+        {
+            "type": "error",
+            "error": {"type": "request_too_large", "message": "Request exceeds the maximum size"},
+        },
         "anthropic",
         None,
         None,
@@ -131,8 +134,24 @@ OVERFLOWS: list[tuple[str, int | None, Any, str | None, int | None, int | None, 
         1048576,
         "tokens",
     ),
-    ("vertex-payload", 400, "400 Request payload size exceeds the limit: 20971520 bytes.", "vertex", None, None, "bytes"),
-    ("bedrock-input-too-long", 400, "Input is too long for requested model.", "bedrock", None, None, "tokens"),
+    (
+        "vertex-payload",
+        400,
+        "400 Request payload size exceeds the limit: 20971520 bytes.",
+        "vertex",
+        None,
+        None,
+        "bytes",
+    ),
+    (
+        "bedrock-input-too-long",
+        400,
+        "Input is too long for requested model.",
+        "bedrock",
+        None,
+        None,
+        "tokens",
+    ),
     (
         "bedrock-claude",
         400,
@@ -315,7 +334,11 @@ NOT_OVERFLOWS: list[tuple[str, int | None, Any]] = [
         },
     ),
     ("overloaded", 529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
-    ("rate-limit", 429, {"error": {"message": "Rate limit reached for requests", "code": "rate_limit_exceeded"}}),
+    (
+        "rate-limit",
+        429,
+        {"error": {"message": "Rate limit reached for requests", "code": "rate_limit_exceeded"}},
+    ),
     ("invalid-api-key", 401, {"error": {"message": "Incorrect API key provided", "code": "invalid_api_key"}}),
     ("plain-bad-request", 400, "messages: roles must alternate between user and assistant"),
     ("empty-400", 400, ""),
@@ -339,7 +362,9 @@ class TestClassify:
         assert overflow.provider == provider
         assert overflow.body == body
 
-    @pytest.mark.parametrize(("status", "body"), [c[1:] for c in NOT_OVERFLOWS], ids=[c[0] for c in NOT_OVERFLOWS])
+    @pytest.mark.parametrize(
+        ("status", "body"), [c[1:] for c in NOT_OVERFLOWS], ids=[c[0] for c in NOT_OVERFLOWS]
+    )
     def test_leaves_look_alikes_and_other_errors_alone(self, status: int, body: Any) -> None:
         assert classify(status, body) is None
 

@@ -67,7 +67,9 @@ def gpt(server: LocalServer) -> openai.OpenAI:
 
 
 class TestAnthropicClient:
-    def test_a_plain_call_gets_the_scripted_reply_and_real_usage(self, server: LocalServer, model: LocalModel) -> None:
+    def test_a_plain_call_gets_the_scripted_reply_and_real_usage(
+        self, server: LocalServer, model: LocalModel
+    ) -> None:
         model.enqueue(Message.assistant("hello", ToolUse(id="t1", name="ls", input={"dir": "."})))
         body = {"model": CLAUDE, "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]}
         with claude(server) as client:
@@ -78,7 +80,9 @@ class TestAnthropicClient:
         counted = model.count(Request(model=CLAUDE, messages=(Message.user("hi"),))).input_tokens
         assert reply.usage.input_tokens == counted
 
-    def test_the_streaming_helper_assembles_the_same_message(self, server: LocalServer, model: LocalModel) -> None:
+    def test_the_streaming_helper_assembles_the_same_message(
+        self, server: LocalServer, model: LocalModel
+    ) -> None:
         model.enqueue(Message.assistant(Thinking(thinking="hmm " * 30, signature="sig"), "x " * 100))
         with (
             claude(server) as client,
@@ -118,10 +122,16 @@ class TestOpenAIClient:
         with gpt(server) as client:
             with_usage = list(
                 client.chat.completions.create(
-                    model=GPT, max_tokens=100, messages=messages, stream=True, stream_options={"include_usage": True}
+                    model=GPT,
+                    max_tokens=100,
+                    messages=messages,
+                    stream=True,
+                    stream_options={"include_usage": True},
                 )
             )
-            without = list(client.chat.completions.create(model=GPT, max_tokens=100, messages=messages, stream=True))
+            without = list(
+                client.chat.completions.create(model=GPT, max_tokens=100, messages=messages, stream=True)
+            )
         assert [c.usage is not None for c in with_usage] == [False] * (len(with_usage) - 1) + [True]
         assert with_usage[-1].choices == []
         assert all(c.usage is None for c in without)
@@ -158,7 +168,9 @@ def call(which: str, url: str, request: Request, max_tokens: int) -> Completion:
 
 
 class TestAdapters:
-    def test_anthropic_provider_streams_events_and_a_complete_message(self, server: LocalServer, model: LocalModel) -> None:
+    def test_anthropic_provider_streams_events_and_a_complete_message(
+        self, server: LocalServer, model: LocalModel
+    ) -> None:
         model.enqueue(Message.assistant("let me look", ToolUse(id="t9", name="read", input={"path": "a.py"})))
         request = Request(model=CLAUDE, messages=(Message.user("read a.py"),))
 
@@ -194,7 +206,9 @@ class TestAdapters:
     def test_a_window_rejection_surfaces_as_context_overflow_with_both_numbers(
         self, server: LocalServer, model: LocalModel, which: str
     ) -> None:
-        request = Request(model=CLAUDE if which == "anthropic" else GPT, messages=(Message.user("hello " * 3000),))
+        request = Request(
+            model=CLAUDE if which == "anthropic" else GPT, messages=(Message.user("hello " * 3000),)
+        )
         with pytest.raises(ContextOverflow) as caught:
             call(which, server.url, request, 100)
         n = model.count(request).input_tokens
@@ -203,10 +217,17 @@ class TestAdapters:
         assert caught.value.status == 400 and caught.value.provider == which
 
     @pytest.mark.parametrize(("which", "status"), [("anthropic", 529), ("openai", 503)])
-    def test_an_overload_surfaces_as_transient(self, server: LocalServer, model: LocalModel, which: str, status: int) -> None:
+    def test_an_overload_surfaces_as_transient(
+        self, server: LocalServer, model: LocalModel, which: str, status: int
+    ) -> None:
         model.fail_next(1)
         with pytest.raises(TransientProviderError) as caught:
-            call(which, server.url, Request(model=CLAUDE if which == "anthropic" else GPT, messages=(Message.user("hi"),)), 10)
+            call(
+                which,
+                server.url,
+                Request(model=CLAUDE if which == "anthropic" else GPT, messages=(Message.user("hi"),)),
+                10,
+            )
         assert caught.value.status == status
 
     @pytest.mark.parametrize("which", ["anthropic", "openai"])
@@ -215,12 +236,19 @@ class TestAdapters:
             probe.bind(("127.0.0.1", 0))
             url = f"http://127.0.0.1:{probe.getsockname()[1]}"
         with pytest.raises(TransientProviderError) as caught:
-            call(which, url, Request(model=CLAUDE if which == "anthropic" else GPT, messages=(Message.user("x"),)), 5)
+            call(
+                which,
+                url,
+                Request(model=CLAUDE if which == "anthropic" else GPT, messages=(Message.user("x"),)),
+                5,
+            )
         assert caught.value.status is None
 
     def test_cache_breakpoints_are_sent_and_accepted(self, server: LocalServer) -> None:
         request = Request(model=CLAUDE, system=(Text(text="sys"),), messages=(Message.user("hi"),))
-        body = AnthropicProvider(anthropic.AsyncAnthropic(api_key="t")).body(request, max_tokens=10, load=LOAD)
+        body = AnthropicProvider(anthropic.AsyncAnthropic(api_key="t")).body(
+            request, max_tokens=10, load=LOAD
+        )
         assert body["system"][-1]["cache_control"] == {"type": "ephemeral"}
         assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
         assert call("anthropic", server.url, request, 100).stop_reason == "end_turn"
@@ -294,7 +322,9 @@ class TestSdkErrorMapping:
         ],
         ids=lambda v: getattr(v, "__qualname__", str(v)),
     )
-    def test_retryable_failures_are_transient_and_the_rest_are_not(self, cls: type[BaseException], transient: bool) -> None:
+    def test_retryable_failures_are_transient_and_the_rest_are_not(
+        self, cls: type[BaseException], transient: bool
+    ) -> None:
         instance = _instance(cls, status_default=500)
         mapper = map_anthropic_error if cls.__module__.startswith("anthropic") else map_openai_error
         mapped = mapper(instance)

@@ -37,13 +37,26 @@ from .errors import (
     UnknownModel,
     UsageError,
 )
+from .formats import ParsedRequest, detect_format, parse_any, render
 from .importers import load_any
 from .models import ModelProfile, get_profile, register
 from .pricing import Estimator, count_tokens, image_tokens
+from .providers import (
+    AnthropicProvider,
+    Completion,
+    LocalProvider,
+    LocalServer,
+    LocalSettings,
+    OpenAIProvider,
+    Provider,
+    ProviderEvent,
+    complete,
+)
 from .report import CallRecord, summarize
 from .scenario import Scenario, ScenarioBuilder, ScenarioError
 from .scenario_file import dump_scenario, load_scenario
 from .state import MemorySlot, StateSlot
+from .store import Budgets, Entry, Problem, Session, Store, StoredMessage, open_store
 from .usage import Anchor, AnchorBook, AnchoredEstimate, CallUsage, Usage, UsageTracker, anchored_estimate
 
 __version__ = "0.1.0"
@@ -53,33 +66,48 @@ __all__ = [
     "Anchor",
     "AnchorBook",
     "AnchoredEstimate",
+    "AnthropicProvider",
     "AttachmentRef",
     "Audio",
     "Block",
+    "Budgets",
     "Calibrator",
     "CallRecord",
     "CallUsage",
+    "Completion",
     "ContextOverflow",
     "ContextWindowError",
     "Document",
+    "Entry",
     "Estimator",
     "GeneratedImage",
     "Image",
     "InvalidInput",
+    "LocalProvider",
+    "LocalServer",
+    "LocalSettings",
     "MemorySlot",
     "Message",
     "ModelProfile",
+    "OpenAIProvider",
     "OverBudget",
+    "ParsedRequest",
+    "Problem",
+    "Provider",
     "ProviderError",
+    "ProviderEvent",
     "RedactedThinking",
     "Request",
     "Scenario",
     "ScenarioBuilder",
     "ScenarioError",
     "SchemaTooNew",
+    "Session",
     "StateSlot",
+    "Store",
     "StoreBusy",
     "StoreError",
+    "StoredMessage",
     "Text",
     "Thinking",
     "ToolResult",
@@ -93,12 +121,17 @@ __all__ = [
     "Video",
     "__version__",
     "anchored_estimate",
+    "complete",
     "count_tokens",
+    "detect_format",
     "dump_scenario",
     "get_profile",
     "image_tokens",
     "load_any",
     "load_scenario",
+    "open_store",
+    "parse_any",
     "register",
+    "render",
     "summarize",
 ]

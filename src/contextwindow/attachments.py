@@ -14,19 +14,29 @@ import binascii
 import hashlib
 import io
 import re
+import warnings
 import wave
 from typing import Any
 
 from PIL import Image as PILImage
 from PIL import UnidentifiedImageError
 
-from .content import AttachmentRef, attachment_id, parse_attachment_ref
+from .content import (
+    MAX_DIMENSION_PX,
+    MAX_DURATION_SECONDS,
+    MAX_PAGES,
+    AttachmentRef,
+    attachment_id,
+    parse_attachment_ref,
+)
 from .errors import InvalidInput
 
 __all__ = ["decode_base64", "make_ref", "sniff", "split_data_url"]
 
 _PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
 _WHITESPACE = re.compile(r"\s")
+# RFC 6838 type/subtype, optionally with parameters (``text/plain; charset=utf-8``).
+_MEDIA_TYPE = re.compile(r"[A-Za-z0-9][\w.+-]*/[A-Za-z0-9][\w.+-]*(\s*;.*)?", re.ASCII)
 
 
 def decode_base64(data: str, *, path: str) -> bytes:
@@ -58,34 +68,47 @@ def split_data_url(url: str, *, path: str) -> tuple[str, str]:
 def sniff(data: bytes, media_type: str) -> dict[str, Any]:
     """What the header says: width/height for images, pages for PDFs, duration for WAV.
 
-    Unknown or unreadable headers give nothing: pricing then uses a flat price that errs high.
+    Unknown, unreadable or implausible headers give nothing (a header may claim any size): pricing
+    then uses a flat price that errs high. Pillow's decompression-bomb warning is silenced here
+    because nothing is decompressed; an image past its hard limit is beyond every provider's limit
+    and gets no dimensions.
     """
     if media_type.startswith("image/"):
         try:
-            with PILImage.open(io.BytesIO(data)) as img:  # lazy: reads the header, not the pixels
-                width, height = img.size
-            return {"width": width, "height": height} if width > 0 and height > 0 else {}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", PILImage.DecompressionBombWarning)
+                with PILImage.open(io.BytesIO(data)) as img:  # lazy: reads the header, not the pixels
+                    width, height = img.size
         except (UnidentifiedImageError, OSError, ValueError, PILImage.DecompressionBombError):
             return {}
+        plausible = 0 < width <= MAX_DIMENSION_PX and 0 < height <= MAX_DIMENSION_PX
+        return {"width": width, "height": height} if plausible else {}
     if media_type == "application/pdf":
         pages = len(_PDF_PAGE.findall(data))
-        return {"pages": pages} if pages else {}
+        return {"pages": pages} if 0 < pages <= MAX_PAGES else {}
     if media_type in ("audio/wav", "audio/x-wav", "audio/wave"):
         try:
             with wave.open(io.BytesIO(data)) as wav:
                 rate = wav.getframerate()
-                return {"duration_seconds": wav.getnframes() / rate} if rate else {}
+                duration = wav.getnframes() / rate if rate else -1.0
+            return {"duration_seconds": duration} if 0 <= duration <= MAX_DURATION_SECONDS else {}
         except (wave.Error, EOFError, OSError):
             return {}
     return {}
 
 
-def make_ref(data: bytes, media_type: str, **meta: Any) -> AttachmentRef:
-    """An ``AttachmentRef`` for these bytes: hashed, sized, sniffed. ``meta`` overrides what was sniffed."""
+def make_ref(
+    data: bytes, media_type: str, *, media_type_path: str = "media_type", **meta: Any
+) -> AttachmentRef:
+    """An ``AttachmentRef`` for these bytes: hashed, sized, sniffed. ``meta`` overrides what was sniffed.
+
+    ``media_type_path`` is where the media type came from, so a bad one is reported at the wire
+    field that held it (``messages[0].content[1].source.media_type``).
+    """
     if not isinstance(data, bytes | bytearray | memoryview):
         raise InvalidInput("attachment data must be bytes", path="data")
-    if not isinstance(media_type, str) or "/" not in media_type:
-        raise InvalidInput(f"not a media type: {media_type!r}", path="media_type")
+    if not isinstance(media_type, str) or not _MEDIA_TYPE.fullmatch(media_type):
+        raise InvalidInput(f"not a media type: {media_type!r}", path=media_type_path)
     digest = hashlib.sha256(data).hexdigest()
     fields: dict[str, Any] = {
         "id": attachment_id(digest),

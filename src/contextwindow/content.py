@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal, TypeAlias
 
 import pydantic
-from pydantic import AfterValidator, Field, TypeAdapter
+from pydantic import AfterValidator, BeforeValidator, Field, TypeAdapter
 
 from .errors import InvalidInput
 
@@ -66,7 +66,10 @@ def valid_stamp(value: object) -> float | None:
     """A token stamp counts only when it is a finite number ≥ 0 (seed 000); anything else is absent."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    as_float = float(value)
+    try:
+        as_float = float(value)
+    except OverflowError:  # an int too large for a float is corrupt data, not a price
+        return None
     if not math.isfinite(as_float) or as_float < 0:
         return None
     return as_float
@@ -96,10 +99,12 @@ def _pages(value: int | None) -> int | None:
     return value
 
 
-def _stamp(value: float | None) -> float | None:
+def _stamp(value: object) -> float | None:
     # An invalid stamp is ignored (priced by rule), never propagated: the seeds show a NaN stamp
-    # switching a whole projection off.
-    return None if value is None else valid_stamp(value)
+    # switching a whole projection off. It runs before type validation, so a string ("12", "NaN"),
+    # a boolean or a list is ignored too rather than coerced or refused: a stamp is advice, and bad
+    # advice must not make a whole message unreadable.
+    return valid_stamp(value)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -118,7 +123,7 @@ class AttachmentRef:
     height: Annotated[int | None, AfterValidator(_dimension)] = None
     duration_seconds: Annotated[float | None, AfterValidator(_duration)] = None
     pages: Annotated[int | None, AfterValidator(_pages)] = None
-    token_estimate: Annotated[float | None, AfterValidator(_stamp)] = None
+    token_estimate: Annotated[float | None, BeforeValidator(_stamp)] = None
     """A price stamped by whoever admitted the attachment; used only when finite and ≥ 0."""
 
 
@@ -206,7 +211,7 @@ class Thinking:
     type: Literal["thinking"] = "thinking"
     thinking: str
     signature: str | None = None
-    token_estimate: Annotated[float | None, AfterValidator(_stamp)] = None
+    token_estimate: Annotated[float | None, BeforeValidator(_stamp)] = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -215,7 +220,7 @@ class RedactedThinking:
 
     type: Literal["redacted_thinking"] = "redacted_thinking"
     data: str
-    token_estimate: Annotated[float | None, AfterValidator(_stamp)] = None
+    token_estimate: Annotated[float | None, BeforeValidator(_stamp)] = None
 
 
 NestedBlock: TypeAlias = Annotated[
@@ -283,8 +288,9 @@ class ToolSpec:
 
 
 def _one_source(ref: AttachmentRef | None, url: str | None, what: str) -> None:
+    # InvalidInput is a ValueError, so at the edge pydantic reports it with the block's path.
     if (ref is None) == (url is None):
-        raise ValueError(f"an {what} needs exactly one of ref and url")
+        raise InvalidInput(f"an {what} needs exactly one of ref and url")
 
 
 def _blocks(parts: Sequence[str | Block]) -> tuple[Block, ...]:
@@ -316,7 +322,7 @@ _MESSAGES = TypeAdapter(list[Message])
 def _path(prefix: str, loc: tuple[int | str, ...]) -> str:
     """pydantic's error location as a field path: ``messages[3].content[1].ref.width``."""
     out = prefix
-    after_index = False
+    after_index = True  # a location may open on a union tag (parse_block's own discriminator)
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"

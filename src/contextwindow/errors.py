@@ -5,7 +5,7 @@ error that can escape a public call is mapped into this tree (a test proves it):
 
     ContextWindowError
      ├── InvalidInput            the caller's data is wrong: bad content, stamps, usage samples, budgets
-     │    └── ScenarioError      (scenario.py) a scenario or transcript file is wrong: file:line and field
+     │    └── ScenarioError      a scenario or transcript file is wrong: file:line and field
      ├── UsageError              the developer called the API wrong (unknown model, closed store, ...)
      │    └── UnknownModel       no profile for a model name; says how to declare one
      ├── OverBudget              the reserved head alone does not fit; carries the makeup
@@ -31,6 +31,7 @@ __all__ = [
     "InvalidInput",
     "OverBudget",
     "ProviderError",
+    "ScenarioError",
     "SchemaTooNew",
     "StoreBusy",
     "StoreError",
@@ -51,6 +52,20 @@ class InvalidInput(ContextWindowError, ValueError):
         self.path = path
         self.reason = message
         super().__init__(f"{path}: {message}" if path else message)
+
+
+class ScenarioError(InvalidInput):
+    """A scenario (or transcript) is wrong at a known place: ``scenario.jsonl:12: content[1].width: …``.
+
+    ``where`` is the file and line (or entry) and ``field`` the field path inside it; either may be
+    empty. It is an ``InvalidInput``, so callers catching bad input catch it.
+    """
+
+    def __init__(self, message: str, *, where: str = "", field: str = "") -> None:
+        self.where = where
+        self.field = field
+        path = ": ".join(p for p in (where, field) if p) or None
+        super().__init__(message, path=path)
 
 
 class UsageError(ContextWindowError):

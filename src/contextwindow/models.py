@@ -179,8 +179,12 @@ class ModelProfile:
     """Where the figures come from."""
 
     def __post_init__(self) -> None:
-        if not self.name:
+        if not isinstance(self.name, str) or not self.name:
             raise InvalidInput("a model profile needs a name", path="name")
+        for key in ("context_window", "max_output_tokens"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise InvalidInput(f"must be an integer, got {type(value).__name__}", path=key)
         if self.context_window <= 0:
             raise InvalidInput("must be > 0", path="context_window")
         if not 0 < self.max_output_tokens <= self.context_window:
@@ -277,8 +281,10 @@ _BUILTIN: tuple[ModelProfile, ...] = (
     _claude("claude-opus-4-8", 1_000_000, 128_000, hires=True, new_tok=True),
     _claude("claude-fable-5", 1_000_000, 128_000, hires=True, new_tok=True),
     _claude("claude-mythos-5", 1_000_000, 128_000, hires=True, new_tok=True),
-    _claude("claude-opus-5", 1_000_000, 128_000, new_tok=True),
-    _claude("claude-sonnet-5", 1_000_000, 128_000, new_tok=True),
+    # §1.1(c) names the high-resolution models up to Opus 4.8; §8 extends the limits to every Claude
+    # ≥ 4.7. Taking them errs high on image cost, the safe side for an estimate.
+    _claude("claude-opus-5", 1_000_000, 128_000, hires=True, new_tok=True),
+    _claude("claude-sonnet-5", 1_000_000, 128_000, hires=True, new_tok=True),
     # OpenAI (providers.md §6; tile vs patch by model, §1.2 and §8)
     _gpt("gpt-3.5-turbo", 16_385, 4_096, OpenAITileRule(), tok="cl100k"),
     _gpt("gpt-4", 8_192, 8_192, OpenAITileRule(), tok="cl100k"),
@@ -355,7 +361,8 @@ def get_profile(model: str | ModelProfile) -> ModelProfile:
         exact = _registry.get(name) or _registry.get(model)
         if exact is not None:
             return exact
-        candidates = [n for n in _registry if name.startswith(n) and _boundary(name, len(n))]
+        # Registered names are compared without case, as the asked name is: "MyProxy-v2" finds "MyProxy".
+        candidates = [n for n in _registry if name.startswith(n.lower()) and _boundary(name, len(n))]
         if candidates:
             return _registry[max(candidates, key=len)]
         close = difflib.get_close_matches(name, list(_registry), n=5, cutoff=0.5)

@@ -37,7 +37,7 @@ from .content import (
     media_refs,
     parse_attachment_ref,
 )
-from .errors import InvalidInput, UsageError
+from .errors import InvalidInput, ScenarioError, UsageError
 
 __all__ = [
     "AssistantStep",
@@ -52,20 +52,6 @@ __all__ = [
 ]
 
 _CHUNK = 1 << 20
-
-
-class ScenarioError(InvalidInput):
-    """A scenario (or transcript) is wrong at a known place: ``scenario.jsonl:12: content[1].width: …``.
-
-    ``where`` is the file and line (or entry) and ``field`` the field path inside it, either may be
-    empty. It is an :class:`~contextwindow.errors.InvalidInput`, so callers catching bad input catch it.
-    """
-
-    def __init__(self, message: str, *, where: str = "", field: str = "") -> None:
-        self.where = where
-        self.field = field
-        path = ": ".join(p for p in (where, field) if p) or None
-        super().__init__(message, path=path)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -8,8 +8,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import Target
 
+from conftest import Target
 from contextwindow.content import Message
 from contextwindow.errors import SchemaTooNew, StoreBusy, StoreError
 from contextwindow.store import SCHEMA_VERSION, open_store

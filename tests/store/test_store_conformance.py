@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 from _strategies import json_objects, messages
-from conftest import Target
 from hypothesis import HealthCheck, given, settings
 from PIL import Image as PILImage
 
+from conftest import Target
 from contextwindow.content import Image, Message, Text, ToolResult, ToolUse
 from contextwindow.errors import InvalidInput
 from contextwindow.store import RECORD_KINDS, Store, open_store

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import os
 import random
+import select
 import signal
 import sys
 import time
 from collections.abc import Callable
 
 import pytest
-from conftest import Target
 
+from conftest import Target
 from contextwindow.content import Document, Message
 from contextwindow.store import open_store
 
@@ -29,6 +30,9 @@ def _fork(body: Callable[[], None]) -> int:
         try:
             body()
         except BaseException:
+            import traceback
+
+            traceback.print_exc()
             code = 1
         finally:
             os._exit(code)
@@ -49,6 +53,7 @@ class TestCrash:
     ) -> None:
         rng = random.Random(20260501)
         acknowledged: list[str] = []
+        mid_stream = 0
         for round_ in range(50):
             read_end, write_end = os.pipe()
 
@@ -72,10 +77,16 @@ class TestCrash:
 
             pid = _fork(child)
             os.close(write_end)
-            time.sleep(rng.uniform(0.0, 0.04))
+            if round_ % 2 == 0:
+                # Every other kill waits for the first acknowledged append, so that at least half land
+                # mid-stream however slow the machine is; the others may land while the store opens.
+                select.select([read_end], [], [], 30.0)
+            time.sleep(rng.uniform(0.0, 0.06))
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-            acknowledged.extend(_read_all(read_end).split())
+            acked = _read_all(read_end).split()
+            mid_stream += bool(acked)
+            acknowledged.extend(acked)
 
             with durable_target.open() as store:
                 assert store.verify() == [], f"round {round_}"
@@ -88,7 +99,9 @@ class TestCrash:
                 # Only the append in flight at the kill may be there unreported (committed, not yet acked).
                 assert len(unacknowledged) <= round_ + 1
                 acknowledged.append(session.note("reopened", round=round_).id)
-        assert len(acknowledged) > 100, "the children must have been killed mid-stream, not before starting"
+        # Some kills land while the child opens the store (fine: migrations are atomic too), but most
+        # must land mid-stream for the test to mean anything.
+        assert mid_stream >= 25, f"only {mid_stream} of 50 children were killed after appending"
 
 
 def _writers(target: Target, sessions: list[str], per_process: int = 500) -> None:
@@ -109,9 +122,8 @@ def _writers(target: Target, sessions: list[str], per_process: int = 500) -> Non
     os.close(go_read)
     os.write(go_write, b"x" * len(sessions))
     os.close(go_write)
-    for pid in pids:
-        _, status = os.waitpid(pid, 0)
-        assert os.waitstatus_to_exitcode(status) == 0
+    codes = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in pids]  # wait for all first
+    assert codes == [0] * len(pids)
 
 
 def _texts(target: Target, session_id: str) -> list[tuple[int, int]]:

@@ -128,7 +128,9 @@ def base_of(pm: PricedMessage, position: int, est: Pricer, multiplier: float) ->
 
 
 def _finite(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    return (
+        isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    )
 
 
 @dataclass(frozen=True, slots=True)

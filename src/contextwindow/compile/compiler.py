@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from ..content import AttachmentRef, Message, Request, Text, ToolResult, ToolSpec, ToolUse
 from ..errors import InvalidInput, OverBudget
@@ -59,6 +60,7 @@ class CompileCache:
         self._estimator: tuple[ModelProfile, float, Pricer] | None = None
         self.bases: dict[tuple[Any, int], tuple[PricedMessage, Base]] = {}
         self.renders: dict[tuple[Any, ...], Rendered] = {}
+        self.plain: dict[tuple[Any, int, int], Rendered] = {}
         self.positions: dict[tuple[str, int], int] = {}
         self.head: dict[tuple[Any, ...], int] = {}
 
@@ -70,9 +72,14 @@ class CompileCache:
         return est
 
     def bind(self, key: tuple[Any, ...]) -> None:
-        if self._key is None or len(self._key) != len(key) or any(a is not b and a != b for a, b in zip(self._key, key, strict=True)):
+        if (
+            self._key is None
+            or len(self._key) != len(key)
+            or any(a is not b and a != b for a, b in zip(self._key, key, strict=True))
+        ):
             self.bases.clear()
             self.renders.clear()
+            self.plain.clear()
             self.positions.clear()
             self.head.clear()
             self._key = key
@@ -99,7 +106,9 @@ class _Ev:
 class _Unit:
     start: int
     end: int
-    rendered: list[tuple[int, Rendered, frozenset[int], dict[str, ArchiveRecord]]] = field(default_factory=list)
+    rendered: list[tuple[int, Rendered, frozenset[int], dict[str, ArchiveRecord]]] = field(
+        default_factory=list
+    )
     tokens: int = 0
     evictions: list[_Ev] = field(default_factory=list)
     archives: list[ArchiveRecord] = field(default_factory=list)
@@ -108,7 +117,7 @@ class _Unit:
     kept: list[tuple[int, int]] = field(default_factory=list)
 
 
-def compile(  # noqa: A001 - the concept's own name, inside its own package
+def compile(
     state: CompileState,
     profile: ModelProfile,
     policy: Policy | None = None,
@@ -119,8 +128,10 @@ def compile(  # noqa: A001 - the concept's own name, inside its own package
     """The next request for ``state`` on ``profile`` under ``policy``; see the module docstring."""
     policy = policy or Policy()
     multiplier = state.multiplier
-    if isinstance(multiplier, bool) or not isinstance(multiplier, int | float) or not (
-        math.isfinite(multiplier) and multiplier > 0
+    if (
+        isinstance(multiplier, bool)
+        or not isinstance(multiplier, int | float)
+        or not (math.isfinite(multiplier) and multiplier > 0)
     ):
         raise InvalidInput(f"must be a finite number > 0, got {multiplier!r}", path="state.multiplier")
     if estimator is None:
@@ -173,6 +184,22 @@ class _Run:
         self, position: int, archived: dict[str, ArchiveRecord], evicted: frozenset[int], cap: int
     ) -> Rendered:
         pm = self.messages[position]
+        if not archived and not evicted:  # the common case: one flat lookup
+            plain_key = (pm.message.id if pm.message.id is not None else id(pm), position, cap)
+            plain = self.cache.plain.get(plain_key)
+            if plain is None or (pm.message.id is None and plain.message is not pm.message):
+                plain = render_message(
+                    pm,
+                    self.base(position),
+                    archived={},
+                    evicted=frozenset(),
+                    cap=cap,
+                    est=self.est,
+                    multiplier=self.m,
+                    framing=self.framing,
+                )
+                self.cache.plain[plain_key] = plain
+            return plain
         ident = pm.message.id if pm.message.id is not None else id(pm)
         key = (ident, position, tuple(sorted(r.artifact_id for r in archived.values())), evicted, cap)
         hit = self.cache.renders.get(key)
@@ -215,7 +242,10 @@ class _Run:
         makeup["output_reserve"] = reserve
         if budget <= 0:
             raise OverBudget(
-                "the output reserve leaves no room for input", budget=max(0, budget), required=reserve, makeup=makeup
+                "the output reserve leaves no room for input",
+                budget=max(0, budget),
+                required=reserve,
+                makeup=makeup,
             )
         limit = math.floor(budget * (1 + policy.over_budget_grace_ratio))
         cap = policy.message_cap_for(budget)
@@ -234,17 +264,22 @@ class _Run:
                 )
             start = last + 1
             summary = Message(
-                role="user", content=(Text(text=SUMMARY_HEADER + state.checkpoint.summary),), id=state.checkpoint.id
+                role="user",
+                content=(Text(text=SUMMARY_HEADER + state.checkpoint.summary),),
+                id=state.checkpoint.id,
             )
             makeup["summaries"] = est.message(summary)
             folded = (state.checkpoint.first_id, state.checkpoint.last_id)
         head = makeup["system"] + makeup["tools"] + makeup["summaries"]
         if head > limit:
             raise OverBudget(
-                "the head alone (system, tools, summary) does not fit", budget=budget, required=head, makeup=makeup
+                "the head alone (system, tools, summary) does not fit",
+                budget=budget,
+                required=head,
+                makeup=makeup,
             )
 
-        media, watermark, bound = self.media_budget(start)
+        media, _, bound = self.media_budget(start)
         units = self.walk(start, head, budget, limit, cap, media, makeup)
         evictions = [e for u in units for e in u.evictions]
         new_watermark: MediaWatermark | None = state.watermark
@@ -269,8 +304,13 @@ class _Run:
         ordered = [r for u in reversed(units) for r in u.rendered]
         final, stubbed, dropped = enforce_tool_pairing([r[1].message for r in ordered])
         by_message = {id(r[1].message): r[1] for r in ordered}
-        request_bytes = self.head_bytes(summary) + len(manifest.encode()) + sum(
-            (by_message[id(m)].wire_bytes if id(m) in by_message else self.fresh(m).wire_bytes) for m in final
+        request_bytes = (
+            self.head_bytes(summary)
+            + len(manifest.encode())
+            + sum(
+                (by_message[id(m)].wire_bytes if id(m) in by_message else self.fresh(m).wire_bytes)
+                for m in final
+            )
         )
         wall = policy.transport_max_bytes
         if wall and request_bytes > wall:
@@ -359,7 +399,9 @@ class _Run:
     def fresh(self, message: Message) -> Rendered:
         return price_blocks(message, {}, self.est, self.m, self.framing)
 
-    def archives_for(self, position: int, base: Base, turn: int) -> tuple[dict[str, ArchiveRecord], list[ArchiveRecord]]:
+    def archives_for(
+        self, position: int, base: Base, turn: int
+    ) -> tuple[dict[str, ArchiveRecord], list[ArchiveRecord]]:
         """Archives in force for a message's results: recorded ones, and new ones for stale results."""
         if not base.results:
             return {}, []
@@ -422,7 +464,9 @@ class _Run:
             depth += base.tokens
             if not base.media:
                 continue
-            too_deep = bool(policy.image_depth_tokens) and position != newest and depth > policy.image_depth_tokens
+            too_deep = (
+                bool(policy.image_depth_tokens) and position != newest and depth > policy.image_depth_tokens
+            )
             if too_deep:
                 break
             archived, _ = self.archives_for(position, base, turn)
@@ -440,8 +484,12 @@ class _Run:
                 total += item.wire_bytes
             if stop or (cap and images > cap) or total > byte_budget:
                 break
-        new_cap, new_bytes, bound = hysteresis_limits(eligible, count_cap=cap, byte_budget=byte_budget, ratio=ratio)
-        budget = MediaBudget(count_cap=new_cap, byte_budget=new_bytes, watermark=watermark_at, contiguous=True)
+        new_cap, new_bytes, bound = hysteresis_limits(
+            eligible, count_cap=cap, byte_budget=byte_budget, ratio=ratio
+        )
+        budget = MediaBudget(
+            count_cap=new_cap, byte_budget=new_bytes, watermark=watermark_at, contiguous=True
+        )
         return budget, self.state.watermark, bound
 
     def watermark_after(self, units: list[_Unit], start: int) -> MediaWatermark | None:
@@ -469,7 +517,7 @@ class _Run:
     ) -> list[_Unit]:
         """The tail, newest unit first, within the budget."""
         policy = self.policy
-        messages = [pm.message for pm in self.messages]
+        messages = _MessageView(self.messages)
         units: list[_Unit] = []
         total = head
         depth = 0
@@ -477,21 +525,24 @@ class _Run:
         newest = len(self.messages) - 1
         end = newest
         while end >= start:
-            unit = _Unit(start=unit_start(messages, end, floor=start), end=end)
+            first = unit_start(messages, end, floor=start) if self.base(end).results else end
+            unit = _Unit(start=first, end=end)
             for position in range(end, unit.start - 1, -1):
                 base = self.base(position)
                 turn = turns
                 if base.human:
                     turns += 1
                 depth += base.tokens
-                too_deep = bool(policy.image_depth_tokens) and position != newest and depth > policy.image_depth_tokens
+                too_deep = (
+                    bool(policy.image_depth_tokens)
+                    and position != newest
+                    and depth > policy.image_depth_tokens
+                )
                 archived, new = self.archives_for(position, base, turn)
                 evicted: set[int] = set()
                 message = self.messages[position].message
                 if base.media:
-                    archived_tops = {
-                        i for i in base.results if _result_id(message.content[i]) in archived
-                    }
+                    archived_tops = {i for i in base.results if _result_id(message.content[i]) in archived}
                     for top, _, item in reversed(base.media):
                         if top in archived_tops:
                             continue
@@ -560,7 +611,8 @@ class _Run:
             by_message[id(replaced)] = self.fresh(replaced)
             position = self.position_of(message.id) if message.id else None
             shed.extend(
-                _Ev(position if position is not None else -1, -1, message.id or "", ref, "wall") for ref in refs
+                _Ev(position if position is not None else -1, -1, message.id or "", ref, "wall")
+                for ref in refs
             )
         if request_bytes > wall:
             raise OverBudget(
@@ -577,7 +629,9 @@ class _Run:
             return local, None
         from ..usage import anchored_estimate
 
-        result = anchored_estimate(anchor, model=self.profile.name, connection=self.state.connection, estimate_now=local)
+        result = anchored_estimate(
+            anchor, model=self.profile.name, connection=self.state.connection, estimate_now=local
+        )
         return result.value, (result.reason if result.cold else None)
 
 
@@ -594,6 +648,27 @@ def _attach_manifest(messages: list[Message], manifest: str) -> list[Message]:
         )
         return [*messages[:-1], replaced]
     return [*messages, Message(role="user", content=(block,))]
+
+
+class _MessageView(Sequence[Message]):
+    """The stored messages as a sequence of ``Message`` without copying 10,000 references."""
+
+    def __init__(self, priced: tuple[PricedMessage, ...]) -> None:
+        self._priced = priced
+
+    def __len__(self) -> int:
+        return len(self._priced)
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Message]: ...
+
+    def __getitem__(self, index: int | slice) -> Message | Sequence[Message]:
+        if isinstance(index, slice):
+            return [pm.message for pm in self._priced[index]]
+        return self._priced[index].message
 
 
 def _result_id(block: object) -> str | None:

@@ -18,7 +18,18 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..content import AttachmentRef, Audio, Block, Document, GeneratedImage, Image, Message, Text, ToolResult, Video
+from ..content import (
+    AttachmentRef,
+    Audio,
+    Block,
+    Document,
+    GeneratedImage,
+    Image,
+    Message,
+    Text,
+    ToolResult,
+    Video,
+)
 
 __all__ = [
     "MediaBudget",
@@ -132,7 +143,6 @@ class MediaBudget:
         self.kept_bytes += size
         self.oldest_kept = (item.position, item.ordinal)
         return None
-
 
     def _refuse(self, reason: str) -> str:
         if self.contiguous:

@@ -58,6 +58,25 @@ def unit_start(messages: Sequence[Message], end: int, floor: int = 0) -> int:
         start = found
 
 
+def _already_paired(messages: Sequence[Message]) -> bool:
+    """One pass: every call answered in the next message, every result answering the previous one."""
+    previous: tuple[str, ...] = ()
+    for message in messages:
+        calls: list[str] = []
+        answers: list[str] = []
+        for block in message.content:
+            if isinstance(block, ToolUse):
+                calls.append(block.id)
+            elif isinstance(block, ToolResult):
+                answers.append(block.tool_use_id)
+        if previous and (message.role != "user" or sorted(answers) != sorted(previous)):
+            return False
+        if answers and not previous:
+            return False
+        previous = tuple(calls)
+    return not previous
+
+
 def _results_in(message: Message) -> dict[str, ToolResult]:
     return {b.tool_use_id: b for b in message.content if isinstance(b, ToolResult)}
 
@@ -70,7 +89,7 @@ def enforce_tool_pairing(
     Messages that need no repair are returned as the very same objects, so a stable history keeps a
     stable (cacheable) request.
     """
-    if not any(use_ids(m) or result_ids(m) for m in messages):
+    if _already_paired(messages):
         return list(messages), [], []
     out = list(messages)
     stubbed: list[str] = []

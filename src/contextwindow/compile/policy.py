@@ -110,7 +110,9 @@ class Policy:
             or not math.isfinite(grace)
             or not 0 <= grace < 1
         ):
-            raise InvalidInput(f"must be a number in [0, 1), got {grace!r}", path="policy.over_budget_grace_ratio")
+            raise InvalidInput(
+                f"must be a number in [0, 1), got {grace!r}", path="policy.over_budget_grace_ratio"
+            )
 
     def reserve_for(self, window: int, max_output_tokens: int) -> int:
         """The output reserve for a model: the policy's, or flue's derived reserve (seed §12)."""

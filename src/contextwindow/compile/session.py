@@ -120,7 +120,9 @@ class SessionCompiler:
             self.session.record("eviction", decisions.watermark.to_payload())
             wrote = True
         if wrote:  # show only what the ledger now says (a rival's earlier record wins)
-            result = compile(self.state(**kwargs), profile, policy, estimator=self.estimator, cache=self.cache)
+            result = compile(
+                self.state(**kwargs), profile, policy, estimator=self.estimator, cache=self.cache
+            )
         return result
 
 

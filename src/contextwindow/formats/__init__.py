@@ -56,11 +56,13 @@ def detect_format(data: Mapping[str, Any] | Sequence[Any]) -> WireFormat:
     for message in messages:
         if not isinstance(message, dict):
             continue
-        if message.get("role") in _OPENAI_ROLES or "tool_calls" in message:
+        role = message.get("role")
+        if (isinstance(role, str) and role in _OPENAI_ROLES) or "tool_calls" in message:
             return "openai"
         content = message.get("content")
         if isinstance(content, list):
-            kinds = {p.get("type") for p in content if isinstance(p, dict)}
+            # Only string kinds: a malformed part is the parser's to report, with its path.
+            kinds = {p.get("type") for p in content if isinstance(p, dict) and isinstance(p.get("type"), str)}
             if kinds & _OPENAI_PARTS:
                 return "openai"
             if kinds & _ANTHROPIC_PARTS:

@@ -15,9 +15,13 @@ from ..attachments import decode_base64, make_ref
 from ..content import AttachmentRef, Request
 from ..errors import InvalidInput
 
-__all__ = ["AttachmentLoader", "ParsedRequest", "Sink", "expect", "loader_from"]
+__all__ = ["SPELLING_PARAMS", "AttachmentLoader", "ParsedRequest", "Sink", "expect", "loader_from"]
 
 T = TypeVar("T")
+
+SPELLING_PARAMS = frozenset({"system_role", "max_tokens_field"})
+"""``Request.params`` keys recording how one wire format spelled a request (OpenAI's ``developer``
+role, ``max_completion_tokens``); they are not wire parameters and no renderer sends them as such."""
 
 AttachmentLoader = Callable[[AttachmentRef], bytes]
 """How a renderer gets the bytes of an inline attachment: called once per attachment it renders."""
@@ -55,12 +59,14 @@ class Sink:
     def __init__(self) -> None:
         self.attachments: dict[str, bytes] = {}
 
-    def add(self, data: bytes, media_type: str, **meta: Any) -> AttachmentRef:
-        ref = make_ref(data, media_type, **meta)
+    def add(self, data: bytes, media_type: str, *, media_type_path: str, **meta: Any) -> AttachmentRef:
+        """Hash, size and sniff ``data``; keep it once by id. A bad media type names its wire path."""
+        ref = make_ref(data, media_type, media_type_path=media_type_path, **meta)
         self.attachments.setdefault(ref.id, data)
         return ref
 
     def decode(self, value: Any, path: str) -> bytes:
+        """Base64 text at ``path`` decoded; anything else is ``InvalidInput`` at ``path``."""
         return decode_base64(expect(value, str, path, "base64 text"), path=path)
 
 

@@ -34,7 +34,7 @@ from ..content import (
     Video,
 )
 from ..errors import InvalidInput
-from ._wire import AttachmentLoader, ParsedRequest, Sink, expect
+from ._wire import SPELLING_PARAMS, AttachmentLoader, ParsedRequest, Sink, expect
 
 __all__ = ["parse_messages", "parse_request", "render_block", "render_messages", "render_request"]
 
@@ -169,7 +169,7 @@ def _parse_image(raw: dict[str, Any], path: str, sink: Sink) -> Image:
     if kind == "base64":
         media_type = expect(source.get("media_type"), str, f"{path}.source.media_type")
         data = sink.decode(source.get("data"), f"{path}.source.data")
-        return Image(ref=sink.add(data, media_type))
+        return Image(ref=sink.add(data, media_type, media_type_path=f"{path}.source.media_type"))
     if kind == "url":
         return Image(url=expect(source.get("url"), str, f"{path}.source.url"))
     raise InvalidInput(f"unsupported image source type {kind!r}", path=f"{path}.source.type")
@@ -187,11 +187,13 @@ def _parse_document(raw: dict[str, Any], path: str, sink: Sink) -> Document:
     if kind == "base64":
         media_type = expect(source.get("media_type"), str, f"{path}.source.media_type")
         data = sink.decode(source.get("data"), f"{path}.source.data")
-        return Document(ref=sink.add(data, media_type), title=title, context=context)
+        ref = sink.add(data, media_type, media_type_path=f"{path}.source.media_type")
+        return Document(ref=ref, title=title, context=context)
     if kind == "text":
         text = expect(source.get("data"), str, f"{path}.source.data")
         media_type = source.get("media_type") or "text/plain"
-        return Document(ref=sink.add(text.encode("utf-8"), media_type), title=title, context=context)
+        ref = sink.add(text.encode("utf-8"), media_type, media_type_path=f"{path}.source.media_type")
+        return Document(ref=ref, title=title, context=context)
     if kind == "url":
         return Document(
             url=expect(source.get("url"), str, f"{path}.source.url"), title=title, context=context
@@ -219,7 +221,8 @@ def render_request(request: Request, load: AttachmentLoader) -> dict[str, Any]:
         ]
     out["messages"] = render_messages(request.messages, load)
     for key, value in request.params.items():
-        out.setdefault(key, value)
+        if key not in SPELLING_PARAMS:
+            out.setdefault(key, value)
     return out
 
 

@@ -189,14 +189,16 @@ def _parse_part(part: Any, path: str, sink: Sink) -> Block:
             raise InvalidInput(f"unknown detail {detail!r}", path=f"{path}.image_url.detail")
         if url.startswith("data:"):
             media_type, payload = split_data_url(url, path=f"{path}.image_url.url")
-            ref = sink.add(sink.decode(payload, f"{path}.image_url.url"), media_type)
+            data = sink.decode(payload, f"{path}.image_url.url")
+            ref = sink.add(data, media_type, media_type_path=f"{path}.image_url.url")
             return Image(ref=ref, detail=detail)
         return Image(url=url, detail=detail)
     if kind == "input_audio":
         audio = expect(part.get("input_audio"), dict, f"{path}.input_audio")
         fmt = expect(audio.get("format"), str, f"{path}.input_audio.format")
         media_type = _AUDIO_FORMATS.get(fmt, f"audio/{fmt}")
-        return Audio(ref=sink.add(sink.decode(audio.get("data"), f"{path}.input_audio.data"), media_type))
+        data = sink.decode(audio.get("data"), f"{path}.input_audio.data")
+        return Audio(ref=sink.add(data, media_type, media_type_path=f"{path}.input_audio.format"))
     if kind == "file":
         file = expect(part.get("file"), dict, f"{path}.file")
         filename = file.get("filename")
@@ -205,7 +207,8 @@ def _parse_part(part: Any, path: str, sink: Sink) -> Block:
         if "file_data" in file:
             data_url = expect(file.get("file_data"), str, f"{path}.file.file_data")
             media_type, payload = split_data_url(data_url, path=f"{path}.file.file_data")
-            ref = sink.add(sink.decode(payload, f"{path}.file.file_data"), media_type)
+            data = sink.decode(payload, f"{path}.file.file_data")
+            ref = sink.add(data, media_type, media_type_path=f"{path}.file.file_data")
             return Document(ref=ref, filename=filename)
         file_id = expect(file.get("file_id"), str, f"{path}.file.file_id", "file_data or file_id")
         return Document(url=FILE_ID_SCHEME + file_id, filename=filename)
@@ -277,6 +280,10 @@ def render_request(request: Request, load: AttachmentLoader) -> dict[str, Any]:
     params = dict(request.params)
     system_role = params.pop("system_role", "system")
     max_key = params.pop("max_tokens_field", "max_tokens")
+    if system_role not in ("system", "developer"):
+        system_role = "system"
+    if max_key not in ("max_tokens", "max_completion_tokens"):
+        max_key = "max_tokens"
     out["messages"] = render_messages(request.messages, load, system=request.system, system_role=system_role)
     if request.tools:
         out["tools"] = [
@@ -338,7 +345,7 @@ def _render_message(message: Message, load: AttachmentLoader) -> list[dict[str, 
             part = _render_part(block, load)
             if part is not None:
                 parts.append(part)
-    if parts:
+    if parts or not out:  # a user message with no renderable part still keeps its place
         user: dict[str, Any] = {"role": "user"}
         user["content"] = parts[0]["text"] if len(parts) == 1 and parts[0]["type"] == "text" else parts
         if "name" in message.metadata:
@@ -347,8 +354,9 @@ def _render_message(message: Message, load: AttachmentLoader) -> list[dict[str, 
     return out
 
 
-def _render_tool_parts(blocks: tuple[Any, ...]) -> str | list[dict[str, Any]]:
+def _render_tool_parts(blocks: tuple[Any, ...]) -> list[dict[str, Any]]:
     # A tool message carries text only: media in a tool result become a placeholder naming the id.
+    # A list stays a list (even of one part), so that parsing it back gives the same canonical form.
     texts = []
     for b in blocks:
         if isinstance(b, Text):
@@ -356,16 +364,19 @@ def _render_tool_parts(blocks: tuple[Any, ...]) -> str | list[dict[str, Any]]:
         else:
             ident = b.ref.id if b.ref is not None else b.url
             texts.append({"type": "text", "text": f"[{b.type} {ident} attached to this tool result]"})
-    if len(texts) == 1:
-        text: str = texts[0]["text"]
-        return text
     return texts
 
 
 def _render_assistant(message: Message) -> dict[str, Any]:
     texts = [b.text for b in message.content if isinstance(b, Text)]
     calls = [b for b in message.content if isinstance(b, ToolUse)]
-    out: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
+    # Several text blocks stay several parts: joining them would change the canonical form.
+    content: Any = None
+    if len(texts) == 1:
+        content = texts[0]
+    elif texts:
+        content = [{"type": "text", "text": t} for t in texts]
+    out: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         out["tool_calls"] = [
             {

@@ -9,6 +9,8 @@ script to refit; do not edit by hand.
 
 from __future__ import annotations
 
+__all__ = ["CLAUDE_STRUCTURE", "CLAUDE_TEXT_RATIO", "TEXT_COEFFICIENTS"]
+
 TEXT_COEFFICIENTS: dict[str, tuple[float, ...]] = {
     "o200k": (
         0.544541,  # bias

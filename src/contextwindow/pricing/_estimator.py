@@ -42,7 +42,7 @@ from ..models import ModelProfile, get_profile
 from . import _media, _seed_store
 from ._text import Structure, exact_counter, fitted_rule, structure_for
 
-__all__ = ["Breakdown", "BreakdownRow", "Estimator", "Preset"]
+__all__ = ["Breakdown", "BreakdownRow", "Estimator", "Preset", "js_round"]
 
 Preset = Literal["default", "seed-store"]
 

@@ -25,7 +25,7 @@ from ..models import TokenizerFamily
 from . import _coefficients
 from ._features import N_FEATURES, features
 
-__all__ = ["EXACT_ENCODINGS", "Structure", "exact_counter", "fitted_rule", "structure_for"]
+__all__ = ["EXACT_ENCODINGS", "Structure", "ceil_nonneg", "exact_counter", "fitted_rule", "structure_for"]
 
 EXACT_ENCODINGS: dict[str, str] = {"o200k": "o200k_base", "cl100k": "cl100k_base"}
 """Families tiktoken counts exactly (providers.md §5)."""

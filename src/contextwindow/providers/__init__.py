@@ -24,7 +24,14 @@ from .base import (
 )
 from .local import LocalModel, LocalProvider, LocalServer, LocalSettings, serve
 from .openai import OpenAIProvider, map_openai_error
-from .overflow import OutputCapError, SilentOverflow, classify, output_cap_error, output_limit_hit, silent_overflow
+from .overflow import (
+    OutputCapError,
+    SilentOverflow,
+    classify,
+    output_cap_error,
+    output_limit_hit,
+    silent_overflow,
+)
 
 __all__ = [
     "AnthropicProvider",

@@ -25,7 +25,9 @@ def is_transient_status(status: int | None) -> bool:
     return status is not None and (status in (408, 409, 429) or status >= 500)
 
 
-def map_sdk_error(exc: BaseException, *, provider: str, connection_error: type[BaseException]) -> ProviderError:
+def map_sdk_error(
+    exc: BaseException, *, provider: str, connection_error: type[BaseException]
+) -> ProviderError:
     """One SDK exception as the error tree's equivalent; the original is kept as ``__cause__``."""
     status = getattr(exc, "status_code", None)
     if not isinstance(status, int):
@@ -50,9 +52,7 @@ def map_sdk_error(exc: BaseException, *, provider: str, connection_error: type[B
             return overflow
     err: ProviderError
     if is_transient_status(status) or isinstance(exc, connection_error):
-        err = TransientProviderError(
-            message, status=status, body=body, headers=headers, provider=provider
-        )
+        err = TransientProviderError(message, status=status, body=body, headers=headers, provider=provider)
     else:
         err = ProviderError(message, status=status, body=body, headers=headers, provider=provider)
     err.__cause__ = exc

@@ -192,4 +192,3 @@ def _mark_cache_breakpoints(body: dict[str, Any]) -> None:
             if last.get("type") not in ("thinking", "redacted_thinking"):
                 content[-1] = {**last, "cache_control": {"type": "ephemeral"}}
             break
-

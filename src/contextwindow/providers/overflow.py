@@ -360,7 +360,10 @@ def silent_overflow(
     """
     if reported_input > window:
         return SilentOverflow("over_window", reported_input, window)
-    if expected_input is not None and expected_input > 0 and reported_input > 0:
-        if reported_input < expected_input * truncation_ratio:
-            return SilentOverflow("truncated", reported_input, expected_input)
+    if (
+        expected_input is not None
+        and expected_input > 0
+        and 0 < reported_input < expected_input * truncation_ratio
+    ):
+        return SilentOverflow("truncated", reported_input, expected_input)
     return None

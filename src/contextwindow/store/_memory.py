@@ -52,7 +52,9 @@ class MemoryBackend:
             self._heads[session_id] = (length, head)
             return rows
 
-    def entries(self, session_id: str, kinds: Sequence[str] | None, *, after: int | None = None) -> list[EntryRow]:
+    def entries(
+        self, session_id: str, kinds: Sequence[str] | None, *, after: int | None = None
+    ) -> list[EntryRow]:
         with self._lock:
             rows = list(self._entries.get(session_id, ()))
         if after is not None:

@@ -117,13 +117,16 @@ class SqlBackend(abc.ABC):
     def append(self, session_id: str, entries: Sequence[NewEntry]) -> list[EntryRow]:
         self._check_writable()
         with self._write() as cur:
+            # Insert-or-ignore first, then lock: two writers racing to start a session both get the
+            # one row, and the lock orders them (a bare insert would make the loser fail).
+            cur.execute(
+                self._q(
+                    "INSERT INTO sessions (id, length, head, created_at) VALUES (?, 0, ?, ?) ON CONFLICT DO NOTHING"
+                ),
+                (session_id, GENESIS, now_iso()),
+            )
             head_row = self._head(cur, session_id)
-            length, head = (int(head_row[0]), head_row[1]) if head_row else (0, GENESIS)
-            if head_row is None:
-                cur.execute(
-                    self._q("INSERT INTO sessions (id, length, head, created_at) VALUES (?, 0, ?, ?)"),
-                    (session_id, GENESIS, now_iso()),
-                )
+            length, head = int(head_row[0]), head_row[1]
             rows = []
             for entry in entries:
                 digest = entry_digest(head, session_id, length, entry)
@@ -158,11 +161,13 @@ class SqlBackend(abc.ABC):
             return rows
 
     def _head(self, cur: Cursor, session_id: str) -> Any:
-        """The session's head row, locked for this transaction; ``None`` for a new session."""
+        """The session's head row, locked for this transaction."""
         cur.execute(self._q(self._lock_session_sql), (session_id,))
         return cur.fetchone()
 
-    def entries(self, session_id: str, kinds: Sequence[str] | None, *, after: int | None = None) -> list[EntryRow]:
+    def entries(
+        self, session_id: str, kinds: Sequence[str] | None, *, after: int | None = None
+    ) -> list[EntryRow]:
         query = f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE session_id = ?"
         params: list[Any] = [session_id]
         if after is not None:

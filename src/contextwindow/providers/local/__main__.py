@@ -12,7 +12,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m contextwindow.providers.local", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
-    parser.add_argument("--window", type=int, default=None, help="window in tokens (default: each model's own)")
+    parser.add_argument(
+        "--window", type=int, default=None, help="window in tokens (default: each model's own)"
+    )
     parser.add_argument("--effective-window", type=int, default=None, help="reject above this many tokens")
     parser.add_argument("--usage", choices=USAGE_REPORTS, default="per-call")
     parser.add_argument("--model", default="claude-sonnet-4-6", help="model when a request names none")

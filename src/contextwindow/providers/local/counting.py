@@ -58,6 +58,7 @@ __all__ = [
     "VIDEO_TOKENS_PER_SECOND",
     "RequestCount",
     "Tokenizer",
+    "block_tokens",
     "compact_json",
     "count_request",
     "tokenizer_for",
@@ -163,7 +164,9 @@ def count_request(
 
 
 def _tool(tool: ToolSpec, tok: Tokenizer) -> int:
-    return tok.count(tool.name) + tok.count(tool.description) + tok.count(compact_json(dict(tool.input_schema)))
+    return (
+        tok.count(tool.name) + tok.count(tool.description) + tok.count(compact_json(dict(tool.input_schema)))
+    )
 
 
 def block_tokens(

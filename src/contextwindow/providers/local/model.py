@@ -191,7 +191,9 @@ class LocalModel:
         bound = max_tokens or 0
         if wire == "anthropic":
             if n > window:
-                return _anthropic_error(400, "invalid_request_error", f"prompt is too long: {n} tokens > {window} maximum")
+                return _anthropic_error(
+                    400, "invalid_request_error", f"prompt is too long: {n} tokens > {window} maximum"
+                )
             if n + bound > window:
                 return _anthropic_error(
                     400,
@@ -227,7 +229,11 @@ class LocalModel:
                 )
         content, output, cut = _fit_output(content, limit, profile, tok)
         stop: Literal["end_turn", "tool_use", "max_tokens"] = (
-            "max_tokens" if cut else "tool_use" if any(isinstance(b, ToolUse) for b in content) else "end_turn"
+            "max_tokens"
+            if cut
+            else "tool_use"
+            if any(isinstance(b, ToolUse) for b in content)
+            else "end_turn"
         )
         this_call = Usage(fresh_input=n, output=output)
         reply = Message(role="assistant", content=content)
@@ -299,7 +305,9 @@ def _cut_text(text: str, room: int, count: Any) -> str:
     return text[:low] if count(text[:high]) > room else text[:high]
 
 
-def _anthropic_error(status: int, kind: str, message: str, headers: Mapping[str, str] | None = None) -> Rejection:
+def _anthropic_error(
+    status: int, kind: str, message: str, headers: Mapping[str, str] | None = None
+) -> Rejection:
     body = {"type": "error", "error": {"type": kind, "message": message}}
     return Rejection(status=status, body=body, headers=dict(headers or {}))
 

@@ -39,6 +39,7 @@ _MAX_BODY = 64 * 1024 * 1024  # above Anthropic's 32 MB request limit (providers
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet: tests and benchmarks
@@ -102,7 +103,11 @@ class _Handler(BaseHTTPRequestHandler):
             parsed.request, wire=wire, max_tokens=max_tokens, load=parsed.loader(), session=session
         )
         if isinstance(outcome, Rejection):
-            self._send(outcome.status, error_json(outcome), {**outcome.headers, "x-contextwindow-tokenizer": tokenizer})
+            self._send(
+                outcome.status,
+                error_json(outcome),
+                {**outcome.headers, "x-contextwindow-tokenizer": tokenizer},
+            )
             return
         headers = {
             "x-contextwindow-tokenizer": outcome.tokenizer,
@@ -194,7 +199,10 @@ class LocalServer:
     def start(self) -> LocalServer:
         if self._thread is None:
             self._thread = threading.Thread(
-                target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name=f"contextwindow-local:{self.port}", daemon=True
+                target=self._server.serve_forever,
+                kwargs={"poll_interval": 0.05},
+                name=f"contextwindow-local:{self.port}",
+                daemon=True,
             )
             self._thread.start()
         return self

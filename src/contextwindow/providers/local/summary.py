@@ -20,7 +20,14 @@ from collections.abc import Callable, Sequence
 
 from ...content import Message, Request, Text, ToolResult, ToolUse
 
-__all__ = ["DEFAULT_SECTIONS", "DEFAULT_TARGET_TOKENS", "SUMMARY_MARKER", "SummaryAsk", "summary_ask", "write_summary"]
+__all__ = [
+    "DEFAULT_SECTIONS",
+    "DEFAULT_TARGET_TOKENS",
+    "SUMMARY_MARKER",
+    "SummaryAsk",
+    "summary_ask",
+    "write_summary",
+]
 
 SUMMARY_MARKER = "[[contextwindow:summarize"
 DEFAULT_TARGET_TOKENS = 400

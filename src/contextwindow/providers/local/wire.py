@@ -124,7 +124,10 @@ def anthropic_events(reply: Reply) -> Iterator[bytes]:
     for index, block in enumerate(reply.message.content):
         if isinstance(block, ToolUse):
             first = {"type": "tool_use", "id": block.id, "name": block.name, "input": {}}
-            deltas = [{"type": "input_json_delta", "partial_json": p} for p in text_pieces(compact_json(dict(block.input)))]
+            deltas = [
+                {"type": "input_json_delta", "partial_json": p}
+                for p in text_pieces(compact_json(dict(block.input)))
+            ]
         elif isinstance(block, Thinking):
             first = {"type": "thinking", "thinking": "", "signature": ""}
             deltas = [{"type": "thinking_delta", "thinking": p} for p in text_pieces(block.thinking)]
@@ -134,7 +137,9 @@ def anthropic_events(reply: Reply) -> Iterator[bytes]:
             text = block.text if isinstance(block, Text) else f"[{block.type} block]"
             first = {"type": "text", "text": ""}
             deltas = [{"type": "text_delta", "text": p} for p in text_pieces(text)]
-        yield sse({"type": "content_block_start", "index": index, "content_block": first}, "content_block_start")
+        yield sse(
+            {"type": "content_block_start", "index": index, "content_block": first}, "content_block_start"
+        )
         for delta in deltas:
             yield sse({"type": "content_block_delta", "index": index, "delta": delta}, "content_block_delta")
         yield sse({"type": "content_block_stop", "index": index}, "content_block_stop")
@@ -188,7 +193,12 @@ def openai_completion(reply: Reply) -> dict[str, Any]:
 def openai_chunks(reply: Reply, *, include_usage: bool) -> Iterator[bytes]:
     """The Chat Completions SSE stream of a reply."""
     created = int(time.time())
-    head = {"id": f"chatcmpl-{reply.id}", "object": "chat.completion.chunk", "created": created, "model": reply.model}
+    head = {
+        "id": f"chatcmpl-{reply.id}",
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": reply.model,
+    }
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
         body: dict[str, Any] = {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
@@ -204,7 +214,16 @@ def openai_chunks(reply: Reply, *, include_usage: bool) -> Iterator[bytes]:
     calls = [b for b in reply.message.content if isinstance(b, ToolUse)]
     for index, call in enumerate(calls):
         yield chunk(
-            {"tool_calls": [{"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}]}
+            {
+                "tool_calls": [
+                    {
+                        "index": index,
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": ""},
+                    }
+                ]
+            }
         )
         for piece in text_pieces(compact_json(dict(call.input))):
             yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})

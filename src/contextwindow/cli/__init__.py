@@ -1,0 +1,38 @@
+"""The ``contextwindow`` command: one typer app, one module per command group.
+
+Commands register themselves on :data:`app` from their own modules (``demo.py``, ...), so adding a
+group is a new module and one import here. typer and rich come with the ``cli`` extra.
+"""
+
+from __future__ import annotations
+
+import typer
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="contextwindow",
+    help="Keep an LLM agent inside its model's context window.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+@app.callback()
+def _root() -> None:
+    """Keep an LLM agent inside its model's context window."""
+
+
+from . import demo as _demo  # noqa: E402  (registers its commands on app)
+
+_ = _demo
+
+
+def main() -> int:
+    """Entry point of the ``contextwindow`` script and ``python -m contextwindow``: the exit status."""
+    try:
+        app()
+    except SystemExit as done:  # typer's standalone mode always ends by exiting
+        code = done.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    return 0
