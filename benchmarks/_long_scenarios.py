@@ -78,8 +78,12 @@ class _Gen:
         self.reply(f"Taking a screenshot of {view}.", use)
         w, h = max(1, round(1280 * scale)), max(1, round(800 * scale))
         seed = self.rng.randrange(1 << 30)
-        ref = self.b.add_generated(lambda: synthetic_media.screenshot(w, h, seed=seed, caption=view), "image/png")
-        self.b.tool_result(ToolResult(tool_use_id=use.id, content=(Text(text=f"{view} ({w}×{h})"), Image(ref=ref))))
+        ref = self.b.add_generated(
+            lambda: synthetic_media.screenshot(w, h, seed=seed, caption=view), "image/png"
+        )
+        self.b.tool_result(
+            ToolResult(tool_use_id=use.id, content=(Text(text=f"{view} ({w}×{h})"), Image(ref=ref)))
+        )
 
     def photo(self, text: str, scale: float) -> Message:
         w, h = max(1, round(1024 * scale)), max(1, round(768 * scale))
@@ -89,7 +93,11 @@ class _Gen:
 
     def turn(self, index: int, calls: int, scale: float) -> None:
         cjk = index % 3 == 2
-        ask = _CJK_ASKS[index % len(_CJK_ASKS)] if cjk else f"Task {index}: audit these modules and fix what breaks."
+        ask = (
+            _CJK_ASKS[index % len(_CJK_ASKS)]
+            if cjk
+            else f"Task {index}: audit these modules and fix what breaks."
+        )
         if index % 4 == 1:
             self.b.user(self.photo(ask + " Here is what I see.", scale))
         else:

@@ -185,7 +185,9 @@ def _table(runs: list[Run]) -> str:
         "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
     )
     rows = []
-    keys = sorted({(r.window, r.mode, r.serve_less) for r in runs}, key=lambda k: (k[2], k[0], MODES.index(k[1])))
+    keys = sorted(
+        {(r.window, r.mode, r.serve_less) for r in runs}, key=lambda k: (k[2], k[0], MODES.index(k[1]))
+    )
     for window, mode, less in keys:
         cell = [r for r in runs if (r.window, r.mode, r.serve_less) == (window, mode, less)]
         n = len(cell)

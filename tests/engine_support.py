@@ -77,7 +77,7 @@ class PlainCompiled:
     estimated_tokens: int
     local_estimate: int
     output_reserve: int
-    decisions: Decisions = Decisions()
+    decisions: Decisions = field(default_factory=Decisions)
 
 
 @dataclass

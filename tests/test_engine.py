@@ -326,9 +326,9 @@ class TestLedger:
 class TestWithTheLocalProviderAndRealCompile:
     def test_a_tool_loop_on_a_small_window_never_gets_rejected(self) -> None:
         from contextwindow.compile import Policy
+        from contextwindow.engine_compiler import EngineCompiler
         from contextwindow.models import get_profile
         from contextwindow.providers import LocalProvider, LocalSettings
-        from contextwindow.engine_compiler import EngineCompiler
 
         profile = get_profile("claude-sonnet-4-5").with_(context_window=16_000, max_output_tokens=2_000)
         script = []
@@ -359,7 +359,9 @@ class TestWithTheLocalProviderAndRealCompile:
 
 
 class TestCalibrationAndAnchors:
-    def _engine(self, steps: list[Step], session_name: str = "s") -> tuple[Engine, ScriptedProvider, PlainCompiler]:
+    def _engine(
+        self, steps: list[Step], session_name: str = "s"
+    ) -> tuple[Engine, ScriptedProvider, PlainCompiler]:
         provider = ScriptedProvider(steps)
         compiler = PlainCompiler()
         engine = Engine(
@@ -425,7 +427,11 @@ class TestCalibrationAndAnchors:
         engine, _, _ = self._engine([Step(DONE, U(197_000, out=1_000))])
         run(engine, Message.user("first"))
         other = ModelProfile(
-            name="other-200k", provider="anthropic", context_window=200_000, max_output_tokens=32_000, tokenizer="claude"
+            name="other-200k",
+            provider="anthropic",
+            context_window=200_000,
+            max_output_tokens=32_000,
+            tokenizer="claude",
         )
         again = Engine(engine.session, ScriptedProvider([]), other, compiler=PlainCompiler())
         assert again.trigger.baseline_input is None
@@ -494,7 +500,7 @@ class TestStreamsWithoutAReportedPrompt:
     def test_without_usage_the_engines_estimate_stands_in_for_the_projection(self) -> None:
         settings = EngineSettings(max_tokens=32_000, round_pricing="seed", max_stream_input_tokens=None)
         steps = [Step(blob_call(i), None) for i in range(30)] + [Step(DONE, None)]
-        engine, provider = engine_for(steps, settings)
+        engine, _ = engine_for(steps, settings)
         events = run(engine, Message.user("go"))
         restarts = [e for e in events if isinstance(e, StreamRestarted)]
         # Each blob round adds 6,043; the first request is tiny, so the estimate crosses

@@ -240,9 +240,12 @@ class TestUsageSettings:
         a = run(provider, first)
         summary = run(provider, Request(messages=(Message.user("old chat\n\n[[contextwindow:summarize]]"),)))
         assert summary.usage is not None
-        assert summary.usage.fresh_input == provider.model.count(
-            Request(messages=(Message.user("old chat\n\n[[contextwindow:summarize]]"),))
-        ).input_tokens
+        assert (
+            summary.usage.fresh_input
+            == provider.model.count(
+                Request(messages=(Message.user("old chat\n\n[[contextwindow:summarize]]"),))
+            ).input_tokens
+        )
         second = Request(
             messages=(*first.messages, a.message, Message.user(ToolResult(tool_use_id="t1", content="a.py")))
         )

@@ -20,7 +20,11 @@ from contextwindow.usage import Usage
 from engine_support import PlainCompiler, ScriptedProvider, Step
 
 PROFILE = ModelProfile(
-    name="test-200k", provider="anthropic", context_window=200_000, max_output_tokens=32_000, tokenizer="claude"
+    name="test-200k",
+    provider="anthropic",
+    context_window=200_000,
+    max_output_tokens=32_000,
+    tokenizer="claude",
 )
 GOOD = "\n\n".join(f"## {s}\ncontent for {s}." for s in REQUIRED_SECTIONS)
 
@@ -50,14 +54,18 @@ class FakeSummariserProvider:
             yield UsageSample(usage=answer.usage)
         yield Stop(reason=answer.reason, raw_reason=answer.reason, message=Message.assistant(answer.text))
 
-    def stream(self, request: Request, *, max_tokens: int, load: AttachmentLoader) -> AsyncIterator[ProviderEvent]:
+    def stream(
+        self, request: Request, *, max_tokens: int, load: AttachmentLoader
+    ) -> AsyncIterator[ProviderEvent]:
         return self._events(request, max_tokens)
 
 
 SPAN = [Message.user("please port heapq"), Message.assistant("reading heapq.py now")]
 
 
-def summarise(provider: FakeSummariserProvider, span: list[Message] = SPAN, **kwargs: object) -> Summary | FoldFailure:
+def summarise(
+    provider: FakeSummariserProvider, span: list[Message] = SPAN, **kwargs: object
+) -> Summary | FoldFailure:
     summarizer = Summarizer(provider, PROFILE, **kwargs)  # type: ignore[arg-type]
     return asyncio.run(summarizer.summarize(span))
 
@@ -84,7 +92,9 @@ class TestSummarizerCalls:
         assert "cut off at the output limit" not in instruction(provider.requests[0][0])
 
     def test_cut_at_the_cap_twice_fails_with_output_length_after_two_calls(self) -> None:
-        provider = FakeSummariserProvider([Answer(reason="max_tokens"), Answer(reason="max_tokens"), Answer()])
+        provider = FakeSummariserProvider(
+            [Answer(reason="max_tokens"), Answer(reason="max_tokens"), Answer()]
+        )
         result = summarise(provider)
         assert result == FoldFailure("output_length", "cut at the output limit twice")
         assert len(provider.requests) == 2
@@ -102,12 +112,16 @@ class TestSummarizerCalls:
         assert len(provider.requests) == 2
 
     def test_never_more_than_two_calls_whatever_goes_wrong(self) -> None:
-        provider = FakeSummariserProvider([Answer(reason="max_tokens"), Answer(text="bad"), Answer(), Answer()])
+        provider = FakeSummariserProvider(
+            [Answer(reason="max_tokens"), Answer(text="bad"), Answer(), Answer()]
+        )
         summarise(provider)
         assert len(provider.requests) == 2
 
     def test_a_context_length_rejection_is_input_too_large(self) -> None:
-        rejection = ContextOverflow("prompt is too long: 250000 tokens > 200000 maximum", requested=250_000, limit=200_000)
+        rejection = ContextOverflow(
+            "prompt is too long: 250000 tokens > 200000 maximum", requested=250_000, limit=200_000
+        )
         provider = FakeSummariserProvider([Answer(error=rejection)])
         result = summarise(provider)
         assert isinstance(result, FoldFailure) and result.reason == "input_too_large"
@@ -125,7 +139,11 @@ class TestSummarizerCalls:
 
     def test_a_span_over_its_own_window_is_input_too_large_without_a_call(self) -> None:
         small = ModelProfile(
-            name="small", provider="anthropic", context_window=9_000, max_output_tokens=8_000, tokenizer="claude"
+            name="small",
+            provider="anthropic",
+            context_window=9_000,
+            max_output_tokens=8_000,
+            tokenizer="claude",
         )
         provider = FakeSummariserProvider([Answer()])
         result = asyncio.run(Summarizer(provider, small).summarize([Message.user("word " * 5_000)]))
@@ -142,7 +160,9 @@ class TestInputTooLargeThroughTheEngine:
             covered: list[int] = field(default_factory=list)
 
             async def _events(self, request: Request, max_tokens: int) -> AsyncIterator[ProviderEvent]:
-                lines = instruction(request).count("[user] old") + instruction(request).count("[assistant] old")
+                lines = instruction(request).count("[user] old") + instruction(request).count(
+                    "[assistant] old"
+                )
                 self.covered.append(lines)
                 if lines > 8:
                     raise ContextOverflow("prompt is too long", requested=300_000, limit=200_000)

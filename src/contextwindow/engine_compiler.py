@@ -43,7 +43,9 @@ class EngineCompiler:
         if "evict_all_media" in overrides:
             policy = policy.with_(inline_media_bytes=1)
         if "archive_tool_results" in overrides:
-            policy = policy.with_(recent_turns_full=1, archive_text_over_tokens=256, archive_stale_results=True)
+            policy = policy.with_(
+                recent_turns_full=1, archive_text_over_tokens=256, archive_stale_results=True
+            )
         return policy
 
     def __call__(
