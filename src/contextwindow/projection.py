@@ -60,6 +60,7 @@ __all__ = [
     "cap_tool_result",
     "inline_cap_chars",
     "projection",
+    "seed_round_tokens",
     "truncation_notice",
 ]
 
