@@ -7,6 +7,7 @@ architecture table).
 from __future__ import annotations
 
 from .calibration import CALIBRATION_PRICING_EPOCH, Calibrator
+from .compile import CompiledRequest, CompileState, Policy, compile_session
 from .content import (
     AttachmentRef,
     Audio,
@@ -74,6 +75,8 @@ __all__ = [
     "Calibrator",
     "CallRecord",
     "CallUsage",
+    "CompileState",
+    "CompiledRequest",
     "Completion",
     "ContextOverflow",
     "ContextWindowError",
@@ -92,6 +95,7 @@ __all__ = [
     "OpenAIProvider",
     "OverBudget",
     "ParsedRequest",
+    "Policy",
     "Problem",
     "Provider",
     "ProviderError",
@@ -121,6 +125,7 @@ __all__ = [
     "Video",
     "__version__",
     "anchored_estimate",
+    "compile_session",
     "complete",
     "count_tokens",
     "detect_format",

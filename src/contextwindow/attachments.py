@@ -31,10 +31,23 @@ from .content import (
 )
 from .errors import InvalidInput
 
-__all__ = ["decode_base64", "make_ref", "sniff", "split_data_url"]
+__all__ = ["decode_base64", "make_ref", "normal_media_type", "sniff", "split_data_url"]
+
+# Pillow format names → the media type a provider expects for them.
+_PIL_MEDIA_TYPES = {
+    "PNG": "image/png",
+    "JPEG": "image/jpeg",
+    "GIF": "image/gif",
+    "WEBP": "image/webp",
+    "BMP": "image/bmp",
+    "TIFF": "image/tiff",
+}
+_ALIASES = {"image/jpg": "image/jpeg", "audio/x-wav": "audio/wav", "audio/wave": "audio/wav"}
 
 _PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
 _WHITESPACE = re.compile(r"\s")
+# A PDF page object ("/Type /Pages", the page tree, must not match). Compressed object streams hide
+# page objects; the count is then unknown rather than wrong.
 # RFC 6838 type/subtype, optionally with parameters (``text/plain; charset=utf-8``).
 _MEDIA_TYPE = re.compile(r"[A-Za-z0-9][\w.+-]*/[A-Za-z0-9][\w.+-]*(\s*;.*)?", re.ASCII)
 
@@ -65,34 +78,46 @@ def split_data_url(url: str, *, path: str) -> tuple[str, str]:
     return media_type, payload
 
 
-def sniff(data: bytes, media_type: str) -> dict[str, Any]:
+def normal_media_type(media_type: str) -> str:
+    """Lower-cased, parameters dropped, common aliases folded (``image/jpg`` → ``image/jpeg``)."""
+    base = media_type.split(";", 1)[0].strip().lower()
+    return _ALIASES.get(base, base)
+
+
+def sniff(data: bytes, media_type: str, *, verify_type: bool = False) -> dict[str, Any]:
     """What the header says: width/height for images, pages for PDFs, duration for WAV.
 
     Unknown, unreadable or implausible headers give nothing (a header may claim any size): pricing
     then uses a flat price that errs high. Pillow's decompression-bomb warning is silenced here
     because nothing is decompressed; an image past its hard limit is beyond every provider's limit
-    and gets no dimensions.
+    and gets no dimensions. With ``verify_type``, image bytes of another known format than
+    ``media_type`` are ``InvalidInput``: providers refuse such a mismatch, so the ledger refuses it at
+    the door.
     """
+    media_type = normal_media_type(media_type)
     if media_type.startswith("image/"):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", PILImage.DecompressionBombWarning)
                 with PILImage.open(io.BytesIO(data)) as img:  # lazy: reads the header, not the pixels
-                    width, height = img.size
-        except (UnidentifiedImageError, OSError, ValueError, PILImage.DecompressionBombError):
+                    fmt, (width, height) = img.format, img.size
+        except (UnidentifiedImageError, OSError, ValueError, SyntaxError, PILImage.DecompressionBombError):
             return {}
+        actual = _PIL_MEDIA_TYPES.get(fmt or "")
+        if verify_type and actual is not None and actual != media_type:
+            raise InvalidInput(f"bytes are {actual}, not {media_type}", path="media_type")
         plausible = 0 < width <= MAX_DIMENSION_PX and 0 < height <= MAX_DIMENSION_PX
         return {"width": width, "height": height} if plausible else {}
     if media_type == "application/pdf":
         pages = len(_PDF_PAGE.findall(data))
         return {"pages": pages} if 0 < pages <= MAX_PAGES else {}
-    if media_type in ("audio/wav", "audio/x-wav", "audio/wave"):
+    if media_type == "audio/wav":
         try:
             with wave.open(io.BytesIO(data)) as wav:
                 rate = wav.getframerate()
                 duration = wav.getnframes() / rate if rate else -1.0
             return {"duration_seconds": duration} if 0 <= duration <= MAX_DURATION_SECONDS else {}
-        except (wave.Error, EOFError, OSError):
+        except (wave.Error, EOFError, OSError, ValueError):
             return {}
     return {}
 

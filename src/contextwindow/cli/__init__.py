@@ -23,9 +23,13 @@ def _root() -> None:
     """Keep an LLM agent inside its model's context window."""
 
 
-from . import demo as _demo  # noqa: E402  (registers its commands on app)
+# Each module registers its commands on app when imported.
+from . import count as _count  # noqa: E402
+from . import demo as _demo  # noqa: E402
+from . import serve as _serve  # noqa: E402
+from . import store as _store  # noqa: E402
 
-_ = _demo
+_ = (_count, _demo, _serve, _store)
 
 
 def main() -> int:

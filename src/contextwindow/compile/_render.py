@@ -36,7 +36,7 @@ from .media import MediaItem, encoded_size, placeholder
 from .state import ArchiveRecord, PricedMessage
 from .truncate import truncate_content
 
-__all__ = ["Base", "Pricer", "Rendered", "base_of", "calibrated", "render_message"]
+__all__ = ["Base", "Pricer", "Rendered", "base_of", "calibrated", "price_blocks", "render_message"]
 
 # Segment slots in a price vector, in the order of state.SEGMENTS' message segments.
 TEXT, TOOL_RESULTS, IMAGES, OTHER_MEDIA = 0, 1, 2, 3

@@ -35,6 +35,7 @@ __all__ = [
     "MediaBudget",
     "MediaItem",
     "encoded_size",
+    "hysteresis_limits",
     "is_image",
     "manifest_text",
     "partition_refs",

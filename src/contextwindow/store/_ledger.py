@@ -21,6 +21,7 @@ import pydantic
 import pydantic_core
 from pydantic import TypeAdapter
 
+from ..attachments import normal_media_type, sniff
 from ..content import (
     AttachmentRef,
     Message,
@@ -36,7 +37,6 @@ from ._budgets import Budgets
 from ._codec import check_block_prices, decode_entry, decode_message, encode_message, ref_from_row
 from ._kinds import ENTRY_KINDS, FORMAT_VERSIONS, ID_PREFIXES, canonical_json, check_payload
 from ._rows import AttachmentRow, NewEntry, new_id, now_iso
-from ._sniff import normal_media_type, sniff
 from ._values import Entry, Problem, StoredMessage
 from ._verify import verify
 
@@ -292,10 +292,9 @@ class Session:
         budgets.check_media_type(media_type)
         raw = bytes(data)
         budgets.check_size(len(raw))
-        sniffed = sniff(raw, media_type)
+        found = sniff(raw, media_type, verify_type=True)
         digest = hashlib.sha256(raw).hexdigest()
         given = {key: meta.pop(key) for key in _REF_FIELDS if key in meta}
-        found = {key: getattr(sniffed, key) for key in _REF_FIELDS[:4] if getattr(sniffed, key) is not None}
         fields = {**given, **found}
         try:
             ref = _REF.validate_python(

@@ -1,0 +1,82 @@
+"""What every command shares: exit codes, turning library errors into messages a person can act on.
+
+Exit codes (documented in ``contextwindow --help`` and the README):
+
+- 0: done; for ``doctor``, the store is clean.
+- 1: the command ran and found a problem (``doctor`` found invariants broken; ``simulate`` ended in an
+  unrecovered provider rejection).
+- 2: bad input or usage: a missing or malformed file, an unknown model, a bad option.
+- 3: the store failed or was busy past its timeout, or was written by a newer contextwindow.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NoReturn
+
+import typer
+from rich.console import Console
+
+from ..errors import ContextWindowError, InvalidInput, StoreError, UnknownModel, UsageError
+
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_FOUND_PROBLEM",
+    "EXIT_OK",
+    "EXIT_STORE",
+    "fail",
+    "guarded",
+    "read_json",
+    "stderr",
+]
+
+EXIT_OK = 0
+EXIT_FOUND_PROBLEM = 1
+EXIT_BAD_INPUT = 2
+EXIT_STORE = 3
+
+stderr = Console(stderr=True, highlight=False)
+
+
+def fail(message: str, code: int) -> NoReturn:
+    """Print ``message`` on stderr and exit with ``code``."""
+    stderr.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code)
+
+
+@contextmanager
+def guarded() -> Iterator[None]:
+    """Map library errors to a one-line message and the documented exit code."""
+    try:
+        yield
+    except UnknownModel as err:
+        fail(str(err), EXIT_BAD_INPUT)
+    except StoreError as err:
+        fail(f"store: {err}", EXIT_STORE)
+    except (InvalidInput, UsageError) as err:
+        fail(str(err), EXIT_BAD_INPUT)
+    except ContextWindowError as err:
+        fail(str(err), EXIT_FOUND_PROBLEM)
+
+
+def read_json(path: Path) -> Any:
+    """A JSON file's content, or exit 2 naming what is wrong with it."""
+    try:
+        text = path.read_text("utf-8")
+    except FileNotFoundError:
+        fail(f"{path}: no such file", EXIT_BAD_INPUT)
+    except (OSError, UnicodeDecodeError) as err:
+        fail(f"{path}: cannot read: {err}", EXIT_BAD_INPUT)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        fail(f"{path}:{err.lineno}:{err.colno}: not valid JSON: {err.msg}", EXIT_BAD_INPUT)
+
+
+def emit_json(data: Any) -> None:
+    """Print one JSON document on stdout."""
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")

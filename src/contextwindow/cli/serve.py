@@ -1,0 +1,57 @@
+"""``contextwindow serve``: the local provider over HTTP, for the real SDK clients and other languages.
+
+It speaks ``POST /v1/messages`` (Anthropic) and ``POST /v1/chat/completions`` (OpenAI), counts every
+request with a real tokenizer, and rejects a request over its window with the real provider's error.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import typer
+
+from ..providers.local import serve as serve_local
+from . import app
+from ._common import guarded
+
+__all__ = ["serve"]
+
+UsageMode = Literal["cumulative", "per-call", "output-only", "none"]
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Address to listen on (loopback by default).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on (0 picks a free one).")] = 8765,
+    window: Annotated[
+        int | None, typer.Option(help="Declared context window for every model; default: each model's own.")
+    ] = None,
+    effective_window: Annotated[
+        int | None,
+        typer.Option(
+            help="Reject above this many tokens while declaring --window (a provider serving less)."
+        ),
+    ] = None,
+    usage: Annotated[
+        str, typer.Option(help="How usage is reported: cumulative, per-call, output-only or none.")
+    ] = "per-call",
+    model: Annotated[str, typer.Option(help="Model used when a request names none.")] = "claude-sonnet-4-6",
+    delay: Annotated[float, typer.Option(help="Seconds to wait before answering each request.")] = 0.0,
+    fail_transient: Annotated[
+        int, typer.Option(help="Fail this many first requests with an overload error.")
+    ] = 0,
+) -> None:
+    """Run the local provider over HTTP until interrupted (Ctrl-C)."""
+    if usage not in ("cumulative", "per-call", "output-only", "none"):
+        raise typer.BadParameter("must be cumulative, per-call, output-only or none", param_hint="--usage")
+    with guarded():
+        serve_local(
+            host,
+            port,
+            window=window,
+            usage=usage,  # type: ignore[arg-type]
+            effective_window=effective_window,
+            default_model=model,
+            delay_seconds=delay,
+            fail_transient=fail_transient,
+        )
