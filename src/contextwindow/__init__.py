@@ -25,6 +25,8 @@ from .content import (
     ToolUse,
     Video,
 )
+from .engine import Engine, EngineSettings
+from .engine_compiler import EngineCompiler
 from .errors import (
     ContextOverflow,
     ContextWindowError,
@@ -81,6 +83,9 @@ __all__ = [
     "ContextOverflow",
     "ContextWindowError",
     "Document",
+    "Engine",
+    "EngineCompiler",
+    "EngineSettings",
     "Entry",
     "Estimator",
     "GeneratedImage",

@@ -28,6 +28,7 @@ __all__ = [
     "EXIT_FOUND_PROBLEM",
     "EXIT_OK",
     "EXIT_STORE",
+    "emit_json",
     "fail",
     "guarded",
     "read_json",
