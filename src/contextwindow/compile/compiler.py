@@ -218,15 +218,26 @@ class _Run:
         self.cache.renders[key] = rendered
         return rendered
 
+    def message_id(self, position: int) -> str | None:
+        """The id of the message at ``position``, without decoding it when the source can say."""
+        id_at = getattr(self.messages, "id_at", None)
+        if id_at is not None:
+            return str(id_at(position))
+        return self.messages[position].message.id
+
     def position_of(self, message_id: str) -> int | None:
         key = (message_id, len(self.messages))
         if key in self.cache.positions:
             return self.cache.positions[key]
         found = None
-        for index in range(len(self.messages) - 1, -1, -1):
-            if self.messages[index].message.id == message_id:
-                found = index
-                break
+        index_of = getattr(self.messages, "index_of", None)
+        if index_of is not None:
+            found = index_of(message_id)
+        else:
+            for index in range(len(self.messages) - 1, -1, -1):
+                if self.messages[index].message.id == message_id:
+                    found = index
+                    break
         if found is not None:
             self.cache.positions[key] = found
         return found
@@ -342,7 +353,8 @@ class _Run:
         makeup["manifest"] = manifest_tokens
         local = sum(v for k, v in makeup.items() if k != "output_reserve")
         accepted_first = units[-1].start if units else len(self.messages)
-        omitted = tuple(self.messages[i].message.id or f"@{i}" for i in range(start, accepted_first))
+        id_at = getattr(self.messages, "id_at", None) or self.message_id
+        omitted = tuple(id_at(i) or f"@{i}" for i in range(start, accepted_first))
         messages = ((summary,) if summary is not None else ()) + tuple(final)
         estimated, reason = self.anchored(local)
         decisions = Decisions(
@@ -502,7 +514,7 @@ class _Run:
                 return self.state.watermark
             pos, ordinal = max(items)
             ordinal += 1
-        message_id = self.messages[pos].message.id
+        message_id = self.message_id(pos)
         return MediaWatermark(message_id=message_id, index=ordinal) if message_id else None
 
     def walk(
@@ -653,7 +665,7 @@ def _attach_manifest(messages: list[Message], manifest: str) -> list[Message]:
 class _MessageView(Sequence[Message]):
     """The stored messages as a sequence of ``Message`` without copying 10,000 references."""
 
-    def __init__(self, priced: tuple[PricedMessage, ...]) -> None:
+    def __init__(self, priced: Sequence[PricedMessage]) -> None:
         self._priced = priced
 
     def __len__(self) -> int:
