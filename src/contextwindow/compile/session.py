@@ -161,6 +161,10 @@ class _LogView(Sequence[PricedMessage]):
             raise IndexError(index)
         return self._log.id_at(index)
 
+    def ids(self, start: int, stop: int) -> list[str]:
+        """The message ids ``start:stop`` (within this snapshot) without decoding the rows."""
+        return self._log.ids(max(0, start), min(max(0, stop), self._length))
+
     def index_of(self, message_id: str) -> int | None:
         """The index of a message id within this snapshot, or ``None``."""
         found = self._log.index_of(message_id)

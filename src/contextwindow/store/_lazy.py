@@ -34,6 +34,7 @@ class MessageLog(Sequence[StoredMessage]):
 
     def __init__(self, rows: Sequence[EntryRow] = ()) -> None:
         self._rows: list[EntryRow] = []
+        self._ids: list[str] = []
         self._decoded: list[StoredMessage | None] = []
         self._index: dict[str, int] = {}
         self.extend(rows)
@@ -47,6 +48,7 @@ class MessageLog(Sequence[StoredMessage]):
             if self._rows and row.position <= self._rows[-1].position:
                 raise UsageError(f"entry {row.id} at position {row.position} is not after the last one")
             self._rows.append(row)
+            self._ids.append(row.id)
             self._index.setdefault(row.id, base + offset)
         self._decoded.extend([None] * (len(self._rows) - len(self._decoded)))
 
@@ -71,6 +73,10 @@ class MessageLog(Sequence[StoredMessage]):
     def id_at(self, index: int) -> str:
         """The entry id of the message at ``index``, without decoding it."""
         return self._rows[index].id
+
+    def ids(self, start: int = 0, stop: int | None = None) -> list[str]:
+        """The entry ids of the messages ``start:stop``, without decoding them (one slice)."""
+        return self._ids[start:stop]
 
     def position_at(self, index: int) -> int:
         """The ledger position of the message at ``index``, without decoding it."""
