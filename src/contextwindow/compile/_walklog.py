@@ -45,8 +45,8 @@ class WalkLog:
     """The walk reached the floor (no older unit was left), rather than the budget."""
     archives: dict[Any, Any]
     """The archive records in force then, by (message id, tool-use id)."""
-    ids: dict[int, str | None]
-    """Ids of the unit ends, to check the messages are still the same ones."""
+    source: Any
+    """The messages walked, to check a unit end is still the same message before reusing it."""
 
 
 def equivalent(

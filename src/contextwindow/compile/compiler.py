@@ -324,17 +324,14 @@ class _Run:
                 break
             units.pop()  # units are newest first: the last one is the oldest
 
-        ordered = [r for u in reversed(units) for r in u.rendered]
-        final, stubbed, dropped = enforce_tool_pairing([r[1].message for r in ordered])
-        by_message = {id(r[1].message): r[1] for r in ordered}
-        request_bytes = (
-            self.head_bytes(summary)
-            + len(manifest.encode())
-            + sum(
-                (by_message[id(m)].wire_bytes if id(m) in by_message else self.fresh(m).wire_bytes)
-                for m in final
-            )
-        )
+        renders = [r[1] for u in reversed(units) for r in u.rendered]
+        final, stubbed, dropped = enforce_tool_pairing([r.message for r in renders])
+        if stubbed or dropped or len(final) != len(renders):  # repaired: look renders up by message
+            by_message = {id(r.message): r for r in renders}
+            renders = [by_message.get(id(m)) or self.fresh(m) for m in final]
+        else:
+            by_message = {}
+        request_bytes = self.head_bytes(summary) + len(manifest.encode()) + sum(r.wire_bytes for r in renders)
         wall = policy.transport_max_bytes
         if wall and request_bytes > wall:
             if not policy.shed_media_over_wall:
@@ -345,21 +342,29 @@ class _Run:
                     required=request_bytes,
                     makeup=makeup,
                 )
+            by_message = {id(r.message): r for r in renders}
             final, request_bytes, shed = self.shed(final, by_message, request_bytes, wall)
             evictions.extend(shed)
+            renders = [by_message.get(id(m)) or self.fresh(m) for m in final]
 
         for segment in ("text", "tool_results", "images", "other_media"):
             makeup[segment] = 0
         inline: dict[str, AttachmentRef] = {}
-        for message in final:
-            rendered = by_message.get(id(message)) or self.fresh(message)
-            text, results, images, other = rendered.segments
-            makeup["text"] += text
-            makeup["tool_results"] += results
-            makeup["images"] += images
-            makeup["other_media"] += other
+        text = results = images = other = 0
+        for rendered in renders:
+            t, r, i, o = rendered.segments
+            text += t
+            results += r
+            images += i
+            other += o
             for ref in rendered.inline:
                 inline.setdefault(ref.id, ref)
+        makeup["text"], makeup["tool_results"], makeup["images"], makeup["other_media"] = (
+            text,
+            results,
+            images,
+            other,
+        )
         if manifest:
             final = _attach_manifest(final, manifest)
         makeup["manifest"] = manifest_tokens
@@ -564,7 +569,7 @@ class _Run:
                 same, settled = equivalent(
                     context, old.contexts[k], stale_turns=stale_turns, depth_limit=policy.image_depth_tokens
                 )
-                if same and old.ids.get(end) == self.message_id(end):
+                if same and _id_in(old.source, end) == self.message_id(end):
                     # Everything older is decided as before: take the old units that fit.
                     room = budget - total + old.prefix[k]
                     m = max(k, bisect_right(old.prefix, room, lo=k) - 1)
@@ -699,7 +704,7 @@ class _Run:
             by_end={unit.end: index for index, unit in enumerate(units)},
             exhausted=exhausted,
             archives=dict(self.archived_by),
-            ids={unit.end: self.message_id(unit.end) for unit in units},
+            source=self.messages,
         )
 
     def shed(
@@ -781,6 +786,11 @@ class _MessageView(Sequence[Message]):
         if isinstance(index, slice):
             return [pm.message for pm in self._priced[index]]
         return self._priced[index].message
+
+
+def _id_in(messages: Sequence[PricedMessage], position: int) -> str | None:
+    id_at = getattr(messages, "id_at", None)
+    return str(id_at(position)) if id_at is not None else messages[position].message.id
 
 
 def _result_id(block: object) -> str | None:
