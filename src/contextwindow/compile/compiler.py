@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
@@ -26,6 +27,7 @@ from ..content import AttachmentRef, Message, Request, Text, ToolResult, ToolSpe
 from ..errors import InvalidInput, OverBudget
 from ..models import ModelProfile
 from ._render import Base, Pricer, Rendered, base_of, price_blocks, render_message
+from ._walklog import Context, WalkLog, equivalent
 from .archive import archive_record, is_candidate
 from .media import MediaBudget, MediaItem, hysteresis_limits, manifest_text, shed_media
 from .pairing import enforce_tool_pairing, unit_start
@@ -63,6 +65,7 @@ class CompileCache:
         self.plain: dict[tuple[Any, int, int], Rendered] = {}
         self.positions: dict[tuple[str, int], int] = {}
         self.head: dict[tuple[Any, ...], int] = {}
+        self.walk: WalkLog | None = None
 
     def estimator(self, profile: ModelProfile, multiplier: float) -> Pricer:
         if self._estimator is not None and self._estimator[0] == profile and self._estimator[1] == multiplier:
@@ -82,6 +85,7 @@ class CompileCache:
             self.plain.clear()
             self.positions.clear()
             self.head.clear()
+            self.walk = None
             self._key = key
         if len(self.renders) > 200_000:  # bound memory: a render per message and decision set
             self.renders.clear()
@@ -159,6 +163,7 @@ class _Run:
         self.est = est
         self.m = float(state.multiplier)
         self.cache = cache
+        self.bound = bind
         if bind:
             cache.bind((est, self.m, policy, state.session_id))
         self.messages = state.messages
@@ -218,15 +223,33 @@ class _Run:
         self.cache.renders[key] = rendered
         return rendered
 
+    def message_id(self, position: int) -> str | None:
+        """The id of the message at ``position``, without decoding it when the source can say."""
+        id_at = getattr(self.messages, "id_at", None)
+        if id_at is not None:
+            return str(id_at(position))
+        return self.messages[position].message.id
+
+    def ids(self, start: int, stop: int) -> tuple[str, ...]:
+        """Ids of the messages ``start:stop`` (``@index`` for one without an id), undecoded if possible."""
+        ids = getattr(self.messages, "ids", None)
+        if ids is not None:
+            return tuple(ids(start, stop))
+        return tuple(self.messages[i].message.id or f"@{i}" for i in range(start, stop))
+
     def position_of(self, message_id: str) -> int | None:
         key = (message_id, len(self.messages))
         if key in self.cache.positions:
             return self.cache.positions[key]
         found = None
-        for index in range(len(self.messages) - 1, -1, -1):
-            if self.messages[index].message.id == message_id:
-                found = index
-                break
+        index_of = getattr(self.messages, "index_of", None)
+        if index_of is not None:
+            found = index_of(message_id)
+        else:
+            for index in range(len(self.messages) - 1, -1, -1):
+                if self.messages[index].message.id == message_id:
+                    found = index
+                    break
         if found is not None:
             self.cache.positions[key] = found
         return found
@@ -301,17 +324,14 @@ class _Run:
                 break
             units.pop()  # units are newest first: the last one is the oldest
 
-        ordered = [r for u in reversed(units) for r in u.rendered]
-        final, stubbed, dropped = enforce_tool_pairing([r[1].message for r in ordered])
-        by_message = {id(r[1].message): r[1] for r in ordered}
-        request_bytes = (
-            self.head_bytes(summary)
-            + len(manifest.encode())
-            + sum(
-                (by_message[id(m)].wire_bytes if id(m) in by_message else self.fresh(m).wire_bytes)
-                for m in final
-            )
-        )
+        renders = [r[1] for u in reversed(units) for r in u.rendered]
+        final, stubbed, dropped = enforce_tool_pairing([r.message for r in renders])
+        if stubbed or dropped or len(final) != len(renders):  # repaired: look renders up by message
+            by_message = {id(r.message): r for r in renders}
+            renders = [by_message.get(id(m)) or self.fresh(m) for m in final]
+        else:
+            by_message = {}
+        request_bytes = self.head_bytes(summary) + len(manifest.encode()) + sum(r.wire_bytes for r in renders)
         wall = policy.transport_max_bytes
         if wall and request_bytes > wall:
             if not policy.shed_media_over_wall:
@@ -322,27 +342,35 @@ class _Run:
                     required=request_bytes,
                     makeup=makeup,
                 )
+            by_message = {id(r.message): r for r in renders}
             final, request_bytes, shed = self.shed(final, by_message, request_bytes, wall)
             evictions.extend(shed)
+            renders = [by_message.get(id(m)) or self.fresh(m) for m in final]
 
         for segment in ("text", "tool_results", "images", "other_media"):
             makeup[segment] = 0
         inline: dict[str, AttachmentRef] = {}
-        for message in final:
-            rendered = by_message.get(id(message)) or self.fresh(message)
-            text, results, images, other = rendered.segments
-            makeup["text"] += text
-            makeup["tool_results"] += results
-            makeup["images"] += images
-            makeup["other_media"] += other
+        text = results = images = other = 0
+        for rendered in renders:
+            t, r, i, o = rendered.segments
+            text += t
+            results += r
+            images += i
+            other += o
             for ref in rendered.inline:
                 inline.setdefault(ref.id, ref)
+        makeup["text"], makeup["tool_results"], makeup["images"], makeup["other_media"] = (
+            text,
+            results,
+            images,
+            other,
+        )
         if manifest:
             final = _attach_manifest(final, manifest)
         makeup["manifest"] = manifest_tokens
         local = sum(v for k, v in makeup.items() if k != "output_reserve")
         accepted_first = units[-1].start if units else len(self.messages)
-        omitted = tuple(self.messages[i].message.id or f"@{i}" for i in range(start, accepted_first))
+        omitted = self.ids(start, accepted_first)
         messages = ((summary,) if summary is not None else ()) + tuple(final)
         estimated, reason = self.anchored(local)
         decisions = Decisions(
@@ -502,7 +530,7 @@ class _Run:
                 return self.state.watermark
             pos, ordinal = max(items)
             ordinal += 1
-        message_id = self.messages[pos].message.id
+        message_id = self.message_id(pos)
         return MediaWatermark(message_id=message_id, index=ordinal) if message_id else None
 
     def walk(
@@ -515,16 +543,54 @@ class _Run:
         media: MediaBudget,
         makeup: dict[str, int],
     ) -> list[_Unit]:
-        """The tail, newest unit first, within the budget."""
+        """The tail, newest unit first, within the budget.
+
+        With a cache, the previous walk's older units are reused from the first unit end both walks
+        reach in equivalent contexts (see :mod:`._walklog`); the cut among them is a binary search.
+        """
         policy = self.policy
         messages = _MessageView(self.messages)
         units: list[_Unit] = []
+        contexts: list[Context] = []
         total = head
         depth = 0
         turns = 0
         newest = len(self.messages) - 1
         end = newest
+        key = (start, cap, media.count_cap, media.byte_budget, media.watermark, media.contiguous)
+        old = self.cache.walk
+        reuse_below = self.reusable_below(old, key)
+        stale_turns = policy.recent_turns_full if policy.archive_stale_results else None
+        exhausted = True
         while end >= start:
+            context: Context = (turns, depth, media.snapshot())
+            if old is not None and units and end < reuse_below and end in old.by_end:
+                k = old.by_end[end]
+                same, settled = equivalent(
+                    context, old.contexts[k], stale_turns=stale_turns, depth_limit=policy.image_depth_tokens
+                )
+                if same and _id_in(old.source, end) == self.message_id(end):
+                    # Everything older is decided as before: take the old units that fit.
+                    room = budget - total + old.prefix[k]
+                    m = max(k, bisect_right(old.prefix, room, lo=k) - 1)
+                    taken = old.units[k:m]
+                    old_turns, old_depth, _ = old.contexts[k]
+                    dturns, ddepth = turns - old_turns, depth - old_depth
+                    mine = context[2]
+                    for t, d, ms in old.contexts[k:m]:
+                        contexts.append((t + dturns, d + ddepth, mine if settled else ms))
+                    units.extend(taken)
+                    total += old.prefix[m] - old.prefix[k]
+                    after_turns, after_depth, after_media = old.contexts[m]
+                    turns, depth = after_turns + dturns, after_depth + ddepth
+                    if not settled:
+                        media.restore(after_media)
+                    context = (turns, depth, media.snapshot())
+                    if m < len(old.units) or old.exhausted:
+                        exhausted = m == len(old.units) and old.exhausted
+                        break
+                    end = taken[-1].start - 1 if taken else end
+                    continue
             first = unit_start(messages, end, floor=start) if self.base(end).results else end
             unit = _Unit(start=first, end=end)
             for position in range(end, unit.start - 1, -1):
@@ -584,11 +650,62 @@ class _Run:
                         makeup=makeup,
                     )
             elif total + unit.tokens > budget:
+                exhausted = False
                 break
             total += unit.tokens
             units.append(unit)
+            contexts.append(context)
             end = unit.start - 1
+        # The context after the last unit taken: the refused unit's own steps do not count.
+        contexts.append(context if not exhausted else (turns, depth, media.snapshot()))
+        if self.bound:
+            self.cache.walk = self.log_walk(key, newest, units, contexts, exhausted)
         return units
+
+    def reusable_below(self, old: WalkLog | None, key: tuple[Any, ...]) -> int:
+        """Unit ends below this index may be reused from ``old`` (-1: none may).
+
+        The previous walk must have had the same fixed inputs, and its units must sit below its own
+        newest message and below every message whose archive records changed since.
+        """
+        if old is None or old.key != key:
+            return -1
+        below = old.newest
+        if old.archives != self.archived_by:
+            changed = {
+                k
+                for k in old.archives.keys() | self.archived_by.keys()
+                if old.archives.get(k) != self.archived_by.get(k)
+            }
+            for message_id, _ in changed:
+                position = self.position_of(message_id) if message_id is not None else None
+                if position is None:
+                    return -1
+                below = min(below, position)
+        return below
+
+    def log_walk(
+        self,
+        key: tuple[Any, ...],
+        newest: int,
+        units: list[_Unit],
+        contexts: list[Context],
+        exhausted: bool,
+    ) -> WalkLog:
+        prefix = [0]
+        for unit in units:
+            prefix.append(prefix[-1] + unit.tokens)
+        return WalkLog(
+            key=key,
+            newest=newest,
+            units=list(units),  # compile pops from its own list; the log keeps the walk
+            contexts=contexts,
+            prefix=prefix,
+            by_end={unit.end: index for index, unit in enumerate(units)},
+            exhausted=exhausted,
+            archives=dict(self.archived_by),
+            source=self.messages,
+        )
 
     def shed(
         self,
@@ -653,7 +770,7 @@ def _attach_manifest(messages: list[Message], manifest: str) -> list[Message]:
 class _MessageView(Sequence[Message]):
     """The stored messages as a sequence of ``Message`` without copying 10,000 references."""
 
-    def __init__(self, priced: tuple[PricedMessage, ...]) -> None:
+    def __init__(self, priced: Sequence[PricedMessage]) -> None:
         self._priced = priced
 
     def __len__(self) -> int:
@@ -669,6 +786,11 @@ class _MessageView(Sequence[Message]):
         if isinstance(index, slice):
             return [pm.message for pm in self._priced[index]]
         return self._priced[index].message
+
+
+def _id_in(messages: Sequence[PricedMessage], position: int) -> str | None:
+    id_at = getattr(messages, "id_at", None)
+    return str(id_at(position)) if id_at is not None else messages[position].message.id
 
 
 def _result_id(block: object) -> str | None:

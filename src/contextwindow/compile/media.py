@@ -126,6 +126,14 @@ class MediaBudget:
         self.kept_bytes = 0
         self.oldest_kept: tuple[int, int] | None = None
 
+    def snapshot(self) -> tuple[int, int, str | None]:
+        """The running state ``admit`` decides from, to compare or :meth:`restore`."""
+        return (self.kept_images, self.kept_bytes, self.refused)
+
+    def restore(self, state: tuple[int, int, str | None]) -> None:
+        """Go back to a state :meth:`snapshot` returned."""
+        self.kept_images, self.kept_bytes, self.refused = state
+
     def admit(self, item: MediaItem, *, too_deep: bool) -> str | None:
         """``None`` when the item goes inline, else the reason it does not."""
         if self.watermark is not None and (item.position, item.ordinal) < self.watermark:

@@ -11,7 +11,8 @@ A moved media watermark is recorded the same way, so a reopen compiles the same 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, overload
 
 from ..content import Text, ToolSpec
 from ..models import ModelProfile, get_profile
@@ -20,7 +21,7 @@ from .policy import Policy
 from .state import ArchiveRecord, Checkpoint, CompiledRequest, CompileState, MediaWatermark, PricedMessage
 
 if TYPE_CHECKING:
-    from ..store import Session
+    from ..store import MessageLog, Session
 
 __all__ = ["SessionCompiler", "compile_session"]
 
@@ -32,9 +33,8 @@ class SessionCompiler:
         self.session = session
         self.estimator = estimator
         self.cache = CompileCache()
-        self._messages: list[PricedMessage] = []
-        self._frozen: tuple[PricedMessage, ...] = ()
-        self._last_position: int | None = None
+        self._log: MessageLog | None = None
+        self._priced: list[PricedMessage | None] = []
         self._archives: dict[tuple[str, str], ArchiveRecord] = {}
         self._archive_position: int | None = None
 
@@ -48,11 +48,8 @@ class SessionCompiler:
         connection: str = "default",
     ) -> CompileState:
         """The session's compile state, reading only entries appended since the last read."""
-        new = self.session.messages(after=self._last_position)
-        if new:
-            self._messages.extend(PricedMessage(message=s.message, block_prices=s.block_prices) for s in new)
-            self._last_position = new[-1].position
-            self._frozen = tuple(self._messages)
+        self._log = self.session.message_log(into=self._log)
+        self._priced.extend([None] * (len(self._log) - len(self._priced)))
         for entry in self.session.entries(["archive"], after=self._archive_position):
             self._archive_position = entry.position
             try:
@@ -77,7 +74,7 @@ class SessionCompiler:
         if isinstance(system, str):
             system = (Text(text=system),) if system else ()
         return CompileState(
-            messages=self._frozen,
+            messages=_LogView(self._log, self._priced, len(self._log)),
             system=system,
             tools=tools,
             checkpoint=checkpoint,
@@ -124,6 +121,54 @@ class SessionCompiler:
                 self.state(**kwargs), profile, policy, estimator=self.estimator, cache=self.cache
             )
         return result
+
+
+class _LogView(Sequence[PricedMessage]):
+    """A snapshot (the first ``length`` messages) of a session's :class:`~contextwindow.store.MessageLog`
+    as priced messages; each row is validated by the log the first time compile reads it."""
+
+    def __init__(self, log: MessageLog, priced: list[PricedMessage | None], length: int) -> None:
+        self._log = log
+        self._priced = priced  # shared by every view of this log: decoded once per compiler
+        self._length = length
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> PricedMessage: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[PricedMessage]: ...
+
+    def __getitem__(self, index: int | slice) -> PricedMessage | list[PricedMessage]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._length))]
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError(index)
+        hit = self._priced[index]
+        if hit is None:
+            stored = self._log[index]
+            hit = PricedMessage(message=stored.message, block_prices=stored.block_prices)
+            self._priced[index] = hit
+        return hit
+
+    def id_at(self, index: int) -> str:
+        """The message id at ``index`` without decoding the row."""
+        if not 0 <= index < self._length:
+            raise IndexError(index)
+        return self._log.id_at(index)
+
+    def ids(self, start: int, stop: int) -> list[str]:
+        """The message ids ``start:stop`` (within this snapshot) without decoding the rows."""
+        return self._log.ids(max(0, start), min(max(0, stop), self._length))
+
+    def index_of(self, message_id: str) -> int | None:
+        """The index of a message id within this snapshot, or ``None``."""
+        found = self._log.index_of(message_id)
+        return found if found is not None and found < self._length else None
 
 
 def compile_session(

@@ -10,7 +10,7 @@ others.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -146,7 +146,10 @@ class MediaWatermark:
 class CompileState:
     """One session's ledger, as far as the next request is concerned. Holds refs, never bytes."""
 
-    messages: tuple[PricedMessage, ...]
+    messages: Sequence[PricedMessage]
+    """In order. Any sequence: a ledger session gives a lazy one whose messages are validated when
+    compile first reads them (it may also offer ``id_at(i)`` and ``index_of(id)``, answered without
+    decoding; compile uses them when present)."""
     system: tuple[Text, ...] = ()
     tools: tuple[ToolSpec, ...] = ()
     checkpoint: Checkpoint | None = None

@@ -33,6 +33,7 @@ from ..errors import UsageError
 from ._backend import Backend
 from ._budgets import DEFAULT_MEDIA_TYPES, Budgets
 from ._kinds import ENTRY_KINDS, FORMAT_VERSIONS, RECORD_KINDS
+from ._lazy import MessageLog
 from ._ledger import Session, Store
 from ._migrations import SCHEMA_VERSION
 from ._values import Entry, Problem, StoredMessage
@@ -45,6 +46,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "Budgets",
     "Entry",
+    "MessageLog",
     "Problem",
     "Session",
     "Store",

@@ -4,6 +4,11 @@ Writing: a message becomes ``{"message": message_to_dict(...), "block_prices": [
 JSON. Reading: the payload is upgraded to its kind's current format and the message is parsed with
 :func:`~contextwindow.content.parse_message`; a row that does not parse is a corrupt ledger
 (:class:`~contextwindow.errors.StoreError`), never a half-valid value.
+
+Reading is the hot path of a cold compile (10,000 rows), so a row already at the current format is
+validated straight from its JSON text by pydantic-core (:data:`_PAYLOAD`, one ``validate_json``
+call: no Python dicts built first, no second walk for the prices). It checks exactly what the general
+path checks; a row it refuses goes through the general path, which names the bad field.
 """
 
 from __future__ import annotations
@@ -12,7 +17,11 @@ import json
 import math
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any, NotRequired
+
+import pydantic
+from pydantic import Field, TypeAdapter
+from typing_extensions import TypedDict
 
 from ..content import AttachmentRef, Message, message_to_dict, parse_message
 from ..errors import InvalidInput, StoreError
@@ -94,8 +103,48 @@ def decode_entry(row: EntryRow) -> Entry:
     )
 
 
+_Price = Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True)]
+
+
+class _MessagePayload(TypedDict):
+    """A ``message`` payload at its current format (``_kinds``: format 1)."""
+
+    message: Message
+    block_prices: NotRequired[list[_Price] | None]
+
+
+_PAYLOAD: TypeAdapter[_MessagePayload] = TypeAdapter(_MessagePayload)
+"""Validates a current-format message payload from its JSON text; prices strict (no booleans), finite, ≥ 0."""
+
+
 def decode_message(row: EntryRow) -> StoredMessage:
     """A message row as a validated :class:`StoredMessage`."""
+    if row.kind == "message" and row.version == FORMAT_VERSIONS["message"]:
+        try:
+            data = _PAYLOAD.validate_json(row.payload)
+        except pydantic.ValidationError:
+            pass  # the general path below names the bad field
+        else:
+            prices = data.get("block_prices")
+            parsed = data["message"]
+            if prices is None or len(prices) == len(parsed.content):
+                message = Message(  # not dataclasses.replace: this is the hot loop, 5x cheaper
+                    role=parsed.role,
+                    content=parsed.content,
+                    id=row.id,
+                    created_at=parsed.created_at,
+                    metadata=parsed.metadata,
+                )
+                return StoredMessage(
+                    message=message,
+                    position=row.position,
+                    block_prices=None if prices is None else tuple(prices),
+                )
+    return _decode_message_checked(row)
+
+
+def _decode_message_checked(row: EntryRow) -> StoredMessage:
+    """The general path: upgrade the payload, parse it, check the prices, name what is wrong."""
     if row.kind != "message":
         raise StoreError(f"entry {row.id} is a {row.kind}, not a message")
     payload = _payload(row)

@@ -36,6 +36,7 @@ from ._backend import Backend
 from ._budgets import Budgets
 from ._codec import check_block_prices, decode_entry, decode_message, encode_message, ref_from_row
 from ._kinds import ENTRY_KINDS, FORMAT_VERSIONS, ID_PREFIXES, canonical_json, check_payload
+from ._lazy import MessageLog
 from ._rows import AttachmentRow, NewEntry, new_id, now_iso
 from ._values import Entry, Problem, StoredMessage
 from ._verify import verify
@@ -192,6 +193,20 @@ class Session:
         (an incremental read: compile's cache loads only what was appended since)."""
         rows = self._store._backend().entries(self.id, ["message"], after=after)
         return [decode_message(row) for row in rows]
+
+    def message_log(self, *, after: int | None = None, into: MessageLog | None = None) -> MessageLog:
+        """The messages as a :class:`MessageLog`: each validated when first read, ids free.
+
+        With ``into``, the rows after ``into.last_position`` are appended to that log and it is
+        returned (``after`` is then ignored): an incremental reader keeps one log per session.
+        """
+        if into is not None:
+            after = into.last_position
+        rows = self._store._backend().entries(self.id, ["message"], after=after)
+        if into is None:
+            return MessageLog(rows)
+        into.extend(rows)
+        return into
 
     def compile(self, *, model: Any, policy: Any = None, **options: Any) -> Any:
         """The next request for this session: ``contextwindow.compile.SessionCompiler.compile``.

@@ -37,16 +37,8 @@ class Cursor(Protocol):
 
 
 def _entry(row: Sequence[Any]) -> EntryRow:
-    return EntryRow(
-        session_id=row[0],
-        position=int(row[1]),
-        id=row[2],
-        kind=row[3],
-        version=int(row[4]),
-        payload=row[5],
-        created_at=row[6],
-        digest=row[7],
-    )
+    # Both drivers return the integer columns as ints, in column order: no per-field conversion.
+    return EntryRow(*row)
 
 
 def _attachment(row: Sequence[Any]) -> AttachmentRow:

@@ -1,0 +1,75 @@
+"""What one compile's tail walk did, kept so the next compile can reuse the part that cannot change.
+
+The walk (``compiler._Run.walk``) takes units newest first. What it decides for a unit depends on the
+unit's messages and on the walk's *context* when it reaches the unit: the turns counted so far (a
+tool result is stale from ``policy.recent_turns_full`` turns on), the depth in tokens (media deeper
+than ``policy.image_depth_tokens`` are not inline) and the media budget's running state. After an
+append the walk restarts from the new newest message, so contexts shift — but once both walks reach
+the same unit end in *equivalent* contexts (every future decision the same: both past the stale
+turn, both past the media depth or with the same budget state), everything older is decided exactly
+as before. From there the previous walk's units are reused as they are, and the cut is found by a
+binary search over their prefix sums of tokens instead of a walk: an incremental compile re-decides
+only the region near the end (the newest turns, the media window, any newly archived result).
+
+Reuse never changes a result: the tests compare incremental compiles with cold ones, byte for byte.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Context", "WalkLog", "equivalent"]
+
+Context = tuple[int, int, tuple[Any, ...]]
+"""``(turns, depth, media budget state)`` when the walk reaches a unit boundary."""
+
+
+@dataclass(slots=True)
+class WalkLog:
+    """One walk: its units (newest first), the context before each and after the last, and what it
+    was decided under (anything in ``key`` that differs makes the log useless)."""
+
+    key: tuple[Any, ...]
+    """``(floor, cap, media limits, watermark)``: the walk's fixed inputs besides the messages."""
+    newest: int
+    """Index of the newest message then; units containing it were decided as the newest unit."""
+    units: list[Any]
+    contexts: list[Context]
+    """``contexts[k]``: before ``units[k]``; ``contexts[len(units)]``: after the last one."""
+    prefix: list[int]
+    """``prefix[k]``: tokens of ``units[:k]``."""
+    by_end: dict[int, int]
+    """Unit index by the index of its newest message."""
+    exhausted: bool
+    """The walk reached the floor (no older unit was left), rather than the budget."""
+    archives: dict[Any, Any]
+    """The archive records in force then, by (message id, tool-use id)."""
+    source: Any
+    """The messages walked, to check a unit end is still the same message before reusing it."""
+
+
+def equivalent(
+    new: Context,
+    old: Context,
+    *,
+    stale_turns: int | None,
+    depth_limit: int,
+) -> tuple[bool, bool]:
+    """``(equivalent, media_settled)``: whether every later decision is the same from these contexts.
+
+    ``stale_turns`` is ``policy.recent_turns_full`` (``None`` when nothing is archived);
+    ``depth_limit`` is ``policy.image_depth_tokens`` (0 = off). ``media_settled`` means both walks are
+    past the depth limit, so the media budget's state no longer decides anything.
+    """
+    new_turns, new_depth, new_media = new
+    old_turns, old_depth, old_media = old
+    both_stale = stale_turns is not None and new_turns >= stale_turns and old_turns >= stale_turns
+    if stale_turns is not None and new_turns != old_turns and not both_stale:
+        return False, False
+    settled = bool(depth_limit) and new_depth > depth_limit and old_depth > depth_limit
+    if depth_limit and new_depth != old_depth and not settled:
+        return False, False
+    if not settled and new_media != old_media:
+        return False, False
+    return True, settled

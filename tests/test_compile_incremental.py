@@ -1,0 +1,121 @@
+"""Incremental compiles reuse the previous walk, and never change a result: byte for byte the same as
+a cold compile of the same ledger state, over random append sequences and policies."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from PIL import Image as PILImage
+
+from contextwindow.compile import CompiledRequest, Policy, SessionCompiler
+from contextwindow.content import Image, Message, Text, ToolResult, ToolUse, message_to_dict
+from contextwindow.models import ModelProfile
+from contextwindow.pricing import Estimator
+from contextwindow.store import Session, open_store
+
+PROFILE = ModelProfile(
+    name="test-model", provider="other", context_window=6_000, max_output_tokens=500, tokenizer="unknown"
+)
+
+
+def _png(n: int) -> bytes:
+    buf = io.BytesIO()
+    PILImage.new("RGB", (8 + n % 50, 8), (n % 255, 0, 0)).save(buf, "PNG")
+    return buf.getvalue()
+
+
+# One step of a session: what is appended (a turn's worth of messages).
+steps = st.one_of(
+    st.tuples(st.just("prose"), st.integers(1, 400)),
+    st.tuples(st.just("reply"), st.integers(1, 300)),
+    st.tuples(st.just("tool"), st.integers(1, 3_000)),  # a text result, sometimes over the archive bar
+    st.tuples(st.just("shot"), st.integers(0, 10_000)),  # a result carrying an image
+    st.tuples(st.just("orphan"), st.integers(0, 5)),  # a call whose result never comes
+)
+
+policies = st.builds(
+    Policy,
+    max_inline_images=st.integers(0, 4),
+    image_depth_tokens=st.sampled_from([0, 300, 2_000]),
+    media_hysteresis_ratio=st.sampled_from([None, 0.5]),
+    recent_turns_full=st.integers(0, 3),
+    archive_text_over_tokens=st.sampled_from([200, 2048]),
+    inline_media_bytes=st.sampled_from([200, 20 * 1024 * 1024]),
+)
+
+
+def _append(session: Session, est: Estimator, step: tuple[str, int], n: int) -> None:
+    kind, size = step
+    batch: list[Message]
+    if kind == "prose":
+        batch = [Message.user(f"{n}: " + "word " * size)]
+    elif kind == "reply":
+        batch = [Message.assistant(f"{n}: " + "fine " * size)]
+    elif kind == "tool":
+        batch = [
+            Message.assistant(ToolUse(id=f"t{n}", name="read", input={"n": n})),
+            Message.user(ToolResult(tool_use_id=f"t{n}", content="row " * size)),
+        ]
+    elif kind == "shot":
+        ref = session.attach(_png(size), "image/png")
+        batch = [
+            Message.assistant(ToolUse(id=f"t{n}", name="screenshot", input={})),
+            Message.user(ToolResult(tool_use_id=f"t{n}", content=(Text(text="screen"), Image(ref=ref)))),
+        ]
+    else:
+        batch = [Message.assistant(ToolUse(id=f"o{n}", name="lost", input={"k": size}))]
+    for message in batch:
+        session.append(message, block_prices=[est.raw_block(b) for b in message.content])
+
+
+def _bytes(out: CompiledRequest) -> str:
+    return json.dumps([message_to_dict(m) for m in out.messages], sort_keys=True)
+
+
+class TestIncrementalMatchesCold:
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(
+        history=st.lists(steps, min_size=1, max_size=40),
+        appends=st.lists(steps, min_size=1, max_size=8),
+        policy=policies,
+    )
+    def test_each_incremental_compile_equals_a_cold_compile_of_the_same_ledger(
+        self, history: list[tuple[str, int]], appends: list[tuple[str, int]], policy: Policy
+    ) -> None:
+        est = Estimator(PROFILE, preset="seed-store")
+        with open_store(":memory:") as store:
+            session = store.session("s")
+            for n, step in enumerate(history):
+                _append(session, est, step, n)
+            live = SessionCompiler(session, estimator=est)
+            live.compile(model=PROFILE, policy=policy, system="be brief")
+            for n, step in enumerate(appends, start=len(history)):
+                _append(session, est, step, n)
+                incremental = live.compile(model=PROFILE, policy=policy, system="be brief")
+                cold = SessionCompiler(session, estimator=est).compile(
+                    model=PROFILE, policy=policy, system="be brief"
+                )
+                assert _bytes(incremental) == _bytes(cold)
+                assert incremental == cold
+
+    def test_an_append_reuses_the_older_units_of_the_previous_walk(self) -> None:
+        est = Estimator(PROFILE, preset="seed-store")
+        policy = Policy(recent_turns_full=1, image_depth_tokens=300)
+        with open_store(":memory:") as store:
+            session = store.session("s")
+            for n in range(60):
+                _append(session, est, ("prose" if n % 2 else "tool", 20), n)
+            live = SessionCompiler(session, estimator=est)
+            live.compile(model=PROFILE, policy=policy)
+            before = live.cache.walk
+            assert before is not None
+            _append(session, est, ("prose", 5), 99)
+            live.compile(model=PROFILE, policy=policy)
+            after = live.cache.walk
+            assert after is not None and after is not before
+            reused = {id(u) for u in before.units} & {id(u) for u in after.units}
+            # Only the units within the media depth (300 tokens) of the end were re-decided.
+            assert len(reused) >= len(after.units) - 10
