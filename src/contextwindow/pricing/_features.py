@@ -1,27 +1,44 @@
-"""Text features for the fitted rule: counts a byte-level scan can take at C speed.
+"""Text features for the fitted rule: counts a C-speed scan can take, and the piece a text belongs to.
 
-The default text rule prices a string as a linear function of these counts (``_text.py``). They are
-chosen to track how BPE tokenizers split text: each letter run, digit group and punctuation run is
-about one pre-token, long runs cost more, and scripts differ widely in characters per token (CJK
-about 1, Cyrillic about 3, English prose about 4.5). Every feature is a ``bytes.translate`` into a
-class alphabet followed by ``bytes.count``, so the scan runs at hundreds of MB/s with no Python loop
-per character; the same function is used by the fitting script (``benchmarks/fit_text_rule.py``),
-so the coefficients are fitted on exactly what runtime computes.
+The default text rule prices a string as a linear function of these counts (``_text.py``), with
+one coefficient vector per *piece* (prose, code, CJK, Cyrillic, other scripts) chosen by
+:func:`piece_of`, a cheap deterministic classifier over the same counts. The same functions are
+used by the fitting script (``benchmarks/fit_text_rule.py``), so the coefficients are fitted on
+exactly what runtime computes.
 
-UTF-8 lead bytes stand in for scripts: ``D0``-``D4`` Cyrillic, ``D5``-``DF`` Hebrew/Arabic/other
-two-byte scripts, ``C2``-``CF`` Latin-1, Latin extended and Greek, ``E0``-``E1`` Indic, Thai and
-other three-byte alphabets, ``E2`` punctuation and symbols, ``E3`` kana and CJK punctuation,
-``E4``-``E9`` Han ideographs, ``EA``-``ED`` Hangul, ``EE``-``EF`` private use and full-width forms,
-``F0``-``F4`` emoji and other astral characters.
+ASCII features follow how BPE pre-tokenizers split text: each letter run, digit group and
+punctuation run is about one pre-token, camelCase and ALL-CAPS split further, runs of spaces are
+tokens of their own. They are one ``bytes.translate`` into a class alphabet and ``bytes.count``.
+
+Non-ASCII characters are priced per character: ``_chartable.py`` (generated offline from the
+tokenizers) puts every character seen in the fitting corpus into a cost bucket by its mean token
+share in real text (a common Han character that merges into word tokens costs ~0.5, a rare one
+that falls back to bytes ~2–3), split by script group (CJK, Cyrillic, other) and with uppercase
+letters apart (proper nouns split more). One ``str.translate`` maps the text onto those class
+letters. Texts longer than :data:`SAMPLE_ABOVE` characters translate four fixed windows only and
+scale the bucket counts to the exact number of non-ASCII characters (deterministic sampling).
 """
 
 from __future__ import annotations
 
 import string
+from functools import cache
 
-__all__ = ["FEATURE_NAMES", "N_FEATURES", "features"]
+from . import _chartable
 
-FEATURE_NAMES: tuple[str, ...] = (
+__all__ = [
+    "ASCII_FEATURES",
+    "FEATURE_NAMES",
+    "N_BUCKETS",
+    "N_FEATURES",
+    "PIECES",
+    "SAMPLE_ABOVE",
+    "char_class",
+    "features",
+    "piece_of",
+]
+
+ASCII_FEATURES: tuple[str, ...] = (
     "bias",  # 1 for non-empty text: the first piece always costs a token
     "lower",  # ASCII lowercase letters
     "upper",  # ASCII uppercase letters
@@ -35,23 +52,33 @@ FEATURE_NAMES: tuple[str, ...] = (
     "digit_runs",  # runs of digits: a number costs ~1 token per run + 1 per 3 more digits
     "punct_runs",  # runs of ASCII punctuation: a run often merges into one token
     "indented_lines",  # "\n " : an indentation run is a token of its own
-    "blank_lines",  # "\n\n"
     "long_letters",  # non-overlapping 8-letter stretches: rare long words split into pieces
-    "script_runs",  # runs of two-byte-script letters (Cyrillic, Greek, Arabic words), + 1 per wider char
-    "latin_ext",  # C2-CF lead bytes: accented Latin, Greek
-    "cyrillic",  # D0-D4
-    "rtl_other2",  # D5-DF: Hebrew, Arabic, Syriac, ...
-    "indic",  # E0-E1: Devanagari, Thai, Georgian, Hangul jamo, Latin extended additional
-    "symbols",  # E2: general punctuation, arrows, box drawing, math
-    "kana",  # E3: hiragana, katakana, CJK punctuation
-    "han",  # E4-E9: CJK unified ideographs
-    "hangul",  # EA-ED: Hangul syllables
-    "fullwidth",  # EE-EF: private use, full-width forms, specials
-    "astral",  # F0-F4: emoji and other four-byte characters
+    "double_spaces",  # "  " : alignment runs inside lines (codec tables, ASCII art)
+    "quad_spaces",  # "    "
+    "caps_pairs",  # "AA": ALL-CAPS words split into more pieces than lowercase ones
+    "hex_like",  # digit-letter-digit: hex literals and identifiers with numbers
+    "punct_pairs",  # "pp": adjacent punctuation that does not merge
+)
+N_BUCKETS = _chartable.N_BUCKETS
+GROUPS = ("cjk", "cyrillic", "other")
+FEATURE_NAMES: tuple[str, ...] = (
+    ASCII_FEATURES
+    + tuple(f"bucket_{i}" for i in range(N_BUCKETS))
+    + ("upper_nonascii",)
+    + tuple(f"group_{g}" for g in GROUPS)
+    + ("unknown_bmp", "astral")
 )
 N_FEATURES = len(FEATURE_NAMES)
+PIECES: tuple[str, ...] = ("prose", "code", "cjk", "cyrillic", "script")
+"""Pieces of the piecewise rule, in the order ``piece_of`` returns their index."""
 
-# Class alphabet, one byte per class.
+SAMPLE_ABOVE = 4096
+"""Texts longer than this translate four windows of :data:`_WINDOW` characters, not the whole."""
+_WINDOW = 1024
+# Classifier thresholds (chosen on the fit half; see fit_text_rule.py's confusion printout).
+_SCRIPT_SHARE = 0.25  # non-ASCII characters above this share of the text: a script piece
+_CODE_PUNCT = 0.075  # ASCII punctuation above this share of the text: the code piece
+
 _CLASSES: dict[bytes, bytes] = {
     string.ascii_lowercase.encode(): b"a",
     string.ascii_uppercase.encode(): b"A",
@@ -60,17 +87,7 @@ _CLASSES: dict[bytes, bytes] = {
     b"\n\r": b"\n",
     bytes(c for c in range(32) if c not in (10, 13)) + b"\x7f": b"\t",
     string.punctuation.encode(): b"p",
-    bytes(range(0x80, 0xC0)): b"c",  # continuation bytes
-    bytes(range(0xC0, 0xD0)): b"L",
-    bytes(range(0xD0, 0xD5)): b"C",
-    bytes(range(0xD5, 0xE0)): b"R",
-    bytes(range(0xE0, 0xE2)): b"I",
-    b"\xe2": b"S",
-    b"\xe3": b"K",
-    bytes(range(0xE4, 0xEA)): b"H",
-    bytes(range(0xEA, 0xEE)): b"G",
-    bytes(range(0xEE, 0xF0)): b"F",
-    bytes(range(0xF0, 0x100)): b"E",
+    bytes(range(0x80, 0x100)): b"c",  # any non-ASCII byte
 }
 
 
@@ -86,48 +103,122 @@ _CLASS_TABLE = _table(_CLASSES, b"?")
 # Letter runs: ASCII letters, continuation bytes and two-byte leads are "letter"; a three- or
 # four-byte character therefore starts its own run (each CJK character is about one piece).
 _WORD_TABLE = _table(
-    {
-        (string.ascii_letters).encode(): b"a",
-        bytes(range(0x80, 0xE0)): b"a",
-    },
+    {string.ascii_letters.encode(): b"a", bytes(range(0x80, 0xE0)): b"a"},
     b" ",
 )
 _DIGIT_TABLE = _table({string.digits.encode(): b"0"}, b" ")
 _PUNCT_TABLE = _table({string.punctuation.encode(): b"p"}, b" ")
-_SCRIPT_TABLE = _table({bytes(range(0x80, 0xE0)): b"a"}, b" ")
-_NON_ASCII_CLASSES = (b"L", b"C", b"R", b"I", b"S", b"K", b"H", b"G", b"F", b"E")
+
+# Class letters of the character table: group g, bucket b -> chr(_BASE + g * _STRIDE + b); the
+# uppercase class of a group is bucket N_BUCKETS. "?" marks a BMP character not in the table.
+_BASE = 0x41
+_STRIDE = N_BUCKETS + 1
+_UNKNOWN = "?"
+_ALL_CLASSES = tuple(chr(_BASE + g * _STRIDE + b) for g in range(len(GROUPS)) for b in range(_STRIDE))
 
 
-def features(text: str) -> list[float]:
-    """The feature vector of ``text``, in the order of :data:`FEATURE_NAMES`.
+def char_class(group: int, bucket: int) -> str:
+    """The class letter of a (script group, cost bucket); ``bucket == N_BUCKETS`` is uppercase."""
+    return chr(_BASE + group * _STRIDE + bucket)
 
-    Cost: one UTF-8 encode, two ``translate`` passes and ~15 ``count`` passes (10 more for
-    non-ASCII text), all in C.
+
+@cache
+def _translation(family: str) -> list[str]:
+    """A 65,536-entry ``str.translate`` table: ASCII deleted, known characters to their class,
+    other BMP characters to ``?``; astral characters fall outside and stay as they are."""
+    table = ["" if c < 128 else _UNKNOWN for c in range(0x10000)]
+    for cls, chars in _chartable.CHAR_CLASSES.get(family, _chartable.CHAR_CLASSES["o200k"]).items():
+        for ch in chars:
+            if ord(ch) < 0x10000:
+                table[ord(ch)] = cls
+    return table
+
+
+def _nonascii(text: str, family: str, nonascii: int) -> list[float]:
+    """Bucket counts, uppercase, group totals, unknown and astral counts of the non-ASCII part."""
+    table = _translation(family)
+    n = len(text)
+    if n > SAMPLE_ABOVE:
+        step = (n - _WINDOW) // 3
+        sample = "".join(text[i * step : i * step + _WINDOW] for i in range(4)).translate(table)
+        if not sample:  # the windows missed the non-ASCII part: do the whole text
+            sample = text.translate(table)
+    else:
+        sample = text.translate(table)
+    scale = nonascii / len(sample) if sample else 0.0
+    count = sample.count
+    per_class = [count(c) for c in _ALL_CLASSES]
+    buckets = [0.0] * N_BUCKETS
+    groups = [0.0] * len(GROUPS)
+    upper = 0.0
+    for i, k in enumerate(per_class):
+        if not k:
+            continue
+        g, b = divmod(i, _STRIDE)
+        groups[g] += k
+        if b == N_BUCKETS:
+            upper += k
+        else:
+            buckets[b] += k
+    unknown = count(_UNKNOWN)
+    astral = len(sample) - sum(per_class) - unknown
+    return [x * scale for x in (*buckets, upper, *groups, unknown, astral)]
+
+
+def features(text: str, family: str = "o200k") -> tuple[int, list[float]]:
+    """``(piece, vector)`` of ``text`` for a tokenizer family, in the order of :data:`FEATURE_NAMES`.
+
+    Cost: one UTF-8 encode, three ``bytes.translate`` passes and ~18 ``count`` passes in C; for
+    non-ASCII text one ``str.translate`` over at most 4,096 characters and ~45 short counts.
     """
     if not text:
-        return [0.0] * N_FEATURES
+        return 0, [0.0] * N_FEATURES
     raw = text.encode("utf-8", "surrogatepass")
     cls = raw.translate(_CLASS_TABLE)
     count = cls.count
     words = b" " + raw.translate(_WORD_TABLE)
+    lower, upper, digit, space = count(b"a"), count(b"A"), count(b"0"), count(b" ")
+    newline, tab, punct = count(b"\n"), count(b"\t"), count(b"p")
     head = [
         1.0,
-        float(count(b"a")),
-        float(count(b"A")),
-        float(count(b"0")),
-        float(count(b" ")),
-        float(count(b"\n")),
-        float(count(b"\t")),
-        float(count(b"p")),
+        float(lower),
+        float(upper),
+        float(digit),
+        float(space),
+        float(newline),
+        float(tab),
+        float(punct),
         float(words.count(b" a")),
         float(count(b"aA")),
         float((b" " + raw.translate(_DIGIT_TABLE)).count(b" 0")),
         float((b" " + raw.translate(_PUNCT_TABLE)).count(b" p")),
         float(count(b"\n ")),
-        float(count(b"\n\n")),
         float(words.count(b"aaaaaaaa")),
+        float(count(b"  ")),
+        float(count(b"    ")),
+        float(count(b"AA")),
+        float(count(b"0a0")),
+        float(count(b"pp")),
     ]
-    if text.isascii():
-        return head + [0.0] * (len(_NON_ASCII_CLASSES) + 1)
-    head.append(float((b" " + raw.translate(_SCRIPT_TABLE)).count(b" a")))
-    return head + [float(count(c)) for c in _NON_ASCII_CLASSES]
+    n = len(text)
+    nonascii = n - (lower + upper + digit + space + newline + tab + punct)
+    if not nonascii:
+        tail = [0.0] * (N_FEATURES - len(head))
+    else:
+        tail = _nonascii(text, family, nonascii)
+    return piece_of(n, punct, nonascii, tail), head + tail
+
+
+_GROUP_AT = len(ASCII_FEATURES) + N_BUCKETS + 1  # index of group_cjk within the non-ASCII tail
+
+
+def piece_of(length: int, punct: int, nonascii: int, tail: list[float]) -> int:
+    """Index into :data:`PIECES`: a script piece when non-ASCII characters are more than a quarter
+    of the text (the largest script group decides), else code when ASCII punctuation is dense."""
+    if nonascii > _SCRIPT_SHARE * length:
+        g = _GROUP_AT - len(ASCII_FEATURES)
+        cjk, cyr, other = tail[g], tail[g + 1], tail[g + 2]
+        if cjk >= cyr and cjk >= other:
+            return 2
+        return 3 if cyr >= other else 4
+    return 1 if punct > _CODE_PUNCT * length else 0
