@@ -202,10 +202,7 @@ def features(text: str, family: str = "o200k") -> tuple[int, list[float]]:
     ]
     n = len(text)
     nonascii = n - (lower + upper + digit + space + newline + tab + punct)
-    if not nonascii:
-        tail = [0.0] * (N_FEATURES - len(head))
-    else:
-        tail = _nonascii(text, family, nonascii)
+    tail = _nonascii(text, family, nonascii) if nonascii else [0.0] * (N_FEATURES - len(head))
     return piece_of(n, punct, nonascii, tail), head + tail
 
 

@@ -91,7 +91,7 @@ def _linear(family: str, scale: float) -> Callable[[str], float]:
         if not text:
             return 0.0
         piece, vector = features(text, family)
-        total = sum(map(operator.mul, table[piece], vector))
+        total: float = sum(map(operator.mul, table[piece], vector))
         return max(total, scale)  # non-empty text is at least one token
 
     return price
