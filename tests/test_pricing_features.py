@@ -124,3 +124,16 @@ class TestSampling:
         group = FEATURE_NAMES.index("group_cjk")
         assert vector[group : group + 3] == [1.0, 3.0, 0.0]  # 家 | д о м | –
         assert vector[FEATURE_NAMES.index("astral")] == 1.0
+
+    def test_a_long_ascii_text_samples_runs_but_counts_letters_exactly(self) -> None:
+        from contextwindow.pricing._features import ASCII_SAMPLE_ABOVE
+
+        text = CODE * (ASCII_SAMPLE_ABOVE // len(CODE) + 4)
+        _, vector = features(text)
+        assert vector[FEATURE_NAMES.index("lower")] == sum(c.islower() for c in text)
+        runs = vector[FEATURE_NAMES.index("word_runs")]
+        exact = len([w for w in "".join(c if c.isalpha() else " " for c in text).split()])
+        assert runs == pytest.approx(exact, rel=0.05)
+        assert Estimator("gpt-4o").raw_text(text) == pytest.approx(
+            Estimator("gpt-4o").raw_text(CODE) * len(text) / len(CODE), rel=0.05
+        )

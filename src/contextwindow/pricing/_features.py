@@ -7,8 +7,10 @@ used by the fitting script (``benchmarks/fit_text_rule.py``), so the coefficient
 exactly what runtime computes.
 
 ASCII features follow how BPE pre-tokenizers split text: each letter run, digit group and
-punctuation run is about one pre-token, camelCase and ALL-CAPS split further, runs of spaces are
-tokens of their own. They are one ``bytes.translate`` into a class alphabet and ``bytes.count``.
+punctuation run is about one pre-token, camelCase and hex-like identifiers split further, an
+indentation run is a token of its own. Single-byte counts are one ``bytes.translate`` into a class
+alphabet and ``bytes.count``, always exact; run and pair counts (a few times dearer) are taken on
+eight fixed windows of a mostly-ASCII text longer than :data:`ASCII_SAMPLE_ABOVE` bytes and scaled.
 
 Non-ASCII characters are priced per character: ``_chartable.py`` (generated offline from the
 tokenizers) puts every character seen in the fitting corpus into a cost bucket by its mean token
@@ -33,6 +35,7 @@ __all__ = [
     "N_BUCKETS",
     "N_FEATURES",
     "PIECES",
+    "ASCII_SAMPLE_ABOVE",
     "SAMPLE_ABOVE",
     "char_class",
     "features",
@@ -74,6 +77,9 @@ SAMPLE_ABOVE = 1024
 (``str.translate`` costs ~70 ns a character, the rest of the scan ~15 ns a byte)."""
 _WINDOW = 128
 _WINDOWS = 8
+ASCII_SAMPLE_ABOVE = 2048
+"""Texts of more UTF-8 bytes than this take their run and pair counts on eight windows."""
+_ASCII_WINDOW = 256
 # Classifier thresholds (chosen on the fit half; see fit_text_rule.py's confusion printout).
 _SCRIPT_SHARE = 0.25  # non-ASCII characters above this share of the text: a script piece
 _CODE_PUNCT = 0.075  # ASCII punctuation above this share of the text: the code piece
@@ -114,7 +120,9 @@ _ASCII = bytes(range(128))
 _BASE = 0x41
 _STRIDE = N_BUCKETS + 1
 _UNKNOWN = "?"
-_ALL_CLASSES = tuple(chr(_BASE + g * _STRIDE + b) for g in range(len(GROUPS)) for b in range(_STRIDE))
+_CLASS_INDEX: dict[str, tuple[int, int]] = {
+    chr(_BASE + g * _STRIDE + b): (g, b) for g in range(len(GROUPS)) for b in range(_STRIDE)
+}
 
 
 def char_class(group: int, bucket: int) -> str:
@@ -134,13 +142,13 @@ def _translation(family: str) -> list[str]:
     return table
 
 
-def _nonascii(raw: bytes, family: str, nonascii: int) -> list[float]:
+def _nonascii(text: str, family: str, nonascii: int) -> list[float]:
     """Bucket counts, uppercase, group totals, unknown and astral counts of the non-ASCII part.
 
     The ASCII bytes are deleted in C first, so ``str.translate`` (a Python-level lookup per
     character) sees only the non-ASCII characters, and at most four windows of them.
     """
-    chars = raw.translate(None, _ASCII).decode("utf-8", "surrogatepass")
+    chars = text.encode("utf-8", "surrogatepass").translate(None, _ASCII).decode("utf-8", "surrogatepass")
     n = len(chars)
     if n > SAMPLE_ABOVE:
         step = (n - _WINDOW) // (_WINDOWS - 1)
@@ -148,21 +156,21 @@ def _nonascii(raw: bytes, family: str, nonascii: int) -> list[float]:
     sample = chars.translate(_translation(family))
     scale = nonascii / len(sample) if sample else 0.0
     count = sample.count
-    per_class = [count(c) for c in _ALL_CLASSES]
     buckets = [0.0] * N_BUCKETS
     groups = [0.0] * len(GROUPS)
     upper = 0.0
-    for i, k in enumerate(per_class):
-        if not k:
-            continue
-        g, b = divmod(i, _STRIDE)
+    known = 0
+    for cls in _CLASS_INDEX.keys() & set(sample):  # count only the classes present (a handful)
+        k = count(cls)
+        known += k
+        g, b = _CLASS_INDEX[cls]
         groups[g] += k
         if b == N_BUCKETS:
             upper += k
         else:
             buckets[b] += k
     unknown = count(_UNKNOWN)
-    astral = len(sample) - sum(per_class) - unknown
+    astral = len(sample) - known - unknown
     return [x * scale for x in (*buckets, upper, *groups, unknown, astral)]
 
 
@@ -178,9 +186,6 @@ def features(text: str, family: str = "o200k") -> tuple[int, list[float]]:
     raw = text.encode("utf-8", "surrogatepass")
     cls = raw.translate(_CLASS_TABLE)
     count = cls.count
-    words = raw.translate(_WORD_TABLE)
-    digits = raw.translate(_DIGIT_TABLE)
-    puncts = raw.translate(_PUNCT_TABLE)
     n = len(text)
     lower, upper, digit, space = count(b"a"), count(b"A"), count(b"0"), count(b" ")
     newline, punct = count(b"\n"), count(b"p")
@@ -190,6 +195,20 @@ def features(text: str, family: str = "o200k") -> tuple[int, list[float]]:
     else:
         tab = count(b"\t")
         nonascii = n - (lower + upper + digit + space + newline + tab + punct)
+    # Run and pair counts cost a few times a single-byte count: above ASCII_SAMPLE_ABOVE bytes of a
+    # mostly-ASCII text they are taken on eight fixed windows and scaled to the whole
+    # (deterministic sampling; single-byte counts stay exact).
+    size = len(raw)
+    scale = 1.0
+    if size > ASCII_SAMPLE_ABOVE and nonascii <= _SCRIPT_SHARE * n:  # script texts stay exact
+        step = (size - _ASCII_WINDOW) // (_WINDOWS - 1)
+        raw = b"".join(raw[i * step : i * step + _ASCII_WINDOW] for i in range(_WINDOWS))
+        cls = raw.translate(_CLASS_TABLE)
+        count = cls.count
+        scale = size / len(raw)
+    words = raw.translate(_WORD_TABLE)
+    digits = raw.translate(_DIGIT_TABLE)
+    puncts = raw.translate(_PUNCT_TABLE)
     head = [
         1.0,
         float(lower),
@@ -200,15 +219,15 @@ def features(text: str, family: str = "o200k") -> tuple[int, list[float]]:
         float(tab),
         float(punct),
         # run starts: the pattern counts every start but the first byte's, added by the comparison
-        float(words.count(b" a") + (words[:1] == b"a")),
-        float(count(b"aA")),
-        float(digits.count(b" 0") + (digits[:1] == b"0")),
-        float(puncts.count(b" p") + (puncts[:1] == b"p")),
-        float(count(b"\n ")),
-        float(count(b"0a0")),
-        float(count(b"pp")),
+        (words.count(b" a") + (words[:1] == b"a")) * scale,
+        count(b"aA") * scale,
+        (digits.count(b" 0") + (digits[:1] == b"0")) * scale,
+        (puncts.count(b" p") + (puncts[:1] == b"p")) * scale,
+        count(b"\n ") * scale,
+        count(b"0a0") * scale,
+        count(b"pp") * scale,
     ]
-    tail = _nonascii(raw, family, nonascii) if nonascii else [0.0] * (N_FEATURES - len(head))
+    tail = _nonascii(text, family, nonascii) if nonascii else [0.0] * (N_FEATURES - len(head))
     return piece_of(n, punct, nonascii, tail), head + tail
 
 
