@@ -31,11 +31,11 @@ from . import _chartable
 
 __all__ = [
     "ASCII_FEATURES",
+    "ASCII_SAMPLE_ABOVE",
     "FEATURE_NAMES",
     "N_BUCKETS",
     "N_FEATURES",
     "PIECES",
-    "ASCII_SAMPLE_ABOVE",
     "SAMPLE_ABOVE",
     "char_class",
     "features",
