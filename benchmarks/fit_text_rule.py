@@ -6,12 +6,20 @@ Usage, from the repo root::
 
 For each tiktoken family (``o200k_base``, ``cl100k_base``) it cuts chunks of every kind from the
 ``fit`` half of the corpus (``benchmarks/_corpus.py``; lengths log-uniform from 20 to 6,000
-characters, so short blocks are priced well too), computes the feature vector the runtime computes
-(``contextwindow.pricing._features.features``), counts the chunk exactly with tiktoken, and fits
-non-negative coefficients minimising the squared *relative* error (iteratively reweighted towards
-an L1 fit, so a few odd chunks do not pull the rule). It writes
-``src/contextwindow/pricing/_coefficients.py``; the Claude ratios in that file come from
-``benchmarks/fit_claude_rule.py`` and are kept when this script rewrites it.
+characters, so short blocks are priced well too) and:
+
+1. measures every non-ASCII character's mean token share in those chunks (a token's count spread
+   over its bytes) and writes the per-character class table ``_chartable.py`` (script group ×
+   cost bucket, uppercase apart);
+2. computes the feature vector and piece the runtime computes (``_features.features``), counts
+   the chunk exactly with tiktoken, and fits one non-negative coefficient vector per piece,
+   minimising the *relative* error (iteratively reweighted towards an L1 fit, so a few odd chunks
+   do not pull the rule), the piece's own chunks weighted 10× the rest; characters outside the
+   table and astral ones are priced at their standalone cost, not fitted.
+
+It writes ``src/contextwindow/pricing/_chartable.py`` and ``_coefficients.py``; the Claude ratios in
+the latter come from ``benchmarks/fit_claude_rule.py`` and are kept when this script rewrites it.
+Run ``ruff format`` on the two files afterwards. Held-out text is never read here.
 
 numpy is needed here only (it comes with matplotlib); the runtime rule is plain Python.
 """
