@@ -26,7 +26,7 @@ from contextwindow.content import Message, Text, ToolResult, ToolUse
 
 from ._paths import CLAUDE_SESSIONS
 
-__all__ = ["ROOT", "Round", "generation", "rounds"]
+__all__ = ["EXPLAINED_CHARS_PER_TOKEN", "ROOT", "Round", "explained", "generation", "rounds"]
 
 ROOT = CLAUDE_SESSIONS
 
@@ -53,6 +53,26 @@ class Round:
                     else:
                         total += sum(len(b.text) for b in block.content if isinstance(b, Text))
         return total
+
+
+EXPLAINED_CHARS_PER_TOKEN = (1.0, 5.0)
+"""Logged characters per real token of a round the log can explain.
+
+Real agent content (English, code, JSON, tool output) runs at 1.5–4.3 characters per Claude token
+in these sessions (2–3 for Opus 4.7). A round below 1 has far more tokens than its logged content
+can carry: Claude Code injected something the log does not show (system reminders on a typed
+prompt, a sub-agent's second call, tool-list changes). A round above 5 logged more than was sent
+(ExitPlanMode's logged result echoes the whole plan). Such a delta is not the price of the logged
+content, whatever method prices it. The benchmark reports every method on all rounds AND on the
+explained ones; the Claude fit uses the explained ones only. The rule looks only at the log
+(characters and the real delta), never at any method's estimate.
+"""
+
+
+def explained(round_: Round) -> bool:
+    """True when the logged content can be what the round's real delta paid for (see above)."""
+    lo, hi = EXPLAINED_CHARS_PER_TOKEN
+    return lo * round_.delta <= round_.chars <= hi * round_.delta
 
 
 def generation(model: str) -> str:

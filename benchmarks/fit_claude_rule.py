@@ -4,7 +4,8 @@ Usage, from the repo root::
 
     PYTHONPATH=src python -m benchmarks.fit_claude_rule
 
-For every appended round of the ``fit`` half of the Claude Code sessions
+For every explained appended round (``_claude_sessions.explained``: the logged content can be
+what the delta paid for) of the ``fit`` half of the Claude Code sessions
 (``benchmarks/_claude_sessions.py``), the real price is the prompt delta Anthropic reported. The
 model is ``delta ≈ r · o200k_rule(text) + m · messages + b · text blocks + u · tool uses + t · tool
 results``, where ``text`` is every string the round appends (text, tool names and compact JSON of
@@ -51,7 +52,11 @@ def design(round_: sessions.Round) -> list[float]:
 def main() -> None:
     fitted: dict[str, dict[str, float]] = {}
     for family in ("claude", "claude-2026"):
-        found = [r for r in sessions.rounds("fit") if sessions.generation(r.model) == family]
+        found = [
+            r
+            for r in sessions.rounds("fit")
+            if sessions.generation(r.model) == family and sessions.explained(r)
+        ]
         x = np.array([design(r) for r in found])
         y = np.array([float(r.delta) for r in found])
         beta = nnls_relative(x, y)

@@ -6,29 +6,39 @@ Usage, from the repo root::
 
 For each tiktoken family (``o200k_base``, ``cl100k_base``) it cuts chunks of every kind from the
 ``fit`` half of the corpus (``benchmarks/_corpus.py``; lengths log-uniform from 20 to 6,000
-characters, so short blocks are priced well too), computes the feature vector the runtime computes
-(``contextwindow.pricing._features.features``), counts the chunk exactly with tiktoken, and fits
-non-negative coefficients minimising the squared *relative* error (iteratively reweighted towards
-an L1 fit, so a few odd chunks do not pull the rule). It writes
-``src/contextwindow/pricing/_coefficients.py``; the Claude ratios in that file come from
-``benchmarks/fit_claude_rule.py`` and are kept when this script rewrites it.
+characters, so short blocks are priced well too) and:
+
+1. measures every non-ASCII character's mean token share in those chunks (a token's count spread
+   over its bytes) and writes the per-character class table ``_chartable.py`` (script group ×
+   cost bucket, uppercase apart);
+2. computes the feature vector and piece the runtime computes (``_features.features``), counts
+   the chunk exactly with tiktoken, and fits one non-negative coefficient vector per piece,
+   minimising the *relative* error (iteratively reweighted towards an L1 fit, so a few odd chunks
+   do not pull the rule), the piece's own chunks weighted 10× the rest; characters outside the
+   table and astral ones are priced at their standalone cost, not fitted.
+
+It writes ``src/contextwindow/pricing/_chartable.py`` and ``_coefficients.py``; the Claude ratios in
+the latter come from ``benchmarks/fit_claude_rule.py`` and are kept when this script rewrites it.
+Run ``ruff format`` on the two files afterwards. Held-out text is never read here.
 
 numpy is needed here only (it comes with matplotlib); the runtime rule is plain Python.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 import random
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from benchmarks import _corpus
-from contextwindow.pricing._features import FEATURE_NAMES, features
 
 OUT = Path(__file__).resolve().parent.parent / "src" / "contextwindow" / "pricing" / "_coefficients.py"
+CHARTABLE = OUT.with_name("_chartable.py")
 FAMILIES = {"o200k": "o200k_base", "cl100k": "cl100k_base"}
 
 
@@ -45,9 +55,16 @@ def fit_chunks(per_kind: int = 500, seed: int = 11) -> list[_corpus.Chunk]:
     return [c for c in out if c.text]
 
 
-def nnls_relative(x: np.ndarray, y: np.ndarray, iterations: int = 30) -> np.ndarray:
-    """Non-negative coefficients minimising relative error, by projected IRLS (no scipy needed)."""
-    weights = 1.0 / np.maximum(y, 1.0)
+def nnls_relative(
+    x: np.ndarray, y: np.ndarray, iterations: int = 30, sample_weight: np.ndarray | None = None
+) -> np.ndarray:
+    """Non-negative coefficients minimising relative error, by projected IRLS (no scipy needed).
+
+    ``sample_weight`` scales each row's weight in the fit (the piecewise rule weights its own
+    piece's chunks up and every other chunk down, so it stays sane on text of other kinds).
+    """
+    sw = np.ones(len(y)) if sample_weight is None else np.sqrt(sample_weight)
+    weights = sw / np.maximum(y, 1.0)
     active = np.ones(x.shape[1], dtype=bool)
     beta = np.zeros(x.shape[1])
     for _ in range(iterations):
@@ -62,58 +79,200 @@ def nnls_relative(x: np.ndarray, y: np.ndarray, iterations: int = 30) -> np.ndar
         beta[active] = sol
         residual = np.abs(x @ beta - y) / np.maximum(y, 1.0)
         # Reweight towards an L1 fit of the relative error (robust to outlier chunks).
-        weights = 1.0 / np.maximum(y, 1.0) / np.sqrt(np.maximum(residual, 0.01))
+        weights = sw / np.maximum(y, 1.0) / np.sqrt(np.maximum(residual, 0.01))
         active[:] = True
         active[beta < 0] = False
     return beta
+
+
+# Cost buckets of the character table: upper edges of mean tokens per character in real text.
+BUCKET_EDGES = (0.25, 0.35, 0.45, 0.55, 0.7, 0.85, 1.0, 1.2, 1.5, 1.9, 2.4, 2.9)
+MIN_OCCURRENCES = 3  # a character seen fewer times in the fit half is left to the unknown class
+IN_PIECE_WEIGHT = 10.0  # a piece's own chunks weigh this much more than the rest in its fit
+
+
+def script_group(ch: str) -> int:
+    """0 CJK (Han, kana, Hangul, CJK punctuation, full-width forms), 1 Cyrillic, 2 anything else."""
+    c = ord(ch)
+    if (
+        0x1100 <= c <= 0x11FF
+        or 0x2E80 <= c <= 0x9FFF
+        or 0xAC00 <= c <= 0xD7AF
+        or 0xF900 <= c <= 0xFAFF
+        or 0xFF00 <= c <= 0xFFEF
+    ):
+        return 0
+    if 0x0400 <= c <= 0x052F:
+        return 1
+    return 2
+
+
+def char_shares(enc: Any, texts: list[str]) -> dict[str, tuple[int, float]]:
+    """For every non-ASCII character: (occurrences, mean token share) in ``texts``.
+
+    A token's cost is spread evenly over its bytes; a character's share is the sum over its bytes.
+    """
+    seen: dict[str, list[float]] = {}
+    for text in texts:
+        per_byte: list[float] = []
+        for piece in enc.decode_tokens_bytes(enc.encode(text, disallowed_special=())):
+            per_byte.extend([1.0 / len(piece)] * len(piece))
+        i = 0
+        for ch in text:
+            n = len(ch.encode("utf-8", "surrogatepass"))
+            if n > 1:
+                slot = seen.setdefault(ch, [0, 0.0])
+                slot[0] += 1
+                slot[1] += sum(per_byte[i : i + n])
+            i += n
+    return {ch: (int(v[0]), v[1] / v[0]) for ch, v in seen.items()}
+
+
+def char_classes(shares: dict[str, tuple[int, float]]) -> dict[str, str]:
+    """Class letter -> the characters in it, for the generated ``_chartable.py``."""
+    from contextwindow.pricing._features import char_class
+
+    out: dict[str, list[str]] = {}
+    for ch, (n, mean) in sorted(shares.items()):
+        if n < MIN_OCCURRENCES or ord(ch) >= 0x10000:
+            continue
+        bucket = len(BUCKET_EDGES) + 1 if ch.isupper() else sum(mean > e for e in BUCKET_EDGES)
+        out.setdefault(char_class(script_group(ch), bucket), []).append(ch)
+    return {k: "".join(v) for k, v in sorted(out.items())}
+
+
+FIXED = ("unknown_bmp", "astral")
+"""Features priced at their standalone cost rather than fitted: too rare in the corpus to fit, and a
+fitted value would differ between pieces (a concatenation could then cost far more than its parts)."""
+
+
+def standalone_costs(enc: Any, table: dict[str, str]) -> dict[str, float]:
+    """Mean tokens of one character standing alone: every printable BMP character outside the
+    table, and the astral blocks agents meet (emoji, symbols, CJK extension B)."""
+    import unicodedata
+
+    known = {ch for chars in table.values() for ch in chars}
+
+    def mean(points: Any) -> float:
+        chars = [chr(c) for c in points if unicodedata.category(chr(c)) not in ("Cn", "Cs", "Co", "Cc")]
+        chars = [c for c in chars if c not in known]
+        return sum(len(enc.encode(c, disallowed_special=())) for c in chars) / max(1, len(chars))
+
+    astral = [*range(0x1F300, 0x1FAFF), *range(0x20000, 0x21000)]
+    return {"unknown_bmp": mean(range(0x80, 0x10000)), "astral": mean(astral)}
 
 
 def main() -> None:
     import tiktoken
 
     chunks = fit_chunks()
-    x = np.array([features(c.text) for c in chunks])
-    kinds = np.array([c.kind for c in chunks])
     print(f"{len(chunks)} fit chunks, {sum(len(c.text) for c in chunks):,} characters")
-    fitted: dict[str, list[float]] = {}
-    for family, encoding in FAMILIES.items():
-        enc = tiktoken.get_encoding(encoding)
+    encodings = {family: tiktoken.get_encoding(name) for family, name in FAMILIES.items()}
+    tables = {f: char_classes(char_shares(enc, [c.text for c in chunks])) for f, enc in encodings.items()}
+    write_chartable(tables)
+    from contextwindow.pricing import _chartable, _features
+
+    importlib.reload(_chartable)
+    importlib.reload(_features)
+    kinds = np.array([c.kind for c in chunks])
+    fitted: dict[str, dict[str, list[float]]] = {}
+    for family, enc in encodings.items():
+        feats = [_features.features(c.text, family) for c in chunks]
+        x = np.array([f for _, f in feats])
+        pieces = np.array([p for p, _ in feats])
         y = np.array([len(enc.encode(c.text, disallowed_special=())) for c in chunks], dtype=float)
-        beta = nnls_relative(x, y)
-        fitted[family] = [float(b) for b in beta]
-        rel = np.abs(x @ beta - y) / np.maximum(y, 1.0)
-        print(f"\n{family}: in-sample relative error by kind (median / p95)")
+        fitted[family] = {}
+        pred = np.zeros(len(y))
+        fixed = standalone_costs(enc, tables[family])
+        print(f"{family}: standalone costs {fixed}")
+        cols = [_features.FEATURE_NAMES.index(name) for name in FIXED]
+        free = [i for i in range(x.shape[1]) if i not in cols]
+        y_free = y - x[:, cols] @ np.array([fixed[n] for n in FIXED])
+        for index, piece in enumerate(_features.PIECES):
+            mine = pieces == index
+            weight = np.where(mine, IN_PIECE_WEIGHT, 1.0)
+            beta = np.zeros(x.shape[1])
+            beta[free] = nnls_relative(x[:, free], y_free, sample_weight=weight)
+            beta[cols] = [fixed[n] for n in FIXED]
+            fitted[family][piece] = [float(b) for b in beta]
+            pred[mine] = x[mine] @ beta
+        rel = np.abs(pred - y) / np.maximum(y, 1.0)
+        print(f"\n{family}: in-sample relative error by kind (median / p95); pieces chosen")
         for kind in _corpus.KINDS:
-            r = rel[kinds == kind]
-            if len(r):
-                print(f"  {kind:13s} {np.median(r):6.3f} {np.percentile(r, 95):6.3f}")
+            m = kinds == kind
+            if m.any():
+                chosen = {p: int((pieces[m] == i).sum()) for i, p in enumerate(_features.PIECES)}
+                print(
+                    f"  {kind:13s} {np.median(rel[m]):6.3f} {np.percentile(rel[m], 95):6.3f}  "
+                    + " ".join(f"{p}={n}" for p, n in chosen.items() if n)
+                )
     write(fitted)
 
 
-def write(fitted: dict[str, list[float]]) -> None:
-    keep = ""
-    if OUT.exists():
-        match = re.search(r"# --- claude ---\n.*", OUT.read_text(), flags=re.S)
-        keep = match.group(0) if match else ""
+def write_chartable(tables: dict[str, dict[str, str]]) -> None:
     lines = [
-        '"""Fitted coefficients of the default text rule. GENERATED by ``benchmarks/fit_text_rule.py``.',
+        '"""Per-character cost classes of the default text rule. GENERATED by ``benchmarks/fit_text_rule.py``.',
         "",
-        "Each vector prices a string as ``sum(c * f)`` over ``_features.FEATURE_NAMES``. Obtained by a",
-        "non-negative, relative-error least-squares fit against tiktoken's exact counts on the ``fit`` half",
-        "of the corpus described in ``benchmarks/_corpus.py`` (real text on the build machine: licences,",
-        "the Python standard library, JSON, Markdown docs, gettext catalogues in many scripts). Re-run the",
-        "script to refit; do not edit by hand.",
+        "For each tiktoken family, every non-ASCII BMP character seen at least"
+        f" {MIN_OCCURRENCES} times in the ``fit`` half",
+        "of the corpus (``benchmarks/_corpus.py``) is put in a class by its script group and its mean",
+        "token share in that text (a token's count spread evenly over its bytes), with bucket edges",
+        f"{BUCKET_EDGES}; uppercase letters form a class of their own.",
+        "``_features.char_class(group, bucket)`` names the classes. Re-run the script; do not edit by hand.",
         '"""',
         "",
         "from __future__ import annotations",
         "",
-        "TEXT_COEFFICIENTS: dict[str, tuple[float, ...]] = {",
+        '__all__ = ["CHAR_CLASSES", "N_BUCKETS"]',
+        "",
+        f"N_BUCKETS = {len(BUCKET_EDGES) + 1}",
+        "CHAR_CLASSES: dict[str, dict[str, str]] = {",
     ]
-    for family, beta in fitted.items():
-        lines.append(f"    {family!r}: (")
-        for name, value in zip(FEATURE_NAMES, beta, strict=True):
-            lines.append(f"        {value:.6f},  # {name}")
-        lines.append("    ),")
+    for family, classes in tables.items():
+        lines.append(f"    {family!r}: {{")
+        for cls, chars in classes.items():
+            lines.append(f"        {cls!r}: (")
+            for i in range(0, len(chars), 60):
+                lines.append(f"            {chars[i : i + 60]!r}")
+            lines.append("        ),")
+        lines.append("    },")
+    lines.append("}")
+    CHARTABLE.write_text("\n".join(lines) + "\n")
+    print(f"wrote {CHARTABLE}")
+
+
+def write(fitted: dict[str, dict[str, list[float]]]) -> None:
+    keep = ""
+    if OUT.exists():
+        match = re.search(r"# --- claude ---\n.*", OUT.read_text(), flags=re.S)
+        keep = match.group(0) if match else ""
+    from contextwindow.pricing._features import FEATURE_NAMES
+
+    lines = [
+        '"""Fitted coefficients of the default text rule. GENERATED by ``benchmarks/fit_text_rule.py``.',
+        "",
+        "Per family and per piece (``_features.PIECES``), a vector prices a string as ``sum(c * f)`` over",
+        "``_features.FEATURE_NAMES``. Obtained by a non-negative, relative-error least-squares fit against",
+        "tiktoken's exact counts on the ``fit`` half of the corpus described in ``benchmarks/_corpus.py``",
+        "(real text on the build machine: licences, the Python standard library, JSON, Markdown docs,",
+        "gettext catalogues in many scripts), each piece weighting its own chunks",
+        f"{IN_PIECE_WEIGHT:g}× the rest. Re-run the script to refit; do not edit by hand.",
+        '"""',
+        "",
+        "from __future__ import annotations",
+        "",
+        '__all__ = ["CLAUDE_STRUCTURE", "CLAUDE_TEXT_RATIO", "TEXT_COEFFICIENTS"]',
+        "",
+        "TEXT_COEFFICIENTS: dict[str, dict[str, tuple[float, ...]]] = {",
+    ]
+    for family, pieces in fitted.items():
+        lines.append(f"    {family!r}: {{")
+        for piece, beta in pieces.items():
+            lines.append(f"        {piece!r}: (")
+            for name, value in zip(FEATURE_NAMES, beta, strict=True):
+                lines.append(f"            {value:.6f},  # {name}")
+            lines.append("        ),")
+        lines.append("    },")
     lines.append("}")
     lines.append("")
     OUT.write_text("\n".join(lines) + ("\n" + keep if keep else ""))

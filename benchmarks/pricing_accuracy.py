@@ -91,12 +91,28 @@ def claude_table() -> str:
     lines = [
         "### Claude: held-out appended rounds ≥ 500 tokens, |relative error| median / p90 (signed median)",
         "",
+        f"*all*: every held-out round. *explained*: rounds whose logged characters per real token lie in"
+        f" {sessions.EXPLAINED_CHARS_PER_TOKEN} (outside it the log cannot account for the delta: injected"
+        " reminders, echoed plans; see ``_claude_sessions.explained``), the same rounds for every method.",
+        "",
         "| generation | rounds | default rule | chars/4 | seed-store |",
         "|---|---|---|---|---|",
     ]
     held = [r for r in sessions.rounds("holdout") if r.delta >= 500]
-    for family in ("claude", "claude-2026"):
-        found = [r for r in held if sessions.generation(r.model) == family]
+    for family, subset in (
+        ("claude", "all"),
+        ("claude", "explained"),
+        ("claude-2026", "all"),
+        ("claude-2026", "explained"),
+        ("all generations", "all"),
+        ("all generations", "explained"),
+    ):
+        found = [
+            r
+            for r in held
+            if family in ("all generations", sessions.generation(r.model))
+            and (subset == "all" or sessions.explained(r))
+        ]
         if not found:
             continue
         cells = []
@@ -114,7 +130,7 @@ def claude_table() -> str:
             cells.append(
                 f"{statistics.median(errs):.1%} / {_pct(errs, 0.90):.1%} ({statistics.median(signed):+.1%})"
             )
-        lines.append(f"| {family} | {len(found)} | " + " | ".join(cells) + " |")
+        lines.append(f"| {family}, {subset} | {len(found)} | " + " | ".join(cells) + " |")
     lines.append("")
     return "\n".join(lines)
 

@@ -5,7 +5,8 @@ Run from the repo root::
     PYTHONPATH=src TIKTOKEN_CACHE_DIR=/work/shared/tokenizers python -m benchmarks.pricing_speed
 
 Each kind's held-out text (about 1 MB, in chunks of 300–6,000 characters as blocks arrive) is
-priced whole by each counter; the median of 5 runs is reported. Peers in the same run: tiktoken
+priced whole by each counter; the median of 5 runs is reported, the counters taking turns within
+each run so that load on the shared machine hits them alike. Peers in the same run: tiktoken
 ``o200k_base`` (exact), LangChain's ``count_tokens_approximately``, ``chars/4`` and the seed-store rate.
 """
 
@@ -23,14 +24,19 @@ RESULTS = Path(__file__).resolve().parent / "results" / "pricing_speed.md"
 KINDS = ("prose", "code", "json", "markdown", "chinese", "russian", "mixed")
 
 
-def _mbps(fn: Callable[[str], float], texts: list[str], size: int) -> float:
-    runs = []
-    for _ in range(5):
-        start = time.perf_counter()
-        for t in texts:
-            fn(t)
-        runs.append(time.perf_counter() - start)
-    return size / statistics.median(runs) / 1e6
+def _mbps_interleaved(
+    counters: dict[str, Callable[[str], float]], texts: list[str], size: int, runs: int = 5
+) -> dict[str, float]:
+    """MB/s per counter, median of ``runs``; the counters take turns within each run, so a change
+    in machine load between runs hits every counter alike (the build machine is shared)."""
+    times: dict[str, list[float]] = {name: [] for name in counters}
+    for _ in range(runs):
+        for name, fn in counters.items():
+            start = time.perf_counter()
+            for t in texts:
+                fn(t)
+            times[name].append(time.perf_counter() - start)
+    return {name: size / statistics.median(ts) / 1e6 for name, ts in times.items()}
 
 
 def main() -> None:
@@ -61,7 +67,7 @@ def main() -> None:
     for kind in KINDS:
         texts = [c.text for c in chunks if c.kind == kind]
         size = sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
-        speeds = {name: _mbps(fn, texts, size) for name, fn in counters.items()}
+        speeds = _mbps_interleaved(counters, texts, size)
         ratio = speeds["default rule"] / speeds["tiktoken o200k"]
         cells = " | ".join(f"{v:,.1f}" for v in speeds.values())
         lines.append(f"| {kind} | {size / 1e6:.2f} | {cells} | {ratio:.1f}× |")

@@ -1,27 +1,48 @@
-"""Text features for the fitted rule: counts a byte-level scan can take at C speed.
+"""Text features for the fitted rule: counts a C-speed scan can take, and the piece a text belongs to.
 
-The default text rule prices a string as a linear function of these counts (``_text.py``). They are
-chosen to track how BPE tokenizers split text: each letter run, digit group and punctuation run is
-about one pre-token, long runs cost more, and scripts differ widely in characters per token (CJK
-about 1, Cyrillic about 3, English prose about 4.5). Every feature is a ``bytes.translate`` into a
-class alphabet followed by ``bytes.count``, so the scan runs at hundreds of MB/s with no Python loop
-per character; the same function is used by the fitting script (``benchmarks/fit_text_rule.py``),
-so the coefficients are fitted on exactly what runtime computes.
+The default text rule prices a string as a linear function of these counts (``_text.py``), with
+one coefficient vector per *piece* (prose, code, CJK, Cyrillic, other scripts) chosen by
+:func:`piece_of`, a cheap deterministic classifier over the same counts. The same functions are
+used by the fitting script (``benchmarks/fit_text_rule.py``), so the coefficients are fitted on
+exactly what runtime computes.
 
-UTF-8 lead bytes stand in for scripts: ``D0``-``D4`` Cyrillic, ``D5``-``DF`` Hebrew/Arabic/other
-two-byte scripts, ``C2``-``CF`` Latin-1, Latin extended and Greek, ``E0``-``E1`` Indic, Thai and
-other three-byte alphabets, ``E2`` punctuation and symbols, ``E3`` kana and CJK punctuation,
-``E4``-``E9`` Han ideographs, ``EA``-``ED`` Hangul, ``EE``-``EF`` private use and full-width forms,
-``F0``-``F4`` emoji and other astral characters.
+ASCII features follow how BPE pre-tokenizers split text: each letter run, digit group and
+punctuation run is about one pre-token, camelCase and hex-like identifiers split further, an
+indentation run is a token of its own. Single-byte counts are one ``bytes.translate`` into a class
+alphabet and ``bytes.count``, always exact; run and pair counts (a few times dearer) are taken on
+eight fixed windows of a mostly-ASCII text longer than :data:`ASCII_SAMPLE_ABOVE` bytes and scaled.
+
+Non-ASCII characters are priced per character: ``_chartable.py`` (generated offline from the
+tokenizers) puts every character seen in the fitting corpus into a cost bucket by its mean token
+share in real text (a common Han character that merges into word tokens costs ~0.5, a rare one
+that falls back to bytes ~2–3), split by script group (CJK, Cyrillic, other) and with uppercase
+letters apart (proper nouns split more). One ``str.translate`` maps the text onto those class
+letters, after the ASCII bytes are deleted in C. Texts with more than :data:`SAMPLE_ABOVE`
+non-ASCII characters translate eight fixed windows of them and scale the bucket counts to the exact
+number of non-ASCII characters (deterministic sampling).
 """
 
 from __future__ import annotations
 
 import string
+from functools import cache
 
-__all__ = ["FEATURE_NAMES", "N_FEATURES", "features"]
+from . import _chartable
 
-FEATURE_NAMES: tuple[str, ...] = (
+__all__ = [
+    "ASCII_FEATURES",
+    "ASCII_SAMPLE_ABOVE",
+    "FEATURE_NAMES",
+    "N_BUCKETS",
+    "N_FEATURES",
+    "PIECES",
+    "SAMPLE_ABOVE",
+    "char_class",
+    "features",
+    "piece_of",
+]
+
+ASCII_FEATURES: tuple[str, ...] = (
     "bias",  # 1 for non-empty text: the first piece always costs a token
     "lower",  # ASCII lowercase letters
     "upper",  # ASCII uppercase letters
@@ -35,23 +56,34 @@ FEATURE_NAMES: tuple[str, ...] = (
     "digit_runs",  # runs of digits: a number costs ~1 token per run + 1 per 3 more digits
     "punct_runs",  # runs of ASCII punctuation: a run often merges into one token
     "indented_lines",  # "\n " : an indentation run is a token of its own
-    "blank_lines",  # "\n\n"
-    "long_letters",  # non-overlapping 8-letter stretches: rare long words split into pieces
-    "script_runs",  # runs of two-byte-script letters (Cyrillic, Greek, Arabic words), + 1 per wider char
-    "latin_ext",  # C2-CF lead bytes: accented Latin, Greek
-    "cyrillic",  # D0-D4
-    "rtl_other2",  # D5-DF: Hebrew, Arabic, Syriac, ...
-    "indic",  # E0-E1: Devanagari, Thai, Georgian, Hangul jamo, Latin extended additional
-    "symbols",  # E2: general punctuation, arrows, box drawing, math
-    "kana",  # E3: hiragana, katakana, CJK punctuation
-    "han",  # E4-E9: CJK unified ideographs
-    "hangul",  # EA-ED: Hangul syllables
-    "fullwidth",  # EE-EF: private use, full-width forms, specials
-    "astral",  # F0-F4: emoji and other four-byte characters
+    "hex_like",  # digit-letter-digit: hex literals and identifiers with numbers
+    "punct_pairs",  # "pp": adjacent punctuation that does not merge
+)
+N_BUCKETS = _chartable.N_BUCKETS
+GROUPS = ("cjk", "cyrillic", "other")
+FEATURE_NAMES: tuple[str, ...] = (
+    ASCII_FEATURES
+    + tuple(f"bucket_{i}" for i in range(N_BUCKETS))
+    + ("upper_nonascii",)
+    + tuple(f"group_{g}" for g in GROUPS)
+    + ("unknown_bmp", "astral")
 )
 N_FEATURES = len(FEATURE_NAMES)
+PIECES: tuple[str, ...] = ("prose", "code", "cjk", "cyrillic", "script")
+"""Pieces of the piecewise rule, in the order ``piece_of`` returns their index."""
 
-# Class alphabet, one byte per class.
+SAMPLE_ABOVE = 1024
+"""Texts with more non-ASCII characters than this translate eight windows of :data:`_WINDOW` of them
+(``str.translate`` costs ~70 ns a character, the rest of the scan ~15 ns a byte)."""
+_WINDOW = 128
+_WINDOWS = 8
+ASCII_SAMPLE_ABOVE = 2048
+"""Texts of more UTF-8 bytes than this take their run and pair counts on eight windows."""
+_ASCII_WINDOW = 256
+# Classifier thresholds (chosen on the fit half; see fit_text_rule.py's confusion printout).
+_SCRIPT_SHARE = 0.25  # non-ASCII characters above this share of the text: a script piece
+_CODE_PUNCT = 0.075  # ASCII punctuation above this share of the text: the code piece
+
 _CLASSES: dict[bytes, bytes] = {
     string.ascii_lowercase.encode(): b"a",
     string.ascii_uppercase.encode(): b"A",
@@ -60,17 +92,7 @@ _CLASSES: dict[bytes, bytes] = {
     b"\n\r": b"\n",
     bytes(c for c in range(32) if c not in (10, 13)) + b"\x7f": b"\t",
     string.punctuation.encode(): b"p",
-    bytes(range(0x80, 0xC0)): b"c",  # continuation bytes
-    bytes(range(0xC0, 0xD0)): b"L",
-    bytes(range(0xD0, 0xD5)): b"C",
-    bytes(range(0xD5, 0xE0)): b"R",
-    bytes(range(0xE0, 0xE2)): b"I",
-    b"\xe2": b"S",
-    b"\xe3": b"K",
-    bytes(range(0xE4, 0xEA)): b"H",
-    bytes(range(0xEA, 0xEE)): b"G",
-    bytes(range(0xEE, 0xF0)): b"F",
-    bytes(range(0xF0, 0x100)): b"E",
+    bytes(range(0x80, 0x100)): b"c",  # any non-ASCII byte
 }
 
 
@@ -86,48 +108,139 @@ _CLASS_TABLE = _table(_CLASSES, b"?")
 # Letter runs: ASCII letters, continuation bytes and two-byte leads are "letter"; a three- or
 # four-byte character therefore starts its own run (each CJK character is about one piece).
 _WORD_TABLE = _table(
-    {
-        (string.ascii_letters).encode(): b"a",
-        bytes(range(0x80, 0xE0)): b"a",
-    },
+    {string.ascii_letters.encode(): b"a", bytes(range(0x80, 0xE0)): b"a"},
     b" ",
 )
 _DIGIT_TABLE = _table({string.digits.encode(): b"0"}, b" ")
 _PUNCT_TABLE = _table({string.punctuation.encode(): b"p"}, b" ")
-_SCRIPT_TABLE = _table({bytes(range(0x80, 0xE0)): b"a"}, b" ")
-_NON_ASCII_CLASSES = (b"L", b"C", b"R", b"I", b"S", b"K", b"H", b"G", b"F", b"E")
+
+# Class letters of the character table: group g, bucket b -> chr(_BASE + g * _STRIDE + b); the
+# uppercase class of a group is bucket N_BUCKETS. "?" marks a BMP character not in the table.
+_ASCII = bytes(range(128))
+_BASE = 0x41
+_STRIDE = N_BUCKETS + 1
+_UNKNOWN = "?"
+_CLASS_INDEX: dict[str, tuple[int, int]] = {
+    chr(_BASE + g * _STRIDE + b): (g, b) for g in range(len(GROUPS)) for b in range(_STRIDE)
+}
 
 
-def features(text: str) -> list[float]:
-    """The feature vector of ``text``, in the order of :data:`FEATURE_NAMES`.
+def char_class(group: int, bucket: int) -> str:
+    """The class letter of a (script group, cost bucket); ``bucket == N_BUCKETS`` is uppercase."""
+    return chr(_BASE + group * _STRIDE + bucket)
 
-    Cost: one UTF-8 encode, two ``translate`` passes and ~15 ``count`` passes (10 more for
-    non-ASCII text), all in C.
+
+@cache
+def _translation(family: str) -> list[str]:
+    """A 65,536-entry ``str.translate`` table: ASCII deleted, known characters to their class,
+    other BMP characters to ``?``; astral characters fall outside and stay as they are."""
+    table = ["" if c < 128 else _UNKNOWN for c in range(0x10000)]
+    for cls, chars in _chartable.CHAR_CLASSES.get(family, _chartable.CHAR_CLASSES["o200k"]).items():
+        for ch in chars:
+            if ord(ch) < 0x10000:
+                table[ord(ch)] = cls
+    return table
+
+
+def _nonascii(text: str, family: str, nonascii: int) -> list[float]:
+    """Bucket counts, uppercase, group totals, unknown and astral counts of the non-ASCII part.
+
+    The ASCII bytes are deleted in C first, so ``str.translate`` (a Python-level lookup per
+    character) sees only the non-ASCII characters, and at most four windows of them.
+    """
+    chars = text.encode("utf-8", "surrogatepass").translate(None, _ASCII).decode("utf-8", "surrogatepass")
+    n = len(chars)
+    if n > SAMPLE_ABOVE:
+        step = (n - _WINDOW) // (_WINDOWS - 1)
+        chars = "".join(chars[i * step : i * step + _WINDOW] for i in range(_WINDOWS))
+    sample = chars.translate(_translation(family))
+    scale = nonascii / len(sample) if sample else 0.0
+    count = sample.count
+    buckets = [0.0] * N_BUCKETS
+    groups = [0.0] * len(GROUPS)
+    upper = 0.0
+    known = 0
+    for cls in _CLASS_INDEX.keys() & set(sample):  # count only the classes present (a handful)
+        k = count(cls)
+        known += k
+        g, b = _CLASS_INDEX[cls]
+        groups[g] += k
+        if b == N_BUCKETS:
+            upper += k
+        else:
+            buckets[b] += k
+    unknown = count(_UNKNOWN)
+    astral = len(sample) - known - unknown
+    return [x * scale for x in (*buckets, upper, *groups, unknown, astral)]
+
+
+def features(text: str, family: str = "o200k") -> tuple[int, list[float]]:
+    """``(piece, vector)`` of ``text`` for a tokenizer family, in the order of :data:`FEATURE_NAMES`.
+
+    Cost: one UTF-8 encode, three ``bytes.translate`` passes and ~14 ``count`` passes in C; for
+    non-ASCII text one more ``bytes.translate``, a decode, one ``str.translate`` over at most
+    1,024 characters and ~45 counts over that short string.
     """
     if not text:
-        return [0.0] * N_FEATURES
+        return 0, [0.0] * N_FEATURES
     raw = text.encode("utf-8", "surrogatepass")
     cls = raw.translate(_CLASS_TABLE)
     count = cls.count
-    words = b" " + raw.translate(_WORD_TABLE)
+    n = len(text)
+    lower, upper, digit, space = count(b"a"), count(b"A"), count(b"0"), count(b" ")
+    newline, punct = count(b"\n"), count(b"p")
+    if text.isascii():  # O(1) in CPython: the string knows it is ASCII; the rest is control bytes
+        nonascii = 0
+        tab = n - (lower + upper + digit + space + newline + punct)
+    else:
+        tab = count(b"\t")
+        nonascii = n - (lower + upper + digit + space + newline + tab + punct)
+    # Run and pair counts cost a few times a single-byte count: above ASCII_SAMPLE_ABOVE bytes of a
+    # mostly-ASCII text they are taken on eight fixed windows and scaled to the whole
+    # (deterministic sampling; single-byte counts stay exact).
+    size = len(raw)
+    scale = 1.0
+    if size > ASCII_SAMPLE_ABOVE and nonascii <= _SCRIPT_SHARE * n:  # script texts stay exact
+        step = (size - _ASCII_WINDOW) // (_WINDOWS - 1)
+        raw = b"".join(raw[i * step : i * step + _ASCII_WINDOW] for i in range(_WINDOWS))
+        cls = raw.translate(_CLASS_TABLE)
+        count = cls.count
+        scale = size / len(raw)
+    words = raw.translate(_WORD_TABLE)
+    digits = raw.translate(_DIGIT_TABLE)
+    puncts = raw.translate(_PUNCT_TABLE)
     head = [
         1.0,
-        float(count(b"a")),
-        float(count(b"A")),
-        float(count(b"0")),
-        float(count(b" ")),
-        float(count(b"\n")),
-        float(count(b"\t")),
-        float(count(b"p")),
-        float(words.count(b" a")),
-        float(count(b"aA")),
-        float((b" " + raw.translate(_DIGIT_TABLE)).count(b" 0")),
-        float((b" " + raw.translate(_PUNCT_TABLE)).count(b" p")),
-        float(count(b"\n ")),
-        float(count(b"\n\n")),
-        float(words.count(b"aaaaaaaa")),
+        float(lower),
+        float(upper),
+        float(digit),
+        float(space),
+        float(newline),
+        float(tab),
+        float(punct),
+        # run starts: the pattern counts every start but the first byte's, added by the comparison
+        (words.count(b" a") + (words[:1] == b"a")) * scale,
+        count(b"aA") * scale,
+        (digits.count(b" 0") + (digits[:1] == b"0")) * scale,
+        (puncts.count(b" p") + (puncts[:1] == b"p")) * scale,
+        count(b"\n ") * scale,
+        count(b"0a0") * scale,
+        count(b"pp") * scale,
     ]
-    if text.isascii():
-        return head + [0.0] * (len(_NON_ASCII_CLASSES) + 1)
-    head.append(float((b" " + raw.translate(_SCRIPT_TABLE)).count(b" a")))
-    return head + [float(count(c)) for c in _NON_ASCII_CLASSES]
+    tail = _nonascii(text, family, nonascii) if nonascii else [0.0] * (N_FEATURES - len(head))
+    return piece_of(n, punct, nonascii, tail), head + tail
+
+
+_GROUP_AT = len(ASCII_FEATURES) + N_BUCKETS + 1  # index of group_cjk within the non-ASCII tail
+
+
+def piece_of(length: int, punct: int, nonascii: int, tail: list[float]) -> int:
+    """Index into :data:`PIECES`: a script piece when non-ASCII characters are more than a quarter
+    of the text (the largest script group decides), else code when ASCII punctuation is dense."""
+    if nonascii > _SCRIPT_SHARE * length:
+        g = _GROUP_AT - len(ASCII_FEATURES)
+        cjk, cyr, other = tail[g], tail[g + 1], tail[g + 2]
+        if cjk >= cyr and cjk >= other:
+            return 2
+        return 3 if cyr >= other else 4
+    return 1 if punct > _CODE_PUNCT * length else 0

@@ -1,8 +1,9 @@
 """Text rules per tokenizer family: the fitted default, and tiktoken's exact count where installed.
 
-The fitted rule prices a string as ``sum(c * f)`` over the byte-level features of
-``_features.py`` with one coefficient vector per family (``_coefficients.py``, fitted by
-``benchmarks/fit_text_rule.py`` against tiktoken). Claude's tokenizer is not public, so a Claude
+The fitted rule prices a string as ``sum(c * f)`` over the features of ``_features.py`` with one
+coefficient vector per family and piece (prose, code, CJK, Cyrillic, other scripts; chosen by
+``_features.piece_of``), in ``_coefficients.py``, fitted by ``benchmarks/fit_text_rule.py``
+against tiktoken. Claude's tokenizer is not public, so a Claude
 family prices text as the o200k rule times a ratio fitted per generation against real Claude usage
 (``benchmarks/fit_claude_rule.py``); Gemini and other families without an offline tokenizer use
 the o200k rule with a margin, so they err high.
@@ -14,6 +15,7 @@ the provider adds around content; ``Estimator.message`` and ``Estimator.request`
 from __future__ import annotations
 
 import math
+import operator
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,7 +25,7 @@ from typing import Any
 from ..errors import UsageError
 from ..models import TokenizerFamily
 from . import _coefficients
-from ._features import N_FEATURES, features
+from ._features import N_FEATURES, PIECES, features
 
 __all__ = ["EXACT_ENCODINGS", "Structure", "ceil_nonneg", "exact_counter", "fitted_rule", "structure_for"]
 
@@ -65,7 +67,7 @@ _CLAUDE = {
         tool_use=c["tool_use"],
         tool_result=c["tool_result"],
         tool_spec=c["tool_use"],
-        media_block=c["text_block"],
+        media_block=0,  # rounds with media were left out of the fit: no framing was measured
     )
     for family, c in _coefficients.CLAUDE_STRUCTURE.items()
 }
@@ -76,19 +78,20 @@ def structure_for(family: TokenizerFamily) -> Structure:
     return _CLAUDE.get(family, _OPENAI)
 
 
-def _linear(coefficients: tuple[float, ...], scale: float) -> Callable[[str], float]:
-    if len(coefficients) != N_FEATURES:  # a stale generated file: refit rather than misprice
+def _linear(family: str, scale: float) -> Callable[[str], float]:
+    pieces = _coefficients.TEXT_COEFFICIENTS[family]
+    if tuple(pieces) != PIECES or any(len(c) != N_FEATURES for c in pieces.values()):
+        # a stale generated file: refit rather than misprice
         raise RuntimeError(
             "pricing coefficients do not match the feature set; run benchmarks/fit_text_rule.py"
         )
-    coefs = tuple(c * scale for c in coefficients)
+    table = tuple(tuple(c * scale for c in pieces[p]) for p in PIECES)
 
     def price(text: str) -> float:
         if not text:
             return 0.0
-        total = 0.0
-        for c, f in zip(coefs, features(text), strict=True):
-            total += c * f
+        piece, vector = features(text, family)
+        total: float = sum(map(operator.mul, table[piece], vector))
         return max(total, scale)  # non-empty text is at least one token
 
     return price
@@ -97,12 +100,11 @@ def _linear(coefficients: tuple[float, ...], scale: float) -> Callable[[str], fl
 @cache
 def fitted_rule(family: TokenizerFamily) -> Callable[[str], float]:
     """The default text rule of a family: unrounded tokens of a string."""
-    coefficients = _coefficients.TEXT_COEFFICIENTS
-    if family in coefficients:
-        return _linear(coefficients[family], 1.0)
+    if family in _coefficients.TEXT_COEFFICIENTS:
+        return _linear(family, 1.0)
     if family in _coefficients.CLAUDE_TEXT_RATIO:
-        return _linear(coefficients["o200k"], _coefficients.CLAUDE_TEXT_RATIO[family])
-    return _linear(coefficients["o200k"], _MARGIN_FAMILIES.get(family, _MARGIN_FAMILIES["unknown"]))
+        return _linear("o200k", _coefficients.CLAUDE_TEXT_RATIO[family])
+    return _linear("o200k", _MARGIN_FAMILIES.get(family, _MARGIN_FAMILIES["unknown"]))
 
 
 @cache

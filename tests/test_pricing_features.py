@@ -1,0 +1,139 @@
+"""The default rule's features: the per-character cost table, the piece classifier, sampling."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contextwindow.pricing import Estimator, _chartable
+from contextwindow.pricing._features import (
+    FEATURE_NAMES,
+    N_BUCKETS,
+    N_FEATURES,
+    PIECES,
+    SAMPLE_ABOVE,
+    char_class,
+    features,
+)
+
+PROSE = (
+    "The estimator prices every block an agent sees, so that the window is never overrun. "
+    "It errs a little high rather than low, because an overrun costs a failed call. "
+) * 6
+CODE = (
+    "def price(self, block: Block) -> float:\n"
+    "    if isinstance(block, Text):\n"
+    "        return self._text(block.text) + self._structure.text_block\n"
+    "    raise InvalidInput(f'unknown {type(block).__name__}', path='type')\n"
+) * 6
+CHINESE = "上下文窗口让智能体在模型的上下文限制内运行，同时尽可能保留对话内容。" * 6
+RUSSIAN = "Окно контекста позволяет агенту работать в пределах модели, сохраняя разговор. " * 6
+ARABIC = "نافذة السياق تسمح للوكيل بالعمل ضمن حدود النموذج مع الحفاظ على المحادثة. " * 6
+
+
+def _class_of(family: str, ch: str) -> str | None:
+    for cls, chars in _chartable.CHAR_CLASSES[family].items():
+        if ch in chars:
+            return cls
+    return None
+
+
+def _bucket(family: str, ch: str) -> int:
+    cls = _class_of(family, ch)
+    assert cls is not None, f"{ch!r} is not in the {family} table"
+    for group in range(3):
+        for bucket in range(N_BUCKETS + 1):
+            if char_class(group, bucket) == cls:
+                return bucket
+    raise AssertionError(cls)
+
+
+class TestCharacterTable:
+    @pytest.mark.parametrize("family", ["o200k", "cl100k"])
+    def test_every_character_is_in_at_most_one_class(self, family: str) -> None:
+        seen: set[str] = set()
+        for chars in _chartable.CHAR_CLASSES[family].values():
+            assert not seen & set(chars)
+            seen |= set(chars)
+        assert len(seen) > 2000  # CJK, Cyrillic and the other scripts of the fit half
+
+    @pytest.mark.parametrize(
+        ("ch", "group"),
+        [("的", 0), ("の", 0), ("한", 0), ("д", 1), ("ع", 2), ("é", 2)],
+        ids=["han", "kana", "hangul", "cyrillic", "arabic", "latin-1"],
+    )
+    def test_characters_sit_in_their_script_group(self, ch: str, group: int) -> None:
+        cls = _class_of("o200k", ch)
+        assert cls in {char_class(group, b) for b in range(N_BUCKETS + 1)}
+
+    def test_uppercase_letters_have_a_class_of_their_own(self) -> None:
+        assert _class_of("o200k", "Д") == char_class(1, N_BUCKETS)
+
+    def test_a_common_han_character_costs_less_than_a_rarer_one_in_cl100k(self) -> None:
+        # cl100k splits most ideographs into byte tokens; the commonest ones are single tokens.
+        assert _bucket("cl100k", "的") < _bucket("cl100k", "窗")
+
+    def test_a_character_outside_the_table_is_priced_at_its_standalone_cost(self) -> None:
+        est = Estimator("gpt-4o")
+        rare = "\u4db5"  # CJK extension A, not in any fit text
+        assert _class_of("o200k", rare) is None
+        assert est.raw_text(rare * 10) > est.raw_text("的" * 10)
+
+
+class TestPieceClassifier:
+    @pytest.mark.parametrize(
+        ("text", "piece"),
+        [
+            pytest.param(PROSE, "prose", id="prose"),
+            pytest.param(CODE, "code", id="code"),
+            pytest.param('{"a": [1, 2, {"b": null}], "c": "d"}' * 10, "code", id="json"),
+            pytest.param(CHINESE, "cjk", id="chinese"),
+            pytest.param(RUSSIAN, "cyrillic", id="russian"),
+            pytest.param(ARABIC, "script", id="arabic"),
+            pytest.param(PROSE + "上下文", "prose", id="mostly-english"),
+        ],
+    )
+    def test_picks_the_piece_of_the_text(self, text: str, piece: str) -> None:
+        assert PIECES[features(text)[0]] == piece
+
+    @given(st.text(max_size=400))
+    @settings(max_examples=200)
+    def test_is_deterministic_and_the_vector_has_every_feature(self, text: str) -> None:
+        first = features(text)
+        assert first == features(text)
+        assert len(first[1]) == N_FEATURES == len(FEATURE_NAMES)
+        assert 0 <= first[0] < len(PIECES)
+        assert all(x >= 0 for x in first[1])
+
+
+class TestSampling:
+    def test_a_long_text_is_sampled_and_scaled_to_its_exact_length(self) -> None:
+        short = CHINESE
+        long = CHINESE * (SAMPLE_ABOVE // len(CHINESE) + 8)  # past the sampling threshold
+        ratio = len(long) / len(short)
+        est = Estimator("gpt-4o")
+        assert est.raw_text(long) == pytest.approx(est.raw_text(short) * ratio, rel=0.03)
+
+    def test_sampling_is_deterministic(self) -> None:
+        text = (CHINESE + RUSSIAN) * 80
+        assert Estimator("gpt-4o").raw_text(text) == Estimator("gpt-4o").raw_text(text)
+
+    def test_non_ascii_counts_are_exact_for_short_text(self) -> None:
+        _, vector = features("дом 家 😀")
+        group = FEATURE_NAMES.index("group_cjk")
+        assert vector[group : group + 3] == [1.0, 3.0, 0.0]  # 家 | д о м | –
+        assert vector[FEATURE_NAMES.index("astral")] == 1.0
+
+    def test_a_long_ascii_text_samples_runs_but_counts_letters_exactly(self) -> None:
+        from contextwindow.pricing._features import ASCII_SAMPLE_ABOVE
+
+        text = CODE * (ASCII_SAMPLE_ABOVE // len(CODE) + 4)
+        _, vector = features(text)
+        assert vector[FEATURE_NAMES.index("lower")] == sum(c.islower() for c in text)
+        runs = vector[FEATURE_NAMES.index("word_runs")]
+        exact = len([w for w in "".join(c if c.isalpha() else " " for c in text).split()])
+        assert runs == pytest.approx(exact, rel=0.05)
+        assert Estimator("gpt-4o").raw_text(text) == pytest.approx(
+            Estimator("gpt-4o").raw_text(CODE) * len(text) / len(CODE), rel=0.05
+        )
