@@ -162,17 +162,30 @@ class TestRealisticRequest:
 
 
 class TestRenderingWhatTheApiCannotSay:
-    def test_thinking_is_not_sent_and_media_in_tool_results_become_placeholders(self) -> None:
+    def test_thinking_is_not_sent_and_tool_result_media_follow_in_a_user_message(self) -> None:
         parsed = openai.parse_request(agent_request())
         photo = parsed.request.messages[0].content[1]
         assert isinstance(photo, Image) and photo.ref is not None
         messages = (
             Message.assistant(Thinking(thinking="hm", signature="s"), "ok"),
-            Message.user(ToolResult(tool_use_id="c", content=(Text(text="see"), photo))),
+            Message.user(ToolResult(tool_use_id="c", content=(Text(text="see"), photo)), "and?"),
         )
         rendered = openai.render_messages(messages, parsed.loader())
         assert rendered[0] == {"role": "assistant", "content": "ok"}
         assert rendered[1]["role"] == "tool" and photo.ref.id in rendered[1]["content"][1]["text"]
+        assert rendered[2]["role"] == "user"
+        assert rendered[2]["content"][0]["type"] == "image_url"  # the screenshot is not lost
+        assert rendered[2]["content"][1] == {"type": "text", "text": "and?"}
+
+    def test_what_is_carried_is_what_parsing_the_wire_gives_back(self) -> None:
+        parsed = openai.parse_request(agent_request())
+        photo = parsed.request.messages[0].content[1]
+        messages = (
+            Message.assistant("look", ToolUse(id="c", name="shot", input={})),
+            Message.user(ToolResult(tool_use_id="c", content=(photo,))),
+        )
+        wire = openai.render_messages(messages, parsed.loader())
+        assert openai.parse_messages(wire).request.messages == openai.carried(messages)
 
     def test_a_user_message_with_nothing_renderable_keeps_its_place(self) -> None:
         rendered = openai.render_messages((Message.user(Thinking(thinking="x")),), loader_from({}))

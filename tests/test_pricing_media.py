@@ -166,8 +166,13 @@ class TestDocumentsAndAudio:
     def test_gemini_pdf_pages(self) -> None:
         assert Estimator("gemini-2.5-pro").block(Document(ref=self.ref(pages=4))) == 4 * 258
 
-    def test_document_without_a_published_rate_is_flat_1000(self) -> None:
-        assert Estimator("gpt-4o").block(Document(ref=self.ref(pages=4))) == 1000
+    def test_document_without_a_page_count_is_flat_1000(self) -> None:
+        assert Estimator("gpt-4o").block(Document(ref=self.ref())) == 1000
+
+    def test_openai_pdf_pages_err_high_text_and_a_page_image_each(self) -> None:
+        # OpenAI publishes no per-page rate: 3,000 text tokens (the top of Anthropic's published range)
+        # plus gpt-4o's largest tile image (85 + 8 × 170) per page.
+        assert Estimator("gpt-4o").block(Document(ref=self.ref(pages=4))) == 4 * (3000 + 1445)
 
     def test_anthropic_pdf_pages_err_high(self) -> None:
         assert Estimator("claude-sonnet-4-5").block(Document(ref=self.ref(pages=2))) >= 2 * 3000

@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, assert_never
 
 from ..attachments import split_data_url
@@ -43,7 +44,7 @@ from ..content import (
 from ..errors import InvalidInput
 from ._wire import AttachmentLoader, ParsedRequest, Sink, expect
 
-__all__ = ["parse_messages", "parse_request", "render_messages", "render_request"]
+__all__ = ["carried", "parse_messages", "parse_request", "render_messages", "render_request"]
 
 RAW_ARGUMENTS = "__raw_arguments__"
 FILE_ID_SCHEME = "openai-file:"
@@ -315,7 +316,7 @@ def render_messages(
     out: list[dict[str, Any]] = []
     if system:
         out.append({"role": system_role, "content": _render_text_content(system)})
-    for message in messages:
+    for message in carried(messages):
         out.extend(_render_message(message, load))
     return out
 
@@ -324,6 +325,56 @@ def _render_text_content(texts: tuple[Text, ...] | list[Text]) -> str | list[dic
     if len(texts) == 1:
         return texts[0].text
     return [{"type": "text", "text": t.text} for t in texts]
+
+
+def carried(messages: tuple[Message, ...] | list[Message]) -> tuple[Message, ...]:
+    """``messages`` as Chat Completions can carry them, still canonical: what a provider behind it sees.
+
+    A ``tool`` message holds text only, so media in a tool result move to a user message of their own
+    right after the tool messages (the tool result keeps a line naming each one), followed by the
+    message's other blocks; thinking has no input form and is dropped. Everything else is unchanged,
+    and parsing the rendered wire gives exactly these messages back. Rendering goes through this, and
+    the local provider counts an OpenAI-wire request through it, so both see the same request.
+    """
+    out: list[Message] = []
+    for message in messages:
+        out.extend(_carried(message))
+    return tuple(out)
+
+
+def _carried(message: Message) -> tuple[Message, ...]:
+    if message.role == "assistant":
+        if any(isinstance(b, Thinking | RedactedThinking) for b in message.content):
+            kept = tuple(b for b in message.content if not isinstance(b, Thinking | RedactedThinking))
+            return (replace(message, content=kept),)
+        return (message,)
+    moved: list[Block] = []
+    results: list[Block] = []
+    others: list[Block] = []
+    for block in message.content:
+        if isinstance(block, ToolResult) and not isinstance(block.content, str):
+            media = [b for b in block.content if not isinstance(b, Text)]
+            if media:
+                moved.extend(media)
+                lines = tuple(
+                    b
+                    if isinstance(b, Text)
+                    else Text(text=f"[{b.type} {_ident(b)} from this tool result follows]")
+                    for b in block.content
+                )
+                block = replace(block, content=lines)
+        (results if isinstance(block, ToolResult) else others).append(block)
+    if not moved:
+        return (message,)
+    return (
+        replace(message, content=tuple(results)),
+        replace(message, content=(*moved, *others), id=None),
+    )
+
+
+def _ident(block: Block) -> str:
+    ref = getattr(block, "ref", None)
+    return ref.id if ref is not None else str(getattr(block, "url", ""))
 
 
 def _render_message(message: Message, load: AttachmentLoader) -> list[dict[str, Any]]:
@@ -355,16 +406,9 @@ def _render_message(message: Message, load: AttachmentLoader) -> list[dict[str, 
 
 
 def _render_tool_parts(blocks: tuple[Any, ...]) -> list[dict[str, Any]]:
-    # A tool message carries text only: media in a tool result become a placeholder naming the id.
-    # A list stays a list (even of one part), so that parsing it back gives the same canonical form.
-    texts = []
-    for b in blocks:
-        if isinstance(b, Text):
-            texts.append({"type": "text", "text": b.text})
-        else:
-            ident = b.ref.id if b.ref is not None else b.url
-            texts.append({"type": "text", "text": f"[{b.type} {ident} attached to this tool result]"})
-    return texts
+    # Text only by now (``carried`` moved the media out). A list stays a list, even of one part, so
+    # that parsing it back gives the same canonical form.
+    return [{"type": "text", "text": b.text} for b in blocks]
 
 
 def _render_assistant(message: Message) -> dict[str, Any]:

@@ -224,7 +224,9 @@ def ref_image_tokens(rule: ImageRule, ref: AttachmentRef | None, detail: str | N
 
 
 def document_tokens(profile: ModelProfile, ref: AttachmentRef | None) -> float:
-    """A document: per page where the provider publishes a rate, else the flat 1,000."""
+    """A document: per page where the provider publishes a rate; else, with a known page count, the
+    upper end of a page's text plus the model's largest page image (OpenAI sends "extracted text plus
+    one image per page" with no published rate, so this errs high); with no page count, flat 1,000."""
     stamp = valid_stamp(ref.token_estimate) if ref is not None else None
     if stamp is not None:
         return stamp
@@ -238,7 +240,7 @@ def document_tokens(profile: ModelProfile, ref: AttachmentRef | None) -> float:
         return float(pages * dict(rule.pdf_page_tokens)[rule.resolution])
     if profile.provider == "gemini":
         return float(pages * GEMINI_PDF_PAGE)
-    return float(MEDIA_FLAT_TOKENS)
+    return float(pages * (ANTHROPIC_PDF_TEXT_PER_PAGE + image_upper_bound(rule)))
 
 
 def audio_tokens(profile: ModelProfile, ref: AttachmentRef) -> float:

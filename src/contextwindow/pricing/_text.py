@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 import operator
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -24,6 +23,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..models import TokenizerFamily
+from ..tokenizers import cache_dir, load_encoding
 from . import _coefficients
 from ._features import N_FEATURES, PIECES, features
 
@@ -119,15 +119,13 @@ def exact_counter(family: TokenizerFamily) -> Callable[[str], float]:
         raise UsageError(
             f"no exact tokenizer for the {family!r} family; exact=True needs an OpenAI (tiktoken) model"
         )
-    try:
-        import tiktoken
-    except ImportError as err:  # pragma: no cover - depends on the environment
-        raise UsageError("exact=True needs tiktoken: pip install 'contextwindow[tiktoken]'") from err
-    try:
-        encoding: Any = tiktoken.get_encoding(name)
-    except Exception as err:  # a missing offline cache is a network error deep in tiktoken
-        cache = os.environ.get("TIKTOKEN_CACHE_DIR", "<unset>")
-        raise UsageError(f"cannot load tiktoken {name} (TIKTOKEN_CACHE_DIR={cache}): {err}") from err
+    encoding: Any = load_encoding(name)
+    if encoding is None:
+        raise UsageError(
+            f"exact=True needs tiktoken ({name}) installed and its file cached offline: "
+            f"pip install 'contextwindow[tiktoken]' and set TIKTOKEN_CACHE_DIR (now {cache_dir()}); "
+            "contextwindow never downloads it"
+        )
 
     def count(text: str) -> float:
         if not text:

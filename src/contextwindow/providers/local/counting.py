@@ -49,6 +49,7 @@ from ...content import (
 from ...formats import AttachmentLoader
 from ...models import ModelProfile
 from ...pricing import image_tokens, image_upper_bound
+from ...tokenizers import load_encoding
 
 __all__ = [
     "AUDIO_TOKENS_PER_SECOND",
@@ -88,11 +89,8 @@ def compact_json(value: Any) -> str:
 
 @lru_cache(maxsize=8)
 def _tiktoken(encoding: str) -> Tokenizer | None:
-    try:
-        import tiktoken
-
-        enc = tiktoken.get_encoding(encoding)
-    except Exception:  # tiktoken missing, or its BPE file not cached offline: fall back, and say so
+    enc = load_encoding(encoding)
+    if enc is None:  # tiktoken missing, or its BPE file not cached offline: fall back, and say so
         return None
     encode = enc.encode_ordinary
 

@@ -31,12 +31,13 @@ import json
 import threading
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeAlias
 
 from ...content import Message, Request, Text, ToolUse
 from ...errors import InvalidInput
 from ...formats import AttachmentLoader
+from ...formats.openai import carried
 from ...models import ModelProfile, get_profile
 from ...usage import Usage
 from ..streams import continues_stream
@@ -51,6 +52,7 @@ __all__ = [
     "Reply",
     "UsageReport",
     "WireFormat",
+    "as_carried",
     "error_json",
 ]
 
@@ -145,6 +147,16 @@ class LocalModel:
         with self._lock:
             self._failures = calls
 
+    def discard_script(self, keep: int) -> int:
+        """Drop the oldest scripted replies until ``keep`` remain (a host gave up on a turn); how many went."""
+        if keep < 0:
+            raise InvalidInput("must be ≥ 0", path="keep")
+        with self._lock:
+            dropped = max(0, len(self._script) - keep)
+            for _ in range(dropped):
+                self._script.popleft()
+            return dropped
+
     @property
     def pending(self) -> int:
         """Scripted replies not yet used."""
@@ -163,9 +175,11 @@ class LocalModel:
         effective = self.settings.effective_window
         return min(declared, effective) if effective is not None else declared
 
-    def count(self, request: Request, load: AttachmentLoader | None = None) -> RequestCount:
-        """The input count of ``request``, as enforced."""
-        return count_request(request, self.profile(request.model), load)
+    def count(
+        self, request: Request, load: AttachmentLoader | None = None, *, wire: WireFormat = "anthropic"
+    ) -> RequestCount:
+        """The input count of ``request`` as ``wire`` carries it, as enforced."""
+        return count_request(as_carried(request, wire), self.profile(request.model), load)
 
     def handle(
         self,
@@ -177,6 +191,7 @@ class LocalModel:
         session: str = "default",
     ) -> Reply | Rejection:
         """Answer one call (see the module docstring for the order of decisions)."""
+        request = as_carried(request, wire)
         profile = self.profile(request.model)
         model_name = request.model or profile.name
         with self._lock:
@@ -270,6 +285,18 @@ class LocalModel:
             reported=reported,
             before=before,
         )
+
+
+def as_carried(request: Request, wire: WireFormat) -> Request:
+    """The request as the wire carries it: an in-process call sees what an HTTP one would."""
+    if wire != "openai":
+        return request
+    messages = carried(request.messages)
+    if len(messages) == len(request.messages) and all(
+        a is b for a, b in zip(messages, request.messages, strict=True)
+    ):
+        return request
+    return replace(request, messages=messages)
 
 
 def _fit_output(

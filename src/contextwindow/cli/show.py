@@ -1,8 +1,8 @@
-"""``contextwindow demo``: for now, the canonical content of a bundled realistic request.
+"""``contextwindow show [FILE]``: the canonical content of a request, as contextwindow sees it.
 
-It parses the bundled coding-agent request (Anthropic format, with a real PNG screenshot and a PDF)
-or a request file you name, in either wire format, and shows what contextwindow sees: messages,
-blocks and attachments with their sniffed dimensions. It prices nothing: pricing comes later.
+It parses a request file you name (or the bundled coding-agent request: Anthropic format, with a
+real PNG screenshot and a PDF), in either wire format, and shows messages, blocks and attachments
+with their sniffed dimensions. ``count`` prices the same file.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from ..errors import ContextWindowError
 from ..formats import ParsedRequest, parse_any
 from . import app
 
-__all__ = ["BUNDLED_REQUEST", "demo", "load_request", "summary_tables"]
+__all__ = ["BUNDLED_REQUEST", "load_request", "show", "summary_tables"]
 
 BUNDLED_REQUEST = "coding_agent_anthropic.json"
 
@@ -92,13 +92,13 @@ def summary_tables(parsed: ParsedRequest) -> list[Table]:
 
 
 @app.command()
-def demo(
+def show(
     request_file: Annotated[
         Path | None,
         typer.Argument(help="An Anthropic or OpenAI request JSON file; the bundled one by default."),
     ] = None,
 ) -> None:
-    """Show the canonical content of a realistic agent request (no pricing yet)."""
+    """Show the canonical content of a request file: messages, blocks, attachments with their dimensions."""
     console = Console()
     try:
         name, parsed = load_request(request_file)

@@ -1,0 +1,185 @@
+"""``contextwindow simulate SCENARIO`` and ``contextwindow demo``: scenarios through the engine.
+
+Both run :func:`contextwindow.simulate.simulate` — the real engine, compiler, summariser and ledger
+against the local provider's hard window — and show a summary. ``demo`` runs the bundled scenario (a
+coding agent reading the standard library, taking screenshots, receiving photos mid-turn, a turn in
+Chinese) on a small window and writes a report with a chart to ``./contextwindow-report/``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from pathlib import Path
+from typing import IO, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ..errors import ScenarioError
+from ..simulate import SimulationResult, UsageMode, simulate
+from . import app
+from ._common import EXIT_BAD_INPUT, EXIT_FOUND_PROBLEM, emit_json, fail, guarded
+
+__all__ = ["demo", "simulate_command"]
+
+_USAGE_MODES = ("cumulative", "per-call", "output-only", "none")
+_SUMMARY_ROWS = (
+    ("calls", "provider calls"),
+    ("rejections", "rejected by the provider"),
+    ("recovered", "rejections recovered"),
+    ("failed_turns", "turns lost"),
+    ("restarts", "stream restarts (recompiles)"),
+    ("compactions", "compactions"),
+    ("evictions", "requests that evicted media"),
+    ("archived", "requests that archived tool results"),
+    ("window_use_mean", "window use, mean"),
+    ("window_use_p5", "window use, 5th percentile"),
+    ("estimate_error_p95", "estimate error, p95"),
+    ("tokenizer", "provider's tokenizer"),
+)
+
+
+def _run(scenario: Any, console: Console | None, record: IO[str] | None, **options: Any) -> SimulationResult:
+    """Run with a progress bar on ``console`` (none when printing JSON)."""
+    if console is None:
+        return asyncio.run(simulate(scenario, record=record, **options))
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task("provider calls", total=scenario.calls)
+        return asyncio.run(
+            simulate(scenario, record=record, progress=lambda n: bar.update(task, completed=n), **options)
+        )
+
+
+def _summary_table(result: SimulationResult, title: str) -> Table:
+    table = Table(title=title)
+    table.add_column("")
+    table.add_column("value", justify="right")
+    for key, label in _SUMMARY_ROWS:
+        value = result.summary.get(key)
+        if isinstance(value, float):
+            text = f"{value:.1%}"
+        elif isinstance(value, int):
+            text = f"{value:,}"
+        else:
+            text = "—" if value is None else str(value)
+        table.add_row(label, text)
+    return table
+
+
+@app.command("simulate")
+def simulate_command(
+    scenario_path: Annotated[
+        Path,
+        typer.Argument(
+            metavar="SCENARIO",
+            help="A scenario (.jsonl) or a transcript: Claude Code session, Chat/Messages JSON, SWE-agent .traj.",
+        ),
+    ],
+    model: Annotated[
+        str, typer.Option("--model", "-m", help="Model whose rules, tokenizer and window to use.")
+    ],
+    window: Annotated[
+        int | None, typer.Option(help="Declared context window in tokens (default: the model's).")
+    ] = None,
+    reserve: Annotated[
+        int | None,
+        typer.Option(help="Output reserve: each call's max_tokens (default: min(4096, window/8))."),
+    ] = None,
+    usage: Annotated[
+        str, typer.Option(help="How the provider reports usage: cumulative, per-call, output-only or none.")
+    ] = "per-call",
+    provider_window: Annotated[
+        int | None, typer.Option(help="The provider rejects above this while --window stays declared.")
+    ] = None,
+    record: Annotated[
+        Path | None, typer.Option(help="Write every request as sent, one JSON object a line, to this file.")
+    ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            help="Ledger to record into: SQLite path, sqlite:///…, postgresql://… (default: memory)."
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
+) -> None:
+    """Run a scenario or transcript through the engine against the local provider; summarise the run."""
+    if usage not in _USAGE_MODES:
+        raise typer.BadParameter("must be cumulative, per-call, output-only or none", param_hint="--usage")
+    from ..importers import load_any
+
+    if not scenario_path.exists():
+        fail(f"{scenario_path}: no such file", EXIT_BAD_INPUT)
+    console = None if as_json else Console()
+    with guarded():
+        try:
+            scenario = load_any(scenario_path)
+        except ScenarioError as err:
+            fail(str(err), EXIT_BAD_INPUT)
+        with open(record, "w", encoding="utf-8") if record else contextlib.nullcontext() as sink:
+            result = _run(
+                scenario,
+                console,
+                sink,
+                model=model,
+                window=window,
+                reserve=reserve,
+                usage=_mode(usage),
+                provider_window=provider_window,
+                store=store,
+            )
+    if as_json:
+        emit_json(result.summary)
+    else:
+        assert console is not None
+        console.print(
+            _summary_table(result, f"{scenario.name}: {model}, window {result.summary['window']:,}")
+        )
+    if result.failed_turns:
+        raise typer.Exit(EXIT_FOUND_PROBLEM)
+
+
+def _mode(usage: str) -> UsageMode:
+    assert usage in _USAGE_MODES
+    return usage  # type: ignore[return-value]
+
+
+@app.command()
+def demo(
+    out: Annotated[Path, typer.Option(help="Where to write the report.")] = Path("contextwindow-report"),
+    model: Annotated[
+        str, typer.Option("--model", "-m", help="Model whose rules and tokenizer to use.")
+    ] = "claude-sonnet-4-6",
+    window: Annotated[
+        int | None, typer.Option(help="Declared window (default: the demo's small window).")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the bundled scenario.")] = 0,
+) -> None:
+    """Run the bundled long agent scenario on a small window and write a report with a chart."""
+    from ..demo_scenario import DEMO_WINDOW, build_demo
+    from ..report import write_report
+
+    console = Console()
+    started = time.perf_counter()
+    console.print(
+        "[bold]contextwindow demo[/]: building the bundled scenario (a coding agent over the standard library)…"
+    )
+    scenario = build_demo(seed=seed)
+    declared = window or DEMO_WINDOW
+    console.print(
+        f"{scenario.calls} scripted provider calls, {len(scenario.attachment_refs())} attachments; "
+        f"model {model}, declared window {declared:,} tokens, enforced by the local provider"
+    )
+    with guarded():
+        result = _run(scenario, console, None, model=model, window=declared, usage="per-call")
+        title = f"contextwindow demo — {scenario.name}"
+        subtitle = f"{model}, window {declared:,} tokens, {result.summary['calls']} calls"
+        path = write_report(result.records, result.summary, out, title=title, subtitle=subtitle)
+    console.print(_summary_table(result, f"{scenario.name}: {model}, window {declared:,}"))
+    console.print(f"report: [bold]{path}[/] (makeup.png, index.html) — {time.perf_counter() - started:.1f} s")
+    if result.failed_turns:
+        raise typer.Exit(EXIT_FOUND_PROBLEM)

@@ -1,0 +1,167 @@
+"""Scenarios through the engine against the local provider: records, summary, recording, CLI."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from contextwindow import synthetic_media
+from contextwindow.cli import app
+from contextwindow.content import Image, Message, ToolResult, ToolSpec, ToolUse
+from contextwindow.formats import loader_from, parse_any
+from contextwindow.models import get_profile
+from contextwindow.providers.local.counting import count_request
+from contextwindow.scenario import Scenario, ScenarioBuilder
+from contextwindow.scenario_file import dump_scenario
+from contextwindow.simulate import simulate_sync
+
+runner = CliRunner()
+PROSE = "The agent reads a file, thinks about it and writes down what it found. " * 40
+
+
+def _scenario(turns: int = 3, reads: int = 6) -> Scenario:
+    """A small coding-agent script: each turn reads files (long tool results) and takes a screenshot."""
+    b = ScenarioBuilder(name="small")
+    b.system("You are a careful coding agent.")
+    b.tools(
+        [ToolSpec(name="read", description="read a file"), ToolSpec(name="screenshot", description="look")]
+    )
+    for t in range(turns):
+        b.user(Message.user(f"Turn {t}: audit the module and report."))
+        for r in range(reads):
+            call = f"t{t}r{r}"
+            b.assistant(
+                Message.assistant(f"Reading part {r}.", ToolUse(id=call, name="read", input={"part": r}))
+            )
+            b.tool_result(ToolResult(tool_use_id=call, content=f"part {r} of turn {t}\n" + PROSE))
+        shot = b.add_generated(lambda t=t: synthetic_media.screenshot(320, 200, seed=t), "image/png")
+        b.assistant(Message.assistant("Looking.", ToolUse(id=f"t{t}s", name="screenshot", input={})))
+        b.tool_result(ToolResult(tool_use_id=f"t{t}s", content=(Image(ref=shot),)))
+        b.assistant(Message.assistant(f"Turn {t} done."))
+    return b.build()
+
+
+class TestSimulate:
+    def test_one_record_per_provider_call_and_the_summary_agrees(self) -> None:
+        scenario = _scenario()
+        result = simulate_sync(scenario, model="gpt-4o", window=6_000)
+        assert len(result.records) == result.summary["calls"] == scenario.calls
+        assert result.summary["rejections"] == 0 and result.failed_turns == 0
+        assert result.summary["restarts"] > 0  # the small window forces recompiles
+        for record in result.records:
+            assert record.provider_input_tokens is not None
+            assert record.provider_input_tokens + record.makeup["output_reserve"] <= 6_000
+            assert (
+                sum(v for k, v in record.makeup.items() if k != "output_reserve") == record.estimated_tokens
+            )
+
+    def test_a_provider_serving_less_than_declared_is_recovered(self) -> None:
+        result = simulate_sync(_scenario(), model="gpt-4o", window=8_000, provider_window=6_800)
+        assert result.summary["rejections"] >= 1
+        assert result.failed_turns == 0
+        assert result.summary["recovered"] == result.summary["rejections"]
+
+    def test_the_record_holds_each_request_as_sent_with_the_providers_count(self) -> None:
+        scenario = _scenario(turns=1)
+        sink = io.StringIO()
+        result = simulate_sync(scenario, model="gpt-4o", window=6_000, record=sink)
+        lines = [json.loads(line) for line in sink.getvalue().splitlines()]
+        assert [line["call"] for line in lines] == list(range(len(result.records)))
+        profile = get_profile("gpt-4o").with_(context_window=6_000, max_output_tokens=3_000)
+        for line in lines:
+            assert set(line) == {"call", "format", "request", "provider_input_tokens", "rejected"}
+            assert line["format"] == "openai"
+            parsed = parse_any(line["request"])
+            independent = count_request(parsed.request, profile, loader_from(parsed.attachments))
+            assert independent.input_tokens == line["provider_input_tokens"]
+
+    def test_bad_settings_are_invalid_input(self) -> None:
+        from contextwindow.errors import InvalidInput
+
+        with pytest.raises(InvalidInput, match="reserve"):
+            simulate_sync(_scenario(turns=1), model="gpt-4o", window=6_000, reserve=6_000)
+
+
+class TestSimulateCommand:
+    def test_json_summary_has_the_documented_keys(self, tmp_path: Path) -> None:
+        path = tmp_path / "s.jsonl"
+        dump_scenario(_scenario(turns=2), path)
+        result = runner.invoke(
+            app, ["simulate", str(path), "--model", "gpt-4o", "--window", "6000", "--json"]
+        )
+        assert result.exit_code == 0, result.output
+        summary = json.loads(result.output)
+        for key in (
+            "calls",
+            "rejections",
+            "recovered",
+            "restarts",
+            "compactions",
+            "evictions",
+            "archived",
+            "window_use_mean",
+            "window_use_p5",
+            "estimate_error_p95",
+            "tokenizer",
+        ):
+            assert key in summary
+        assert 0 < summary["window_use_mean"] <= 1
+
+    def test_record_writes_one_line_per_call(self, tmp_path: Path) -> None:
+        path = tmp_path / "s.jsonl"
+        dump_scenario(_scenario(turns=1), path)
+        out = tmp_path / "requests.jsonl"
+        result = runner.invoke(
+            app,
+            [
+                "simulate",
+                str(path),
+                "-m",
+                "claude-sonnet-4-6",
+                "--window",
+                "6000",
+                "--record",
+                str(out),
+                "--json",
+            ],
+        )
+        assert result.exit_code == 0, result.output
+        assert len(out.read_text().splitlines()) == json.loads(result.output)["calls"]
+        assert json.loads(out.read_text().splitlines()[0])["format"] == "anthropic"
+
+    @pytest.mark.parametrize(
+        ("args", "expected"),
+        [
+            pytest.param(["missing.jsonl", "-m", "gpt-4o"], "no such file", id="missing"),
+            pytest.param(["{s}", "-m", "gpt-9"], "register(", id="unknown-model"),
+            pytest.param(["{s}", "-m", "gpt-4o", "--usage", "sometimes"], "--usage", id="bad-usage"),
+        ],
+    )
+    def test_mistakes_exit_2(self, tmp_path: Path, args: list[str], expected: str) -> None:
+        path = tmp_path / "s.jsonl"
+        dump_scenario(_scenario(turns=1), path)
+        args = [
+            a.format(s=path) if a == "{s}" else str(tmp_path / a) if a.endswith(".jsonl") else a for a in args
+        ]
+        result = runner.invoke(app, ["simulate", *args], env={"COLUMNS": "300"})
+        assert result.exit_code == 2
+        assert expected in result.output.replace("\n", "")
+
+    def test_a_bad_scenario_line_is_named(self, tmp_path: Path) -> None:
+        path = tmp_path / "s.jsonl"
+        path.write_text('{"type": "user", "content": [{"type": "text", "text": 5}]}\n')
+        result = runner.invoke(app, ["simulate", str(path), "-m", "gpt-4o"], env={"COLUMNS": "300"})
+        assert result.exit_code == 2 and "s.jsonl:1" in result.output
+
+
+class TestDemoCommand:
+    def test_writes_the_report_and_loses_no_turn(self, tmp_path: Path) -> None:
+        result = runner.invoke(app, ["demo", "--out", str(tmp_path / "report")], env={"COLUMNS": "200"})
+        assert result.exit_code == 0, result.output
+        assert (tmp_path / "report" / "makeup.png").stat().st_size > 10_000
+        html = (tmp_path / "report" / "index.html").read_text()
+        assert "makeup.png" in html and "window use" in result.output
