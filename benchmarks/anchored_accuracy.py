@@ -16,10 +16,9 @@ For every request from the second on, four estimates are compared with that coun
   (:func:`~contextwindow.usage.anchored_estimate`);
 - **anchored, calibrated delta**: the same, with both payloads priced at the current multiplier.
 
-The estimate function is a parameter of :func:`measure`. :func:`chars4_estimate` (``ceil(chars/4)``
-per block, the peers' rule, litellm's and flue's fallback) is the default here; at integration the
-project's ``contextwindow.pricing.Estimator`` takes its place as the default, with ``chars/4`` kept
-as the named peer.
+The estimate function is a parameter of :func:`measure`; :func:`main` runs the table twice in the
+same run: with contextwindow's ``Estimator`` (:func:`estimator_estimate`) and with the peers' rule
+:func:`chars4_estimate` (``ceil(chars/4)`` per block, litellm's and flue's fallback).
 
 Run: ``PYTHONPATH=src TIKTOKEN_CACHE_DIR=../shared/tokenizers python -m benchmarks.anchored_accuracy``.
 """
@@ -46,6 +45,7 @@ from contextwindow.content import (
     ToolUse,
     attachment_id,
 )
+from contextwindow.pricing import Estimator
 from contextwindow.usage import Anchor, AnchorBook, anchored_estimate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -204,6 +204,9 @@ def chars4_estimate(messages: Sequence[Message]) -> int:
     return total
 
 
+_ESTIMATOR = Estimator("gpt-4o")
+
+
 class O200kProvider:
     """The provider: counts a request's prompt with the real o200k_base tokenizer (per message, cached)."""
 
@@ -302,7 +305,7 @@ def _pct(values: Sequence[float], q: float) -> float:
 
 def table(errors: Errors, messages: Sequence[Message]) -> str:
     rows = [
-        ("plain (chars/4, the peers' rule)", errors.plain),
+        ("plain", errors.plain),
         ("calibrated", errors.calibrated),
         ("anchored", errors.anchored),
         ("anchored, calibrated delta", errors.anchored_calibrated),
@@ -328,10 +331,19 @@ def table(errors: Errors, messages: Sequence[Message]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def estimator_estimate(messages: Sequence[Message]) -> int:
+    """contextwindow's own ruler: the default ``Estimator`` for an o200k model (gpt-4o)."""
+    return _ESTIMATOR.messages(messages)
+
+
 def main() -> None:
     messages = load_conversation()
-    errors = measure(messages)
-    text = "# anchored_accuracy\n\n" + table(errors, messages)
+    text = "# anchored_accuracy\n\n"
+    for name, estimate in (
+        ("contextwindow Estimator (gpt-4o)", estimator_estimate),
+        ("peer: chars/4", chars4_estimate),
+    ):
+        text += f"## estimate: {name}\n\n" + table(measure(messages, estimate), messages) + "\n"
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(text, encoding="utf-8")
     print(text)
