@@ -32,6 +32,7 @@ from .errors import InvalidInput
 from .events import FoldFailureReason, FoldPhase
 
 __all__ = [
+    "COVER_TAIL_RATIO",
     "DEFAULT_SUMMARY_PROMPT",
     "REPLY_RESERVE_CAP",
     "REQUIRED_SECTIONS",
@@ -44,6 +45,7 @@ __all__ = [
     "flue_cut_point",
     "flue_reserve",
     "flue_should_compact",
+    "hard_cut_text",
     "is_tool_result_message",
     "select_safe_prefix",
 ]
@@ -56,6 +58,15 @@ REPLY_RESERVE_CAP = 8_000
 # "< 800 characters while the covered span is over 10,000 tokens"; 800 characters ≈ 200 tokens.
 TOO_SMALL_INPUT_TOKENS = 10_000
 TOO_SMALL_OUTPUT_TOKENS = 200
+
+# Covering fold (engine): when compile leaves history out that no checkpoint covers, the engine folds
+# enough that the kept tail (with the head) fills at most this share of compile's input budget. Folding
+# only what compile left out would fold again on the very next call (the tail is at the budget's edge);
+# folding to 70% leaves 30% of the budget for growth, so a fold is followed by several calls that need
+# none, while the window stays well used (between folds the request grows from ~70% back to 100% of the
+# budget: ~85% on average, which is the mean use the sessions benchmark targets, ≥ 70% of the window).
+# The 60–70% range is where flue's keep-recent share (seed §12) and maka's post-fold occupancy sit.
+COVER_TAIL_RATIO = 0.7
 
 # The issue's required sections (issue 8): goal, decisions, files and artefacts, open work, latest
 # state. maka's seed-002 set (Goal/Progress/Next Steps) plays the same role.
@@ -349,6 +360,31 @@ def flue_cut_point(messages: Sequence[Message], estimates: Sequence[int], keep_r
         if not is_tool_result_message(messages[i]):
             return i
     return 0
+
+
+_CUT_NOTE = re.compile(
+    r"\n*\[(\d+) earlier messages were cut to fit the context window without a summary; "
+    r"ids (\S+) … (\S+) remain in the ledger\]\s*$"
+)
+
+
+def hard_cut_text(previous: str | None, count: int, first_id: str, last_id: str) -> str:
+    """The checkpoint text of a hard cut: the previous summary, and one note naming what was cut.
+
+    Consecutive cuts merge into one note (the counts add up, the first id stays), so a session that
+    is cut again and again without a summariser keeps one line, not one per cut.
+    """
+    base = previous or ""
+    match = _CUT_NOTE.search(base)
+    if match is not None:
+        count += int(match.group(1))
+        first_id = match.group(2)
+        base = base[: match.start()]
+    note = (
+        f"[{count} earlier messages were cut to fit the context window without a summary; "
+        f"ids {first_id} … {last_id} remain in the ledger]"
+    )
+    return f"{base}\n\n{note}" if base else note
 
 
 Rung: TypeAlias = Literal["evict_media", "archive_tool_results", "fold", "hard_cut"]
