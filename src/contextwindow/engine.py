@@ -215,6 +215,8 @@ class _Live:
     local_estimate: int
     max_tokens: int
     output_reserve: int
+    multiplier: float = 1.0
+    """The calibration multiplier the request was compiled at: the units of ``local_estimate``."""
     omitted: tuple[str, ...] = ()
     """Ids compile left out for the budget that no checkpoint covers (see :meth:`Engine._prepare`)."""
     recompiled: bool = True
@@ -296,6 +298,10 @@ class Engine:
         self._calibrated = self.estimator
         self._fit_profile: ModelProfile | None = None
         self._shrink = 0
+        self._composition: tuple[float, float] | None = None
+        """The last reported request's real prompt over its local estimate, and the multiplier that
+        estimate was made at (see :meth:`_composition_factor`)."""
+        self._reserve = 0
         self._injected: list[Message] = []
         self._messages: MessageLog | None = None
         self._prepared: _Live | None = None
@@ -505,7 +511,10 @@ class Engine:
             live.messages.append(results_message)
             live.messages.extend(injected)
             live.estimated_tokens += appended
-            live.local_estimate += appended
+            # The local estimate stays in compile's units (the calibrated estimator), so that the
+            # anchor's payload estimate and the composition factor compare like with like; the
+            # projection's figure above errs high on purpose and is not in those units.
+            live.local_estimate += self._live_estimator().messages([results_message, *injected])
             live.recompiled = False
             yield StreamResumed(injected_messages=len(injected))
             folded = False
@@ -538,6 +547,9 @@ class Engine:
         it), less the fit margin and what rejections taught; cached while that figure holds."""
         known = self.window or self.profile.context_window
         target = max(1, math.floor(known * (1 - self.settings.fit_margin)) - self._shrink)
+        factor = self._composition_factor()
+        if factor > 1 and target > self._reserve:
+            target = self._reserve + math.floor((target - self._reserve) / factor)
         if self._fit_profile is None or self._fit_profile.context_window != target:
             if target == self.profile.context_window:
                 self._fit_profile = self.profile
@@ -546,6 +558,24 @@ class Engine:
                     context_window=target, max_output_tokens=min(self.profile.max_output_tokens, target)
                 )
         return self._fit_profile
+
+    def _composition_factor(self) -> float:
+        """How far the last reported request's real prompt exceeded compile's estimate of it, at
+        today's multiplier (1 when it did not, or nothing was reported), in steps of 2%.
+
+        The calibration multiplier is one number learned across requests; the estimator's error is
+        not the same for every kind of content (it prices tool calls and short texts high, images
+        by the provider's own rule), so a multiplier learned on call-heavy requests underestimates a
+        request made mostly of tool results, by more than the fit margin covers (the sessions
+        benchmark's 16k rejections: ~11% under on requests whose calibrated estimate was at the
+        budget). The next request shares most of its content with the last one, so the last one's
+        own ratio is the better guide: compile fits that much tighter. It only ever tightens.
+        """
+        if self._composition is None:
+            return 1.0
+        ratio, multiplier = self._composition
+        factor = ratio * multiplier / self._compile_multiplier()
+        return math.ceil(factor * 50) / 50 if factor > 1 else 1.0
 
     def _learn_from_rejection(self, rejection: ContextOverflow) -> bool:
         """Take in a rejection's numbers; return whether they changed what compile fits against.
@@ -623,6 +653,7 @@ class Engine:
         self.calibrator.arm(compiled.local_estimate)
         max_tokens = self.settings.max_tokens or compiled.output_reserve
         self.physical.reserve = max_tokens
+        self._reserve = compiled.output_reserve
         return _Live(
             system=compiled.system,
             tools=compiled.tools,
@@ -631,6 +662,7 @@ class Engine:
             local_estimate=compiled.local_estimate,
             max_tokens=max_tokens,
             output_reserve=compiled.output_reserve,
+            multiplier=self._compile_multiplier(),
             omitted=tuple(compiled.decisions.omitted),
         )
 
@@ -662,6 +694,8 @@ class Engine:
         self.session.record("usage", payload)
         if call.reported:
             self.last_sent_tokens.append(call.prompt)
+            if live.local_estimate > 0:
+                self._composition = (call.prompt / live.local_estimate, live.multiplier)
             self._last_accepted = call.usage
             if self.calibrator.armed:
                 self.calibrator.report_real_input(call.prompt)
