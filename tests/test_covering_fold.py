@@ -216,7 +216,7 @@ class TestCoveringFold:
 class TestFailingSummariser:
     def test_a_summariser_that_always_fails_cuts_with_a_note_and_does_not_loop(self) -> None:
         failing = Failing()
-        engine, provider, compiler = make_engine(
+        engine, _, compiler = make_engine(
             open_store().session("s"), script(2, 15), summarizer_provider=failing
         )
         events = run_turns(engine, compiler, 2)
@@ -269,8 +269,14 @@ class TestHardCutText:
     @pytest.mark.parametrize(
         ("previous", "expected"),
         [
-            (None, "[3 earlier messages were cut to fit the context window without a summary; ids a … c remain in the ledger]"),
-            ("## Goal\nx.", "## Goal\nx.\n\n[3 earlier messages were cut to fit the context window without a summary; ids a … c remain in the ledger]"),
+            (
+                None,
+                "[3 earlier messages were cut to fit the context window without a summary; ids a … c remain in the ledger]",
+            ),
+            (
+                "## Goal\nx.",
+                "## Goal\nx.\n\n[3 earlier messages were cut to fit the context window without a summary; ids a … c remain in the ledger]",
+            ),
             (
                 "## Goal\nx.\n\n[2 earlier messages were cut to fit the context window without a summary; ids z … y remain in the ledger]",
                 "## Goal\nx.\n\n[5 earlier messages were cut to fit the context window without a summary; ids z … c remain in the ledger]",

@@ -13,6 +13,13 @@ recompile (DESIGN.md "Turn engine"; seed-behaviours §6, §9):
 4. the provider rejects for size: compact (the escalation ladder) and retry once; a second rejection
    raises :class:`~contextwindow.errors.ContextOverflow` with the provider's numbers, after the notes.
 
+Every compile is *covered*: when compile would leave out history that no summary checkpoint covers
+(``decisions.omitted``), that prefix, and enough more that the tail fills ``cover_tail_ratio`` of the
+budget, is folded into a checkpoint through the summariser before the request goes out (rolling the
+previous summary forward), so the request is ``[summary] + tail`` and the task's beginning is never
+silently forgotten; a summariser that fails, or a turn past ``max_folds_per_turn``, cuts the prefix
+with a note instead (:meth:`Engine._prepare`).
+
 Before a request, a proactive fold runs when the last accepted request's real input + output + reply
 reserve reaches the declared window, at most once per send, and once after a reply cut at the output
 limit. A fold that cannot happen fails open (the request goes out as compiled). Compaction that frees
@@ -166,10 +173,12 @@ class EngineSettings:
     local provider's ``cumulative`` mode follows, so both sides agree without a setting."""
     connection: str = "default"
     """The connection (route) the calibration multiplier and the anchors are kept for."""
-    fit_margin: float = 0.08
+    fit_margin: float = 0.05
     """Compile fits within ``(1 − fit_margin) × window``: a calibrated estimate is right on average,
     so a request filled to the last token is refused about half the time; 5% covers the spread of the
-    estimator's error on whole requests measured by ``benchmarks/sessions.py``."""
+    estimator's error on whole requests measured by ``benchmarks/sessions.py`` once compile fits by
+    the last request's own real/estimate ratio (:meth:`Engine._composition_factor`). Before that, 8%
+    was not enough: the spread between content kinds under one multiplier reached 11%."""
     multiplier_step: float = 0.02
     """Compile sees the calibration multiplier rounded to this step (0: exact)."""
     tool_result_inline_chars: int = 24_000
@@ -958,7 +967,13 @@ class Engine:
         )
 
     async def _record_cut(
-        self, messages: list[Message], previous: str | None, cut: int, tag: FoldPhase, *, counted: bool = False
+        self,
+        messages: list[Message],
+        previous: str | None,
+        cut: int,
+        tag: FoldPhase,
+        *,
+        counted: bool = False,
     ) -> AsyncIterator[Event]:
         """Cut ``messages[:cut]`` without a summary: a checkpoint carrying the previous summary and a
         note naming what was cut (the originals stay in the ledger). ``counted``: the ladder's rung
