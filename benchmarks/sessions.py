@@ -44,7 +44,7 @@ from contextwindow.content import Request
 from contextwindow.engine import Engine, EngineSettings
 from contextwindow.engine_compiler import EngineCompiler
 from contextwindow.errors import ContextOverflow
-from contextwindow.events import Compacted, OverflowRecovered, StreamRestarted, UsageReported
+from contextwindow.events import Compacted, Note, OverflowRecovered, StreamRestarted, UsageReported
 from contextwindow.formats import AttachmentLoader
 from contextwindow.models import get_profile
 from contextwindow.providers import LocalProvider, LocalSettings
@@ -102,6 +102,8 @@ class Run:
     restarts: int = 0
     budget_restarts: int = 0
     compactions: int = 0
+    hard_cuts: int = 0
+    summary_in_request: int = 0
     use: list[float] = field(default_factory=list)
     engine_seconds: float = 0.0
     wall_seconds: float = 0.0
@@ -157,6 +159,8 @@ async def _run(scenario: Scenario, window: int, mode: str, serve_less: bool) -> 
                     run.budget_restarts += event.reason == "context_budget"
                 elif isinstance(event, Compacted):
                     run.compactions += 1
+                elif isinstance(event, Note) and event.kind == "context_hard_cut":
+                    run.hard_cuts += 1
                 elif isinstance(event, OverflowRecovered):
                     run.recovered += 1
         except ContextOverflow:
@@ -181,7 +185,7 @@ def _p5(values: Sequence[float]) -> float:
 def _table(runs: list[Run]) -> str:
     head = (
         "| window | usage | provider | scenarios | calls/scenario | rejections (recovered) | failed turns "
-        "| restarts/scenario (budget) | compactions/scenario | mean use | p5 use | engine ms/call |\n"
+        "| restarts/scenario (budget) | compactions/scenario (hard cuts) | mean use | p5 use | engine ms/call |\n"
         "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
     )
     rows = []
@@ -197,7 +201,8 @@ def _table(runs: list[Run]) -> str:
             f"| {window // 1000}k | {mode} | {'serves 85%' if less else 'true window'} | {n} "
             f"| {calls / n:.0f} | {sum(r.rejections for r in cell)} ({sum(r.recovered for r in cell)}) "
             f"| {sum(r.failed_turns for r in cell)} | {statistics.fmean(r.restarts for r in cell):.1f} ({sum(r.budget_restarts for r in cell)}) "
-            f"| {statistics.fmean(r.compactions for r in cell):.1f} | {statistics.fmean(use):.1%} | {_p5(use):.1%} "
+            f"| {statistics.fmean(r.compactions for r in cell):.1f} ({sum(r.hard_cuts for r in cell)}) "
+            f"| {statistics.fmean(use):.1%} | {_p5(use):.1%} "
             f"| {1000 * sum(r.engine_seconds for r in cell) / max(1, calls):.2f} |"
         )
     return head + "\n".join(rows) + "\n"

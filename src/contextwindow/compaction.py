@@ -32,6 +32,7 @@ from .errors import InvalidInput
 from .events import FoldFailureReason, FoldPhase
 
 __all__ = [
+    "COVER_TAIL_RATIO",
     "DEFAULT_SUMMARY_PROMPT",
     "REPLY_RESERVE_CAP",
     "REQUIRED_SECTIONS",
@@ -44,6 +45,7 @@ __all__ = [
     "flue_cut_point",
     "flue_reserve",
     "flue_should_compact",
+    "hard_cut_text",
     "is_tool_result_message",
     "select_safe_prefix",
 ]
@@ -56,6 +58,17 @@ REPLY_RESERVE_CAP = 8_000
 # "< 800 characters while the covered span is over 10,000 tokens"; 800 characters ≈ 200 tokens.
 TOO_SMALL_INPUT_TOKENS = 10_000
 TOO_SMALL_OUTPUT_TOKENS = 200
+
+# Covering fold (engine): when compile leaves history out that no checkpoint covers, the engine folds
+# enough that the kept tail (with the head) fills at most this share of compile's input budget. Folding
+# only what compile left out would fold again on the very next call (the tail sits at the budget's
+# edge); folding to 80% leaves a fifth of the budget (2–3 tool rounds at 16k, 5–6 at 32k) for growth
+# before the next fold. Lower shares fold less often but waste the window: at 0.7 the sessions
+# benchmark's mean use fell to 64% at 16k/32k (requests restart from 56% of the window after each
+# fold); at 0.8 (with the 5% fit margin) it is 68–69% with usage reported, 59.5% without: just
+# under the issue's 70% target, which a higher share reaches only by folding more often. flue keeps a fixed recent budget instead
+# (seed §12), maka folds everything before the turn (seed 002); neither leaves a measured headroom.
+COVER_TAIL_RATIO = 0.8
 
 # The issue's required sections (issue 8): goal, decisions, files and artefacts, open work, latest
 # state. maka's seed-002 set (Goal/Progress/Next Steps) plays the same role.
@@ -349,6 +362,31 @@ def flue_cut_point(messages: Sequence[Message], estimates: Sequence[int], keep_r
         if not is_tool_result_message(messages[i]):
             return i
     return 0
+
+
+_CUT_NOTE = re.compile(
+    r"\n*\[(\d+) earlier messages were cut to fit the context window without a summary; "
+    r"ids (\S+) … (\S+) remain in the ledger\]\s*$"
+)
+
+
+def hard_cut_text(previous: str | None, count: int, first_id: str, last_id: str) -> str:
+    """The checkpoint text of a hard cut: the previous summary, and one note naming what was cut.
+
+    Consecutive cuts merge into one note (the counts add up, the first id stays), so a session that
+    is cut again and again without a summariser keeps one line, not one per cut.
+    """
+    base = previous or ""
+    match = _CUT_NOTE.search(base)
+    if match is not None:
+        count += int(match.group(1))
+        first_id = match.group(2)
+        base = base[: match.start()]
+    note = (
+        f"[{count} earlier messages were cut to fit the context window without a summary; "
+        f"ids {first_id} … {last_id} remain in the ledger]"
+    )
+    return f"{base}\n\n{note}" if base else note
 
 
 Rung: TypeAlias = Literal["evict_media", "archive_tool_results", "fold", "hard_cut"]

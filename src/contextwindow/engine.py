@@ -13,6 +13,13 @@ recompile (DESIGN.md "Turn engine"; seed-behaviours §6, §9):
 4. the provider rejects for size: compact (the escalation ladder) and retry once; a second rejection
    raises :class:`~contextwindow.errors.ContextOverflow` with the provider's numbers, after the notes.
 
+Every compile is *covered*: when compile would leave out history that no summary checkpoint covers
+(``decisions.omitted``), that prefix, and enough more that the tail fills ``cover_tail_ratio`` of the
+budget, is folded into a checkpoint through the summariser before the request goes out (rolling the
+previous summary forward), so the request is ``[summary] + tail`` and the task's beginning is never
+silently forgotten; a summariser that fails, or a turn past ``max_folds_per_turn``, cuts the prefix
+with a note instead (:meth:`Engine._prepare`).
+
 Before a request, a proactive fold runs when the last accepted request's real input + output + reply
 reserve reaches the declared window, at most once per send, and once after a reply cut at the output
 limit. A fold that cannot happen fails open (the request goes out as compiled). Compaction that frees
@@ -30,7 +37,15 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from .calibration import Calibrator
-from .compaction import EscalationLadder, FoldFailure, ProactiveTrigger, Rung, select_safe_prefix
+from .compaction import (
+    COVER_TAIL_RATIO,
+    EscalationLadder,
+    FoldFailure,
+    ProactiveTrigger,
+    Rung,
+    hard_cut_text,
+    select_safe_prefix,
+)
 from .compile import Decisions
 from .content import AttachmentRef, Message, Request, Text, ToolResult, ToolSpec, ToolUse
 from .errors import ContextOverflow, InvalidInput, OverBudget, UsageError
@@ -65,7 +80,7 @@ from .providers import TextDelta as PTextDelta
 from .providers import ThinkingDelta as PThinkingDelta
 from .providers import ToolCall as PToolCall
 from .providers.streams import continues_stream
-from .store import Session
+from .store import MessageLog, Session
 from .summarizer import Summarizer, Summary
 from .usage import Anchor, AnchorBook, CallUsage, Usage, UsageMode, UsageTracker
 
@@ -80,6 +95,13 @@ __all__ = [
 
 # agent-framework maxStreamTokens default (seed-behaviours §5).
 DEFAULT_MAX_STREAM_INPUT_TOKENS = 150_000
+# Covering folds per compile: a fold, a second one when the summariser's own window let the first
+# cover only part of what compile left out (rolling the first forward), then a hard cut for whatever
+# is still left out. Three rounds at most, so a compile can never loop on its folds.
+_COVER_ROUNDS = 3
+# The smallest output cap worth giving the summariser (the local and real summaries of five short
+# sections need a few hundred tokens); below it the fold is not tried and the prefix is cut.
+_MIN_SUMMARY_TOKENS = 256
 
 
 class Compiled(Protocol):
@@ -151,10 +173,12 @@ class EngineSettings:
     local provider's ``cumulative`` mode follows, so both sides agree without a setting."""
     connection: str = "default"
     """The connection (route) the calibration multiplier and the anchors are kept for."""
-    fit_margin: float = 0.08
+    fit_margin: float = 0.05
     """Compile fits within ``(1 − fit_margin) × window``: a calibrated estimate is right on average,
     so a request filled to the last token is refused about half the time; 5% covers the spread of the
-    estimator's error on whole requests measured by ``benchmarks/sessions.py``."""
+    estimator's error on whole requests measured by ``benchmarks/sessions.py`` once compile fits by
+    the last request's own real/estimate ratio (:meth:`Engine._composition_factor`). Before that, 8%
+    was not enough: the spread between content kinds under one multiplier reached 11%."""
     multiplier_step: float = 0.02
     """Compile sees the calibration multiplier rounded to this step (0: exact)."""
     tool_result_inline_chars: int = 24_000
@@ -163,11 +187,26 @@ class EngineSettings:
     max_compactions_per_turn: int = 4
     max_steps_per_turn: int = 1_000
     max_fold_halvings: int = 4
+    max_folds_per_turn: int = 32
+    """Summariser calls for covering folds per turn (each compile that leaves history out folds it,
+    see :meth:`Engine._prepare`). A long tool loop on a small window legitimately folds every few
+    calls; past this bound the turn's further overflow is cut with a note instead (no more summariser
+    cost). A summariser that fails once is not asked again in the same turn."""
+    cover_tail_ratio: float = COVER_TAIL_RATIO
+    """A covering fold keeps the newest history that fills this share of compile's input budget and
+    folds the rest (see :data:`~contextwindow.compaction.COVER_TAIL_RATIO`)."""
 
     def __post_init__(self) -> None:
-        for name in ("max_compactions_per_turn", "max_steps_per_turn", "tool_result_inline_chars"):
+        for name in (
+            "max_compactions_per_turn",
+            "max_steps_per_turn",
+            "tool_result_inline_chars",
+            "max_folds_per_turn",
+        ):
             if getattr(self, name) <= 0:
                 raise InvalidInput("must be > 0", path=name)
+        if not 0.1 <= self.cover_tail_ratio < 1:
+            raise InvalidInput("must be in [0.1, 1)", path="cover_tail_ratio")
         if not 0 <= self.fit_margin < 0.5:
             raise InvalidInput("must be in [0, 0.5)", path="fit_margin")
         if not 0 <= self.multiplier_step <= 0.2:
@@ -184,6 +223,11 @@ class _Live:
     estimated_tokens: int
     local_estimate: int
     max_tokens: int
+    output_reserve: int
+    multiplier: float = 1.0
+    """The calibration multiplier the request was compiled at: the units of ``local_estimate``."""
+    omitted: tuple[str, ...] = ()
+    """Ids compile left out for the budget that no checkpoint covers (see :meth:`Engine._prepare`)."""
     recompiled: bool = True
 
 
@@ -196,6 +240,10 @@ class _TurnStats:
     """Time spent in engine code: everything but the provider's stream, the tools and the summariser."""
     summarizer_seconds: float = 0.0
     overrides: set[str] = field(default_factory=set)
+    folds: int = 0
+    """Covering folds made through the summariser this turn (bounded by ``max_folds_per_turn``)."""
+    summarizer_failed: bool = False
+    """The summariser failed a covering fold this turn: further ones cut instead of asking again."""
 
     @property
     def engine_seconds(self) -> float:
@@ -259,7 +307,13 @@ class Engine:
         self._calibrated = self.estimator
         self._fit_profile: ModelProfile | None = None
         self._shrink = 0
+        self._composition: tuple[float, float] | None = None
+        """The last reported request's real prompt over its local estimate, and the multiplier that
+        estimate was made at (see :meth:`_composition_factor`)."""
+        self._reserve = 0
         self._injected: list[Message] = []
+        self._messages: MessageLog | None = None
+        self._prepared: _Live | None = None
         self._last_accepted: Usage | None = None
         self._prior_input: int | None = None
         self.stats = _TurnStats()
@@ -290,7 +344,9 @@ class Engine:
 
         async for event in self._maybe_fold("pre_turn", anchor.id):
             yield event
-        live = self._compile()
+        async for event in self._prepare(anchor.id):
+            yield event
+        live = self._take_prepared()
         self._start_stream()
         overflowed_this_step = False
 
@@ -354,7 +410,9 @@ class Engine:
                     for note in self._overflow_notes():
                         yield note
                     raise
-                live = self._compile()
+                async for event in self._prepare(anchor.id):
+                    yield event
+                live = self._take_prepared()
                 self._start_stream()
                 yield self._log(OverflowRecovered(requested=rejection.requested, limit=rejection.limit))
                 continue
@@ -453,14 +511,19 @@ class Engine:
                 yield self._log(decision)
                 async for event in self._maybe_fold("mid_turn", anchor.id):
                     yield event
-                live = self._compile()
+                async for event in self._prepare(anchor.id):
+                    yield event
+                live = self._take_prepared()
                 self._start_stream()
                 continue
             self.physical.continue_past(appended)
             live.messages.append(results_message)
             live.messages.extend(injected)
             live.estimated_tokens += appended
-            live.local_estimate += appended
+            # The local estimate stays in compile's units (the calibrated estimator), so that the
+            # anchor's payload estimate and the composition factor compare like with like; the
+            # projection's figure above errs high on purpose and is not in those units.
+            live.local_estimate += self._live_estimator().messages([results_message, *injected])
             live.recompiled = False
             yield StreamResumed(injected_messages=len(injected))
             folded = False
@@ -468,7 +531,9 @@ class Engine:
                 folded = folded or isinstance(event, Compacted)
                 yield event
             if folded:
-                live = self._compile()
+                async for event in self._prepare(anchor.id):
+                    yield event
+                live = self._take_prepared()
                 self._start_stream()
         yield self._log(Note(kind="step_limit", data={"steps": self.settings.max_steps_per_turn}))
 
@@ -491,6 +556,9 @@ class Engine:
         it), less the fit margin and what rejections taught; cached while that figure holds."""
         known = self.window or self.profile.context_window
         target = max(1, math.floor(known * (1 - self.settings.fit_margin)) - self._shrink)
+        factor = self._composition_factor()
+        if factor > 1 and target > self._reserve:
+            target = self._reserve + math.floor((target - self._reserve) / factor)
         if self._fit_profile is None or self._fit_profile.context_window != target:
             if target == self.profile.context_window:
                 self._fit_profile = self.profile
@@ -499,6 +567,24 @@ class Engine:
                     context_window=target, max_output_tokens=min(self.profile.max_output_tokens, target)
                 )
         return self._fit_profile
+
+    def _composition_factor(self) -> float:
+        """How far the last reported request's real prompt exceeded compile's estimate of it, at
+        today's multiplier (1 when it did not, or nothing was reported), in steps of 2%.
+
+        The calibration multiplier is one number learned across requests; the estimator's error is
+        not the same for every kind of content (it prices tool calls and short texts high, images
+        by the provider's own rule), so a multiplier learned on call-heavy requests underestimates a
+        request made mostly of tool results, by more than the fit margin covers (the sessions
+        benchmark's 16k rejections: ~11% under on requests whose calibrated estimate was at the
+        budget). The next request shares most of its content with the last one, so the last one's
+        own ratio is the better guide: compile fits that much tighter. It only ever tightens.
+        """
+        if self._composition is None:
+            return 1.0
+        ratio, multiplier = self._composition
+        factor = ratio * multiplier / self._compile_multiplier()
+        return math.ceil(factor * 50) / 50 if factor > 1 else 1.0
 
     def _learn_from_rejection(self, rejection: ContextOverflow) -> bool:
         """Take in a rejection's numbers; return whether they changed what compile fits against.
@@ -576,6 +662,7 @@ class Engine:
         self.calibrator.arm(compiled.local_estimate)
         max_tokens = self.settings.max_tokens or compiled.output_reserve
         self.physical.reserve = max_tokens
+        self._reserve = compiled.output_reserve
         return _Live(
             system=compiled.system,
             tools=compiled.tools,
@@ -583,6 +670,9 @@ class Engine:
             estimated_tokens=compiled.estimated_tokens,
             local_estimate=compiled.local_estimate,
             max_tokens=max_tokens,
+            output_reserve=compiled.output_reserve,
+            multiplier=self._compile_multiplier(),
+            omitted=tuple(compiled.decisions.omitted),
         )
 
     def _start_stream(self) -> None:
@@ -613,6 +703,8 @@ class Engine:
         self.session.record("usage", payload)
         if call.reported:
             self.last_sent_tokens.append(call.prompt)
+            if live.local_estimate > 0:
+                self._composition = (call.prompt / live.local_estimate, live.multiplier)
             self._last_accepted = call.usage
             if self.calibrator.armed:
                 self.calibrator.report_real_input(call.prompt)
@@ -711,17 +803,199 @@ class Engine:
             yield event
 
     def _visible(self) -> tuple[list[Message], str | None]:
-        """Messages after the latest checkpoint, and that checkpoint's summary."""
-        stored = self.session.messages()
-        messages = [s.message for s in stored]
+        """Messages after the latest checkpoint, and that checkpoint's summary (read incrementally)."""
+        self._messages = log = self.session.message_log(into=self._messages)
         checkpoint = self.session.latest("checkpoint")
         if checkpoint is None:
-            return messages, None
-        last_id = checkpoint.payload["last_id"]
+            return [s.message for s in log], None
+        last = log.index_of(str(checkpoint.payload["last_id"]))
+        start = 0 if last is None else last + 1
+        return [s.message for s in log[start:]], str(checkpoint.payload["summary"])
+
+    # -- covering folds: nothing left out of the request without a checkpoint -----------------------
+
+    def _take_prepared(self) -> _Live:
+        live, self._prepared = self._prepared, None
+        assert live is not None
+        return live
+
+    async def _prepare(self, anchor_id: str | None) -> AsyncIterator[Event]:
+        """Compile the next request into ``self._prepared``; first fold what compile would leave out.
+
+        Compile fits the newest history into the budget and leaves the oldest out (``decisions.
+        omitted``). Left out silently, the model forgets the task's beginning; so when compile leaves
+        out messages that no checkpoint covers, they are folded into a summary checkpoint (rolling the
+        previous summary forward) and the request is compiled again: ``[summary] + tail``. The fold
+        takes enough that the tail fills ``cover_tail_ratio`` of the budget, so the next calls need
+        none. At most ``_COVER_ROUNDS`` rounds per compile; the last round, a summariser that failed,
+        or a turn past ``max_folds_per_turn`` cuts the prefix with a note instead: bounded, never
+        looping, and every original stays in the ledger.
+        """
+        live = self._compile()
+        for round_ in range(_COVER_ROUNDS):
+            if not live.omitted:
+                break
+            changed = False
+            async for event in self._cover(anchor_id, live, cut_only=round_ == _COVER_ROUNDS - 1):
+                changed = changed or isinstance(event, Compacted)
+                yield event
+            if not changed:
+                break
+            live = self._compile()
+        self._prepared = live
+
+    def _cover_target(self, live: _Live) -> tuple[str, ...] | None:
+        """What compile would leave out if the request might fill only ``cover_tail_ratio`` of its
+        budget: the ids a covering fold takes. Priced by compile itself (archives, media placeholders,
+        per-message caps), at a window whose budget is that share of the real one; ``None`` when even
+        the newest message does not fit there."""
+        fit = self._compile_profile()
+        reserve = live.output_reserve
+        budget = fit.context_window - reserve
+        window = reserve + max(1, math.floor(self.settings.cover_tail_ratio * budget))
+        profile = fit.with_(context_window=window, max_output_tokens=min(fit.max_output_tokens, window))
+        try:
+            probe = self.compiler(
+                self.session,
+                profile,
+                frozenset(self.stats.overrides),
+                multiplier=self._compile_multiplier(),
+                anchor=self.anchors.latest,
+                connection=self.settings.connection,
+            )
+        except OverBudget:
+            return None
+        return tuple(probe.decisions.omitted)
+
+    def _summary_room(self, live: _Live) -> int:
+        """The output cap for a covering summary: the share of the budget the kept tail leaves free."""
+        budget = self._compile_profile().context_window - live.output_reserve
+        return math.floor((1 - self.settings.cover_tail_ratio) * budget)
+
+    async def _cover(self, anchor_id: str | None, live: _Live, *, cut_only: bool) -> AsyncIterator[Event]:
+        """One covering round: fold (or cut) a prefix reaching past every id compile left out."""
+        messages, previous = self._visible()
         ids = [m.id for m in messages]
-        if last_id in ids:
-            messages = messages[ids.index(last_id) + 1 :]
-        return messages, str(checkpoint.payload["summary"])
+        index = {message_id: i for i, message_id in enumerate(ids)}
+        left_out = [index[i] for i in live.omitted if i in index]
+        if not left_out or len(messages) < 2:
+            return
+        need = max(left_out) + 1
+        target = need
+        wider = self._cover_target(live)
+        if wider:
+            target = max(target, max((index[i] for i in wider if i in index), default=-1) + 1)
+        target = min(target, len(messages) - 1)  # the newest message is never covered
+        need = min(need, target)
+        anchor = index.get(anchor_id) if anchor_id is not None else None
+        room = self._summary_room(live)
+        stats = self.stats
+        cut: int | FoldFailure = select_safe_prefix(messages, phase="standalone", max_covered=target)
+        if isinstance(cut, FoldFailure):
+            yield self._log(CompactionFailed(phase="reactive", reason=cut.reason))
+            return
+        use_summarizer = (
+            not cut_only
+            and self.summarizer is not None
+            and not stats.summarizer_failed
+            and stats.folds < self.settings.max_folds_per_turn
+            and room >= _MIN_SUMMARY_TOKENS
+        )
+        if use_summarizer:
+            folded = 0
+            async for event in self._cover_fold(messages, previous, cut, room, anchor):
+                if isinstance(event, Compacted):
+                    folded = len(event.covered_ids)
+                yield event
+            if folded >= need:
+                return
+            if folded:  # partial (the summariser's window): the next round rolls it forward
+                return
+        tag: FoldPhase = "pre_turn" if anchor is not None and cut <= anchor else "mid_turn"
+        async for event in self._record_cut(messages, previous, cut, tag):
+            yield event
+
+    async def _cover_fold(
+        self, messages: list[Message], previous: str | None, cut: int, room: int, anchor: int | None
+    ) -> AsyncIterator[Event]:
+        """Fold ``messages[:cut]`` (or the largest safe prefix of it the summariser can read)."""
+        summarizer = self.summarizer
+        assert summarizer is not None
+        # The largest safe prefix the summariser's own window takes, by its estimate (a bisection).
+        if not summarizer.fits(messages[:cut], previous, max_output_tokens=room):
+            low, high = 0, cut
+            while high - low > 1:
+                mid = (low + high) // 2
+                if summarizer.fits(messages[:mid], previous, max_output_tokens=room):
+                    low = mid
+                else:
+                    high = mid
+            safe = select_safe_prefix(messages, phase="standalone", max_covered=max(1, low))
+            cut = safe if not isinstance(safe, FoldFailure) else cut
+        summary: Summary | FoldFailure = FoldFailure("no_safe_completed_span")
+        self.stats.folds += 1
+        for _ in range(self.settings.max_fold_halvings + 1):
+            started = time.perf_counter()
+            summary = await summarizer.summarize(messages[:cut], previous=previous, max_output_tokens=room)
+            self.stats.summarizer_seconds += time.perf_counter() - started
+            if not (isinstance(summary, FoldFailure) and summary.reason == "input_too_large"):
+                break
+            smaller = select_safe_prefix(messages, phase="standalone", max_covered=max(1, cut // 2))
+            if isinstance(smaller, FoldFailure) or smaller >= cut:
+                break
+            cut = smaller
+        tag: FoldPhase = "pre_turn" if anchor is not None and cut <= anchor else "mid_turn"
+        if isinstance(summary, FoldFailure):
+            self.stats.summarizer_failed = True
+            yield self._log(CompactionFailed(phase=tag, reason=summary.reason))
+            return
+        covered = messages[:cut]
+        first_id = self._first_covered_id(covered)
+        assert first_id is not None and covered[-1].id is not None
+        self.session.record_checkpoint(summary.text, first_id=first_id, last_id=covered[-1].id, phase=tag)
+        self.trigger.folded()
+        self.stats.compactions += 1
+        summary_tokens = self.estimator.text(summary.text)
+        yield self._log(
+            Compacted(
+                phase=tag,
+                covered_ids=tuple(m.id for m in covered if m.id is not None),
+                summary_tokens=summary_tokens,
+                tokens_freed=self.estimator.messages(covered) - summary_tokens,
+                summarizer_calls=summary.calls,
+            )
+        )
+
+    async def _record_cut(
+        self,
+        messages: list[Message],
+        previous: str | None,
+        cut: int,
+        tag: FoldPhase,
+        *,
+        counted: bool = False,
+    ) -> AsyncIterator[Event]:
+        """Cut ``messages[:cut]`` without a summary: a checkpoint carrying the previous summary and a
+        note naming what was cut (the originals stay in the ledger). ``counted``: the ladder's rung
+        already counted this compaction."""
+        covered = messages[:cut]
+        first_id = self._first_covered_id(covered)
+        assert first_id is not None and covered[0].id is not None and covered[-1].id is not None
+        text = hard_cut_text(previous, len(covered), covered[0].id, covered[-1].id)
+        self.session.record_checkpoint(text, first_id=first_id, last_id=covered[-1].id, phase="hard_cut")
+        self.trigger.folded()
+        self.stats.compactions += 0 if counted else 1
+        text_tokens = self.estimator.text(text)
+        yield self._log(
+            Compacted(
+                phase=tag,
+                covered_ids=tuple(m.id for m in covered if m.id is not None),
+                summary_tokens=text_tokens,
+                tokens_freed=self.estimator.messages(covered) - text_tokens,
+                summarizer_calls=0,
+            )
+        )
+        yield self._log(Note(kind="context_hard_cut", data={"messages": len(covered)}))
 
     async def _fold(
         self, phase: FoldPhase, anchor_id: str | None, *, phase_tag: FoldPhase | None = None
@@ -796,26 +1070,8 @@ class Engine:
         if isinstance(cut, FoldFailure):
             yield self._log(CompactionFailed(phase="reactive", reason=cut.reason))
             return
-        covered = messages[:cut]
-        text = (previous + "\n\n" if previous else "") + (
-            f"[{len(covered)} earlier messages were cut to fit the context window without a summary; "
-            f"ids {covered[0].id} … {covered[-1].id} remain in the ledger]"
-        )
-        first_id = self._first_covered_id(covered)
-        assert first_id is not None and covered[-1].id is not None
-        self.session.record_checkpoint(text, first_id=first_id, last_id=covered[-1].id, phase="hard_cut")
-        self.trigger.folded()
-        freed = self.estimator.messages(covered)
-        yield self._log(
-            Compacted(
-                phase="reactive",
-                covered_ids=tuple(m.id for m in covered if m.id is not None),
-                summary_tokens=self.estimator.text(text),
-                tokens_freed=freed,
-                summarizer_calls=0,
-            )
-        )
-        yield self._log(Note(kind="context_hard_cut", data={"messages": len(covered)}))
+        async for event in self._record_cut(messages, previous, cut, "reactive", counted=True):
+            yield event
 
 
 def _media_ids(messages: Sequence[Message]) -> set[str]:

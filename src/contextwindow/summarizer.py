@@ -130,7 +130,15 @@ class Summarizer:
         self.instruction_suffix = instruction_suffix
         self._load: AttachmentLoader = load or _no_bytes
 
-    def _request(self, transcript: str, previous: str | None, extra: str | None) -> Request:
+    def _cap(self, max_output_tokens: int | None) -> int:
+        """This call's output cap: the summariser's own, lowered to the caller's room for the summary."""
+        if max_output_tokens is None:
+            return self.max_output_tokens
+        return max(1, min(self.max_output_tokens, max_output_tokens))
+
+    def _request(
+        self, transcript: str, previous: str | None, extra: str | None, cap: int | None = None
+    ) -> Request:
         parts = []
         if previous:
             parts.append("Summary of the conversation before this span:\n" + previous)
@@ -142,18 +150,26 @@ class Summarizer:
         return Request(
             model=self.profile.name,
             messages=(Message.user("\n\n".join(parts)),),
-            max_tokens=self.max_output_tokens,
+            max_tokens=cap or self.max_output_tokens,
         )
 
-    def fits(self, messages: Sequence[Message], previous: str | None = None) -> bool:
-        """Whether the summariser's own request fits its window by the estimate (erring high)."""
+    def fits(
+        self,
+        messages: Sequence[Message],
+        previous: str | None = None,
+        *,
+        max_output_tokens: int | None = None,
+    ) -> bool:
+        """Whether the summariser's own request fits its window by the estimate (erring high), with
+        room for its output at ``max_output_tokens`` (default: the summariser's cap)."""
         request = self._request(render_transcript(messages), previous, None)
-        return self.estimator.request(request) + self.max_output_tokens <= self.profile.context_window
+        return self.estimator.request(request) + self._cap(max_output_tokens) <= self.profile.context_window
 
     async def _call(self, request: Request) -> tuple[str, str, Usage | None]:
         usage: Usage | None = None
         stop: Stop | None = None
-        async for event in self.provider.stream(request, max_tokens=self.max_output_tokens, load=self._load):
+        cap = request.max_tokens or self.max_output_tokens
+        async for event in self.provider.stream(request, max_tokens=cap, load=self._load):
             if isinstance(event, UsageSample):
                 usage = event.usage
             elif isinstance(event, Stop):
@@ -164,13 +180,22 @@ class Summarizer:
         return text, stop.reason, usage
 
     async def summarize(
-        self, messages: Sequence[Message], *, previous: str | None = None
+        self,
+        messages: Sequence[Message],
+        *,
+        previous: str | None = None,
+        max_output_tokens: int | None = None,
     ) -> Summary | FoldFailure:
         """Summarise ``messages`` (rolling ``previous`` forward), or say why not. Never raises for a
-        provider failure: a fold fails open; an abort (``CancelledError``) propagates."""
+        provider failure: a fold fails open; an abort (``CancelledError``) propagates.
+
+        ``max_output_tokens`` lowers the output cap for this call (never raises it): the engine passes
+        the room the request has for the summary, so a summary that would not fit beside the kept
+        tail is cut at the cap and retried shorter like any other."""
         if not messages:
             return FoldFailure("no_safe_completed_span", "nothing to summarise")
-        if not self.fits(messages, previous):
+        cap = self._cap(max_output_tokens)
+        if not self.fits(messages, previous, max_output_tokens=cap):
             return FoldFailure("input_too_large", "the span does not fit the summariser's window")
         transcript = render_transcript(messages)
         extra: str | None = None
@@ -179,7 +204,7 @@ class Summarizer:
         while calls < 2:
             calls += 1
             try:
-                text, reason, usage = await self._call(self._request(transcript, previous, extra))
+                text, reason, usage = await self._call(self._request(transcript, previous, extra, cap))
             except ContextOverflow:
                 return FoldFailure("input_too_large", "the summariser's provider rejected the input")
             except ProviderError as exc:

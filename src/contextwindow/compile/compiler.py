@@ -68,7 +68,17 @@ class CompileCache:
         self.walk: WalkLog | None = None
 
     def estimator(self, profile: ModelProfile, multiplier: float) -> Pricer:
-        if self._estimator is not None and self._estimator[0] == profile and self._estimator[1] == multiplier:
+        """The estimator for ``profile`` at ``multiplier``, kept while neither changes what it prices.
+
+        A profile that differs only in its window or output cap prices every block the same (the
+        engine fits against a shrunk window, and probes a smaller one before a fold): the same
+        estimator is kept, so the per-message memo survives the change of window.
+        """
+        if (
+            self._estimator is not None
+            and _pricing_key(self._estimator[0]) == _pricing_key(profile)
+            and self._estimator[1] == multiplier
+        ):
             return self._estimator[2]
         est = _make_estimator(profile, multiplier)
         self._estimator = (profile, multiplier, est)
@@ -89,6 +99,11 @@ class CompileCache:
             self._key = key
         if len(self.renders) > 200_000:  # bound memory: a render per message and decision set
             self.renders.clear()
+
+
+def _pricing_key(profile: ModelProfile) -> tuple[Any, ...]:
+    """What of a profile the estimator's prices depend on (not the window, not the output cap)."""
+    return (profile.name, profile.provider, profile.tokenizer, profile.image_rule, profile.source)
 
 
 def _make_estimator(profile: ModelProfile, multiplier: float) -> Pricer:

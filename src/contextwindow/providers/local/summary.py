@@ -75,7 +75,8 @@ def _words(messages: Sequence[Message]) -> list[str]:
                 words.extend(block.content.split())
             elif isinstance(block, ToolUse):
                 words.append(block.name)
-    cleaned = [w.strip("#`*:[]") for w in words if not w.startswith("[[")]
+    # No word may open a heading, a code fence (``` or ~~~) or a marker inside a section body.
+    cleaned = [w.strip("#`~*:[]") for w in words if not w.startswith("[[")]
     return [w for w in cleaned if w] or list(_FALLBACK_WORDS)
 
 
@@ -93,7 +94,9 @@ def write_summary(request: Request, ask: SummaryAsk, count: Callable[[str], int]
             take = per_section + (1 if i < extra else 0)
             body = [words[(cursor + j) % len(words)] for j in range(take)]
             cursor += take
-            out.append(f"## {heading}\n{' '.join(body) or '-'}.")
+            # A body ending in a word like "etc..." or "see:" would read as truncated: end it cleanly.
+            text = " ".join(body).rstrip(".:：…") or "-"
+            out.append(f"## {heading}\n{text}.")
         return "\n\n".join(out)
 
     # Bisect on the word count: the longest summary whose token count is within the target.
