@@ -29,8 +29,10 @@ lint: $(STAMP)
 	$(PY) -m ruff format --check src tests benchmarks
 	$(PY) -m mypy
 
+# Benchmarks with peers in the same run. As root (as in CI) a throwaway PostgreSQL is started for the
+# store's rows; elsewhere set CONTEXTWINDOW_TEST_POSTGRES_URL, or those rows say they were not measured.
 bench: $(STAMP)
-	$(PY) -m benchmarks
+	bash -c 'if [ -z "$${CONTEXTWINDOW_TEST_POSTGRES_URL:-}" ] && [ "$$(id -u)" = 0 ]; then . .ci/postgres.sh && start_postgres; fi; $(PY) -m benchmarks'
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache
