@@ -252,7 +252,7 @@ class TestDeterminism:
             fresh = EngineCompiler(Policy(output_reserve=RESERVE), system=(Text(text="agent"),))
             compiled = fresh(
                 session,
-                engine._compile_profile(),
+                engine.fit_profile(),
                 frozenset(),
                 multiplier=engine._compile_multiplier(),
                 anchor=engine.anchors.latest,

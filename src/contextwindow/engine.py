@@ -32,29 +32,23 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Literal, TypeVar
 
 from .calibration import Calibrator
 from .compaction import (
     COVER_TAIL_RATIO,
     EscalationLadder,
-    FoldFailure,
     ProactiveTrigger,
-    Rung,
-    hard_cut_text,
-    select_safe_prefix,
 )
-from .compile import Decisions
-from .content import AttachmentRef, Message, Request, Text, ToolResult, ToolSpec, ToolUse
+from .content import Message, Request, Text, ToolResult, ToolSpec, ToolUse
+from .engine_compiler import Compiled, Compiler
 from .errors import ContextOverflow, InvalidInput, OverBudget, UsageError
 from .events import (
     AttachmentsEvicted,
     Compacted,
-    CompactionFailed,
     Event,
-    FoldPhase,
     Note,
     NoteBook,
     OverflowRecovered,
@@ -71,6 +65,7 @@ from .events import (
     decide_boundary,
     event_to_dict,
 )
+from .folding import COVER_ROUNDS, Folding
 from .ledger_slot import LedgerSlot
 from .models import ModelProfile
 from .pricing import Estimator
@@ -80,9 +75,11 @@ from .providers import TextDelta as PTextDelta
 from .providers import ThinkingDelta as PThinkingDelta
 from .providers import ToolCall as PToolCall
 from .providers.streams import continues_stream
-from .store import MessageLog, Session
-from .summarizer import Summarizer, Summary
+from .store import Session
+from .summarizer import Summarizer
 from .usage import Anchor, AnchorBook, CallUsage, Usage, UsageMode, UsageTracker
+
+_E = TypeVar("_E", bound=Event)
 
 __all__ = [
     "Compiled",
@@ -95,53 +92,6 @@ __all__ = [
 
 # agent-framework maxStreamTokens default (seed-behaviours §5).
 DEFAULT_MAX_STREAM_INPUT_TOKENS = 150_000
-# Covering folds per compile: a fold, a second one when the summariser's own window let the first
-# cover only part of what compile left out (rolling the first forward), then a hard cut for whatever
-# is still left out. Three rounds at most, so a compile can never loop on its folds.
-_COVER_ROUNDS = 3
-# The smallest output cap worth giving the summariser (the local and real summaries of five short
-# sections need a few hundred tokens); below it the fold is not tried and the prefix is cut.
-_MIN_SUMMARY_TOKENS = 256
-
-
-class Compiled(Protocol):
-    """What the engine needs of a compiled request (``contextwindow.compile.CompiledRequest``)."""
-
-    @property
-    def system(self) -> tuple[Text, ...]: ...
-    @property
-    def tools(self) -> tuple[ToolSpec, ...]: ...
-    @property
-    def messages(self) -> tuple[Message, ...]: ...
-    @property
-    def estimated_tokens(self) -> int: ...
-    @property
-    def local_estimate(self) -> int: ...
-    @property
-    def output_reserve(self) -> int: ...
-    @property
-    def decisions(self) -> Decisions: ...
-
-
-class Compiler(Protocol):
-    """Fits the session's next request: ``(session, profile, overrides, *, multiplier, anchor,
-    connection) -> Compiled`` (:class:`~contextwindow.engine_compiler.EngineCompiler` by default).
-
-    ``overrides`` are the engine's per-turn escalations (``evict_media``, ``archive_tool_results``)
-    for the compile policy; ``multiplier`` the calibration learned so far; ``anchor`` the newest
-    anchor, on which the estimate is anchored.
-    """
-
-    def __call__(
-        self,
-        session: Session,
-        profile: ModelProfile,
-        overrides: frozenset[str],
-        *,
-        multiplier: float,
-        anchor: Anchor | None,
-        connection: str,
-    ) -> Compiled: ...
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -289,6 +239,7 @@ class Engine:
         """The model's own reported window, for ``context_reported_window_exceeded`` when none is declared."""
         self.trigger = ProactiveTrigger(declared_window=self.window)
         self.ladder = EscalationLadder(max_compactions=self.settings.max_compactions_per_turn)
+        self.folding = Folding(self)
         connection = self.settings.connection
         self.calibrator = Calibrator(
             LedgerSlot(session, "calibration", match={"model": profile.name, "connection": connection}),
@@ -312,7 +263,6 @@ class Engine:
         estimate was made at (see :meth:`_composition_factor`)."""
         self._reserve = 0
         self._injected: list[Message] = []
-        self._messages: MessageLog | None = None
         self._prepared: _Live | None = None
         self._last_accepted: Usage | None = None
         self._prior_input: int | None = None
@@ -342,7 +292,7 @@ class Engine:
             self._append(pending)
         first_of_send = True
 
-        async for event in self._maybe_fold("pre_turn", anchor.id):
+        async for event in self.folding.maybe_fold("pre_turn", anchor.id):
             yield event
         async for event in self._prepare(anchor.id):
             yield event
@@ -358,7 +308,7 @@ class Engine:
                 max_tokens=live.max_tokens,
                 recompiled=live.recompiled,
             )
-            yield self._log(sent)
+            yield self.record_event(sent)
             stop: Stop | None = None
             sample: Usage | None = None
             self.stats.overhead_seconds += time.perf_counter() - clock
@@ -400,9 +350,9 @@ class Engine:
                 # First, believe the provider's numbers: fit the next compile to them. That alone
                 # usually frees enough (compile leaves out the oldest turns); the ladder is for when not.
                 refit = self._learn_from_rejection(rejection)
-                freed = refit and self._compile_raw().local_estimate < live.local_estimate
+                freed = refit and self.compile_request().local_estimate < live.local_estimate
                 if not freed:
-                    async for event in self._escalate(anchor.id, mid_turn=len(live.messages) > 0):
+                    async for event in self.folding.escalate(anchor.id, mid_turn=len(live.messages) > 0):
                         if isinstance(event, Compacted | AttachmentsEvicted | ToolResultsArchived):
                             freed = True
                         yield event
@@ -414,7 +364,9 @@ class Engine:
                     yield event
                 live = self._take_prepared()
                 self._start_stream()
-                yield self._log(OverflowRecovered(requested=rejection.requested, limit=rejection.limit))
+                yield self.record_event(
+                    OverflowRecovered(requested=rejection.requested, limit=rejection.limit)
+                )
                 continue
             clock = time.perf_counter()
             self.stats.calls += 1
@@ -424,7 +376,7 @@ class Engine:
 
             self._previous_request, self._previous_reply = request, stop.message
             call = self._account(sample, live)
-            yield self._log(
+            yield self.record_event(
                 UsageReported(
                     call=self.stats.calls - 1,
                     usage=call.usage,
@@ -447,7 +399,7 @@ class Engine:
             tool_uses = [b for b in stop.message.content if isinstance(b, ToolUse)]
             if stop.reason != "tool_use" or not tool_uses:
                 self.stats.overhead_seconds += time.perf_counter() - clock
-                yield self._log(
+                yield self.record_event(
                     TurnEnded(
                         stop_reason=stop.reason,
                         calls=self.stats.calls,
@@ -497,7 +449,7 @@ class Engine:
             )
             if decision == "end_turn":
                 self.stats.overhead_seconds += time.perf_counter() - clock
-                yield self._log(
+                yield self.record_event(
                     TurnEnded(
                         stop_reason="end_turn_by_tool",
                         calls=self.stats.calls,
@@ -508,8 +460,8 @@ class Engine:
                 return
             if isinstance(decision, StreamRestarted):
                 self.stats.restarts += 1
-                yield self._log(decision)
-                async for event in self._maybe_fold("mid_turn", anchor.id):
+                yield self.record_event(decision)
+                async for event in self.folding.maybe_fold("mid_turn", anchor.id):
                     yield event
                 async for event in self._prepare(anchor.id):
                     yield event
@@ -527,7 +479,7 @@ class Engine:
             live.recompiled = False
             yield StreamResumed(injected_messages=len(injected))
             folded = False
-            async for event in self._maybe_fold("mid_turn", anchor.id):
+            async for event in self.folding.maybe_fold("mid_turn", anchor.id):
                 folded = folded or isinstance(event, Compacted)
                 yield event
             if folded:
@@ -535,7 +487,7 @@ class Engine:
                     yield event
                 live = self._take_prepared()
                 self._start_stream()
-        yield self._log(Note(kind="step_limit", data={"steps": self.settings.max_steps_per_turn}))
+        yield self.record_event(Note(kind="step_limit", data={"steps": self.settings.max_steps_per_turn}))
 
     # -- internals ------------------------------------------------------------------------------
 
@@ -547,11 +499,12 @@ class Engine:
         out, self._injected = self._injected, []
         return out
 
-    def _log(self, event: Any) -> Any:
+    def record_event(self, event: _E) -> _E:
+        """Record ``event`` in the ledger as a ``note`` record and return it (for the engine's parts)."""
         self.session.record("note", {"event": event_to_dict(event)})
         return event
 
-    def _compile_profile(self) -> ModelProfile:
+    def fit_profile(self) -> ModelProfile:
         """The profile compile fits against: the window as known (declared, or as the provider proved
         it), less the fit margin and what rejections taught; cached while that figure holds."""
         known = self.window or self.profile.context_window
@@ -609,11 +562,13 @@ class Engine:
             return self._shrink > before
         return False
 
-    def _compile_raw(self, overrides: frozenset[str] | None = None) -> Compiled:
+    def compile_request(self, profile: ModelProfile | None = None) -> Compiled:
+        """Compile the session's next request with the turn's overrides at ``profile`` (default: the
+        profile compile fits against, :meth:`fit_profile`)."""
         return self.compiler(
             self.session,
-            self._compile_profile(),
-            frozenset(self.stats.overrides) if overrides is None else overrides,
+            self.fit_profile() if profile is None else profile,
+            frozenset(self.stats.overrides),
             multiplier=self._compile_multiplier(),
             anchor=self.anchors.latest,
             connection=self.settings.connection,
@@ -643,7 +598,7 @@ class Engine:
 
     def _compile(self) -> _Live:
         try:
-            compiled = self._compile_raw()
+            compiled = self.compile_request()
         except OverBudget:
             # The newest message does not fit beside the head as things stand: take the cheap rungs
             # (media out of line, stale results archived, then no media inline at all) for the rest of
@@ -651,7 +606,7 @@ class Engine:
             for rung in ("evict_media", "archive_tool_results", "evict_all_media"):
                 self.stats.overrides.add(rung)
                 try:
-                    compiled = self._compile_raw()
+                    compiled = self.compile_request()
                     break
                 except OverBudget:
                     continue
@@ -738,7 +693,7 @@ class Engine:
             notes.extend(n for n in (dropping, overrun, exceeded) if n is not None)
             self._prior_input = call.prompt
             self._previous_used = used
-        return [self._log(n) for n in notes]
+        return [self.record_event(n) for n in notes]
 
     def _overflow_notes(self) -> list[Note]:
         notes: list[Note] = []
@@ -750,69 +705,7 @@ class Engine:
         suggestion = self.notes.window_suggestion(last_accepted_total=total)
         if suggestion is not None:
             notes.append(suggestion)
-        return [self._log(n) for n in notes]
-
-    async def _maybe_fold(self, phase: FoldPhase, anchor_id: str | None) -> AsyncIterator[Event]:
-        reason = self.trigger.due()
-        if reason is None:
-            return
-        async for event in self._fold(phase, anchor_id):
-            yield event
-
-    async def _escalate(self, anchor_id: str | None, *, mid_turn: bool) -> AsyncIterator[Event]:
-        """Climb the ladder until one rung frees something, within the turn's compaction bound."""
-        while True:
-            rung = self.ladder.next_rung()
-            if rung is None:
-                return
-            freed = False
-            async for event in self._apply_rung(rung, anchor_id, mid_turn=mid_turn):
-                freed = freed or not isinstance(event, CompactionFailed | Note)
-                yield event
-            if freed:
-                return
-
-    async def _apply_rung(self, rung: Rung, anchor_id: str | None, *, mid_turn: bool) -> AsyncIterator[Event]:
-        self.stats.compactions += 1
-        if rung in ("evict_media", "archive_tool_results"):
-            before = self._compile_raw()
-            self.stats.overrides.add(rung)
-            after = self._compile_raw()
-            freed = before.local_estimate - after.local_estimate
-            self.ladder.record(rung, freed)
-            if freed <= 0:
-                yield self._log(CompactionFailed(phase="reactive", reason="nothing_to_free"))
-                return
-            if rung == "evict_media":
-                ids = tuple(_media_ids(before.messages) - _media_ids(after.messages))
-                yield self._log(AttachmentsEvicted(attachment_ids=ids))
-            else:
-                archived_before = {a.tool_use_id for a in before.decisions.archived}
-                ids = tuple(
-                    a.tool_use_id for a in after.decisions.archived if a.tool_use_id not in archived_before
-                )
-                yield self._log(ToolResultsArchived(tool_use_ids=ids))
-            return
-        if rung == "fold":
-            async for event in self._fold(
-                "mid_turn" if mid_turn else "pre_turn", anchor_id, phase_tag="reactive"
-            ):
-                yield event
-            return
-        async for event in self._hard_cut(anchor_id):
-            yield event
-
-    def _visible(self) -> tuple[list[Message], str | None]:
-        """Messages after the latest checkpoint, and that checkpoint's summary (read incrementally)."""
-        self._messages = log = self.session.message_log(into=self._messages)
-        checkpoint = self.session.latest("checkpoint")
-        if checkpoint is None:
-            return [s.message for s in log], None
-        last = log.index_of(str(checkpoint.payload["last_id"]))
-        start = 0 if last is None else last + 1
-        return [s.message for s in log[start:]], str(checkpoint.payload["summary"])
-
-    # -- covering folds: nothing left out of the request without a checkpoint -----------------------
+        return [self.record_event(n) for n in notes]
 
     def _take_prepared(self) -> _Live:
         live, self._prepared = self._prepared, None
@@ -827,258 +720,21 @@ class Engine:
         out messages that no checkpoint covers, they are folded into a summary checkpoint (rolling the
         previous summary forward) and the request is compiled again: ``[summary] + tail``. The fold
         takes enough that the tail fills ``cover_tail_ratio`` of the budget, so the next calls need
-        none. At most ``_COVER_ROUNDS`` rounds per compile; the last round, a summariser that failed,
+        none. At most ``COVER_ROUNDS`` rounds per compile; the last round, a summariser that failed,
         or a turn past ``max_folds_per_turn`` cuts the prefix with a note instead: bounded, never
         looping, and every original stays in the ledger.
         """
         live = self._compile()
-        for round_ in range(_COVER_ROUNDS):
+        for round_ in range(COVER_ROUNDS):
             if not live.omitted:
                 break
             changed = False
-            async for event in self._cover(anchor_id, live, cut_only=round_ == _COVER_ROUNDS - 1):
+            async for event in self.folding.cover(
+                anchor_id, live.omitted, live.output_reserve, cut_only=round_ == COVER_ROUNDS - 1
+            ):
                 changed = changed or isinstance(event, Compacted)
                 yield event
             if not changed:
                 break
             live = self._compile()
         self._prepared = live
-
-    def _cover_target(self, live: _Live) -> tuple[str, ...] | None:
-        """What compile would leave out if the request might fill only ``cover_tail_ratio`` of its
-        budget: the ids a covering fold takes. Priced by compile itself (archives, media placeholders,
-        per-message caps), at a window whose budget is that share of the real one; ``None`` when even
-        the newest message does not fit there."""
-        fit = self._compile_profile()
-        reserve = live.output_reserve
-        budget = fit.context_window - reserve
-        window = reserve + max(1, math.floor(self.settings.cover_tail_ratio * budget))
-        profile = fit.with_(context_window=window, max_output_tokens=min(fit.max_output_tokens, window))
-        try:
-            probe = self.compiler(
-                self.session,
-                profile,
-                frozenset(self.stats.overrides),
-                multiplier=self._compile_multiplier(),
-                anchor=self.anchors.latest,
-                connection=self.settings.connection,
-            )
-        except OverBudget:
-            return None
-        return tuple(probe.decisions.omitted)
-
-    def _summary_room(self, live: _Live) -> int:
-        """The output cap for a covering summary: the share of the budget the kept tail leaves free."""
-        budget = self._compile_profile().context_window - live.output_reserve
-        return math.floor((1 - self.settings.cover_tail_ratio) * budget)
-
-    async def _cover(self, anchor_id: str | None, live: _Live, *, cut_only: bool) -> AsyncIterator[Event]:
-        """One covering round: fold (or cut) a prefix reaching past every id compile left out."""
-        messages, previous = self._visible()
-        ids = [m.id for m in messages]
-        index = {message_id: i for i, message_id in enumerate(ids)}
-        left_out = [index[i] for i in live.omitted if i in index]
-        if not left_out or len(messages) < 2:
-            return
-        need = max(left_out) + 1
-        target = need
-        wider = self._cover_target(live)
-        if wider:
-            target = max(target, max((index[i] for i in wider if i in index), default=-1) + 1)
-        target = min(target, len(messages) - 1)  # the newest message is never covered
-        need = min(need, target)
-        anchor = index.get(anchor_id) if anchor_id is not None else None
-        room = self._summary_room(live)
-        stats = self.stats
-        cut: int | FoldFailure = select_safe_prefix(messages, phase="standalone", max_covered=target)
-        if isinstance(cut, FoldFailure):
-            yield self._log(CompactionFailed(phase="reactive", reason=cut.reason))
-            return
-        use_summarizer = (
-            not cut_only
-            and self.summarizer is not None
-            and not stats.summarizer_failed
-            and stats.folds < self.settings.max_folds_per_turn
-            and room >= _MIN_SUMMARY_TOKENS
-        )
-        if use_summarizer:
-            folded = 0
-            async for event in self._cover_fold(messages, previous, cut, room, anchor):
-                if isinstance(event, Compacted):
-                    folded = len(event.covered_ids)
-                yield event
-            if folded >= need:
-                return
-            if folded:  # partial (the summariser's window): the next round rolls it forward
-                return
-        tag: FoldPhase = "pre_turn" if anchor is not None and cut <= anchor else "mid_turn"
-        async for event in self._record_cut(messages, previous, cut, tag):
-            yield event
-
-    async def _cover_fold(
-        self, messages: list[Message], previous: str | None, cut: int, room: int, anchor: int | None
-    ) -> AsyncIterator[Event]:
-        """Fold ``messages[:cut]`` (or the largest safe prefix of it the summariser can read)."""
-        summarizer = self.summarizer
-        assert summarizer is not None
-        # The largest safe prefix the summariser's own window takes, by its estimate (a bisection).
-        if not summarizer.fits(messages[:cut], previous, max_output_tokens=room):
-            low, high = 0, cut
-            while high - low > 1:
-                mid = (low + high) // 2
-                if summarizer.fits(messages[:mid], previous, max_output_tokens=room):
-                    low = mid
-                else:
-                    high = mid
-            safe = select_safe_prefix(messages, phase="standalone", max_covered=max(1, low))
-            cut = safe if not isinstance(safe, FoldFailure) else cut
-        summary: Summary | FoldFailure = FoldFailure("no_safe_completed_span")
-        self.stats.folds += 1
-        for _ in range(self.settings.max_fold_halvings + 1):
-            started = time.perf_counter()
-            summary = await summarizer.summarize(messages[:cut], previous=previous, max_output_tokens=room)
-            self.stats.summarizer_seconds += time.perf_counter() - started
-            if not (isinstance(summary, FoldFailure) and summary.reason == "input_too_large"):
-                break
-            smaller = select_safe_prefix(messages, phase="standalone", max_covered=max(1, cut // 2))
-            if isinstance(smaller, FoldFailure) or smaller >= cut:
-                break
-            cut = smaller
-        tag: FoldPhase = "pre_turn" if anchor is not None and cut <= anchor else "mid_turn"
-        if isinstance(summary, FoldFailure):
-            self.stats.summarizer_failed = True
-            yield self._log(CompactionFailed(phase=tag, reason=summary.reason))
-            return
-        covered = messages[:cut]
-        first_id = self._first_covered_id(covered)
-        assert first_id is not None and covered[-1].id is not None
-        self.session.record_checkpoint(summary.text, first_id=first_id, last_id=covered[-1].id, phase=tag)
-        self.trigger.folded()
-        self.stats.compactions += 1
-        summary_tokens = self.estimator.text(summary.text)
-        yield self._log(
-            Compacted(
-                phase=tag,
-                covered_ids=tuple(m.id for m in covered if m.id is not None),
-                summary_tokens=summary_tokens,
-                tokens_freed=self.estimator.messages(covered) - summary_tokens,
-                summarizer_calls=summary.calls,
-            )
-        )
-
-    async def _record_cut(
-        self,
-        messages: list[Message],
-        previous: str | None,
-        cut: int,
-        tag: FoldPhase,
-        *,
-        counted: bool = False,
-    ) -> AsyncIterator[Event]:
-        """Cut ``messages[:cut]`` without a summary: a checkpoint carrying the previous summary and a
-        note naming what was cut (the originals stay in the ledger). ``counted``: the ladder's rung
-        already counted this compaction."""
-        covered = messages[:cut]
-        first_id = self._first_covered_id(covered)
-        assert first_id is not None and covered[0].id is not None and covered[-1].id is not None
-        text = hard_cut_text(previous, len(covered), covered[0].id, covered[-1].id)
-        self.session.record_checkpoint(text, first_id=first_id, last_id=covered[-1].id, phase="hard_cut")
-        self.trigger.folded()
-        self.stats.compactions += 0 if counted else 1
-        text_tokens = self.estimator.text(text)
-        yield self._log(
-            Compacted(
-                phase=tag,
-                covered_ids=tuple(m.id for m in covered if m.id is not None),
-                summary_tokens=text_tokens,
-                tokens_freed=self.estimator.messages(covered) - text_tokens,
-                summarizer_calls=0,
-            )
-        )
-        yield self._log(Note(kind="context_hard_cut", data={"messages": len(covered)}))
-
-    async def _fold(
-        self, phase: FoldPhase, anchor_id: str | None, *, phase_tag: FoldPhase | None = None
-    ) -> AsyncIterator[Event]:
-        tag = phase_tag or phase
-        messages, previous = self._visible()
-        ids = [m.id for m in messages]
-        anchor = ids.index(anchor_id) if anchor_id in ids else None
-        if self.summarizer is None:
-            yield self._log(CompactionFailed(phase=tag, reason="provider_error"))
-            return
-        if anchor is None:
-            phase = "standalone"
-        cut = select_safe_prefix(messages, phase=phase, head_anchor=anchor)
-        summary: Summary | FoldFailure = FoldFailure("no_safe_completed_span")
-        for _ in range(self.settings.max_fold_halvings + 1):
-            if isinstance(cut, FoldFailure):
-                summary = cut
-                break
-            started = time.perf_counter()
-            summary = await self.summarizer.summarize(messages[:cut], previous=previous)
-            self.stats.summarizer_seconds += time.perf_counter() - started
-            if not (isinstance(summary, FoldFailure) and summary.reason == "input_too_large"):
-                break
-            cut = select_safe_prefix(messages, phase=phase, head_anchor=anchor, max_covered=max(1, cut // 2))
-        if isinstance(summary, FoldFailure):
-            yield self._log(CompactionFailed(phase=tag, reason=summary.reason))
-            note = self.notes.compaction_failed_open({"reason": summary.reason})
-            if note is not None:
-                yield self._log(note)
-            return
-        assert not isinstance(cut, FoldFailure)
-        covered = messages[:cut]
-        first_id = self._first_covered_id(covered)
-        last_id = covered[-1].id
-        assert first_id is not None and last_id is not None
-        self.session.record_checkpoint(summary.text, first_id=first_id, last_id=last_id, phase=tag)
-        self.trigger.folded()
-        freed = self.estimator.messages(covered) - self.estimator.text(summary.text)
-        self.ladder.record("fold", freed)
-        yield self._log(
-            Compacted(
-                phase=tag,
-                covered_ids=tuple(m.id for m in covered if m.id is not None),
-                summary_tokens=summary.usage.output if summary.usage else self.estimator.text(summary.text),
-                tokens_freed=freed,
-                summarizer_calls=summary.calls,
-            )
-        )
-        self.stats.compactions += 0 if phase_tag == "reactive" else 1
-        note = self.notes.compacted({"phase": tag})
-        if note is not None:
-            yield self._log(note)
-
-    def _first_covered_id(self, covered: Sequence[Message]) -> str | None:
-        checkpoint = self.session.latest("checkpoint")
-        if checkpoint is not None:
-            return str(checkpoint.payload["first_id"])
-        return covered[0].id if covered else None
-
-    async def _hard_cut(self, anchor_id: str | None) -> AsyncIterator[Event]:
-        """The last rung: cut the oldest turns without a summary, leaving a note in their place."""
-        messages, previous = self._visible()
-        ids = [m.id for m in messages]
-        anchor = ids.index(anchor_id) if anchor_id in ids else len(messages)
-        # The current turn's own message is never cut: with nothing before it there is nothing to cut.
-        cut: int | FoldFailure = (
-            select_safe_prefix(messages, phase="standalone", max_covered=anchor)
-            if anchor > 0
-            else FoldFailure("no_safe_completed_span", "only the current turn is left")
-        )
-        if isinstance(cut, FoldFailure):
-            yield self._log(CompactionFailed(phase="reactive", reason=cut.reason))
-            return
-        async for event in self._record_cut(messages, previous, cut, "reactive", counted=True):
-            yield event
-
-
-def _media_ids(messages: Sequence[Message]) -> set[str]:
-    from .content import media_refs
-
-    out: set[str] = set()
-    for message in messages:
-        refs: list[AttachmentRef] = media_refs(message.content)
-        out.update(r.id for r in refs)
-    return out
