@@ -254,7 +254,7 @@ class TestDeterminism:
                 session,
                 engine.fit_profile(),
                 frozenset(),
-                multiplier=engine._compile_multiplier(),
+                multiplier=engine.fit.multiplier(),
                 anchor=engine.anchors.latest,
             )
             return json.dumps([message_to_dict(m) for m in compiled.messages], sort_keys=True)

@@ -13,37 +13,29 @@ recompile (DESIGN.md "Turn engine"; seed-behaviours §6, §9):
 4. the provider rejects for size: compact (the escalation ladder) and retry once; a second rejection
    raises :class:`~contextwindow.errors.ContextOverflow` with the provider's numbers, after the notes.
 
-Every compile is *covered*: when compile would leave out history that no summary checkpoint covers
-(``decisions.omitted``), that prefix, and enough more that the tail fills ``cover_tail_ratio`` of the
-budget, is folded into a checkpoint through the summariser before the request goes out (rolling the
-previous summary forward), so the request is ``[summary] + tail`` and the task's beginning is never
-silently forgotten; a summariser that fails, or a turn past ``max_folds_per_turn``, cuts the prefix
-with a note instead (:meth:`Engine._prepare`).
-
-Before a request, a proactive fold runs when the last accepted request's real input + output + reply
-reserve reaches the declared window, at most once per send, and once after a reply cut at the output
-limit. A fold that cannot happen fails open (the request goes out as compiled). Compaction that frees
-nothing escalates (evict media → archive tool results → fold → hard cut) and is bounded per turn, so
-it cannot loop. Everything is recorded in the ledger as it happens: messages, usage, anchors,
-checkpoints, and each engine event as a ``note`` record.
+Every compile is *covered* (nothing compile leaves out goes without a checkpoint), the proactive
+fold runs when the last request plus its reply reserve reaches the window, and compaction after a
+rejection escalates and is bounded per turn: :mod:`~contextwindow.folding`. What compile fits
+against (window, fit margin, lessons from rejections): :mod:`~contextwindow.fitting`. Everything is
+recorded in the ledger as it happens: messages, usage, anchors, checkpoints, and each engine event
+as a ``note`` record.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 from .calibration import Calibrator
 from .compaction import (
-    COVER_TAIL_RATIO,
     EscalationLadder,
     ProactiveTrigger,
 )
 from .content import Message, Request, Text, ToolResult, ToolSpec, ToolUse
 from .engine_compiler import Compiled, Compiler
+from .engine_settings import EngineSettings
 from .errors import ContextOverflow, InvalidInput, OverBudget, UsageError
 from .events import (
     AttachmentsEvicted,
@@ -65,6 +57,7 @@ from .events import (
     decide_boundary,
     event_to_dict,
 )
+from .fitting import WindowFit
 from .folding import COVER_ROUNDS, Folding
 from .ledger_slot import LedgerSlot
 from .models import ModelProfile
@@ -77,7 +70,7 @@ from .providers import ToolCall as PToolCall
 from .providers.streams import continues_stream
 from .store import Session
 from .summarizer import Summarizer
-from .usage import Anchor, AnchorBook, CallUsage, Usage, UsageMode, UsageTracker
+from .usage import Anchor, AnchorBook, CallUsage, Usage, UsageTracker
 
 _E = TypeVar("_E", bound=Event)
 
@@ -90,9 +83,6 @@ __all__ = [
     "ToolRunner",
 ]
 
-# agent-framework maxStreamTokens default (seed-behaviours §5).
-DEFAULT_MAX_STREAM_INPUT_TOKENS = 150_000
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolOutcome:
@@ -103,64 +93,6 @@ class ToolOutcome:
 
 
 ToolRunner = Callable[[ToolUse], Awaitable[ToolResult | ToolOutcome]]
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class EngineSettings:
-    """The engine's own knobs (compile's live in ``compile.Policy``)."""
-
-    physical_window: int | None = None
-    """The window the projection guards; ``None`` takes the profile's declared window."""
-    use_physical_window: bool = True
-    """False: no projection at all (agent-framework with ``physicalWindowTokens`` unset)."""
-    max_stream_input_tokens: int | None = DEFAULT_MAX_STREAM_INPUT_TOKENS
-    max_tokens: int | None = None
-    """Each call's output bound; ``None`` takes the compiled output reserve."""
-    usage_mode: UsageMode = "per-call"
-    """How the provider's usage samples count: per call, or a running total across the stream. A
-    running total restarts at each new stream, and a request starts a new stream unless it continues
-    the previous one (:func:`~contextwindow.providers.streams.continues_stream`): the same rule the
-    local provider's ``cumulative`` mode follows, so both sides agree without a setting."""
-    connection: str = "default"
-    """The connection (route) the calibration multiplier and the anchors are kept for."""
-    fit_margin: float = 0.05
-    """Compile fits within ``(1 − fit_margin) × window``: a calibrated estimate is right on average,
-    so a request filled to the last token is refused about half the time; 5% covers the spread of the
-    estimator's error on whole requests measured by ``benchmarks/sessions.py`` once compile fits by
-    the last request's own real/estimate ratio (:meth:`Engine._composition_factor`). Before that, 8%
-    was not enough: the spread between content kinds under one multiplier reached 11%."""
-    multiplier_step: float = 0.02
-    """Compile sees the calibration multiplier rounded to this step (0: exact)."""
-    tool_result_inline_chars: int = 24_000
-    max_message_tokens: int | None = None
-    round_pricing: Literal["estimator", "seed"] = "estimator"
-    max_compactions_per_turn: int = 4
-    max_steps_per_turn: int = 1_000
-    max_fold_halvings: int = 4
-    max_folds_per_turn: int = 32
-    """Summariser calls for covering folds per turn (each compile that leaves history out folds it,
-    see :meth:`Engine._prepare`). A long tool loop on a small window legitimately folds every few
-    calls; past this bound the turn's further overflow is cut with a note instead (no more summariser
-    cost). A summariser that fails once is not asked again in the same turn."""
-    cover_tail_ratio: float = COVER_TAIL_RATIO
-    """A covering fold keeps the newest history that fills this share of compile's input budget and
-    folds the rest (see :data:`~contextwindow.compaction.COVER_TAIL_RATIO`)."""
-
-    def __post_init__(self) -> None:
-        for name in (
-            "max_compactions_per_turn",
-            "max_steps_per_turn",
-            "tool_result_inline_chars",
-            "max_folds_per_turn",
-        ):
-            if getattr(self, name) <= 0:
-                raise InvalidInput("must be > 0", path=name)
-        if not 0.1 <= self.cover_tail_ratio < 1:
-            raise InvalidInput("must be in [0.1, 1)", path="cover_tail_ratio")
-        if not 0 <= self.fit_margin < 0.5:
-            raise InvalidInput("must be in [0, 0.5)", path="fit_margin")
-        if not 0 <= self.multiplier_step <= 0.2:
-            raise InvalidInput("must be in [0, 0.2]", path="multiplier_step")
 
 
 @dataclass(slots=True)
@@ -246,6 +178,12 @@ class Engine:
             model=profile.name,
             connection=connection,
         )
+        self.fit = WindowFit(
+            profile,
+            self.calibrator,
+            fit_margin=self.settings.fit_margin,
+            multiplier_step=self.settings.multiplier_step,
+        )
         self.anchors = AnchorBook(LedgerSlot(session, "anchor"))
         stored = self.anchors.latest
         if stored is not None and stored.model == profile.name and stored.connection == connection:
@@ -256,12 +194,6 @@ class Engine:
         self._previous_used: int | None = None
         self._pricer_multiplier = 1.0
         self._calibrated = self.estimator
-        self._fit_profile: ModelProfile | None = None
-        self._shrink = 0
-        self._composition: tuple[float, float] | None = None
-        """The last reported request's real prompt over its local estimate, and the multiplier that
-        estimate was made at (see :meth:`_composition_factor`)."""
-        self._reserve = 0
         self._injected: list[Message] = []
         self._prepared: _Live | None = None
         self._last_accepted: Usage | None = None
@@ -505,62 +437,21 @@ class Engine:
         return event
 
     def fit_profile(self) -> ModelProfile:
-        """The profile compile fits against: the window as known (declared, or as the provider proved
-        it), less the fit margin and what rejections taught; cached while that figure holds."""
-        known = self.window or self.profile.context_window
-        target = max(1, math.floor(known * (1 - self.settings.fit_margin)) - self._shrink)
-        factor = self._composition_factor()
-        if factor > 1 and target > self._reserve:
-            target = self._reserve + math.floor((target - self._reserve) / factor)
-        if self._fit_profile is None or self._fit_profile.context_window != target:
-            if target == self.profile.context_window:
-                self._fit_profile = self.profile
-            else:
-                self._fit_profile = self.profile.with_(
-                    context_window=target, max_output_tokens=min(self.profile.max_output_tokens, target)
-                )
-        return self._fit_profile
-
-    def _composition_factor(self) -> float:
-        """How far the last reported request's real prompt exceeded compile's estimate of it, at
-        today's multiplier (1 when it did not, or nothing was reported), in steps of 2%.
-
-        The calibration multiplier is one number learned across requests; the estimator's error is
-        not the same for every kind of content (it prices tool calls and short texts high, images
-        by the provider's own rule), so a multiplier learned on call-heavy requests underestimates a
-        request made mostly of tool results, by more than the fit margin covers (the sessions
-        benchmark's 16k rejections: ~11% under on requests whose calibrated estimate was at the
-        budget). The next request shares most of its content with the last one, so the last one's
-        own ratio is the better guide: compile fits that much tighter. It only ever tightens.
-        """
-        if self._composition is None:
-            return 1.0
-        ratio, multiplier = self._composition
-        factor = ratio * multiplier / self._compile_multiplier()
-        return math.ceil(factor * 50) / 50 if factor > 1 else 1.0
+        """The profile compile fits against (:class:`~contextwindow.fitting.WindowFit`): the window as
+        known (declared, or as the provider proved it), less the fit margin and what it taught."""
+        return self.fit.fit_profile(self.window or self.profile.context_window)
 
     def _learn_from_rejection(self, rejection: ContextOverflow) -> bool:
-        """Take in a rejection's numbers; return whether they changed what compile fits against.
-
-        A ``limit`` below the window we believed is the window the provider really serves: it is
-        adopted for the projection, the proactive trigger and compile. A limit equal to it means our
-        estimate of the request was low by ``requested − limit``: compile fits that much tighter (and
-        1% more) from now on, bounded at a quarter of the window.
-        """
-        limit, requested = rejection.limit, rejection.requested
-        if limit is None or limit <= 0:
-            return False
+        """Take in a rejection's numbers; return whether they changed what compile fits against. A
+        ``limit`` below the window we believed is adopted for the projection, the trigger and compile."""
+        limit = rejection.limit
         known = self.window or self.profile.context_window
-        if limit < known:
+        learned = self.fit.learn(known=known, limit=limit, requested=rejection.requested)
+        if learned == "window" and limit is not None:
             self.window = limit
             self.physical.window = limit
             self.trigger.declared_window = limit
-            return True
-        if requested is not None and requested > limit:
-            before = self._shrink
-            self._shrink = min(known // 4, self._shrink + (requested - limit) + known // 100)
-            return self._shrink > before
-        return False
+        return learned is not None
 
     def compile_request(self, profile: ModelProfile | None = None) -> Compiled:
         """Compile the session's next request with the turn's overrides at ``profile`` (default: the
@@ -569,22 +460,14 @@ class Engine:
             self.session,
             self.fit_profile() if profile is None else profile,
             frozenset(self.stats.overrides),
-            multiplier=self._compile_multiplier(),
+            multiplier=self.fit.multiplier(),
             anchor=self.anchors.latest,
             connection=self.settings.connection,
         )
 
-    def _compile_multiplier(self) -> float:
-        """The calibration multiplier in steps of ``multiplier_step``: the EMA moves a little on every
-        sample, and each move would discard compile's per-message memo; a step of 2% is below the
-        estimator's own noise."""
-        step = self.settings.multiplier_step
-        value = self.calibrator.multiplier
-        return round(round(value / step) * step, 6) if step > 0 else value
-
     def _live_estimator(self) -> Estimator:
         """The estimator at the multiplier the live request was compiled with (cached per multiplier)."""
-        multiplier = self._compile_multiplier()
+        multiplier = self.fit.multiplier()
         if multiplier != self._pricer_multiplier:
             self._pricer_multiplier = multiplier
             self._calibrated = Estimator(self.profile, multiplier)
@@ -617,7 +500,7 @@ class Engine:
         self.calibrator.arm(compiled.local_estimate)
         max_tokens = self.settings.max_tokens or compiled.output_reserve
         self.physical.reserve = max_tokens
-        self._reserve = compiled.output_reserve
+        self.fit.reserve = compiled.output_reserve
         return _Live(
             system=compiled.system,
             tools=compiled.tools,
@@ -626,7 +509,7 @@ class Engine:
             local_estimate=compiled.local_estimate,
             max_tokens=max_tokens,
             output_reserve=compiled.output_reserve,
-            multiplier=self._compile_multiplier(),
+            multiplier=self.fit.multiplier(),
             omitted=tuple(compiled.decisions.omitted),
         )
 
@@ -658,8 +541,9 @@ class Engine:
         self.session.record("usage", payload)
         if call.reported:
             self.last_sent_tokens.append(call.prompt)
-            if live.local_estimate > 0:
-                self._composition = (call.prompt / live.local_estimate, live.multiplier)
+            self.fit.observe(
+                prompt=call.prompt, local_estimate=live.local_estimate, multiplier=live.multiplier
+            )
             self._last_accepted = call.usage
             if self.calibrator.armed:
                 self.calibrator.report_real_input(call.prompt)
@@ -713,17 +597,9 @@ class Engine:
         return live
 
     async def _prepare(self, anchor_id: str | None) -> AsyncIterator[Event]:
-        """Compile the next request into ``self._prepared``; first fold what compile would leave out.
-
-        Compile fits the newest history into the budget and leaves the oldest out (``decisions.
-        omitted``). Left out silently, the model forgets the task's beginning; so when compile leaves
-        out messages that no checkpoint covers, they are folded into a summary checkpoint (rolling the
-        previous summary forward) and the request is compiled again: ``[summary] + tail``. The fold
-        takes enough that the tail fills ``cover_tail_ratio`` of the budget, so the next calls need
-        none. At most ``COVER_ROUNDS`` rounds per compile; the last round, a summariser that failed,
-        or a turn past ``max_folds_per_turn`` cuts the prefix with a note instead: bounded, never
-        looping, and every original stays in the ledger.
-        """
+        """Compile the next request into ``self._prepared``, covering what compile would leave out
+        (:meth:`~contextwindow.folding.Folding.cover`) and compiling again: ``[summary] + tail``. At
+        most ``COVER_ROUNDS`` rounds per compile, the last one a cut: bounded, never looping."""
         live = self._compile()
         for round_ in range(COVER_ROUNDS):
             if not live.omitted:
