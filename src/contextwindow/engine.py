@@ -62,7 +62,7 @@ from .folding import COVER_ROUNDS, Folding
 from .ledger_slot import LedgerSlot
 from .models import ModelProfile
 from .pricing import Estimator
-from .projection import PhysicalWindow, RoundPricer, cap_tool_result, inline_cap_chars
+from .projection import PhysicalWindow, cap_tool_result, inline_cap_chars
 from .providers import Provider, Stop, UsageSample
 from .providers import TextDelta as PTextDelta
 from .providers import ThinkingDelta as PThinkingDelta
@@ -158,12 +158,6 @@ class Engine:
         self.estimator = estimator or Estimator(profile)
         window = self.settings.physical_window or profile.context_window
         self.window: int | None = window if self.settings.use_physical_window else None
-        self.pricer = (
-            RoundPricer(preset="seed")
-            if self.settings.round_pricing == "seed"
-            else RoundPricer(estimator=self.estimator)
-        )
-        self._base_pricer = self.pricer
         self.tracker = UsageTracker(self.settings.usage_mode)
         self.physical = PhysicalWindow(window=self.window, reserve=0)
         self.notes = NoteBook(declared_window=self.window)
@@ -183,6 +177,8 @@ class Engine:
             self.calibrator,
             fit_margin=self.settings.fit_margin,
             multiplier_step=self.settings.multiplier_step,
+            estimator=self.estimator,
+            round_pricing=self.settings.round_pricing,
         )
         self.anchors = AnchorBook(LedgerSlot(session, "anchor"))
         stored = self.anchors.latest
@@ -192,8 +188,6 @@ class Engine:
         self._previous_request: Request | None = None
         self._previous_reply: Message | None = None
         self._previous_used: int | None = None
-        self._pricer_multiplier = 1.0
-        self._calibrated = self.estimator
         self._injected: list[Message] = []
         self._prepared: _Live | None = None
         self._last_accepted: Usage | None = None
@@ -321,7 +315,7 @@ class Engine:
             first_of_send = False
             self._append(stop.message)
             live.messages.append(stop.message)
-            reply_tokens = self._live_estimator().message(stop.message)
+            reply_tokens = self.fit.live_estimator().message(stop.message)
             live.estimated_tokens += reply_tokens
             live.local_estimate += reply_tokens
             self.trigger.accepted(
@@ -331,14 +325,7 @@ class Engine:
             tool_uses = [b for b in stop.message.content if isinstance(b, ToolUse)]
             if stop.reason != "tool_use" or not tool_uses:
                 self.stats.overhead_seconds += time.perf_counter() - clock
-                yield self.record_event(
-                    TurnEnded(
-                        stop_reason=stop.reason,
-                        calls=self.stats.calls,
-                        restarts=self.stats.restarts,
-                        compactions=self.stats.compactions,
-                    )
-                )
+                yield self._turn_ended(stop.reason)
                 return
 
             # -- the tool boundary --------------------------------------------------------------
@@ -363,7 +350,7 @@ class Engine:
             self._append(results_message)
             for extra in injected:
                 self._append(extra)
-            appended = self.pricer.price(results, injected)
+            appended = self.fit.pricer.price(results, injected)
             self.last_projection = self.physical.project(appended)
             over = self.physical.over(appended)
             if self.last_projection is None and self.window is not None:
@@ -381,14 +368,7 @@ class Engine:
             )
             if decision == "end_turn":
                 self.stats.overhead_seconds += time.perf_counter() - clock
-                yield self.record_event(
-                    TurnEnded(
-                        stop_reason="end_turn_by_tool",
-                        calls=self.stats.calls,
-                        restarts=self.stats.restarts,
-                        compactions=self.stats.compactions,
-                    )
-                )
+                yield self._turn_ended("end_turn_by_tool")
                 return
             if isinstance(decision, StreamRestarted):
                 self.stats.restarts += 1
@@ -407,7 +387,7 @@ class Engine:
             # The local estimate stays in compile's units (the calibrated estimator), so that the
             # anchor's payload estimate and the composition factor compare like with like; the
             # projection's figure above errs high on purpose and is not in those units.
-            live.local_estimate += self._live_estimator().messages([results_message, *injected])
+            live.local_estimate += self.fit.live_estimator().messages([results_message, *injected])
             live.recompiled = False
             yield StreamResumed(injected_messages=len(injected))
             folded = False
@@ -426,6 +406,17 @@ class Engine:
     def _append(self, message: Message) -> Message:
         prices = [self.estimator.raw_block(b) for b in message.content]
         return self.session.append(message, block_prices=prices).message
+
+    def _turn_ended(self, stop_reason: str) -> TurnEnded:
+        stats = self.stats
+        return self.record_event(
+            TurnEnded(
+                stop_reason=stop_reason,
+                calls=stats.calls,
+                restarts=stats.restarts,
+                compactions=stats.compactions,
+            )
+        )
 
     def _drain_injected(self) -> list[Message]:
         out, self._injected = self._injected, []
@@ -465,20 +456,6 @@ class Engine:
             connection=self.settings.connection,
         )
 
-    def _live_estimator(self) -> Estimator:
-        """The estimator at the multiplier the live request was compiled with (cached per multiplier)."""
-        multiplier = self.fit.multiplier()
-        if multiplier != self._pricer_multiplier:
-            self._pricer_multiplier = multiplier
-            self._calibrated = Estimator(self.profile, multiplier)
-            if self.settings.round_pricing == "estimator":
-                # Calibration may only raise a round's price: a multiplier below 1 must not let it slip.
-                self.pricer = RoundPricer(estimator=self._calibrated, floor_estimator=self.estimator)
-        if multiplier == 1.0:
-            self.pricer = self._base_pricer
-            return self.estimator
-        return self._calibrated
-
     def _compile(self) -> _Live:
         try:
             compiled = self.compile_request()
@@ -495,7 +472,7 @@ class Engine:
                     continue
             else:
                 raise
-        self._live_estimator()
+        self.fit.live_estimator()
         # One calibration sample per compiled request, learned from its first call (seed §2).
         self.calibrator.arm(compiled.local_estimate)
         max_tokens = self.settings.max_tokens or compiled.output_reserve

@@ -12,7 +12,8 @@ The engine's compile fits the session's next request into a profile whose window
   its content with the last one).
 
 It also rounds the calibration multiplier compile sees to ``multiplier_step`` so that compile's
-per-message memo survives the EMA's small moves.
+per-message memo survives the EMA's small moves, and keeps the estimator (and the round pricer) at
+that multiplier for the live request.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from typing import Literal
 
 from .calibration import Calibrator
 from .models import ModelProfile
+from .pricing import Estimator
+from .projection import RoundPricer
 
 __all__ = ["WindowFit"]
 
@@ -30,7 +33,14 @@ class WindowFit:
     """The fit profile for one engine (see the module docstring)."""
 
     def __init__(
-        self, profile: ModelProfile, calibrator: Calibrator, *, fit_margin: float, multiplier_step: float
+        self,
+        profile: ModelProfile,
+        calibrator: Calibrator,
+        *,
+        fit_margin: float,
+        multiplier_step: float,
+        estimator: Estimator,
+        round_pricing: Literal["estimator", "seed"] = "estimator",
     ) -> None:
         self.profile = profile
         self.calibrator = calibrator
@@ -44,6 +54,15 @@ class WindowFit:
         """The last reported request's real prompt over its local estimate, and the multiplier that
         estimate was made at (see :meth:`composition_factor`)."""
         self._cached: ModelProfile | None = None
+        self.estimator = estimator
+        self.round_pricing = round_pricing
+        self.pricer = (
+            RoundPricer(preset="seed") if round_pricing == "seed" else RoundPricer(estimator=estimator)
+        )
+        """Prices an appended round for the projection (at the live multiplier, see :meth:`live_estimator`)."""
+        self._base_pricer = self.pricer
+        self._pricer_multiplier = 1.0
+        self._calibrated = estimator
 
     def fit_profile(self, known: int) -> ModelProfile:
         """The profile compile fits against for a window of ``known`` tokens; cached while the
@@ -110,3 +129,18 @@ class WindowFit:
             self.shrink = min(known // 4, self.shrink + (requested - limit) + known // 100)
             return "shrink" if self.shrink > before else None
         return None
+
+    def live_estimator(self) -> Estimator:
+        """The estimator at the multiplier the live request was compiled with (cached per multiplier);
+        keeps :attr:`pricer` at that multiplier too."""
+        multiplier = self.multiplier()
+        if multiplier != self._pricer_multiplier:
+            self._pricer_multiplier = multiplier
+            self._calibrated = Estimator(self.profile, multiplier)
+            if self.round_pricing == "estimator":
+                # Calibration may only raise a round's price: a multiplier below 1 must not let it slip.
+                self.pricer = RoundPricer(estimator=self._calibrated, floor_estimator=self.estimator)
+        if multiplier == 1.0:
+            self.pricer = self._base_pricer
+            return self.estimator
+        return self._calibrated
