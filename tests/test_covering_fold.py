@@ -252,9 +252,9 @@ class TestDeterminism:
             fresh = EngineCompiler(Policy(output_reserve=RESERVE), system=(Text(text="agent"),))
             compiled = fresh(
                 session,
-                engine._compile_profile(),
+                engine.fit_profile(),
                 frozenset(),
-                multiplier=engine._compile_multiplier(),
+                multiplier=engine.fit.multiplier(),
                 anchor=engine.anchors.latest,
             )
             return json.dumps([message_to_dict(m) for m in compiled.messages], sort_keys=True)

@@ -13,48 +13,34 @@ recompile (DESIGN.md "Turn engine"; seed-behaviours §6, §9):
 4. the provider rejects for size: compact (the escalation ladder) and retry once; a second rejection
    raises :class:`~contextwindow.errors.ContextOverflow` with the provider's numbers, after the notes.
 
-Every compile is *covered*: when compile would leave out history that no summary checkpoint covers
-(``decisions.omitted``), that prefix, and enough more that the tail fills ``cover_tail_ratio`` of the
-budget, is folded into a checkpoint through the summariser before the request goes out (rolling the
-previous summary forward), so the request is ``[summary] + tail`` and the task's beginning is never
-silently forgotten; a summariser that fails, or a turn past ``max_folds_per_turn``, cuts the prefix
-with a note instead (:meth:`Engine._prepare`).
-
-Before a request, a proactive fold runs when the last accepted request's real input + output + reply
-reserve reaches the declared window, at most once per send, and once after a reply cut at the output
-limit. A fold that cannot happen fails open (the request goes out as compiled). Compaction that frees
-nothing escalates (evict media → archive tool results → fold → hard cut) and is bounded per turn, so
-it cannot loop. Everything is recorded in the ledger as it happens: messages, usage, anchors,
-checkpoints, and each engine event as a ``note`` record.
+Every compile is *covered* (nothing compile leaves out goes without a checkpoint), the proactive
+fold runs when the last request plus its reply reserve reaches the window, and compaction after a
+rejection escalates and is bounded per turn: :mod:`~contextwindow.folding`. What compile fits
+against (window, fit margin, lessons from rejections): :mod:`~contextwindow.fitting`. Everything is
+recorded in the ledger as it happens: messages, usage, anchors, checkpoints, and each engine event
+as a ``note`` record.
 """
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TypeVar
 
 from .calibration import Calibrator
 from .compaction import (
-    COVER_TAIL_RATIO,
     EscalationLadder,
-    FoldFailure,
     ProactiveTrigger,
-    Rung,
-    hard_cut_text,
-    select_safe_prefix,
 )
-from .compile import Decisions
-from .content import AttachmentRef, Message, Request, Text, ToolResult, ToolSpec, ToolUse
+from .content import Message, Request, Text, ToolResult, ToolSpec, ToolUse
+from .engine_compiler import Compiled, Compiler
+from .engine_settings import EngineSettings
 from .errors import ContextOverflow, InvalidInput, OverBudget, UsageError
 from .events import (
     AttachmentsEvicted,
     Compacted,
-    CompactionFailed,
     Event,
-    FoldPhase,
     Note,
     NoteBook,
     OverflowRecovered,
@@ -71,18 +57,22 @@ from .events import (
     decide_boundary,
     event_to_dict,
 )
+from .fitting import WindowFit
+from .folding import COVER_ROUNDS, Folding
 from .ledger_slot import LedgerSlot
 from .models import ModelProfile
 from .pricing import Estimator
-from .projection import PhysicalWindow, RoundPricer, cap_tool_result, inline_cap_chars
+from .projection import PhysicalWindow, cap_tool_result, inline_cap_chars
 from .providers import Provider, Stop, UsageSample
 from .providers import TextDelta as PTextDelta
 from .providers import ThinkingDelta as PThinkingDelta
 from .providers import ToolCall as PToolCall
 from .providers.streams import continues_stream
-from .store import MessageLog, Session
-from .summarizer import Summarizer, Summary
-from .usage import Anchor, AnchorBook, CallUsage, Usage, UsageMode, UsageTracker
+from .store import Session
+from .summarizer import Summarizer
+from .usage import Anchor, AnchorBook, CallUsage, Usage, UsageTracker
+
+_E = TypeVar("_E", bound=Event)
 
 __all__ = [
     "Compiled",
@@ -92,56 +82,6 @@ __all__ = [
     "ToolOutcome",
     "ToolRunner",
 ]
-
-# agent-framework maxStreamTokens default (seed-behaviours §5).
-DEFAULT_MAX_STREAM_INPUT_TOKENS = 150_000
-# Covering folds per compile: a fold, a second one when the summariser's own window let the first
-# cover only part of what compile left out (rolling the first forward), then a hard cut for whatever
-# is still left out. Three rounds at most, so a compile can never loop on its folds.
-_COVER_ROUNDS = 3
-# The smallest output cap worth giving the summariser (the local and real summaries of five short
-# sections need a few hundred tokens); below it the fold is not tried and the prefix is cut.
-_MIN_SUMMARY_TOKENS = 256
-
-
-class Compiled(Protocol):
-    """What the engine needs of a compiled request (``contextwindow.compile.CompiledRequest``)."""
-
-    @property
-    def system(self) -> tuple[Text, ...]: ...
-    @property
-    def tools(self) -> tuple[ToolSpec, ...]: ...
-    @property
-    def messages(self) -> tuple[Message, ...]: ...
-    @property
-    def estimated_tokens(self) -> int: ...
-    @property
-    def local_estimate(self) -> int: ...
-    @property
-    def output_reserve(self) -> int: ...
-    @property
-    def decisions(self) -> Decisions: ...
-
-
-class Compiler(Protocol):
-    """Fits the session's next request: ``(session, profile, overrides, *, multiplier, anchor,
-    connection) -> Compiled`` (:class:`~contextwindow.engine_compiler.EngineCompiler` by default).
-
-    ``overrides`` are the engine's per-turn escalations (``evict_media``, ``archive_tool_results``)
-    for the compile policy; ``multiplier`` the calibration learned so far; ``anchor`` the newest
-    anchor, on which the estimate is anchored.
-    """
-
-    def __call__(
-        self,
-        session: Session,
-        profile: ModelProfile,
-        overrides: frozenset[str],
-        *,
-        multiplier: float,
-        anchor: Anchor | None,
-        connection: str,
-    ) -> Compiled: ...
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -153,64 +93,6 @@ class ToolOutcome:
 
 
 ToolRunner = Callable[[ToolUse], Awaitable[ToolResult | ToolOutcome]]
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class EngineSettings:
-    """The engine's own knobs (compile's live in ``compile.Policy``)."""
-
-    physical_window: int | None = None
-    """The window the projection guards; ``None`` takes the profile's declared window."""
-    use_physical_window: bool = True
-    """False: no projection at all (agent-framework with ``physicalWindowTokens`` unset)."""
-    max_stream_input_tokens: int | None = DEFAULT_MAX_STREAM_INPUT_TOKENS
-    max_tokens: int | None = None
-    """Each call's output bound; ``None`` takes the compiled output reserve."""
-    usage_mode: UsageMode = "per-call"
-    """How the provider's usage samples count: per call, or a running total across the stream. A
-    running total restarts at each new stream, and a request starts a new stream unless it continues
-    the previous one (:func:`~contextwindow.providers.streams.continues_stream`): the same rule the
-    local provider's ``cumulative`` mode follows, so both sides agree without a setting."""
-    connection: str = "default"
-    """The connection (route) the calibration multiplier and the anchors are kept for."""
-    fit_margin: float = 0.05
-    """Compile fits within ``(1 − fit_margin) × window``: a calibrated estimate is right on average,
-    so a request filled to the last token is refused about half the time; 5% covers the spread of the
-    estimator's error on whole requests measured by ``benchmarks/sessions.py`` once compile fits by
-    the last request's own real/estimate ratio (:meth:`Engine._composition_factor`). Before that, 8%
-    was not enough: the spread between content kinds under one multiplier reached 11%."""
-    multiplier_step: float = 0.02
-    """Compile sees the calibration multiplier rounded to this step (0: exact)."""
-    tool_result_inline_chars: int = 24_000
-    max_message_tokens: int | None = None
-    round_pricing: Literal["estimator", "seed"] = "estimator"
-    max_compactions_per_turn: int = 4
-    max_steps_per_turn: int = 1_000
-    max_fold_halvings: int = 4
-    max_folds_per_turn: int = 32
-    """Summariser calls for covering folds per turn (each compile that leaves history out folds it,
-    see :meth:`Engine._prepare`). A long tool loop on a small window legitimately folds every few
-    calls; past this bound the turn's further overflow is cut with a note instead (no more summariser
-    cost). A summariser that fails once is not asked again in the same turn."""
-    cover_tail_ratio: float = COVER_TAIL_RATIO
-    """A covering fold keeps the newest history that fills this share of compile's input budget and
-    folds the rest (see :data:`~contextwindow.compaction.COVER_TAIL_RATIO`)."""
-
-    def __post_init__(self) -> None:
-        for name in (
-            "max_compactions_per_turn",
-            "max_steps_per_turn",
-            "tool_result_inline_chars",
-            "max_folds_per_turn",
-        ):
-            if getattr(self, name) <= 0:
-                raise InvalidInput("must be > 0", path=name)
-        if not 0.1 <= self.cover_tail_ratio < 1:
-            raise InvalidInput("must be in [0.1, 1)", path="cover_tail_ratio")
-        if not 0 <= self.fit_margin < 0.5:
-            raise InvalidInput("must be in [0, 0.5)", path="fit_margin")
-        if not 0 <= self.multiplier_step <= 0.2:
-            raise InvalidInput("must be in [0, 0.2]", path="multiplier_step")
 
 
 @dataclass(slots=True)
@@ -276,12 +158,6 @@ class Engine:
         self.estimator = estimator or Estimator(profile)
         window = self.settings.physical_window or profile.context_window
         self.window: int | None = window if self.settings.use_physical_window else None
-        self.pricer = (
-            RoundPricer(preset="seed")
-            if self.settings.round_pricing == "seed"
-            else RoundPricer(estimator=self.estimator)
-        )
-        self._base_pricer = self.pricer
         self.tracker = UsageTracker(self.settings.usage_mode)
         self.physical = PhysicalWindow(window=self.window, reserve=0)
         self.notes = NoteBook(declared_window=self.window)
@@ -289,11 +165,20 @@ class Engine:
         """The model's own reported window, for ``context_reported_window_exceeded`` when none is declared."""
         self.trigger = ProactiveTrigger(declared_window=self.window)
         self.ladder = EscalationLadder(max_compactions=self.settings.max_compactions_per_turn)
+        self.folding = Folding(self)
         connection = self.settings.connection
         self.calibrator = Calibrator(
             LedgerSlot(session, "calibration", match={"model": profile.name, "connection": connection}),
             model=profile.name,
             connection=connection,
+        )
+        self.fit = WindowFit(
+            profile,
+            self.calibrator,
+            fit_margin=self.settings.fit_margin,
+            multiplier_step=self.settings.multiplier_step,
+            estimator=self.estimator,
+            round_pricing=self.settings.round_pricing,
         )
         self.anchors = AnchorBook(LedgerSlot(session, "anchor"))
         stored = self.anchors.latest
@@ -303,16 +188,7 @@ class Engine:
         self._previous_request: Request | None = None
         self._previous_reply: Message | None = None
         self._previous_used: int | None = None
-        self._pricer_multiplier = 1.0
-        self._calibrated = self.estimator
-        self._fit_profile: ModelProfile | None = None
-        self._shrink = 0
-        self._composition: tuple[float, float] | None = None
-        """The last reported request's real prompt over its local estimate, and the multiplier that
-        estimate was made at (see :meth:`_composition_factor`)."""
-        self._reserve = 0
         self._injected: list[Message] = []
-        self._messages: MessageLog | None = None
         self._prepared: _Live | None = None
         self._last_accepted: Usage | None = None
         self._prior_input: int | None = None
@@ -342,7 +218,7 @@ class Engine:
             self._append(pending)
         first_of_send = True
 
-        async for event in self._maybe_fold("pre_turn", anchor.id):
+        async for event in self.folding.maybe_fold("pre_turn", anchor.id):
             yield event
         async for event in self._prepare(anchor.id):
             yield event
@@ -358,7 +234,7 @@ class Engine:
                 max_tokens=live.max_tokens,
                 recompiled=live.recompiled,
             )
-            yield self._log(sent)
+            yield self.record_event(sent)
             stop: Stop | None = None
             sample: Usage | None = None
             self.stats.overhead_seconds += time.perf_counter() - clock
@@ -400,9 +276,9 @@ class Engine:
                 # First, believe the provider's numbers: fit the next compile to them. That alone
                 # usually frees enough (compile leaves out the oldest turns); the ladder is for when not.
                 refit = self._learn_from_rejection(rejection)
-                freed = refit and self._compile_raw().local_estimate < live.local_estimate
+                freed = refit and self.compile_request().local_estimate < live.local_estimate
                 if not freed:
-                    async for event in self._escalate(anchor.id, mid_turn=len(live.messages) > 0):
+                    async for event in self.folding.escalate(anchor.id, mid_turn=len(live.messages) > 0):
                         if isinstance(event, Compacted | AttachmentsEvicted | ToolResultsArchived):
                             freed = True
                         yield event
@@ -414,7 +290,9 @@ class Engine:
                     yield event
                 live = self._take_prepared()
                 self._start_stream()
-                yield self._log(OverflowRecovered(requested=rejection.requested, limit=rejection.limit))
+                yield self.record_event(
+                    OverflowRecovered(requested=rejection.requested, limit=rejection.limit)
+                )
                 continue
             clock = time.perf_counter()
             self.stats.calls += 1
@@ -424,7 +302,7 @@ class Engine:
 
             self._previous_request, self._previous_reply = request, stop.message
             call = self._account(sample, live)
-            yield self._log(
+            yield self.record_event(
                 UsageReported(
                     call=self.stats.calls - 1,
                     usage=call.usage,
@@ -437,7 +315,7 @@ class Engine:
             first_of_send = False
             self._append(stop.message)
             live.messages.append(stop.message)
-            reply_tokens = self._live_estimator().message(stop.message)
+            reply_tokens = self.fit.live_estimator().message(stop.message)
             live.estimated_tokens += reply_tokens
             live.local_estimate += reply_tokens
             self.trigger.accepted(
@@ -447,14 +325,7 @@ class Engine:
             tool_uses = [b for b in stop.message.content if isinstance(b, ToolUse)]
             if stop.reason != "tool_use" or not tool_uses:
                 self.stats.overhead_seconds += time.perf_counter() - clock
-                yield self._log(
-                    TurnEnded(
-                        stop_reason=stop.reason,
-                        calls=self.stats.calls,
-                        restarts=self.stats.restarts,
-                        compactions=self.stats.compactions,
-                    )
-                )
+                yield self._turn_ended(stop.reason)
                 return
 
             # -- the tool boundary --------------------------------------------------------------
@@ -479,7 +350,7 @@ class Engine:
             self._append(results_message)
             for extra in injected:
                 self._append(extra)
-            appended = self.pricer.price(results, injected)
+            appended = self.fit.pricer.price(results, injected)
             self.last_projection = self.physical.project(appended)
             over = self.physical.over(appended)
             if self.last_projection is None and self.window is not None:
@@ -497,19 +368,12 @@ class Engine:
             )
             if decision == "end_turn":
                 self.stats.overhead_seconds += time.perf_counter() - clock
-                yield self._log(
-                    TurnEnded(
-                        stop_reason="end_turn_by_tool",
-                        calls=self.stats.calls,
-                        restarts=self.stats.restarts,
-                        compactions=self.stats.compactions,
-                    )
-                )
+                yield self._turn_ended("end_turn_by_tool")
                 return
             if isinstance(decision, StreamRestarted):
                 self.stats.restarts += 1
-                yield self._log(decision)
-                async for event in self._maybe_fold("mid_turn", anchor.id):
+                yield self.record_event(decision)
+                async for event in self.folding.maybe_fold("mid_turn", anchor.id):
                     yield event
                 async for event in self._prepare(anchor.id):
                     yield event
@@ -523,11 +387,11 @@ class Engine:
             # The local estimate stays in compile's units (the calibrated estimator), so that the
             # anchor's payload estimate and the composition factor compare like with like; the
             # projection's figure above errs high on purpose and is not in those units.
-            live.local_estimate += self._live_estimator().messages([results_message, *injected])
+            live.local_estimate += self.fit.live_estimator().messages([results_message, *injected])
             live.recompiled = False
             yield StreamResumed(injected_messages=len(injected))
             folded = False
-            async for event in self._maybe_fold("mid_turn", anchor.id):
+            async for event in self.folding.maybe_fold("mid_turn", anchor.id):
                 folded = folded or isinstance(event, Compacted)
                 yield event
             if folded:
@@ -535,7 +399,7 @@ class Engine:
                     yield event
                 live = self._take_prepared()
                 self._start_stream()
-        yield self._log(Note(kind="step_limit", data={"steps": self.settings.max_steps_per_turn}))
+        yield self.record_event(Note(kind="step_limit", data={"steps": self.settings.max_steps_per_turn}))
 
     # -- internals ------------------------------------------------------------------------------
 
@@ -543,107 +407,58 @@ class Engine:
         prices = [self.estimator.raw_block(b) for b in message.content]
         return self.session.append(message, block_prices=prices).message
 
+    def _turn_ended(self, stop_reason: str) -> TurnEnded:
+        stats = self.stats
+        return self.record_event(
+            TurnEnded(
+                stop_reason=stop_reason,
+                calls=stats.calls,
+                restarts=stats.restarts,
+                compactions=stats.compactions,
+            )
+        )
+
     def _drain_injected(self) -> list[Message]:
         out, self._injected = self._injected, []
         return out
 
-    def _log(self, event: Any) -> Any:
+    def record_event(self, event: _E) -> _E:
+        """Record ``event`` in the ledger as a ``note`` record and return it (for the engine's parts)."""
         self.session.record("note", {"event": event_to_dict(event)})
         return event
 
-    def _compile_profile(self) -> ModelProfile:
-        """The profile compile fits against: the window as known (declared, or as the provider proved
-        it), less the fit margin and what rejections taught; cached while that figure holds."""
-        known = self.window or self.profile.context_window
-        target = max(1, math.floor(known * (1 - self.settings.fit_margin)) - self._shrink)
-        factor = self._composition_factor()
-        if factor > 1 and target > self._reserve:
-            target = self._reserve + math.floor((target - self._reserve) / factor)
-        if self._fit_profile is None or self._fit_profile.context_window != target:
-            if target == self.profile.context_window:
-                self._fit_profile = self.profile
-            else:
-                self._fit_profile = self.profile.with_(
-                    context_window=target, max_output_tokens=min(self.profile.max_output_tokens, target)
-                )
-        return self._fit_profile
-
-    def _composition_factor(self) -> float:
-        """How far the last reported request's real prompt exceeded compile's estimate of it, at
-        today's multiplier (1 when it did not, or nothing was reported), in steps of 2%.
-
-        The calibration multiplier is one number learned across requests; the estimator's error is
-        not the same for every kind of content (it prices tool calls and short texts high, images
-        by the provider's own rule), so a multiplier learned on call-heavy requests underestimates a
-        request made mostly of tool results, by more than the fit margin covers (the sessions
-        benchmark's 16k rejections: ~11% under on requests whose calibrated estimate was at the
-        budget). The next request shares most of its content with the last one, so the last one's
-        own ratio is the better guide: compile fits that much tighter. It only ever tightens.
-        """
-        if self._composition is None:
-            return 1.0
-        ratio, multiplier = self._composition
-        factor = ratio * multiplier / self._compile_multiplier()
-        return math.ceil(factor * 50) / 50 if factor > 1 else 1.0
+    def fit_profile(self) -> ModelProfile:
+        """The profile compile fits against (:class:`~contextwindow.fitting.WindowFit`): the window as
+        known (declared, or as the provider proved it), less the fit margin and what it taught."""
+        return self.fit.fit_profile(self.window or self.profile.context_window)
 
     def _learn_from_rejection(self, rejection: ContextOverflow) -> bool:
-        """Take in a rejection's numbers; return whether they changed what compile fits against.
-
-        A ``limit`` below the window we believed is the window the provider really serves: it is
-        adopted for the projection, the proactive trigger and compile. A limit equal to it means our
-        estimate of the request was low by ``requested − limit``: compile fits that much tighter (and
-        1% more) from now on, bounded at a quarter of the window.
-        """
-        limit, requested = rejection.limit, rejection.requested
-        if limit is None or limit <= 0:
-            return False
+        """Take in a rejection's numbers; return whether they changed what compile fits against. A
+        ``limit`` below the window we believed is adopted for the projection, the trigger and compile."""
+        limit = rejection.limit
         known = self.window or self.profile.context_window
-        if limit < known:
+        learned = self.fit.learn(known=known, limit=limit, requested=rejection.requested)
+        if learned == "window" and limit is not None:
             self.window = limit
             self.physical.window = limit
             self.trigger.declared_window = limit
-            return True
-        if requested is not None and requested > limit:
-            before = self._shrink
-            self._shrink = min(known // 4, self._shrink + (requested - limit) + known // 100)
-            return self._shrink > before
-        return False
+        return learned is not None
 
-    def _compile_raw(self, overrides: frozenset[str] | None = None) -> Compiled:
+    def compile_request(self, profile: ModelProfile | None = None) -> Compiled:
+        """Compile the session's next request with the turn's overrides at ``profile`` (default: the
+        profile compile fits against, :meth:`fit_profile`)."""
         return self.compiler(
             self.session,
-            self._compile_profile(),
-            frozenset(self.stats.overrides) if overrides is None else overrides,
-            multiplier=self._compile_multiplier(),
+            self.fit_profile() if profile is None else profile,
+            frozenset(self.stats.overrides),
+            multiplier=self.fit.multiplier(),
             anchor=self.anchors.latest,
             connection=self.settings.connection,
         )
 
-    def _compile_multiplier(self) -> float:
-        """The calibration multiplier in steps of ``multiplier_step``: the EMA moves a little on every
-        sample, and each move would discard compile's per-message memo; a step of 2% is below the
-        estimator's own noise."""
-        step = self.settings.multiplier_step
-        value = self.calibrator.multiplier
-        return round(round(value / step) * step, 6) if step > 0 else value
-
-    def _live_estimator(self) -> Estimator:
-        """The estimator at the multiplier the live request was compiled with (cached per multiplier)."""
-        multiplier = self._compile_multiplier()
-        if multiplier != self._pricer_multiplier:
-            self._pricer_multiplier = multiplier
-            self._calibrated = Estimator(self.profile, multiplier)
-            if self.settings.round_pricing == "estimator":
-                # Calibration may only raise a round's price: a multiplier below 1 must not let it slip.
-                self.pricer = RoundPricer(estimator=self._calibrated, floor_estimator=self.estimator)
-        if multiplier == 1.0:
-            self.pricer = self._base_pricer
-            return self.estimator
-        return self._calibrated
-
     def _compile(self) -> _Live:
         try:
-            compiled = self._compile_raw()
+            compiled = self.compile_request()
         except OverBudget:
             # The newest message does not fit beside the head as things stand: take the cheap rungs
             # (media out of line, stale results archived, then no media inline at all) for the rest of
@@ -651,18 +466,18 @@ class Engine:
             for rung in ("evict_media", "archive_tool_results", "evict_all_media"):
                 self.stats.overrides.add(rung)
                 try:
-                    compiled = self._compile_raw()
+                    compiled = self.compile_request()
                     break
                 except OverBudget:
                     continue
             else:
                 raise
-        self._live_estimator()
+        self.fit.live_estimator()
         # One calibration sample per compiled request, learned from its first call (seed §2).
         self.calibrator.arm(compiled.local_estimate)
         max_tokens = self.settings.max_tokens or compiled.output_reserve
         self.physical.reserve = max_tokens
-        self._reserve = compiled.output_reserve
+        self.fit.reserve = compiled.output_reserve
         return _Live(
             system=compiled.system,
             tools=compiled.tools,
@@ -671,7 +486,7 @@ class Engine:
             local_estimate=compiled.local_estimate,
             max_tokens=max_tokens,
             output_reserve=compiled.output_reserve,
-            multiplier=self._compile_multiplier(),
+            multiplier=self.fit.multiplier(),
             omitted=tuple(compiled.decisions.omitted),
         )
 
@@ -703,8 +518,9 @@ class Engine:
         self.session.record("usage", payload)
         if call.reported:
             self.last_sent_tokens.append(call.prompt)
-            if live.local_estimate > 0:
-                self._composition = (call.prompt / live.local_estimate, live.multiplier)
+            self.fit.observe(
+                prompt=call.prompt, local_estimate=live.local_estimate, multiplier=live.multiplier
+            )
             self._last_accepted = call.usage
             if self.calibrator.armed:
                 self.calibrator.report_real_input(call.prompt)
@@ -738,7 +554,7 @@ class Engine:
             notes.extend(n for n in (dropping, overrun, exceeded) if n is not None)
             self._prior_input = call.prompt
             self._previous_used = used
-        return [self._log(n) for n in notes]
+        return [self.record_event(n) for n in notes]
 
     def _overflow_notes(self) -> list[Note]:
         notes: list[Note] = []
@@ -750,69 +566,7 @@ class Engine:
         suggestion = self.notes.window_suggestion(last_accepted_total=total)
         if suggestion is not None:
             notes.append(suggestion)
-        return [self._log(n) for n in notes]
-
-    async def _maybe_fold(self, phase: FoldPhase, anchor_id: str | None) -> AsyncIterator[Event]:
-        reason = self.trigger.due()
-        if reason is None:
-            return
-        async for event in self._fold(phase, anchor_id):
-            yield event
-
-    async def _escalate(self, anchor_id: str | None, *, mid_turn: bool) -> AsyncIterator[Event]:
-        """Climb the ladder until one rung frees something, within the turn's compaction bound."""
-        while True:
-            rung = self.ladder.next_rung()
-            if rung is None:
-                return
-            freed = False
-            async for event in self._apply_rung(rung, anchor_id, mid_turn=mid_turn):
-                freed = freed or not isinstance(event, CompactionFailed | Note)
-                yield event
-            if freed:
-                return
-
-    async def _apply_rung(self, rung: Rung, anchor_id: str | None, *, mid_turn: bool) -> AsyncIterator[Event]:
-        self.stats.compactions += 1
-        if rung in ("evict_media", "archive_tool_results"):
-            before = self._compile_raw()
-            self.stats.overrides.add(rung)
-            after = self._compile_raw()
-            freed = before.local_estimate - after.local_estimate
-            self.ladder.record(rung, freed)
-            if freed <= 0:
-                yield self._log(CompactionFailed(phase="reactive", reason="nothing_to_free"))
-                return
-            if rung == "evict_media":
-                ids = tuple(_media_ids(before.messages) - _media_ids(after.messages))
-                yield self._log(AttachmentsEvicted(attachment_ids=ids))
-            else:
-                archived_before = {a.tool_use_id for a in before.decisions.archived}
-                ids = tuple(
-                    a.tool_use_id for a in after.decisions.archived if a.tool_use_id not in archived_before
-                )
-                yield self._log(ToolResultsArchived(tool_use_ids=ids))
-            return
-        if rung == "fold":
-            async for event in self._fold(
-                "mid_turn" if mid_turn else "pre_turn", anchor_id, phase_tag="reactive"
-            ):
-                yield event
-            return
-        async for event in self._hard_cut(anchor_id):
-            yield event
-
-    def _visible(self) -> tuple[list[Message], str | None]:
-        """Messages after the latest checkpoint, and that checkpoint's summary (read incrementally)."""
-        self._messages = log = self.session.message_log(into=self._messages)
-        checkpoint = self.session.latest("checkpoint")
-        if checkpoint is None:
-            return [s.message for s in log], None
-        last = log.index_of(str(checkpoint.payload["last_id"]))
-        start = 0 if last is None else last + 1
-        return [s.message for s in log[start:]], str(checkpoint.payload["summary"])
-
-    # -- covering folds: nothing left out of the request without a checkpoint -----------------------
+        return [self.record_event(n) for n in notes]
 
     def _take_prepared(self) -> _Live:
         live, self._prepared = self._prepared, None
@@ -820,265 +574,20 @@ class Engine:
         return live
 
     async def _prepare(self, anchor_id: str | None) -> AsyncIterator[Event]:
-        """Compile the next request into ``self._prepared``; first fold what compile would leave out.
-
-        Compile fits the newest history into the budget and leaves the oldest out (``decisions.
-        omitted``). Left out silently, the model forgets the task's beginning; so when compile leaves
-        out messages that no checkpoint covers, they are folded into a summary checkpoint (rolling the
-        previous summary forward) and the request is compiled again: ``[summary] + tail``. The fold
-        takes enough that the tail fills ``cover_tail_ratio`` of the budget, so the next calls need
-        none. At most ``_COVER_ROUNDS`` rounds per compile; the last round, a summariser that failed,
-        or a turn past ``max_folds_per_turn`` cuts the prefix with a note instead: bounded, never
-        looping, and every original stays in the ledger.
-        """
+        """Compile the next request into ``self._prepared``, covering what compile would leave out
+        (:meth:`~contextwindow.folding.Folding.cover`) and compiling again: ``[summary] + tail``. At
+        most ``COVER_ROUNDS`` rounds per compile, the last one a cut: bounded, never looping."""
         live = self._compile()
-        for round_ in range(_COVER_ROUNDS):
+        for round_ in range(COVER_ROUNDS):
             if not live.omitted:
                 break
             changed = False
-            async for event in self._cover(anchor_id, live, cut_only=round_ == _COVER_ROUNDS - 1):
+            async for event in self.folding.cover(
+                anchor_id, live.omitted, live.output_reserve, cut_only=round_ == COVER_ROUNDS - 1
+            ):
                 changed = changed or isinstance(event, Compacted)
                 yield event
             if not changed:
                 break
             live = self._compile()
         self._prepared = live
-
-    def _cover_target(self, live: _Live) -> tuple[str, ...] | None:
-        """What compile would leave out if the request might fill only ``cover_tail_ratio`` of its
-        budget: the ids a covering fold takes. Priced by compile itself (archives, media placeholders,
-        per-message caps), at a window whose budget is that share of the real one; ``None`` when even
-        the newest message does not fit there."""
-        fit = self._compile_profile()
-        reserve = live.output_reserve
-        budget = fit.context_window - reserve
-        window = reserve + max(1, math.floor(self.settings.cover_tail_ratio * budget))
-        profile = fit.with_(context_window=window, max_output_tokens=min(fit.max_output_tokens, window))
-        try:
-            probe = self.compiler(
-                self.session,
-                profile,
-                frozenset(self.stats.overrides),
-                multiplier=self._compile_multiplier(),
-                anchor=self.anchors.latest,
-                connection=self.settings.connection,
-            )
-        except OverBudget:
-            return None
-        return tuple(probe.decisions.omitted)
-
-    def _summary_room(self, live: _Live) -> int:
-        """The output cap for a covering summary: the share of the budget the kept tail leaves free."""
-        budget = self._compile_profile().context_window - live.output_reserve
-        return math.floor((1 - self.settings.cover_tail_ratio) * budget)
-
-    async def _cover(self, anchor_id: str | None, live: _Live, *, cut_only: bool) -> AsyncIterator[Event]:
-        """One covering round: fold (or cut) a prefix reaching past every id compile left out."""
-        messages, previous = self._visible()
-        ids = [m.id for m in messages]
-        index = {message_id: i for i, message_id in enumerate(ids)}
-        left_out = [index[i] for i in live.omitted if i in index]
-        if not left_out or len(messages) < 2:
-            return
-        need = max(left_out) + 1
-        target = need
-        wider = self._cover_target(live)
-        if wider:
-            target = max(target, max((index[i] for i in wider if i in index), default=-1) + 1)
-        target = min(target, len(messages) - 1)  # the newest message is never covered
-        need = min(need, target)
-        anchor = index.get(anchor_id) if anchor_id is not None else None
-        room = self._summary_room(live)
-        stats = self.stats
-        cut: int | FoldFailure = select_safe_prefix(messages, phase="standalone", max_covered=target)
-        if isinstance(cut, FoldFailure):
-            yield self._log(CompactionFailed(phase="reactive", reason=cut.reason))
-            return
-        use_summarizer = (
-            not cut_only
-            and self.summarizer is not None
-            and not stats.summarizer_failed
-            and stats.folds < self.settings.max_folds_per_turn
-            and room >= _MIN_SUMMARY_TOKENS
-        )
-        if use_summarizer:
-            folded = 0
-            async for event in self._cover_fold(messages, previous, cut, room, anchor):
-                if isinstance(event, Compacted):
-                    folded = len(event.covered_ids)
-                yield event
-            if folded >= need:
-                return
-            if folded:  # partial (the summariser's window): the next round rolls it forward
-                return
-        tag: FoldPhase = "pre_turn" if anchor is not None and cut <= anchor else "mid_turn"
-        async for event in self._record_cut(messages, previous, cut, tag):
-            yield event
-
-    async def _cover_fold(
-        self, messages: list[Message], previous: str | None, cut: int, room: int, anchor: int | None
-    ) -> AsyncIterator[Event]:
-        """Fold ``messages[:cut]`` (or the largest safe prefix of it the summariser can read)."""
-        summarizer = self.summarizer
-        assert summarizer is not None
-        # The largest safe prefix the summariser's own window takes, by its estimate (a bisection).
-        if not summarizer.fits(messages[:cut], previous, max_output_tokens=room):
-            low, high = 0, cut
-            while high - low > 1:
-                mid = (low + high) // 2
-                if summarizer.fits(messages[:mid], previous, max_output_tokens=room):
-                    low = mid
-                else:
-                    high = mid
-            safe = select_safe_prefix(messages, phase="standalone", max_covered=max(1, low))
-            cut = safe if not isinstance(safe, FoldFailure) else cut
-        summary: Summary | FoldFailure = FoldFailure("no_safe_completed_span")
-        self.stats.folds += 1
-        for _ in range(self.settings.max_fold_halvings + 1):
-            started = time.perf_counter()
-            summary = await summarizer.summarize(messages[:cut], previous=previous, max_output_tokens=room)
-            self.stats.summarizer_seconds += time.perf_counter() - started
-            if not (isinstance(summary, FoldFailure) and summary.reason == "input_too_large"):
-                break
-            smaller = select_safe_prefix(messages, phase="standalone", max_covered=max(1, cut // 2))
-            if isinstance(smaller, FoldFailure) or smaller >= cut:
-                break
-            cut = smaller
-        tag: FoldPhase = "pre_turn" if anchor is not None and cut <= anchor else "mid_turn"
-        if isinstance(summary, FoldFailure):
-            self.stats.summarizer_failed = True
-            yield self._log(CompactionFailed(phase=tag, reason=summary.reason))
-            return
-        covered = messages[:cut]
-        first_id = self._first_covered_id(covered)
-        assert first_id is not None and covered[-1].id is not None
-        self.session.record_checkpoint(summary.text, first_id=first_id, last_id=covered[-1].id, phase=tag)
-        self.trigger.folded()
-        self.stats.compactions += 1
-        summary_tokens = self.estimator.text(summary.text)
-        yield self._log(
-            Compacted(
-                phase=tag,
-                covered_ids=tuple(m.id for m in covered if m.id is not None),
-                summary_tokens=summary_tokens,
-                tokens_freed=self.estimator.messages(covered) - summary_tokens,
-                summarizer_calls=summary.calls,
-            )
-        )
-
-    async def _record_cut(
-        self,
-        messages: list[Message],
-        previous: str | None,
-        cut: int,
-        tag: FoldPhase,
-        *,
-        counted: bool = False,
-    ) -> AsyncIterator[Event]:
-        """Cut ``messages[:cut]`` without a summary: a checkpoint carrying the previous summary and a
-        note naming what was cut (the originals stay in the ledger). ``counted``: the ladder's rung
-        already counted this compaction."""
-        covered = messages[:cut]
-        first_id = self._first_covered_id(covered)
-        assert first_id is not None and covered[0].id is not None and covered[-1].id is not None
-        text = hard_cut_text(previous, len(covered), covered[0].id, covered[-1].id)
-        self.session.record_checkpoint(text, first_id=first_id, last_id=covered[-1].id, phase="hard_cut")
-        self.trigger.folded()
-        self.stats.compactions += 0 if counted else 1
-        text_tokens = self.estimator.text(text)
-        yield self._log(
-            Compacted(
-                phase=tag,
-                covered_ids=tuple(m.id for m in covered if m.id is not None),
-                summary_tokens=text_tokens,
-                tokens_freed=self.estimator.messages(covered) - text_tokens,
-                summarizer_calls=0,
-            )
-        )
-        yield self._log(Note(kind="context_hard_cut", data={"messages": len(covered)}))
-
-    async def _fold(
-        self, phase: FoldPhase, anchor_id: str | None, *, phase_tag: FoldPhase | None = None
-    ) -> AsyncIterator[Event]:
-        tag = phase_tag or phase
-        messages, previous = self._visible()
-        ids = [m.id for m in messages]
-        anchor = ids.index(anchor_id) if anchor_id in ids else None
-        if self.summarizer is None:
-            yield self._log(CompactionFailed(phase=tag, reason="provider_error"))
-            return
-        if anchor is None:
-            phase = "standalone"
-        cut = select_safe_prefix(messages, phase=phase, head_anchor=anchor)
-        summary: Summary | FoldFailure = FoldFailure("no_safe_completed_span")
-        for _ in range(self.settings.max_fold_halvings + 1):
-            if isinstance(cut, FoldFailure):
-                summary = cut
-                break
-            started = time.perf_counter()
-            summary = await self.summarizer.summarize(messages[:cut], previous=previous)
-            self.stats.summarizer_seconds += time.perf_counter() - started
-            if not (isinstance(summary, FoldFailure) and summary.reason == "input_too_large"):
-                break
-            cut = select_safe_prefix(messages, phase=phase, head_anchor=anchor, max_covered=max(1, cut // 2))
-        if isinstance(summary, FoldFailure):
-            yield self._log(CompactionFailed(phase=tag, reason=summary.reason))
-            note = self.notes.compaction_failed_open({"reason": summary.reason})
-            if note is not None:
-                yield self._log(note)
-            return
-        assert not isinstance(cut, FoldFailure)
-        covered = messages[:cut]
-        first_id = self._first_covered_id(covered)
-        last_id = covered[-1].id
-        assert first_id is not None and last_id is not None
-        self.session.record_checkpoint(summary.text, first_id=first_id, last_id=last_id, phase=tag)
-        self.trigger.folded()
-        freed = self.estimator.messages(covered) - self.estimator.text(summary.text)
-        self.ladder.record("fold", freed)
-        yield self._log(
-            Compacted(
-                phase=tag,
-                covered_ids=tuple(m.id for m in covered if m.id is not None),
-                summary_tokens=summary.usage.output if summary.usage else self.estimator.text(summary.text),
-                tokens_freed=freed,
-                summarizer_calls=summary.calls,
-            )
-        )
-        self.stats.compactions += 0 if phase_tag == "reactive" else 1
-        note = self.notes.compacted({"phase": tag})
-        if note is not None:
-            yield self._log(note)
-
-    def _first_covered_id(self, covered: Sequence[Message]) -> str | None:
-        checkpoint = self.session.latest("checkpoint")
-        if checkpoint is not None:
-            return str(checkpoint.payload["first_id"])
-        return covered[0].id if covered else None
-
-    async def _hard_cut(self, anchor_id: str | None) -> AsyncIterator[Event]:
-        """The last rung: cut the oldest turns without a summary, leaving a note in their place."""
-        messages, previous = self._visible()
-        ids = [m.id for m in messages]
-        anchor = ids.index(anchor_id) if anchor_id in ids else len(messages)
-        # The current turn's own message is never cut: with nothing before it there is nothing to cut.
-        cut: int | FoldFailure = (
-            select_safe_prefix(messages, phase="standalone", max_covered=anchor)
-            if anchor > 0
-            else FoldFailure("no_safe_completed_span", "only the current turn is left")
-        )
-        if isinstance(cut, FoldFailure):
-            yield self._log(CompactionFailed(phase="reactive", reason=cut.reason))
-            return
-        async for event in self._record_cut(messages, previous, cut, "reactive", counted=True):
-            yield event
-
-
-def _media_ids(messages: Sequence[Message]) -> set[str]:
-    from .content import media_refs
-
-    out: set[str] = set()
-    for message in messages:
-        refs: list[AttachmentRef] = media_refs(message.content)
-        out.update(r.id for r in refs)
-    return out

@@ -1,4 +1,4 @@
-"""The engine's default compiler: compile's incremental :class:`~contextwindow.compile.SessionCompiler`
+"""What the engine asks of a compiler (:class:`Compiler`, :class:`Compiled`), and its default one: compile's incremental :class:`~contextwindow.compile.SessionCompiler`
 with the engine's per-turn escalations mapped onto the policy.
 
 The engine hands over what a compile needs beyond the ledger: the calibration multiplier and the
@@ -14,14 +14,55 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from .compile import CompiledRequest, Policy, SessionCompiler
-from .content import Text, ToolSpec
+from .compile import CompiledRequest, Decisions, Policy, SessionCompiler
+from .content import Message, Text, ToolSpec
 from .models import ModelProfile
 from .store import Session
 from .usage import Anchor
 
-__all__ = ["EngineCompiler"]
+__all__ = ["Compiled", "Compiler", "EngineCompiler"]
+
+
+class Compiled(Protocol):
+    """What the engine needs of a compiled request (``contextwindow.compile.CompiledRequest``)."""
+
+    @property
+    def system(self) -> tuple[Text, ...]: ...
+    @property
+    def tools(self) -> tuple[ToolSpec, ...]: ...
+    @property
+    def messages(self) -> tuple[Message, ...]: ...
+    @property
+    def estimated_tokens(self) -> int: ...
+    @property
+    def local_estimate(self) -> int: ...
+    @property
+    def output_reserve(self) -> int: ...
+    @property
+    def decisions(self) -> Decisions: ...
+
+
+class Compiler(Protocol):
+    """Fits the session's next request: ``(session, profile, overrides, *, multiplier, anchor,
+    connection) -> Compiled`` (:class:`~contextwindow.engine_compiler.EngineCompiler` by default).
+
+    ``overrides`` are the engine's per-turn escalations (``evict_media``, ``archive_tool_results``)
+    for the compile policy; ``multiplier`` the calibration learned so far; ``anchor`` the newest
+    anchor, on which the estimate is anchored.
+    """
+
+    def __call__(
+        self,
+        session: Session,
+        profile: ModelProfile,
+        overrides: frozenset[str],
+        *,
+        multiplier: float,
+        anchor: Anchor | None,
+        connection: str,
+    ) -> Compiled: ...
 
 
 @dataclass
