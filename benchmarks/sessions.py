@@ -12,7 +12,8 @@ each rejection by compacting, and learn.
 Per cell: provider rejections (recovered / not), restarts, compactions, window use at the moment of
 sending (the provider's own count of each request's input over the declared window: mean and 5th
 percentile), and engine overhead per call: wall time spent in engine code, excluding the provider's
-stream, the tools and the summariser's calls (targets: 0 rejections with a true window, ≤ 1 recovered
+stream, the tools and the summariser's calls. Window use is also reported from each scenario's first
+restart on, when its history no longer fits and the engine decides what the window holds (targets: 0 rejections with a true window, ≤ 1 recovered
 per scenario when the provider serves less, mean use ≥ 70%, overhead ≤ 5 ms).
 
 ``python -m benchmarks.sessions [--quick]`` from the repo root with ``PYTHONPATH=src``; writes
@@ -105,6 +106,8 @@ class Run:
     hard_cuts: int = 0
     summary_in_request: int = 0
     use: list[float] = field(default_factory=list)
+    pressured_from: int | None = None
+    """Index of the first call sent after the first restart: from there on, history exceeds the window."""
     engine_seconds: float = 0.0
     wall_seconds: float = 0.0
 
@@ -157,6 +160,8 @@ async def _run(scenario: Scenario, window: int, mode: str, serve_less: bool) -> 
                 elif isinstance(event, StreamRestarted):
                     run.restarts += 1
                     run.budget_restarts += event.reason == "context_budget"
+                    if run.pressured_from is None:
+                        run.pressured_from = len(model.sent)
                 elif isinstance(event, Compacted):
                     run.compactions += 1
                 elif isinstance(event, Note) and event.kind == "context_hard_cut":
@@ -185,8 +190,9 @@ def _p5(values: Sequence[float]) -> float:
 def _table(runs: list[Run]) -> str:
     head = (
         "| window | usage | provider | scenarios | calls/scenario | rejections (recovered) | failed turns "
-        "| restarts/scenario (budget) | compactions/scenario (hard cuts) | mean use | p5 use | engine ms/call |\n"
-        "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+        "| restarts/scenario (budget) | compactions/scenario (hard cuts) | mean use | p5 use "
+        "| mean use once history exceeds the window | engine ms/call |\n"
+        "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
     )
     rows = []
     keys = sorted(
@@ -196,6 +202,7 @@ def _table(runs: list[Run]) -> str:
         cell = [r for r in runs if (r.window, r.mode, r.serve_less) == (window, mode, less)]
         n = len(cell)
         use = [u for r in cell for u in r.use]
+        pressured = [u for r in cell if r.pressured_from is not None for u in r.use[r.pressured_from :]]
         calls = sum(r.calls for r in cell)
         rows.append(
             f"| {window // 1000}k | {mode} | {'serves 85%' if less else 'true window'} | {n} "
@@ -203,6 +210,7 @@ def _table(runs: list[Run]) -> str:
             f"| {sum(r.failed_turns for r in cell)} | {statistics.fmean(r.restarts for r in cell):.1f} ({sum(r.budget_restarts for r in cell)}) "
             f"| {statistics.fmean(r.compactions for r in cell):.1f} ({sum(r.hard_cuts for r in cell)}) "
             f"| {statistics.fmean(use):.1%} | {_p5(use):.1%} "
+            f"| {statistics.fmean(pressured) if pressured else float('nan'):.1%} "
             f"| {1000 * sum(r.engine_seconds for r in cell) / max(1, calls):.2f} |"
         )
     return head + "\n".join(rows) + "\n"
