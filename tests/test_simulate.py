@@ -79,6 +79,16 @@ class TestSimulate:
             independent = count_request(parsed.request, profile, loader_from(parsed.attachments))
             assert independent.input_tokens == line["provider_input_tokens"]
 
+    def test_appended_rounds_are_priced_from_the_providers_last_count(self) -> None:
+        # Claude's rule prices ~20% above the local provider's o200k count; within a stream the engine
+        # anchors on the count the provider reported and prices only what each round appends.
+        # The first turn is one stream with nothing calibrated yet: only the anchor can close the gap.
+        result = simulate_sync(_scenario(), model="claude-sonnet-4-6", window=20_000)
+        first_stream = [r for r in result.records[3:] if r.turn == 0 and r.provider_input_tokens]
+        assert len(first_stream) >= 4
+        for record in first_stream:
+            assert abs(record.estimated_tokens / record.provider_input_tokens - 1) < 0.05, record
+
     def test_bad_settings_are_invalid_input(self) -> None:
         from contextwindow.errors import InvalidInput
 

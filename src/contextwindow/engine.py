@@ -302,6 +302,10 @@ class Engine:
 
             self._previous_request, self._previous_reply = request, stop.message
             call = self._account(sample, live)
+            if call.reported and call.prompt > 0:
+                # Anchor + delta within the stream (DESIGN principle 2): the provider has just counted
+                # what was sent, so later rounds of this stream price only what they append to it.
+                live.estimated_tokens = call.prompt
             yield self.record_event(
                 UsageReported(
                     call=self.stats.calls - 1,
