@@ -87,7 +87,7 @@ class TestPieceClassifier:
         [
             pytest.param(PROSE, "prose", id="prose"),
             pytest.param(CODE, "code", id="code"),
-            pytest.param('{"a": [1, 2, {"b": null}], "c": "d"}' * 10, "code", id="json"),
+            pytest.param('{"a": [1, 2, {"b": null}], "c": "d"}' * 10, "json", id="json"),
             pytest.param(CHINESE, "cjk", id="chinese"),
             pytest.param(RUSSIAN, "cyrillic", id="russian"),
             pytest.param(ARABIC, "script", id="arabic"),
@@ -137,3 +137,24 @@ class TestSampling:
         assert Estimator("gpt-4o").raw_text(text) == pytest.approx(
             Estimator("gpt-4o").raw_text(CODE) * len(text) / len(CODE), rel=0.05
         )
+
+
+class TestCodeFeatures:
+    def test_escape_sequences_hex_literals_and_long_numbers_are_counted(self) -> None:
+        _, vector = features("x = '\\xe4\\x00' + 0x1F + 1234567")
+        assert vector[FEATURE_NAMES.index("backslash")] == 2.0
+        assert vector[FEATURE_NAMES.index("hex_prefix")] == 1.0
+        assert vector[FEATURE_NAMES.index("digit_triples")] == 2.0  # 1234567: "123", "456"
+        assert vector[FEATURE_NAMES.index("quote")] == 0.0  # single quotes are not JSON's
+
+    def test_a_codec_table_costs_more_than_plain_code_of_its_length(self) -> None:
+        # stdlib encodings/*.py: runs of '\xNN' escapes split into more tokens than identifiers.
+        table = "".join(f"    '\\x{i:02x}'     #  0x{i:02X} -> CHARACTER\n" for i in range(64))
+        plain = (CODE * 8)[: len(table)]
+        est = Estimator("gpt-4o")
+        assert est.raw_text(table) / len(table) > est.raw_text(plain) / len(plain)
+
+    def test_json_with_dense_quotes_takes_the_json_piece(self) -> None:
+        text = '{"name": "price", "kind": "text", "tokens": 12, "cached": true},\n' * 20
+        assert PIECES[features(text)[0]] == "json"
+        assert PIECES[features(CODE)[0]] == "code"

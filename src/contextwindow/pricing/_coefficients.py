@@ -15,365 +15,485 @@ __all__ = ["CLAUDE_STRUCTURE", "CLAUDE_TEXT_RATIO", "TEXT_COEFFICIENTS"]
 TEXT_COEFFICIENTS: dict[str, dict[str, tuple[float, ...]]] = {
     "o200k": {
         "prose": (
-            0.541998,  # bias
-            0.105892,  # lower
-            0.111458,  # upper
-            0.532127,  # digit
-            0.076737,  # space
-            0.739233,  # newline
-            0.403572,  # tab
-            0.025124,  # punct
-            0.421147,  # word_runs
-            0.401297,  # camel
-            0.874068,  # digit_runs
-            0.794763,  # punct_runs
-            0.043760,  # indented_lines
+            0.455569,  # bias
+            0.083572,  # lower
+            0.095251,  # upper
+            0.554649,  # digit
+            0.066589,  # space
+            0.769527,  # newline
+            0.753990,  # tab
+            0.075713,  # punct
+            0.554362,  # word_runs
+            0.479699,  # camel
+            0.753908,  # digit_runs
+            0.671906,  # punct_runs
+            0.264811,  # indented_lines
             0.000000,  # hex_like
             0.000000,  # punct_pairs
+            0.000000,  # quote
+            0.546527,  # backslash
+            2.606393,  # hex_prefix
+            0.000000,  # digit_triples
             0.000000,  # bucket_0
             0.000000,  # bucket_1
-            0.099534,  # bucket_2
+            0.055369,  # bucket_2
             0.000000,  # bucket_3
-            0.223808,  # bucket_4
-            0.424573,  # bucket_5
-            0.557005,  # bucket_6
-            0.762917,  # bucket_7
-            0.000000,  # bucket_8
-            1.557136,  # bucket_9
-            2.176611,  # bucket_10
-            7.719230,  # bucket_11
-            2.293979,  # bucket_12
-            0.729761,  # upper_nonascii
+            0.057576,  # bucket_4
+            0.167588,  # bucket_5
+            0.455635,  # bucket_6
+            0.717542,  # bucket_7
+            1.919636,  # bucket_8
+            2.710247,  # bucket_9
+            1.717616,  # bucket_10
+            24.413979,  # bucket_11
+            3.953753,  # bucket_12
+            0.754945,  # upper_nonascii
             0.000000,  # group_cjk
-            0.210609,  # group_cyrillic
-            0.234882,  # group_other
-            2.340721,  # unknown_bmp
+            0.193416,  # group_cyrillic
+            0.236340,  # group_other
+            2.337985,  # unknown_bmp
             3.509714,  # astral
         ),
         "code": (
-            0.504619,  # bias
-            0.132556,  # lower
-            0.170250,  # upper
-            0.440901,  # digit
-            0.052138,  # space
-            0.530896,  # newline
-            0.932397,  # tab
-            0.000000,  # punct
-            0.326032,  # word_runs
-            0.129475,  # camel
-            1.043879,  # digit_runs
-            0.770593,  # punct_runs
-            0.423134,  # indented_lines
-            3.179401,  # hex_like
-            0.117004,  # punct_pairs
+            0.400417,  # bias
+            0.121955,  # lower
+            0.151649,  # upper
+            0.600719,  # digit
+            0.057284,  # space
+            0.506279,  # newline
+            0.501673,  # tab
+            0.075475,  # punct
+            0.366791,  # word_runs
+            0.192240,  # camel
+            0.560771,  # digit_runs
+            0.760630,  # punct_runs
+            0.305713,  # indented_lines
+            0.000000,  # hex_like
+            0.000000,  # punct_pairs
+            0.000000,  # quote
+            0.345526,  # backslash
+            4.865227,  # hex_prefix
+            0.000000,  # digit_triples
             0.000000,  # bucket_0
-            0.026510,  # bucket_1
-            0.109825,  # bucket_2
-            0.000000,  # bucket_3
-            0.421075,  # bucket_4
-            0.593039,  # bucket_5
-            0.693230,  # bucket_6
-            0.927957,  # bucket_7
-            1.043266,  # bucket_8
-            3.552690,  # bucket_9
-            2.184731,  # bucket_10
-            0.000000,  # bucket_11
-            2.050815,  # bucket_12
-            0.767926,  # upper_nonascii
+            0.000000,  # bucket_1
+            0.143341,  # bucket_2
+            0.153881,  # bucket_3
+            0.344985,  # bucket_4
+            0.456371,  # bucket_5
+            0.644844,  # bucket_6
+            0.872242,  # bucket_7
+            1.862497,  # bucket_8
+            2.305413,  # bucket_9
+            2.211403,  # bucket_10
+            23.672374,  # bucket_11
+            3.452511,  # bucket_12
+            0.847701,  # upper_nonascii
             0.000000,  # group_cjk
-            0.211819,  # group_cyrillic
-            0.253111,  # group_other
-            2.340721,  # unknown_bmp
+            0.230159,  # group_cyrillic
+            0.189945,  # group_other
+            2.337985,  # unknown_bmp
             3.509714,  # astral
         ),
         "cjk": (
-            0.494922,  # bias
-            0.138735,  # lower
-            0.165748,  # upper
-            0.378093,  # digit
-            0.116723,  # space
-            1.155173,  # newline
-            1.148804,  # tab
-            0.000000,  # punct
-            0.149117,  # word_runs
-            0.000000,  # camel
-            1.159197,  # digit_runs
-            0.776018,  # punct_runs
+            0.293462,  # bias
+            0.116770,  # lower
+            0.174784,  # upper
+            0.508022,  # digit
+            0.118669,  # space
+            0.970082,  # newline
+            0.608029,  # tab
+            0.223410,  # punct
+            0.272632,  # word_runs
+            0.043552,  # camel
+            0.740158,  # digit_runs
+            0.542342,  # punct_runs
             0.000000,  # indented_lines
-            2.478900,  # hex_like
+            0.000000,  # hex_like
             0.000000,  # punct_pairs
+            0.000000,  # quote
+            1.146214,  # backslash
+            2.505995,  # hex_prefix
+            0.211393,  # digit_triples
             0.000000,  # bucket_0
-            0.237389,  # bucket_1
-            0.266579,  # bucket_2
-            0.260447,  # bucket_3
-            0.449575,  # bucket_4
-            0.658044,  # bucket_5
-            0.793773,  # bucket_6
-            1.020685,  # bucket_7
-            1.364162,  # bucket_8
-            3.596218,  # bucket_9
-            1.983007,  # bucket_10
-            0.920174,  # bucket_11
-            1.946850,  # bucket_12
-            0.803040,  # upper_nonascii
+            0.014280,  # bucket_1
+            0.214772,  # bucket_2
+            0.182590,  # bucket_3
+            0.413379,  # bucket_4
+            0.446912,  # bucket_5
+            0.704486,  # bucket_6
+            0.867433,  # bucket_7
+            1.505424,  # bucket_8
+            3.094389,  # bucket_9
+            2.007694,  # bucket_10
+            16.347090,  # bucket_11
+            4.170593,  # bucket_12
+            0.729405,  # upper_nonascii
             0.000000,  # group_cjk
-            0.009548,  # group_cyrillic
-            0.087153,  # group_other
-            2.340721,  # unknown_bmp
+            0.211000,  # group_cyrillic
+            0.124700,  # group_other
+            2.337985,  # unknown_bmp
             3.509714,  # astral
         ),
         "cyrillic": (
-            0.497598,  # bias
-            0.154735,  # lower
-            0.168757,  # upper
-            0.301276,  # digit
-            0.025441,  # space
-            1.369885,  # newline
-            1.712634,  # tab
-            0.000000,  # punct
-            0.127795,  # word_runs
-            0.000000,  # camel
-            1.337427,  # digit_runs
-            0.826214,  # punct_runs
+            0.717769,  # bias
+            0.152096,  # lower
+            0.181668,  # upper
+            0.503099,  # digit
+            0.050580,  # space
+            1.296021,  # newline
+            0.448994,  # tab
+            0.068014,  # punct
+            0.123489,  # word_runs
+            0.016318,  # camel
+            0.849856,  # digit_runs
+            0.706275,  # punct_runs
             0.000000,  # indented_lines
-            2.282621,  # hex_like
+            0.018900,  # hex_like
             0.000000,  # punct_pairs
+            0.000000,  # quote
+            0.775349,  # backslash
+            3.164768,  # hex_prefix
+            0.000000,  # digit_triples
             0.000000,  # bucket_0
-            0.029938,  # bucket_1
-            0.314248,  # bucket_2
-            0.638974,  # bucket_3
-            0.333621,  # bucket_4
-            0.733442,  # bucket_5
-            0.742723,  # bucket_6
-            0.996216,  # bucket_7
-            1.631685,  # bucket_8
-            3.439208,  # bucket_9
-            1.993088,  # bucket_10
-            0.000000,  # bucket_11
-            1.661294,  # bucket_12
-            0.564115,  # upper_nonascii
+            0.147746,  # bucket_1
+            0.296009,  # bucket_2
+            0.928381,  # bucket_3
+            0.335775,  # bucket_4
+            0.623073,  # bucket_5
+            0.706895,  # bucket_6
+            0.972476,  # bucket_7
+            2.378149,  # bucket_8
+            3.964298,  # bucket_9
+            2.495789,  # bucket_10
+            18.191334,  # bucket_11
+            4.168069,  # bucket_12
+            0.655683,  # upper_nonascii
             0.000000,  # group_cjk
-            0.213468,  # group_cyrillic
+            0.117678,  # group_cyrillic
             0.000000,  # group_other
-            2.340721,  # unknown_bmp
+            2.337985,  # unknown_bmp
             3.509714,  # astral
         ),
         "script": (
-            0.721187,  # bias
-            0.174768,  # lower
-            0.190043,  # upper
-            0.439730,  # digit
-            0.044735,  # space
-            1.464568,  # newline
-            0.582758,  # tab
-            0.007655,  # punct
-            0.008010,  # word_runs
+            0.685381,  # bias
+            0.173144,  # lower
+            0.198628,  # upper
+            0.510935,  # digit
+            0.051670,  # space
+            1.395910,  # newline
+            0.466105,  # tab
+            0.069587,  # punct
+            0.016996,  # word_runs
             0.000000,  # camel
-            1.123754,  # digit_runs
-            0.728212,  # punct_runs
+            0.919352,  # digit_runs
+            0.658398,  # punct_runs
             0.000000,  # indented_lines
-            3.429976,  # hex_like
+            0.000000,  # hex_like
             0.000000,  # punct_pairs
+            0.000000,  # quote
+            0.744031,  # backslash
+            3.961545,  # hex_prefix
+            0.000000,  # digit_triples
             0.000000,  # bucket_0
-            0.257992,  # bucket_1
-            0.309057,  # bucket_2
-            0.377602,  # bucket_3
-            0.446857,  # bucket_4
-            0.849378,  # bucket_5
-            0.797752,  # bucket_6
-            1.052593,  # bucket_7
-            1.509788,  # bucket_8
-            3.352101,  # bucket_9
-            1.862496,  # bucket_10
-            0.000000,  # bucket_11
-            1.809581,  # bucket_12
-            1.234581,  # upper_nonascii
-            0.067177,  # group_cjk
-            0.000000,  # group_cyrillic
-            0.069217,  # group_other
-            2.340721,  # unknown_bmp
+            0.288599,  # bucket_1
+            0.374525,  # bucket_2
+            0.505608,  # bucket_3
+            0.622643,  # bucket_4
+            0.739616,  # bucket_5
+            0.877578,  # bucket_6
+            1.071923,  # bucket_7
+            1.686199,  # bucket_8
+            4.079363,  # bucket_9
+            2.075850,  # bucket_10
+            11.992967,  # bucket_11
+            3.996778,  # bucket_12
+            1.102842,  # upper_nonascii
+            0.006096,  # group_cjk
+            0.008043,  # group_cyrillic
+            0.000000,  # group_other
+            2.337985,  # unknown_bmp
+            3.509714,  # astral
+        ),
+        "json": (
+            0.695003,  # bias
+            0.133028,  # lower
+            0.159834,  # upper
+            0.407839,  # digit
+            0.045025,  # space
+            0.887046,  # newline
+            0.514564,  # tab
+            0.068198,  # punct
+            0.263600,  # word_runs
+            0.173017,  # camel
+            0.987378,  # digit_runs
+            0.722847,  # punct_runs
+            0.205005,  # indented_lines
+            0.000000,  # hex_like
+            0.000000,  # punct_pairs
+            0.000000,  # quote
+            0.602724,  # backslash
+            3.144543,  # hex_prefix
+            0.000000,  # digit_triples
+            0.000000,  # bucket_0
+            0.021961,  # bucket_1
+            0.281975,  # bucket_2
+            0.293721,  # bucket_3
+            0.400110,  # bucket_4
+            0.490585,  # bucket_5
+            0.714953,  # bucket_6
+            0.855737,  # bucket_7
+            2.310073,  # bucket_8
+            3.707067,  # bucket_9
+            2.130891,  # bucket_10
+            18.095437,  # bucket_11
+            3.683893,  # bucket_12
+            0.715833,  # upper_nonascii
+            0.000000,  # group_cjk
+            0.219424,  # group_cyrillic
+            0.075547,  # group_other
+            2.337985,  # unknown_bmp
             3.509714,  # astral
         ),
     },
     "cl100k": {
         "prose": (
-            0.492563,  # bias
-            0.082844,  # lower
-            0.088936,  # upper
-            0.564973,  # digit
-            0.075230,  # space
-            0.621608,  # newline
-            0.116253,  # tab
-            0.000000,  # punct
-            0.552808,  # word_runs
-            0.612236,  # camel
-            0.876866,  # digit_runs
-            0.790496,  # punct_runs
-            0.131353,  # indented_lines
+            0.459317,  # bias
+            0.060748,  # lower
+            0.068203,  # upper
+            0.576274,  # digit
+            0.059034,  # space
+            0.689007,  # newline
+            0.780378,  # tab
+            0.075980,  # punct
+            0.689343,  # word_runs
+            0.707403,  # camel
+            0.690151,  # digit_runs
+            0.650696,  # punct_runs
+            0.293902,  # indented_lines
             0.000000,  # hex_like
-            0.066238,  # punct_pairs
+            0.000000,  # punct_pairs
+            0.038598,  # quote
+            0.403950,  # backslash
+            2.537787,  # hex_prefix
+            0.000000,  # digit_triples
+            0.000000,  # bucket_0
+            0.000000,  # bucket_1
+            0.000000,  # bucket_2
+            0.001919,  # bucket_3
+            0.001697,  # bucket_4
+            0.062542,  # bucket_5
+            0.246393,  # bucket_6
+            0.562195,  # bucket_7
+            0.904471,  # bucket_8
+            1.055295,  # bucket_9
+            1.378786,  # bucket_10
+            3.221318,  # bucket_11
+            2.541303,  # bucket_12
+            1.008329,  # upper_nonascii
+            0.000000,  # group_cjk
+            0.336297,  # group_cyrillic
+            0.567338,  # group_other
+            2.614981,  # unknown_bmp
+            3.633046,  # astral
+        ),
+        "code": (
+            0.423627,  # bias
+            0.107762,  # lower
+            0.129074,  # upper
+            0.655980,  # digit
+            0.048978,  # space
+            0.468281,  # newline
+            0.301223,  # tab
+            0.017639,  # punct
+            0.457872,  # word_runs
+            0.164639,  # camel
+            0.467614,  # digit_runs
+            0.781075,  # punct_runs
+            0.368629,  # indented_lines
+            0.046741,  # hex_like
+            0.113338,  # punct_pairs
+            0.046819,  # quote
+            0.342574,  # backslash
+            4.061269,  # hex_prefix
+            0.000000,  # digit_triples
+            0.000000,  # bucket_0
+            0.000000,  # bucket_1
+            0.000000,  # bucket_2
+            0.304437,  # bucket_3
+            0.113673,  # bucket_4
+            0.468595,  # bucket_5
+            0.507672,  # bucket_6
+            0.820750,  # bucket_7
+            1.586320,  # bucket_8
+            1.035271,  # bucket_9
+            1.680608,  # bucket_10
+            3.312835,  # bucket_11
+            2.805382,  # bucket_12
+            1.198223,  # upper_nonascii
+            0.000000,  # group_cjk
+            0.294508,  # group_cyrillic
+            0.340857,  # group_other
+            2.614981,  # unknown_bmp
+            3.633046,  # astral
+        ),
+        "cjk": (
+            0.374422,  # bias
+            0.112533,  # lower
+            0.155798,  # upper
+            0.580847,  # digit
+            0.109633,  # space
+            0.714438,  # newline
+            0.369270,  # tab
+            0.142019,  # punct
+            0.328962,  # word_runs
+            0.130986,  # camel
+            0.449398,  # digit_runs
+            0.712638,  # punct_runs
+            0.000000,  # indented_lines
+            0.000000,  # hex_like
+            0.000000,  # punct_pairs
+            0.000000,  # quote
+            1.013059,  # backslash
+            2.742246,  # hex_prefix
+            0.000000,  # digit_triples
             0.000000,  # bucket_0
             0.000000,  # bucket_1
             0.000000,  # bucket_2
             0.000000,  # bucket_3
-            0.049995,  # bucket_4
-            0.292879,  # bucket_5
-            0.403819,  # bucket_6
-            0.761126,  # bucket_7
-            0.939822,  # bucket_8
-            0.760666,  # bucket_9
-            1.498239,  # bucket_10
-            3.859653,  # bucket_11
-            2.738046,  # bucket_12
-            0.985754,  # upper_nonascii
+            0.373795,  # bucket_4
+            0.395996,  # bucket_5
+            0.612671,  # bucket_6
+            0.871027,  # bucket_7
+            1.679460,  # bucket_8
+            1.812390,  # bucket_9
+            1.747942,  # bucket_10
+            2.960099,  # bucket_11
+            2.763413,  # bucket_12
+            1.071722,  # upper_nonascii
             0.000000,  # group_cjk
-            0.358581,  # group_cyrillic
-            0.428487,  # group_other
-            2.615815,  # unknown_bmp
-            3.633046,  # astral
-        ),
-        "code": (
-            0.478361,  # bias
-            0.124817,  # lower
-            0.154542,  # upper
-            0.429606,  # digit
-            0.044470,  # space
-            0.490964,  # newline
-            1.000311,  # tab
-            0.000000,  # punct
-            0.370055,  # word_runs
-            0.175430,  # camel
-            1.014055,  # digit_runs
-            0.773607,  # punct_runs
-            0.529354,  # indented_lines
-            3.340620,  # hex_like
-            0.105676,  # punct_pairs
-            0.000000,  # bucket_0
-            0.000000,  # bucket_1
-            0.000000,  # bucket_2
-            0.289032,  # bucket_3
-            0.178480,  # bucket_4
-            0.538738,  # bucket_5
-            0.673850,  # bucket_6
-            0.830962,  # bucket_7
-            1.638303,  # bucket_8
-            1.062851,  # bucket_9
-            1.773303,  # bucket_10
-            3.795954,  # bucket_11
-            2.772617,  # bucket_12
-            1.118734,  # upper_nonascii
-            0.000000,  # group_cjk
-            0.283189,  # group_cyrillic
-            0.257505,  # group_other
-            2.615815,  # unknown_bmp
-            3.633046,  # astral
-        ),
-        "cjk": (
-            0.356915,  # bias
-            0.131660,  # lower
-            0.155160,  # upper
-            0.395944,  # digit
-            0.107238,  # space
-            0.713051,  # newline
-            0.787562,  # tab
-            0.000000,  # punct
-            0.242787,  # word_runs
-            0.067914,  # camel
-            1.036613,  # digit_runs
-            0.881931,  # punct_runs
-            0.000000,  # indented_lines
-            2.781461,  # hex_like
-            0.000000,  # punct_pairs
-            0.000000,  # bucket_0
-            0.000000,  # bucket_1
-            0.000000,  # bucket_2
-            0.044838,  # bucket_3
-            0.486501,  # bucket_4
-            0.418914,  # bucket_5
-            0.790100,  # bucket_6
-            0.907287,  # bucket_7
-            1.535631,  # bucket_8
-            1.683868,  # bucket_9
-            1.840192,  # bucket_10
-            3.295530,  # bucket_11
-            2.751254,  # bucket_12
-            0.935280,  # upper_nonascii
-            0.000000,  # group_cjk
-            0.345864,  # group_cyrillic
-            0.157975,  # group_other
-            2.615815,  # unknown_bmp
+            0.366408,  # group_cyrillic
+            0.259230,  # group_other
+            2.614981,  # unknown_bmp
             3.633046,  # astral
         ),
         "cyrillic": (
-            0.602437,  # bias
-            0.176855,  # lower
-            0.190210,  # upper
-            0.321304,  # digit
-            0.055292,  # space
-            1.102446,  # newline
-            1.420666,  # tab
-            0.000000,  # punct
-            0.016233,  # word_runs
-            0.000000,  # camel
-            1.338392,  # digit_runs
-            0.805832,  # punct_runs
+            0.648208,  # bias
+            0.168578,  # lower
+            0.190724,  # upper
+            0.561903,  # digit
+            0.050325,  # space
+            1.081388,  # newline
+            0.951442,  # tab
+            0.070349,  # punct
+            0.078249,  # word_runs
+            0.051804,  # camel
+            0.701602,  # digit_runs
+            0.713604,  # punct_runs
             0.000000,  # indented_lines
-            2.821545,  # hex_like
+            0.000000,  # hex_like
             0.000000,  # punct_pairs
+            0.000000,  # quote
+            0.329737,  # backslash
+            4.118764,  # hex_prefix
+            0.000000,  # digit_triples
             0.000000,  # bucket_0
-            0.264621,  # bucket_1
+            0.422052,  # bucket_1
             0.000000,  # bucket_2
-            0.434899,  # bucket_3
-            0.740706,  # bucket_4
-            0.689107,  # bucket_5
-            1.140564,  # bucket_6
-            0.802585,  # bucket_7
-            1.777940,  # bucket_8
-            1.779198,  # bucket_9
-            1.987292,  # bucket_10
-            3.927333,  # bucket_11
-            2.735454,  # bucket_12
-            0.989630,  # upper_nonascii
+            0.305703,  # bucket_3
+            0.390294,  # bucket_4
+            0.785301,  # bucket_5
+            1.184028,  # bucket_6
+            0.735768,  # bucket_7
+            1.653732,  # bucket_8
+            1.803710,  # bucket_9
+            1.934561,  # bucket_10
+            3.936390,  # bucket_11
+            2.454735,  # bucket_12
+            0.882144,  # upper_nonascii
             0.000000,  # group_cjk
-            0.219455,  # group_cyrillic
+            0.327747,  # group_cyrillic
             0.000000,  # group_other
-            2.615815,  # unknown_bmp
+            2.614981,  # unknown_bmp
             3.633046,  # astral
         ),
         "script": (
-            0.537455,  # bias
-            0.181908,  # lower
-            0.193780,  # upper
-            0.406266,  # digit
-            0.076090,  # space
-            0.808231,  # newline
-            1.083160,  # tab
-            0.024688,  # punct
-            0.009081,  # word_runs
+            0.572467,  # bias
+            0.181030,  # lower
+            0.201312,  # upper
+            0.521155,  # digit
+            0.076222,  # space
+            0.819433,  # newline
+            0.546323,  # tab
+            0.071142,  # punct
+            0.022392,  # word_runs
             0.000000,  # camel
-            1.098836,  # digit_runs
-            0.808642,  # punct_runs
-            0.000000,  # indented_lines
-            3.363855,  # hex_like
+            0.766067,  # digit_runs
+            0.734166,  # punct_runs
+            0.019861,  # indented_lines
+            0.000000,  # hex_like
             0.000000,  # punct_pairs
+            0.000000,  # quote
+            0.701225,  # backslash
+            3.982592,  # hex_prefix
+            0.000000,  # digit_triples
             0.000000,  # bucket_0
-            1.044500,  # bucket_1
+            0.910854,  # bucket_1
             0.000000,  # bucket_2
-            0.578517,  # bucket_3
-            0.545406,  # bucket_4
-            0.861093,  # bucket_5
-            0.981197,  # bucket_6
-            1.078717,  # bucket_7
-            1.276429,  # bucket_8
-            1.849963,  # bucket_9
-            2.063330,  # bucket_10
-            4.230892,  # bucket_11
-            2.885930,  # bucket_12
-            1.876162,  # upper_nonascii
-            0.013849,  # group_cjk
-            0.172524,  # group_cyrillic
+            0.336187,  # bucket_3
+            0.499812,  # bucket_4
+            0.891458,  # bucket_5
+            0.951726,  # bucket_6
+            1.189801,  # bucket_7
+            1.495545,  # bucket_8
+            1.834144,  # bucket_9
+            1.984227,  # bucket_10
+            4.002296,  # bucket_11
+            3.028804,  # bucket_12
+            1.636122,  # upper_nonascii
+            0.011239,  # group_cjk
+            0.311140,  # group_cyrillic
             0.000000,  # group_other
-            2.615815,  # unknown_bmp
+            2.614981,  # unknown_bmp
+            3.633046,  # astral
+        ),
+        "json": (
+            0.645646,  # bias
+            0.121428,  # lower
+            0.140404,  # upper
+            0.443675,  # digit
+            0.031662,  # space
+            0.642105,  # newline
+            0.547821,  # tab
+            0.068254,  # punct
+            0.360636,  # word_runs
+            0.240798,  # camel
+            0.871689,  # digit_runs
+            0.725058,  # punct_runs
+            0.513047,  # indented_lines
+            0.000000,  # hex_like
+            0.000000,  # punct_pairs
+            0.000000,  # quote
+            0.366804,  # backslash
+            3.284802,  # hex_prefix
+            0.000000,  # digit_triples
+            0.000000,  # bucket_0
+            0.017916,  # bucket_1
+            0.000000,  # bucket_2
+            0.187875,  # bucket_3
+            0.224578,  # bucket_4
+            0.513226,  # bucket_5
+            0.616605,  # bucket_6
+            0.876670,  # bucket_7
+            1.515502,  # bucket_8
+            1.394088,  # bucket_9
+            1.714439,  # bucket_10
+            3.737148,  # bucket_11
+            2.716948,  # bucket_12
+            1.047973,  # upper_nonascii
+            0.000000,  # group_cjk
+            0.335279,  # group_cyrillic
+            0.271792,  # group_other
+            2.614981,  # unknown_bmp
             3.633046,  # astral
         ),
     },
