@@ -15,484 +15,460 @@ __all__ = ["CLAUDE_STRUCTURE", "CLAUDE_TEXT_RATIO", "TEXT_COEFFICIENTS"]
 TEXT_COEFFICIENTS: dict[str, dict[str, tuple[float, ...]]] = {
     "o200k": {
         "prose": (
-            0.455569,  # bias
-            0.083572,  # lower
-            0.095251,  # upper
-            0.554649,  # digit
-            0.066589,  # space
-            0.769527,  # newline
-            0.753990,  # tab
-            0.075713,  # punct
-            0.554362,  # word_runs
-            0.479699,  # camel
-            0.753908,  # digit_runs
-            0.671906,  # punct_runs
-            0.264811,  # indented_lines
-            0.000000,  # hex_like
-            0.000000,  # punct_pairs
+            0.437954,  # bias
+            0.083250,  # lower
+            0.094757,  # upper
+            0.542559,  # digit
+            0.069798,  # space
+            0.750760,  # newline
+            0.767819,  # tab
+            0.053522,  # punct
+            0.556095,  # word_runs
+            0.487404,  # camel
+            0.788188,  # digit_runs
+            0.710672,  # punct_runs
+            0.233992,  # indented_lines
+            0.000000,  # upper_pairs
             0.000000,  # quote
-            0.546527,  # backslash
-            2.606393,  # hex_prefix
-            0.000000,  # digit_triples
+            0.540970,  # backslash
+            2.495222,  # hex_prefix
             0.000000,  # bucket_0
             0.000000,  # bucket_1
-            0.055369,  # bucket_2
+            0.053446,  # bucket_2
             0.000000,  # bucket_3
-            0.057576,  # bucket_4
-            0.167588,  # bucket_5
-            0.455635,  # bucket_6
-            0.717542,  # bucket_7
-            1.919636,  # bucket_8
-            2.710247,  # bucket_9
-            1.717616,  # bucket_10
-            24.413979,  # bucket_11
-            3.953753,  # bucket_12
-            0.754945,  # upper_nonascii
+            0.049450,  # bucket_4
+            0.173300,  # bucket_5
+            0.458035,  # bucket_6
+            0.722976,  # bucket_7
+            1.837124,  # bucket_8
+            2.652176,  # bucket_9
+            1.731361,  # bucket_10
+            24.235758,  # bucket_11
+            3.875166,  # bucket_12
+            0.765237,  # upper_nonascii
             0.000000,  # group_cjk
-            0.193416,  # group_cyrillic
-            0.236340,  # group_other
+            0.193410,  # group_cyrillic
+            0.236493,  # group_other
             2.337985,  # unknown_bmp
             3.509714,  # astral
         ),
         "code": (
-            0.400417,  # bias
-            0.121955,  # lower
-            0.151649,  # upper
-            0.600719,  # digit
-            0.057284,  # space
-            0.506279,  # newline
-            0.501673,  # tab
-            0.075475,  # punct
-            0.366791,  # word_runs
-            0.192240,  # camel
-            0.560771,  # digit_runs
-            0.760630,  # punct_runs
-            0.305713,  # indented_lines
-            0.000000,  # hex_like
-            0.000000,  # punct_pairs
+            0.428327,  # bias
+            0.123769,  # lower
+            0.150485,  # upper
+            0.571189,  # digit
+            0.058121,  # space
+            0.491958,  # newline
+            0.501039,  # tab
+            0.074055,  # punct
+            0.354857,  # word_runs
+            0.198009,  # camel
+            0.614095,  # digit_runs
+            0.770394,  # punct_runs
+            0.287135,  # indented_lines
+            0.000000,  # upper_pairs
             0.000000,  # quote
-            0.345526,  # backslash
-            4.865227,  # hex_prefix
-            0.000000,  # digit_triples
+            0.344138,  # backslash
+            4.909439,  # hex_prefix
             0.000000,  # bucket_0
             0.000000,  # bucket_1
-            0.143341,  # bucket_2
-            0.153881,  # bucket_3
-            0.344985,  # bucket_4
-            0.456371,  # bucket_5
-            0.644844,  # bucket_6
-            0.872242,  # bucket_7
-            1.862497,  # bucket_8
-            2.305413,  # bucket_9
-            2.211403,  # bucket_10
-            23.672374,  # bucket_11
-            3.452511,  # bucket_12
-            0.847701,  # upper_nonascii
+            0.143254,  # bucket_2
+            0.153594,  # bucket_3
+            0.368736,  # bucket_4
+            0.469112,  # bucket_5
+            0.646009,  # bucket_6
+            0.914151,  # bucket_7
+            1.890256,  # bucket_8
+            2.325729,  # bucket_9
+            2.227065,  # bucket_10
+            26.853784,  # bucket_11
+            3.483918,  # bucket_12
+            0.842164,  # upper_nonascii
             0.000000,  # group_cjk
-            0.230159,  # group_cyrillic
-            0.189945,  # group_other
+            0.231631,  # group_cyrillic
+            0.191173,  # group_other
             2.337985,  # unknown_bmp
             3.509714,  # astral
         ),
         "cjk": (
-            0.293462,  # bias
-            0.116770,  # lower
-            0.174784,  # upper
-            0.508022,  # digit
-            0.118669,  # space
-            0.970082,  # newline
-            0.608029,  # tab
-            0.223410,  # punct
-            0.272632,  # word_runs
-            0.043552,  # camel
-            0.740158,  # digit_runs
-            0.542342,  # punct_runs
+            0.286728,  # bias
+            0.121130,  # lower
+            0.174392,  # upper
+            0.540937,  # digit
+            0.118825,  # space
+            0.937462,  # newline
+            0.520831,  # tab
+            0.089065,  # punct
+            0.258168,  # word_runs
+            0.080916,  # camel
+            0.747007,  # digit_runs
+            0.715652,  # punct_runs
             0.000000,  # indented_lines
-            0.000000,  # hex_like
-            0.000000,  # punct_pairs
+            0.000000,  # upper_pairs
             0.000000,  # quote
-            1.146214,  # backslash
-            2.505995,  # hex_prefix
-            0.211393,  # digit_triples
+            1.245561,  # backslash
+            2.421970,  # hex_prefix
             0.000000,  # bucket_0
-            0.014280,  # bucket_1
-            0.214772,  # bucket_2
-            0.182590,  # bucket_3
-            0.413379,  # bucket_4
-            0.446912,  # bucket_5
-            0.704486,  # bucket_6
-            0.867433,  # bucket_7
-            1.505424,  # bucket_8
-            3.094389,  # bucket_9
-            2.007694,  # bucket_10
-            16.347090,  # bucket_11
-            4.170593,  # bucket_12
-            0.729405,  # upper_nonascii
+            0.029457,  # bucket_1
+            0.230162,  # bucket_2
+            0.193838,  # bucket_3
+            0.428852,  # bucket_4
+            0.462221,  # bucket_5
+            0.728589,  # bucket_6
+            0.872682,  # bucket_7
+            1.404940,  # bucket_8
+            3.278154,  # bucket_9
+            2.019327,  # bucket_10
+            16.199872,  # bucket_11
+            4.220637,  # bucket_12
+            0.715652,  # upper_nonascii
             0.000000,  # group_cjk
-            0.211000,  # group_cyrillic
-            0.124700,  # group_other
+            0.202207,  # group_cyrillic
+            0.115091,  # group_other
             2.337985,  # unknown_bmp
             3.509714,  # astral
         ),
         "cyrillic": (
-            0.717769,  # bias
-            0.152096,  # lower
-            0.181668,  # upper
-            0.503099,  # digit
-            0.050580,  # space
-            1.296021,  # newline
-            0.448994,  # tab
-            0.068014,  # punct
-            0.123489,  # word_runs
-            0.016318,  # camel
-            0.849856,  # digit_runs
-            0.706275,  # punct_runs
+            0.689771,  # bias
+            0.152127,  # lower
+            0.183025,  # upper
+            0.370802,  # digit
+            0.054368,  # space
+            1.259922,  # newline
+            0.455428,  # tab
+            0.022790,  # punct
+            0.124274,  # word_runs
+            0.030010,  # camel
+            1.116273,  # digit_runs
+            0.768699,  # punct_runs
             0.000000,  # indented_lines
-            0.018900,  # hex_like
-            0.000000,  # punct_pairs
+            0.000000,  # upper_pairs
             0.000000,  # quote
-            0.775349,  # backslash
-            3.164768,  # hex_prefix
-            0.000000,  # digit_triples
+            0.764320,  # backslash
+            2.994172,  # hex_prefix
             0.000000,  # bucket_0
-            0.147746,  # bucket_1
-            0.296009,  # bucket_2
-            0.928381,  # bucket_3
-            0.335775,  # bucket_4
-            0.623073,  # bucket_5
-            0.706895,  # bucket_6
-            0.972476,  # bucket_7
-            2.378149,  # bucket_8
-            3.964298,  # bucket_9
-            2.495789,  # bucket_10
-            18.191334,  # bucket_11
-            4.168069,  # bucket_12
-            0.655683,  # upper_nonascii
+            0.149640,  # bucket_1
+            0.296525,  # bucket_2
+            0.914253,  # bucket_3
+            0.341786,  # bucket_4
+            0.625771,  # bucket_5
+            0.712867,  # bucket_6
+            0.973988,  # bucket_7
+            2.281484,  # bucket_8
+            3.832552,  # bucket_9
+            2.440148,  # bucket_10
+            19.330711,  # bucket_11
+            4.348777,  # bucket_12
+            0.679547,  # upper_nonascii
             0.000000,  # group_cjk
-            0.117678,  # group_cyrillic
+            0.116317,  # group_cyrillic
             0.000000,  # group_other
             2.337985,  # unknown_bmp
             3.509714,  # astral
         ),
         "script": (
-            0.685381,  # bias
-            0.173144,  # lower
-            0.198628,  # upper
-            0.510935,  # digit
-            0.051670,  # space
-            1.395910,  # newline
-            0.466105,  # tab
-            0.069587,  # punct
-            0.016996,  # word_runs
+            0.669158,  # bias
+            0.175417,  # lower
+            0.200740,  # upper
+            0.438906,  # digit
+            0.052927,  # space
+            1.348396,  # newline
+            0.482534,  # tab
+            0.031773,  # punct
+            0.011533,  # word_runs
             0.000000,  # camel
-            0.919352,  # digit_runs
-            0.658398,  # punct_runs
+            1.059786,  # digit_runs
+            0.716118,  # punct_runs
             0.000000,  # indented_lines
-            0.000000,  # hex_like
-            0.000000,  # punct_pairs
+            0.000000,  # upper_pairs
             0.000000,  # quote
-            0.744031,  # backslash
-            3.961545,  # hex_prefix
-            0.000000,  # digit_triples
+            0.736512,  # backslash
+            3.804915,  # hex_prefix
             0.000000,  # bucket_0
-            0.288599,  # bucket_1
-            0.374525,  # bucket_2
-            0.505608,  # bucket_3
-            0.622643,  # bucket_4
-            0.739616,  # bucket_5
-            0.877578,  # bucket_6
-            1.071923,  # bucket_7
-            1.686199,  # bucket_8
-            4.079363,  # bucket_9
-            2.075850,  # bucket_10
-            11.992967,  # bucket_11
-            3.996778,  # bucket_12
-            1.102842,  # upper_nonascii
-            0.006096,  # group_cjk
-            0.008043,  # group_cyrillic
+            0.292562,  # bucket_1
+            0.375910,  # bucket_2
+            0.511415,  # bucket_3
+            0.642210,  # bucket_4
+            0.744311,  # bucket_5
+            0.899048,  # bucket_6
+            1.073456,  # bucket_7
+            1.701508,  # bucket_8
+            4.115239,  # bucket_9
+            2.115475,  # bucket_10
+            13.494873,  # bucket_11
+            4.026677,  # bucket_12
+            1.129775,  # upper_nonascii
+            0.002026,  # group_cjk
+            0.005454,  # group_cyrillic
             0.000000,  # group_other
             2.337985,  # unknown_bmp
             3.509714,  # astral
         ),
         "json": (
-            0.695003,  # bias
-            0.133028,  # lower
-            0.159834,  # upper
-            0.407839,  # digit
-            0.045025,  # space
-            0.887046,  # newline
-            0.514564,  # tab
-            0.068198,  # punct
-            0.263600,  # word_runs
-            0.173017,  # camel
-            0.987378,  # digit_runs
-            0.722847,  # punct_runs
-            0.205005,  # indented_lines
-            0.000000,  # hex_like
-            0.000000,  # punct_pairs
+            0.691019,  # bias
+            0.133373,  # lower
+            0.160289,  # upper
+            0.372248,  # digit
+            0.046410,  # space
+            0.859427,  # newline
+            0.530418,  # tab
+            0.063761,  # punct
+            0.263052,  # word_runs
+            0.178914,  # camel
+            1.074633,  # digit_runs
+            0.728410,  # punct_runs
+            0.219766,  # indented_lines
+            0.000000,  # upper_pairs
             0.000000,  # quote
-            0.602724,  # backslash
-            3.144543,  # hex_prefix
-            0.000000,  # digit_triples
+            0.701597,  # backslash
+            3.044862,  # hex_prefix
             0.000000,  # bucket_0
-            0.021961,  # bucket_1
-            0.281975,  # bucket_2
-            0.293721,  # bucket_3
-            0.400110,  # bucket_4
-            0.490585,  # bucket_5
-            0.714953,  # bucket_6
-            0.855737,  # bucket_7
-            2.310073,  # bucket_8
-            3.707067,  # bucket_9
-            2.130891,  # bucket_10
-            18.095437,  # bucket_11
-            3.683893,  # bucket_12
-            0.715833,  # upper_nonascii
+            0.019118,  # bucket_1
+            0.277360,  # bucket_2
+            0.294422,  # bucket_3
+            0.403316,  # bucket_4
+            0.495217,  # bucket_5
+            0.716787,  # bucket_6
+            0.857305,  # bucket_7
+            2.291704,  # bucket_8
+            3.771307,  # bucket_9
+            2.150844,  # bucket_10
+            17.257590,  # bucket_11
+            3.651186,  # bucket_12
+            0.717051,  # upper_nonascii
             0.000000,  # group_cjk
-            0.219424,  # group_cyrillic
-            0.075547,  # group_other
+            0.222308,  # group_cyrillic
+            0.079812,  # group_other
             2.337985,  # unknown_bmp
             3.509714,  # astral
         ),
     },
     "cl100k": {
         "prose": (
-            0.459317,  # bias
-            0.060748,  # lower
-            0.068203,  # upper
-            0.576274,  # digit
-            0.059034,  # space
-            0.689007,  # newline
-            0.780378,  # tab
-            0.075980,  # punct
-            0.689343,  # word_runs
-            0.707403,  # camel
-            0.690151,  # digit_runs
-            0.650696,  # punct_runs
-            0.293902,  # indented_lines
-            0.000000,  # hex_like
-            0.000000,  # punct_pairs
-            0.038598,  # quote
-            0.403950,  # backslash
-            2.537787,  # hex_prefix
-            0.000000,  # digit_triples
+            0.439497,  # bias
+            0.060371,  # lower
+            0.067774,  # upper
+            0.548590,  # digit
+            0.061687,  # space
+            0.676291,  # newline
+            0.784479,  # tab
+            0.056430,  # punct
+            0.690842,  # word_runs
+            0.716335,  # camel
+            0.746124,  # digit_runs
+            0.682472,  # punct_runs
+            0.272198,  # indented_lines
+            0.000000,  # upper_pairs
+            0.039746,  # quote
+            0.435608,  # backslash
+            2.494314,  # hex_prefix
             0.000000,  # bucket_0
             0.000000,  # bucket_1
             0.000000,  # bucket_2
-            0.001919,  # bucket_3
-            0.001697,  # bucket_4
-            0.062542,  # bucket_5
-            0.246393,  # bucket_6
-            0.562195,  # bucket_7
-            0.904471,  # bucket_8
-            1.055295,  # bucket_9
-            1.378786,  # bucket_10
-            3.221318,  # bucket_11
-            2.541303,  # bucket_12
-            1.008329,  # upper_nonascii
+            0.021212,  # bucket_3
+            0.005320,  # bucket_4
+            0.057500,  # bucket_5
+            0.246420,  # bucket_6
+            0.555333,  # bucket_7
+            0.894123,  # bucket_8
+            1.055348,  # bucket_9
+            1.385883,  # bucket_10
+            3.225988,  # bucket_11
+            2.516606,  # bucket_12
+            1.026431,  # upper_nonascii
             0.000000,  # group_cjk
-            0.336297,  # group_cyrillic
-            0.567338,  # group_other
+            0.331975,  # group_cyrillic
+            0.568868,  # group_other
             2.614981,  # unknown_bmp
             3.633046,  # astral
         ),
         "code": (
-            0.423627,  # bias
-            0.107762,  # lower
-            0.129074,  # upper
-            0.655980,  # digit
-            0.048978,  # space
-            0.468281,  # newline
-            0.301223,  # tab
-            0.017639,  # punct
-            0.457872,  # word_runs
-            0.164639,  # camel
-            0.467614,  # digit_runs
-            0.781075,  # punct_runs
-            0.368629,  # indented_lines
-            0.046741,  # hex_like
-            0.113338,  # punct_pairs
-            0.046819,  # quote
-            0.342574,  # backslash
-            4.061269,  # hex_prefix
-            0.000000,  # digit_triples
+            0.469319,  # bias
+            0.109490,  # lower
+            0.128833,  # upper
+            0.622944,  # digit
+            0.049728,  # space
+            0.442504,  # newline
+            0.305266,  # tab
+            0.073761,  # punct
+            0.444812,  # word_runs
+            0.158722,  # camel
+            0.502877,  # digit_runs
+            0.746403,  # punct_runs
+            0.370658,  # indented_lines
+            0.000000,  # upper_pairs
+            0.055828,  # quote
+            0.351817,  # backslash
+            4.153081,  # hex_prefix
             0.000000,  # bucket_0
             0.000000,  # bucket_1
             0.000000,  # bucket_2
-            0.304437,  # bucket_3
-            0.113673,  # bucket_4
-            0.468595,  # bucket_5
-            0.507672,  # bucket_6
-            0.820750,  # bucket_7
-            1.586320,  # bucket_8
-            1.035271,  # bucket_9
-            1.680608,  # bucket_10
-            3.312835,  # bucket_11
-            2.805382,  # bucket_12
-            1.198223,  # upper_nonascii
+            0.286875,  # bucket_3
+            0.126348,  # bucket_4
+            0.479460,  # bucket_5
+            0.522657,  # bucket_6
+            0.826740,  # bucket_7
+            1.627722,  # bucket_8
+            1.088795,  # bucket_9
+            1.707831,  # bucket_10
+            3.250121,  # bucket_11
+            2.836675,  # bucket_12
+            1.148459,  # upper_nonascii
             0.000000,  # group_cjk
-            0.294508,  # group_cyrillic
-            0.340857,  # group_other
+            0.300766,  # group_cyrillic
+            0.332123,  # group_other
             2.614981,  # unknown_bmp
             3.633046,  # astral
         ),
         "cjk": (
-            0.374422,  # bias
-            0.112533,  # lower
-            0.155798,  # upper
-            0.580847,  # digit
-            0.109633,  # space
-            0.714438,  # newline
-            0.369270,  # tab
-            0.142019,  # punct
-            0.328962,  # word_runs
-            0.130986,  # camel
-            0.449398,  # digit_runs
-            0.712638,  # punct_runs
+            0.384609,  # bias
+            0.115729,  # lower
+            0.155648,  # upper
+            0.567493,  # digit
+            0.110950,  # space
+            0.692812,  # newline
+            0.343446,  # tab
+            0.073317,  # punct
+            0.316214,  # word_runs
+            0.135731,  # camel
+            0.482949,  # digit_runs
+            0.806136,  # punct_runs
             0.000000,  # indented_lines
-            0.000000,  # hex_like
-            0.000000,  # punct_pairs
+            0.000000,  # upper_pairs
             0.000000,  # quote
-            1.013059,  # backslash
-            2.742246,  # hex_prefix
-            0.000000,  # digit_triples
+            1.046272,  # backslash
+            2.777720,  # hex_prefix
             0.000000,  # bucket_0
             0.000000,  # bucket_1
             0.000000,  # bucket_2
             0.000000,  # bucket_3
-            0.373795,  # bucket_4
-            0.395996,  # bucket_5
-            0.612671,  # bucket_6
-            0.871027,  # bucket_7
-            1.679460,  # bucket_8
-            1.812390,  # bucket_9
-            1.747942,  # bucket_10
-            2.960099,  # bucket_11
-            2.763413,  # bucket_12
-            1.071722,  # upper_nonascii
+            0.376885,  # bucket_4
+            0.415203,  # bucket_5
+            0.629104,  # bucket_6
+            0.887659,  # bucket_7
+            1.685501,  # bucket_8
+            1.820865,  # bucket_9
+            1.762856,  # bucket_10
+            3.006708,  # bucket_11
+            2.776169,  # bucket_12
+            1.002361,  # upper_nonascii
             0.000000,  # group_cjk
-            0.366408,  # group_cyrillic
-            0.259230,  # group_other
+            0.371207,  # group_cyrillic
+            0.247751,  # group_other
             2.614981,  # unknown_bmp
             3.633046,  # astral
         ),
         "cyrillic": (
-            0.648208,  # bias
-            0.168578,  # lower
-            0.190724,  # upper
-            0.561903,  # digit
-            0.050325,  # space
-            1.081388,  # newline
-            0.951442,  # tab
-            0.070349,  # punct
-            0.078249,  # word_runs
-            0.051804,  # camel
-            0.701602,  # digit_runs
-            0.713604,  # punct_runs
+            0.639781,  # bias
+            0.169071,  # lower
+            0.191214,  # upper
+            0.486809,  # digit
+            0.055646,  # space
+            1.054653,  # newline
+            0.969308,  # tab
+            0.059568,  # punct
+            0.076997,  # word_runs
+            0.049124,  # camel
+            0.849954,  # digit_runs
+            0.726592,  # punct_runs
             0.000000,  # indented_lines
-            0.000000,  # hex_like
-            0.000000,  # punct_pairs
+            0.000000,  # upper_pairs
             0.000000,  # quote
-            0.329737,  # backslash
-            4.118764,  # hex_prefix
-            0.000000,  # digit_triples
+            0.336560,  # backslash
+            4.004585,  # hex_prefix
             0.000000,  # bucket_0
-            0.422052,  # bucket_1
+            0.433935,  # bucket_1
             0.000000,  # bucket_2
-            0.305703,  # bucket_3
-            0.390294,  # bucket_4
-            0.785301,  # bucket_5
-            1.184028,  # bucket_6
-            0.735768,  # bucket_7
-            1.653732,  # bucket_8
-            1.803710,  # bucket_9
-            1.934561,  # bucket_10
-            3.936390,  # bucket_11
-            2.454735,  # bucket_12
-            0.882144,  # upper_nonascii
+            0.307445,  # bucket_3
+            0.396268,  # bucket_4
+            0.783871,  # bucket_5
+            1.184937,  # bucket_6
+            0.743624,  # bucket_7
+            1.667223,  # bucket_8
+            1.783791,  # bucket_9
+            1.941983,  # bucket_10
+            3.941575,  # bucket_11
+            2.482627,  # bucket_12
+            0.889211,  # upper_nonascii
             0.000000,  # group_cjk
-            0.327747,  # group_cyrillic
+            0.327309,  # group_cyrillic
             0.000000,  # group_other
             2.614981,  # unknown_bmp
             3.633046,  # astral
         ),
         "script": (
-            0.572467,  # bias
-            0.181030,  # lower
-            0.201312,  # upper
-            0.521155,  # digit
-            0.076222,  # space
-            0.819433,  # newline
-            0.546323,  # tab
-            0.071142,  # punct
-            0.022392,  # word_runs
+            0.572063,  # bias
+            0.181475,  # lower
+            0.201722,  # upper
+            0.475961,  # digit
+            0.079063,  # space
+            0.808859,  # newline
+            0.553378,  # tab
+            0.069955,  # punct
+            0.020526,  # word_runs
             0.000000,  # camel
-            0.766067,  # digit_runs
-            0.734166,  # punct_runs
-            0.019861,  # indented_lines
-            0.000000,  # hex_like
-            0.000000,  # punct_pairs
+            0.862455,  # digit_runs
+            0.736571,  # punct_runs
+            0.008342,  # indented_lines
+            0.000000,  # upper_pairs
             0.000000,  # quote
-            0.701225,  # backslash
-            3.982592,  # hex_prefix
-            0.000000,  # digit_triples
+            0.691790,  # backslash
+            3.861218,  # hex_prefix
             0.000000,  # bucket_0
-            0.910854,  # bucket_1
+            0.881871,  # bucket_1
             0.000000,  # bucket_2
-            0.336187,  # bucket_3
-            0.499812,  # bucket_4
-            0.891458,  # bucket_5
-            0.951726,  # bucket_6
-            1.189801,  # bucket_7
-            1.495545,  # bucket_8
-            1.834144,  # bucket_9
-            1.984227,  # bucket_10
-            4.002296,  # bucket_11
-            3.028804,  # bucket_12
-            1.636122,  # upper_nonascii
-            0.011239,  # group_cjk
-            0.311140,  # group_cyrillic
+            0.327089,  # bucket_3
+            0.497663,  # bucket_4
+            0.890330,  # bucket_5
+            0.951845,  # bucket_6
+            1.188862,  # bucket_7
+            1.493901,  # bucket_8
+            1.840165,  # bucket_9
+            1.989523,  # bucket_10
+            3.993842,  # bucket_11
+            3.025315,  # bucket_12
+            1.640878,  # upper_nonascii
+            0.013514,  # group_cjk
+            0.314167,  # group_cyrillic
             0.000000,  # group_other
             2.614981,  # unknown_bmp
             3.633046,  # astral
         ),
         "json": (
-            0.645646,  # bias
-            0.121428,  # lower
-            0.140404,  # upper
-            0.443675,  # digit
-            0.031662,  # space
-            0.642105,  # newline
-            0.547821,  # tab
-            0.068254,  # punct
-            0.360636,  # word_runs
-            0.240798,  # camel
-            0.871689,  # digit_runs
-            0.725058,  # punct_runs
-            0.513047,  # indented_lines
-            0.000000,  # hex_like
-            0.000000,  # punct_pairs
+            0.639405,  # bias
+            0.123836,  # lower
+            0.142823,  # upper
+            0.395788,  # digit
+            0.032755,  # space
+            0.627920,  # newline
+            0.567412,  # tab
+            0.036750,  # punct
+            0.349575,  # word_runs
+            0.237096,  # camel
+            0.965089,  # digit_runs
+            0.766657,  # punct_runs
+            0.519191,  # indented_lines
+            0.000000,  # upper_pairs
             0.000000,  # quote
-            0.366804,  # backslash
-            3.284802,  # hex_prefix
-            0.000000,  # digit_triples
+            0.532974,  # backslash
+            3.114578,  # hex_prefix
             0.000000,  # bucket_0
-            0.017916,  # bucket_1
+            0.064336,  # bucket_1
             0.000000,  # bucket_2
-            0.187875,  # bucket_3
-            0.224578,  # bucket_4
-            0.513226,  # bucket_5
-            0.616605,  # bucket_6
-            0.876670,  # bucket_7
-            1.515502,  # bucket_8
-            1.394088,  # bucket_9
-            1.714439,  # bucket_10
-            3.737148,  # bucket_11
-            2.716948,  # bucket_12
-            1.047973,  # upper_nonascii
+            0.190368,  # bucket_3
+            0.237245,  # bucket_4
+            0.522034,  # bucket_5
+            0.625514,  # bucket_6
+            0.892888,  # bucket_7
+            1.555585,  # bucket_8
+            1.398365,  # bucket_9
+            1.726877,  # bucket_10
+            3.755786,  # bucket_11
+            2.732621,  # bucket_12
+            1.042534,  # upper_nonascii
             0.000000,  # group_cjk
-            0.335279,  # group_cyrillic
-            0.271792,  # group_other
+            0.336063,  # group_cyrillic
+            0.264130,  # group_other
             2.614981,  # unknown_bmp
             3.633046,  # astral
         ),
