@@ -87,7 +87,7 @@ class TestPieceClassifier:
         [
             pytest.param(PROSE, "prose", id="prose"),
             pytest.param(CODE, "code", id="code"),
-            pytest.param('{"a": [1, 2, {"b": null}], "c": "d"}' * 10, "code", id="json"),
+            pytest.param('{"a": [1, 2, {"b": null}], "c": "d"}' * 10, "json", id="json"),
             pytest.param(CHINESE, "cjk", id="chinese"),
             pytest.param(RUSSIAN, "cyrillic", id="russian"),
             pytest.param(ARABIC, "script", id="arabic"),
@@ -125,15 +125,69 @@ class TestSampling:
         assert vector[group : group + 3] == [1.0, 3.0, 0.0]  # 家 | д о м | –
         assert vector[FEATURE_NAMES.index("astral")] == 1.0
 
-    def test_a_long_ascii_text_samples_runs_but_counts_letters_exactly(self) -> None:
+    def test_a_short_text_is_counted_exactly(self) -> None:
         from contextwindow.pricing._features import ASCII_SAMPLE_ABOVE
 
-        text = CODE * (ASCII_SAMPLE_ABOVE // len(CODE) + 4)
+        text = (CODE * 20)[:ASCII_SAMPLE_ABOVE]
         _, vector = features(text)
         assert vector[FEATURE_NAMES.index("lower")] == sum(c.islower() for c in text)
+        exact = len("".join(c if c.isalpha() else " " for c in text).split())
+        assert vector[FEATURE_NAMES.index("word_runs")] == exact
+
+    @pytest.mark.parametrize(
+        "text",
+        [pytest.param(CODE * 12, id="ascii"), pytest.param((CODE + RUSSIAN) * 6, id="mixed-script")],
+    )
+    def test_a_long_text_samples_its_ascii_counts_and_they_sum_to_its_ascii_length(self, text: str) -> None:
+        from contextwindow.pricing._features import ASCII_FEATURES, ASCII_SAMPLE_ABOVE
+
+        assert len(text.encode()) > 4 * ASCII_SAMPLE_ABOVE
+        _, vector = features(text)
+        names = ("lower", "upper", "digit", "space", "newline", "tab", "punct")
+        classes = [vector[ASCII_FEATURES.index(name)] for name in names]
+        assert sum(classes) == pytest.approx(sum(c.isascii() for c in text))
+        assert min(classes) >= 0
+        lower = sum(c.islower() and c.isascii() for c in text)
+        assert vector[FEATURE_NAMES.index("lower")] == pytest.approx(lower, rel=0.05)
         runs = vector[FEATURE_NAMES.index("word_runs")]
-        exact = len([w for w in "".join(c if c.isalpha() else " " for c in text).split()])
-        assert runs == pytest.approx(exact, rel=0.05)
+        exact = len("".join(c if c.isalpha() else " " for c in text).split())
+        assert runs == pytest.approx(exact, rel=0.1)
+
+    def test_the_number_of_non_ascii_characters_stays_exact_in_a_long_text(self) -> None:
+        text = (CODE + RUSSIAN) * 6
+        _, vector = features(text)
+        group = FEATURE_NAMES.index("group_cjk")
+        assert sum(vector[group : group + 3]) == pytest.approx(sum(not c.isascii() for c in text))
+
+    def test_a_long_text_costs_its_parts_scaled(self) -> None:
+        text = CODE * 12
         assert Estimator("gpt-4o").raw_text(text) == pytest.approx(
-            Estimator("gpt-4o").raw_text(CODE) * len(text) / len(CODE), rel=0.05
+            Estimator("gpt-4o").raw_text(CODE) * 12, rel=0.05
         )
+
+    def test_windows_that_miss_the_ascii_fall_back_to_exact_counts(self) -> None:
+        # A text of CJK with its only ASCII between the eight windows: counted, not dropped.
+        text = CHINESE * 4 + "\n\n" + CHINESE * 4
+        _, vector = features(text)
+        assert vector[FEATURE_NAMES.index("newline")] == 2.0
+
+
+class TestCodeFeatures:
+    def test_escape_sequences_hex_literals_and_acronyms_are_counted(self) -> None:
+        _, vector = features("x = '\\xe4\\x00' + 0x1f + MAX_SIZE")
+        assert vector[FEATURE_NAMES.index("backslash")] == 2.0
+        assert vector[FEATURE_NAMES.index("hex_prefix")] == 1.0
+        assert vector[FEATURE_NAMES.index("upper_pairs")] == 3.0  # "MA" "X" _ "SI" "ZE"
+        assert vector[FEATURE_NAMES.index("quote")] == 0.0  # single quotes are not JSON's
+
+    def test_a_codec_table_costs_more_than_plain_code_of_its_length(self) -> None:
+        # stdlib encodings/*.py: runs of '\xNN' escapes split into more tokens than identifiers.
+        table = "".join(f"    '\\x{i:02x}'     #  0x{i:02X} -> CHARACTER\n" for i in range(64))
+        plain = (CODE * 8)[: len(table)]
+        est = Estimator("gpt-4o")
+        assert est.raw_text(table) / len(table) > est.raw_text(plain) / len(plain)
+
+    def test_json_with_dense_quotes_takes_the_json_piece(self) -> None:
+        text = '{"name": "price", "kind": "text", "tokens": 12, "cached": true},\n' * 20
+        assert PIECES[features(text)[0]] == "json"
+        assert PIECES[features(CODE)[0]] == "code"

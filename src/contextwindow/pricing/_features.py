@@ -1,16 +1,21 @@
 """Text features for the fitted rule: counts a C-speed scan can take, and the piece a text belongs to.
 
 The default text rule prices a string as a linear function of these counts (``_text.py``), with
-one coefficient vector per *piece* (prose, code, CJK, Cyrillic, other scripts) chosen by
+one coefficient vector per *piece* (prose, code, CJK, Cyrillic, other scripts, JSON) chosen by
 :func:`piece_of`, a cheap deterministic classifier over the same counts. The same functions are
 used by the fitting script (``benchmarks/fit_text_rule.py``), so the coefficients are fitted on
 exactly what runtime computes.
 
 ASCII features follow how BPE pre-tokenizers split text: each letter run, digit group and
-punctuation run is about one pre-token, camelCase and hex-like identifiers split further, an
-indentation run is a token of its own. Single-byte counts are one ``bytes.translate`` into a class
-alphabet and ``bytes.count``, always exact; run and pair counts (a few times dearer) are taken on
-eight fixed windows of a mostly-ASCII text longer than :data:`ASCII_SAMPLE_ABOVE` bytes and scaled.
+punctuation run is about one pre-token, camelCase words and acronyms split further, an
+indentation run is a token of its own; escape sequences (``\\xNN``) and hex literals (``0x``) split
+into short pieces, which is what made the stdlib codec tables cost 25–30% more than the rule said.
+Single-byte counts are one ``bytes.translate`` into a class alphabet and a ``bytes.count`` per
+class; they and the run, pair and escape counts are exact up to :data:`ASCII_SAMPLE_ABOVE` bytes
+and taken on eight fixed windows of a longer text and scaled (the numbers of ASCII and non-ASCII
+characters stay exact). Every C pass costs ~1.5 ns a byte on the build machine and tiktoken
+~80–180 ns a byte, so the number of passes over the whole text is what decides the speed target
+(≥ 5× tiktoken).
 
 Non-ASCII characters are priced per character: ``_chartable.py`` (generated offline from the
 tokenizers) puts every character seen in the fitting corpus into a cost bucket by its mean token
@@ -56,8 +61,10 @@ ASCII_FEATURES: tuple[str, ...] = (
     "digit_runs",  # runs of digits: a number costs ~1 token per run + 1 per 3 more digits
     "punct_runs",  # runs of ASCII punctuation: a run often merges into one token
     "indented_lines",  # "\n " : an indentation run is a token of its own
-    "hex_like",  # digit-letter-digit: hex literals and identifiers with numbers
-    "punct_pairs",  # "pp": adjacent punctuation that does not merge
+    "upper_pairs",  # "AA": acronyms and constants (JSON, HTTP, MAX_SIZE) split more than words
+    "quote",  # double quotes: JSON keys and strings (also picks the JSON piece)
+    "backslash",  # backslashes: escape sequences (\\xNN, \\uNNNN, \\n) split into several tokens
+    "hex_prefix",  # "0x": hex literals, whose digits and letters split into short pieces
 )
 N_BUCKETS = _chartable.N_BUCKETS
 GROUPS = ("cjk", "cyrillic", "other")
@@ -69,18 +76,21 @@ FEATURE_NAMES: tuple[str, ...] = (
     + ("unknown_bmp", "astral")
 )
 N_FEATURES = len(FEATURE_NAMES)
-PIECES: tuple[str, ...] = ("prose", "code", "cjk", "cyrillic", "script")
+PIECES: tuple[str, ...] = ("prose", "code", "cjk", "cyrillic", "script", "json")
 """Pieces of the piecewise rule, in the order ``piece_of`` returns their index."""
 
-SAMPLE_ABOVE = 1024
+SAMPLE_ABOVE = 512
 """Texts with more non-ASCII characters than this translate eight windows of :data:`_WINDOW` of them
-(``str.translate`` costs ~70 ns a character, the rest of the scan ~15 ns a byte)."""
-_WINDOW = 128
+(``str.translate`` costs ~70 ns a character, a C pass ~1.5 ns a byte; 512 characters keep the
+sampling error of the bucket shares within ~2% on the held-out script text, measured)."""
+_WINDOW = 64
 _WINDOWS = 8
-ASCII_SAMPLE_ABOVE = 2048
-"""Texts of more UTF-8 bytes than this take their run and pair counts on eight windows."""
-_ASCII_WINDOW = 256
+ASCII_SAMPLE_ABOVE = 1024
+"""Texts of more UTF-8 bytes than this take every ASCII count on eight windows of 128 bytes (each
+count is a C pass of ~1.5 ns a byte; ~20 of them over the whole text made the rule only ~3.5×
+tiktoken on prose, measured)."""
 # Classifier thresholds (chosen on the fit half; see fit_text_rule.py's confusion printout).
+_JSON_QUOTES = 0.3  # double quotes above this share of the ASCII punctuation: the JSON piece
 _SCRIPT_SHARE = 0.25  # non-ASCII characters above this share of the text: a script piece
 _CODE_PUNCT = 0.075  # ASCII punctuation above this share of the text: the code piece
 
@@ -142,13 +152,14 @@ def _translation(family: str) -> list[str]:
     return table
 
 
-def _nonascii(text: str, family: str, nonascii: int) -> list[float]:
+def _nonascii(high: bytes, family: str, nonascii: int) -> list[float]:
     """Bucket counts, uppercase, group totals, unknown and astral counts of the non-ASCII part.
 
-    The ASCII bytes are deleted in C first, so ``str.translate`` (a Python-level lookup per
-    character) sees only the non-ASCII characters, and at most four windows of them.
+    ``high`` is the text's UTF-8 with the ASCII bytes deleted (in C), so ``str.translate`` (a
+    Python-level lookup per character) sees only the non-ASCII characters, and at most eight
+    windows of them.
     """
-    chars = text.encode("utf-8", "surrogatepass").translate(None, _ASCII).decode("utf-8", "surrogatepass")
+    chars = high.decode("utf-8", "surrogatepass")
     n = len(chars)
     if n > SAMPLE_ABOVE:
         step = (n - _WINDOW) // (_WINDOWS - 1)
@@ -174,73 +185,95 @@ def _nonascii(text: str, family: str, nonascii: int) -> list[float]:
     return [x * scale for x in (*buckets, upper, *groups, unknown, astral)]
 
 
+def _windows(data: bytes, budget: int) -> bytes:
+    """Eight fixed, evenly spread windows of ``data`` totalling ``budget`` bytes (deterministic)."""
+    width = budget // _WINDOWS
+    step = (len(data) - width) // (_WINDOWS - 1)
+    return b"".join(data[i * step : i * step + width] for i in range(_WINDOWS))
+
+
 def features(text: str, family: str = "o200k") -> tuple[int, list[float]]:
     """``(piece, vector)`` of ``text`` for a tokenizer family, in the order of :data:`FEATURE_NAMES`.
 
-    Cost: one UTF-8 encode, three ``bytes.translate`` passes and ~14 ``count`` passes in C; for
-    non-ASCII text one more ``bytes.translate``, a decode, one ``str.translate`` over at most
-    1,024 characters and ~45 counts over that short string.
+    Up to :data:`ASCII_SAMPLE_ABOVE` UTF-8 bytes every count is exact. A longer text is read
+    whole only by the encode and (if it is not ASCII) one deleting ``bytes.translate`` that
+    yields its non-ASCII bytes and so the exact numbers of ASCII and non-ASCII characters; every
+    ASCII count is taken on eight fixed windows of :data:`ASCII_SAMPLE_ABOVE` bytes in all and
+    scaled (class counts to the exact number of ASCII characters, so they sum to it; run, pair
+    and escape counts to the byte length). The non-ASCII characters are then priced by
+    ``_nonascii`` on at most :data:`SAMPLE_ABOVE` of them. Deterministic: fixed windows, no
+    randomness. Cost: ~20 C passes over at most 1 KB plus ~1 ns a byte of the whole text, which is
+    what keeps the rule several times faster than tiktoken (~80–180 ns a byte here).
     """
     if not text:
         return 0, [0.0] * N_FEATURES
     raw = text.encode("utf-8", "surrogatepass")
-    cls = raw.translate(_CLASS_TABLE)
-    count = cls.count
     n = len(text)
-    lower, upper, digit, space = count(b"a"), count(b"A"), count(b"0"), count(b" ")
-    newline, punct = count(b"\n"), count(b"p")
-    if text.isascii():  # O(1) in CPython: the string knows it is ASCII; the rest is control bytes
-        nonascii = 0
-        tab = n - (lower + upper + digit + space + newline + punct)
-    else:
-        tab = count(b"\t")
-        nonascii = n - (lower + upper + digit + space + newline + tab + punct)
-    # Run and pair counts cost a few times a single-byte count: above ASCII_SAMPLE_ABOVE bytes of a
-    # mostly-ASCII text they are taken on eight fixed windows and scaled to the whole
-    # (deterministic sampling; single-byte counts stay exact).
     size = len(raw)
+    is_ascii = text.isascii()  # O(1) in CPython: the string knows it is ASCII
+    high = b"" if is_ascii else raw.translate(None, _ASCII)
+    ascii_total = size - len(high)  # ASCII characters: one byte each
+    nonascii = n - ascii_total
     scale = 1.0
-    if size > ASCII_SAMPLE_ABOVE and nonascii <= _SCRIPT_SHARE * n:  # script texts stay exact
-        step = (size - _ASCII_WINDOW) // (_WINDOWS - 1)
-        raw = b"".join(raw[i * step : i * step + _ASCII_WINDOW] for i in range(_WINDOWS))
+    if size > ASCII_SAMPLE_ABOVE:
+        sample = _windows(raw, ASCII_SAMPLE_ABOVE)
+        cls = sample.translate(_CLASS_TABLE)
+        in_sample = len(sample) - (0 if is_ascii else cls.count(b"c"))
+        if in_sample or not ascii_total:
+            raw = sample
+            scale = size / len(sample)
+        else:  # the windows fell on non-ASCII text only: count the ASCII exactly
+            cls = raw.translate(_CLASS_TABLE)
+            in_sample = ascii_total
+    else:
         cls = raw.translate(_CLASS_TABLE)
-        count = cls.count
-        scale = size / len(raw)
+        in_sample = ascii_total
+    count = cls.count
+    k = ascii_total / in_sample if in_sample else 0.0
+    lower, upper, digit, space = count(b"a") * k, count(b"A") * k, count(b"0") * k, count(b" ") * k
+    newline, punct = count(b"\n") * k, count(b"p") * k
+    tab = max(0.0, ascii_total - (lower + upper + digit + space + newline + punct))
     words = raw.translate(_WORD_TABLE)
     digits = raw.translate(_DIGIT_TABLE)
     puncts = raw.translate(_PUNCT_TABLE)
+    quote = raw.count(b'"') * scale
     head = [
         1.0,
-        float(lower),
-        float(upper),
-        float(digit),
-        float(space),
-        float(newline),
-        float(tab),
-        float(punct),
+        lower,
+        upper,
+        digit,
+        space,
+        newline,
+        tab,
+        punct,
         # run starts: the pattern counts every start but the first byte's, added by the comparison
         (words.count(b" a") + (words[:1] == b"a")) * scale,
         count(b"aA") * scale,
         (digits.count(b" 0") + (digits[:1] == b"0")) * scale,
         (puncts.count(b" p") + (puncts[:1] == b"p")) * scale,
         count(b"\n ") * scale,
-        count(b"0a0") * scale,
-        count(b"pp") * scale,
+        count(b"AA") * scale,
+        quote,
+        raw.count(b"\\") * scale,
+        raw.count(b"0x") * scale,
     ]
-    tail = _nonascii(text, family, nonascii) if nonascii else [0.0] * (N_FEATURES - len(head))
-    return piece_of(n, punct, nonascii, tail), head + tail
+    tail = _nonascii(high, family, nonascii) if nonascii else [0.0] * (N_FEATURES - len(head))
+    return piece_of(n, punct, quote, nonascii, tail), head + tail
 
 
 _GROUP_AT = len(ASCII_FEATURES) + N_BUCKETS + 1  # index of group_cjk within the non-ASCII tail
 
 
-def piece_of(length: int, punct: int, nonascii: int, tail: list[float]) -> int:
+def piece_of(length: int, punct: float, quote: float, nonascii: int, tail: list[float]) -> int:
     """Index into :data:`PIECES`: a script piece when non-ASCII characters are more than a quarter
-    of the text (the largest script group decides), else code when ASCII punctuation is dense."""
+    of the text (the largest script group decides), else code or JSON when ASCII punctuation is
+    dense (JSON when double quotes are a large share of it)."""
     if nonascii > _SCRIPT_SHARE * length:
         g = _GROUP_AT - len(ASCII_FEATURES)
         cjk, cyr, other = tail[g], tail[g + 1], tail[g + 2]
         if cjk >= cyr and cjk >= other:
             return 2
         return 3 if cyr >= other else 4
-    return 1 if punct > _CODE_PUNCT * length else 0
+    if punct <= _CODE_PUNCT * length:
+        return 0
+    return 5 if quote > _JSON_QUOTES * punct else 1

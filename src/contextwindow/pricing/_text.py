@@ -1,7 +1,7 @@
 """Text rules per tokenizer family: the fitted default, and tiktoken's exact count where installed.
 
 The fitted rule prices a string as ``sum(c * f)`` over the features of ``_features.py`` with one
-coefficient vector per family and piece (prose, code, CJK, Cyrillic, other scripts; chosen by
+coefficient vector per family and piece (prose, code, CJK, Cyrillic, other scripts, JSON; chosen by
 ``_features.piece_of``), in ``_coefficients.py``, fitted by ``benchmarks/fit_text_rule.py``
 against tiktoken. Claude's tokenizer is not public, so a Claude
 family prices text as the o200k rule times a ratio fitted per generation against real Claude usage
