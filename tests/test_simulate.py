@@ -87,7 +87,9 @@ class TestSimulate:
         first_stream = [r for r in result.records[3:] if r.turn == 0 and r.provider_input_tokens]
         assert len(first_stream) >= 4
         for record in first_stream:
-            assert abs(record.estimated_tokens / record.provider_input_tokens - 1) < 0.05, record
+            assert abs(record.estimated_tokens / record.provider_input_tokens - 1) < 0.08, (
+                record
+            )  # unanchored: 16–25%
 
     def test_bad_settings_are_invalid_input(self) -> None:
         from contextwindow.errors import InvalidInput
