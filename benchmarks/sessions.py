@@ -171,9 +171,7 @@ async def _run(scenario: Scenario, window: int, mode: str, serve_less: bool) -> 
         except ContextOverflow:
             run.failed_turns += 1
             # The turn is lost; drop what is left of its script so the next turn lines up.
-            remaining = sum(len(t.replies) for t in scenario.turns[number + 1 :])
-            while model.pending > remaining:
-                model._script.popleft()
+            model.discard_script(sum(len(t.replies) for t in scenario.turns[number + 1 :]))
         run.engine_seconds += engine.stats.engine_seconds
         run.calls += engine.stats.calls
     run.rejections = model.rejected
