@@ -87,7 +87,7 @@ class TestSimulate:
         first_stream = [r for r in result.records[3:] if r.turn == 0 and r.provider_input_tokens]
         assert len(first_stream) >= 4
         for record in first_stream:
-            assert abs(record.estimated_tokens / record.provider_input_tokens - 1) < 0.08, (
+            assert abs(record.estimated_tokens / record.provider_input_tokens - 1) < 0.1, (
                 record
             )  # unanchored: 16–25%
 

@@ -57,7 +57,9 @@ class WindowFit:
         self.estimator = estimator
         self.round_pricing = round_pricing
         self.pricer = (
-            RoundPricer(preset="seed") if round_pricing == "seed" else RoundPricer(estimator=estimator)
+            RoundPricer(preset="seed")
+            if round_pricing == "seed"
+            else RoundPricer(estimator=estimator, margin=fit_margin)
         )
         """Prices an appended round for the projection (at the live multiplier, see :meth:`live_estimator`)."""
         self._base_pricer = self.pricer
@@ -139,7 +141,9 @@ class WindowFit:
             self._calibrated = Estimator(self.profile, multiplier)
             if self.round_pricing == "estimator":
                 # Calibration may only raise a round's price: a multiplier below 1 must not let it slip.
-                self.pricer = RoundPricer(estimator=self._calibrated, floor_estimator=self.estimator)
+                self.pricer = RoundPricer(
+                    estimator=self._calibrated, floor_estimator=self.estimator, margin=self.fit_margin
+                )
         if multiplier == 1.0:
             self.pricer = self._base_pricer
             return self.estimator
