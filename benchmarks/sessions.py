@@ -38,20 +38,16 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from contextwindow.compile import Policy
-from contextwindow.content import Request
 from contextwindow.engine import Engine, EngineSettings
 from contextwindow.engine_compiler import EngineCompiler
 from contextwindow.errors import ContextOverflow
 from contextwindow.events import Compacted, Note, OverflowRecovered, StreamRestarted, UsageReported
-from contextwindow.formats import AttachmentLoader
 from contextwindow.models import get_profile
 from contextwindow.providers import LocalProvider, LocalSettings
-from contextwindow.providers.local import LocalModel
-from contextwindow.providers.local.model import Rejection, Reply, WireFormat
 from contextwindow.scenario import Scenario
+from contextwindow.simulate import RecordingModel
 from contextwindow.store import open_store
 from contextwindow.summarizer import Summarizer
 
@@ -62,32 +58,6 @@ MODES = ("cumulative", "per-call", "output-only", "none")
 SERVE_LESS = 0.85
 MODEL = "claude-sonnet-4-5"
 RESULTS = Path(__file__).parent / "results" / "sessions.md"
-
-
-class _CountingModel(LocalModel):
-    """The local model, remembering its own count of every request it answered or refused."""
-
-    def __init__(self, settings: LocalSettings, script: Sequence[Any]) -> None:
-        super().__init__(settings, script=script)
-        self.sent: list[int] = []
-        self.rejected = 0
-
-    def handle(
-        self,
-        request: Request,
-        *,
-        wire: WireFormat,
-        max_tokens: int | None,
-        load: AttachmentLoader | None = None,
-        session: str = "default",
-    ) -> Reply | Rejection:
-        outcome = super().handle(request, wire=wire, max_tokens=max_tokens, load=load, session=session)
-        if session == "default":
-            if isinstance(outcome, Reply):
-                self.sent.append(outcome.input_tokens)
-            else:
-                self.rejected += 1
-        return outcome
 
 
 @dataclass
@@ -123,7 +93,7 @@ async def _run(scenario: Scenario, window: int, mode: str, serve_less: bool) -> 
         usage=mode,  # type: ignore[arg-type]
         default_model=MODEL,
     )
-    model = _CountingModel(settings, scenario.scripted_replies())
+    model = RecordingModel(settings, scenario.scripted_replies())
     provider = LocalProvider(model)
     session = open_store().session("bench")
     for ref in scenario.attachment_refs():

@@ -39,7 +39,7 @@ from .scenario import Scenario
 from .store import Session, open_store
 from .summarizer import Summarizer
 
-__all__ = ["SimulationResult", "UsageMode", "simulate", "simulate_sync"]
+__all__ = ["RecordingModel", "SimulationResult", "UsageMode", "simulate", "simulate_sync"]
 
 UsageMode = Literal["cumulative", "per-call", "output-only", "none"]
 SUMMARIZE_MARKER = "[[contextwindow:summarize]]"
@@ -57,12 +57,23 @@ class SimulationResult:
     events: list[Event] = field(default_factory=list)
 
 
-class _Recorder(LocalModel):
-    """The local model, keeping what it received: the request, its count, and whether it refused."""
+class RecordingModel(LocalModel):
+    """The local model, keeping what its agent session received: each request, the provider's count of
+    it, and whether it was refused (the summariser's session is not recorded)."""
 
     def __init__(self, settings: LocalSettings, script: Sequence[Message]) -> None:
         super().__init__(settings, script=script)
         self.calls: list[tuple[Request, WireFormat, int, bool, AttachmentLoader | None]] = []
+
+    @property
+    def sent(self) -> list[int]:
+        """The provider's count of each accepted request, in order."""
+        return [counted for _, _, counted, rejected, _ in self.calls if not rejected]
+
+    @property
+    def rejected(self) -> int:
+        """How many requests the provider refused."""
+        return sum(1 for call in self.calls if call[3])
 
     def handle(
         self,
@@ -161,7 +172,7 @@ async def simulate(
     profile = base.with_(
         context_window=declared, max_output_tokens=min(base.max_output_tokens, max(reserve, declared // 2))
     )
-    local = _Recorder(
+    local = RecordingModel(
         LocalSettings(
             window=declared, effective_window=provider_window, usage=usage, default_model=base.name
         ),
@@ -214,7 +225,7 @@ def _attach_all(scenario: Scenario, session: Session) -> None:
 async def _run(
     scenario: Scenario,
     engine: Engine,
-    local: _Recorder,
+    local: RecordingModel,
     compiler: _RecordingCompiler,
     profile: ModelProfile,
     reserve: int,
@@ -277,7 +288,7 @@ async def _run(
 
 
 def _drain(
-    local: _Recorder,
+    local: RecordingModel,
     records: list[CallRecord],
     estimator: Estimator,
     estimate: int,
