@@ -10,6 +10,11 @@ Rounds are left out when they cannot be priced honestly from the log: a non-posi
 compaction or a new system prompt), a model change, images (their bytes are in the log but the
 dimensions are what pricing uses, and five images are no sample), thinking blocks (whether earlier
 turns' thinking counts depends on the model), and compaction summaries.
+
+The content is what the API received where the log shows it differs from what the log displays:
+an ``ExitPlanMode`` in plan-file mode is priced with its real empty input (see ``_blocks``).
+Rounds where the log shows Claude Code injected content it does not record are kept and flagged
+(``Round.injected``, :data:`INJECTIONS`); :func:`explained` leaves them out of the explained subset.
 Files are split into ``fit`` and ``holdout`` per generation (one file in three held out).
 """
 
@@ -26,7 +31,16 @@ from contextwindow.content import Message, Text, ToolResult, ToolUse
 
 from ._paths import CLAUDE_SESSIONS
 
-__all__ = ["EXPLAINED_CHARS_PER_TOKEN", "ROOT", "Round", "explained", "generation", "rounds"]
+__all__ = [
+    "EXPLAINED_CHARS_PER_TOKEN",
+    "INJECTIONS",
+    "ROOT",
+    "Round",
+    "explained",
+    "file_rounds",
+    "generation",
+    "rounds",
+]
 
 ROOT = CLAUDE_SESSIONS
 
@@ -37,6 +51,10 @@ class Round:
     model: str
     delta: int
     messages: tuple[Message, ...]
+    lines: tuple[int, int] = (0, 0)
+    """0-based line numbers of the two calls' first entries in the source file."""
+    injected: tuple[str, ...] = ()
+    """Why the log shows Claude Code added content it does not record (see :func:`explained`)."""
 
     @property
     def chars(self) -> int:
@@ -61,18 +79,35 @@ EXPLAINED_CHARS_PER_TOKEN = (1.0, 5.0)
 Real agent content (English, code, JSON, tool output) runs at 1.5–4.3 characters per Claude token
 in these sessions (2–3 for Opus 4.7). A round below 1 has far more tokens than its logged content
 can carry: Claude Code injected something the log does not show (system reminders on a typed
-prompt, a sub-agent's second call, tool-list changes). A round above 5 logged more than was sent
-(ExitPlanMode's logged result echoes the whole plan). Such a delta is not the price of the logged
-content, whatever method prices it. The benchmark reports every method on all rounds AND on the
-explained ones; the Claude fit uses the explained ones only. The rule looks only at the log
-(characters and the real delta), never at any method's estimate.
+prompt, a sub-agent's second call, tool-list changes). A round above 5 logged more than was sent.
+"""
+
+INJECTIONS = ("plan mode", "edit hook")
+"""Evidence in the log that Claude Code added content to a round that the log does not record.
+
+- ``plan mode``: while plan mode is on, Claude Code attaches its plan-mode system reminder (about
+  900 tokens for Opus 4.5) to every user turn; the reminder is not logged. Measured on the
+  deep-manifest session: all 12 rounds in its two plan-mode spans are under-priced by 850–1,100
+  tokens whatever their content (signed median −63% over the 15 plan-mode rounds ≥ 500 tokens).
+- ``edit hook``: a ``PostToolUse`` hook ran after a file edit (a formatter such as ``ruff
+  format``); when it rewrote a file Claude Code has read, Claude Code sends the changed lines as an
+  unlogged notice in that round or the next (claude-code-log sample: +2,400 to +6,400 tokens after
+  "1 file reformatted"). Both rounds are flagged, whether or not the hook changed anything.
+
+Detection reads only the log (``_plan_mode_lines``, ``_edit_hook``), never any method's estimate.
 """
 
 
 def explained(round_: Round) -> bool:
-    """True when the logged content can be what the round's real delta paid for (see above)."""
+    """True when the logged content can be what the round's real delta paid for.
+
+    Two principled rules, applied to every method alike: the log shows no injection
+    (:data:`INJECTIONS`), and the logged characters per real token lie in
+    :data:`EXPLAINED_CHARS_PER_TOKEN`. The benchmark reports every method on all rounds AND on the
+    explained ones, with the count each rule removes; the Claude fit uses the explained ones only.
+    """
     lo, hi = EXPLAINED_CHARS_PER_TOKEN
-    return lo * round_.delta <= round_.chars <= hi * round_.delta
+    return not round_.injected and lo * round_.delta <= round_.chars <= hi * round_.delta
 
 
 def generation(model: str) -> str:
@@ -89,8 +124,22 @@ def _prompt(usage: dict[str, Any]) -> int:
     )
 
 
-def _blocks(content: Any) -> list[Any] | None:
-    """Canonical blocks of a log entry's content, or None when the round cannot be priced."""
+PLAN_FILE_DIR = "/.claude/plans/"
+"""Claude Code (2.0.5x and later) keeps the plan of plan mode in a file under ``~/.claude/plans/``."""
+
+EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
+
+
+def _blocks(content: Any, plan_files: dict[str, str] | None = None) -> list[Any] | None:
+    """Canonical blocks of a log entry's content, or None when the round cannot be priced.
+
+    ``plan_files`` (path → text last written there) tracks the session's plan files: a Write to a
+    plan file records its text, and an ``ExitPlanMode`` whose logged ``plan`` equals a plan file's
+    text is priced with the input the API received, ``{}``. In plan-file mode the model calls
+    ``ExitPlanMode`` without arguments and Claude Code copies the file into the logged input for
+    display; the real deltas show it (deep-manifest session: the three such rounds pay for the plan
+    once, in the tool result, never twice).
+    """
     if isinstance(content, str):
         return [Text(text=content)] if content else []
     out: list[Any] = []
@@ -99,7 +148,14 @@ def _blocks(content: Any) -> list[Any] | None:
         if kind == "text":
             out.append(Text(text=b.get("text", "")))
         elif kind == "tool_use":
-            out.append(ToolUse(id=b.get("id", ""), name=b.get("name", ""), input=b.get("input") or {}))
+            name, tool_input = b.get("name", ""), b.get("input") or {}
+            if plan_files is not None:
+                target = str(tool_input.get("file_path", ""))
+                if name == "Write" and PLAN_FILE_DIR in target:
+                    plan_files[target] = str(tool_input.get("content", ""))
+                elif name == "ExitPlanMode" and tool_input.get("plan") in plan_files.values():
+                    tool_input = {k: v for k, v in tool_input.items() if k != "plan"}
+            out.append(ToolUse(id=b.get("id", ""), name=name, input=tool_input))
         elif kind == "tool_result":
             inner = b.get("content")
             if isinstance(inner, list):
@@ -114,63 +170,147 @@ def _blocks(content: Any) -> list[Any] | None:
     return out
 
 
-def _file_rounds(path: Path) -> list[Round]:
-    calls: list[tuple[str, str, int, list[Any]]] = []  # (id, model, prompt, entries after the call)
-    current: dict[str, Any] | None = None
-    pending: list[Any] = []
-    for line in path.read_text().splitlines():
-        entry = json.loads(line)
+def _typed_prompt(entry: dict[str, Any]) -> bool:
+    """A user entry the person typed (not a tool result, not Claude Code's meta text)."""
+    if entry.get("type") != "user" or entry.get("isMeta") or entry.get("isCompactSummary"):
+        return False
+    content = (entry.get("message") or {}).get("content")
+    if isinstance(content, str):
+        return bool(content)
+    return bool(content) and all(b.get("type") != "tool_result" for b in content)
+
+
+def _tool_uses(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    content = (entry.get("message") or {}).get("content")
+    if entry.get("type") != "assistant" or not isinstance(content, list):
+        return []
+    return [b for b in content if b.get("type") == "tool_use"]
+
+
+def _plan_mode_lines(entries: list[dict[str, Any]]) -> set[int]:
+    """Line numbers of the user entries Claude Code sent while plan mode was on.
+
+    Plan mode is on for an entry that carries ``permissionMode: "plan"`` (newer versions log it),
+    and for a span the log evidences without that field: from the last prompt the person typed
+    before a Write to a plan file or an ``ExitPlanMode`` call (only plan mode asks for either) up to
+    the ``ExitPlanMode`` the person approved (a rejected one keeps plan mode on; a session that
+    ends in plan mode keeps it to the end).
+    """
+    prompts = [i for i, e in enumerate(entries) if _typed_prompt(e)]
+    exits: dict[str, int] = {}
+    evidence: list[int] = []
+    approved: list[int] = []
+    for i, e in enumerate(entries):
+        for b in _tool_uses(e):
+            target = str((b.get("input") or {}).get("file_path", ""))
+            if b.get("name") == "ExitPlanMode" or (b.get("name") == "Write" and PLAN_FILE_DIR in target):
+                evidence.append(i)
+            if b.get("name") == "ExitPlanMode":
+                exits[b.get("id", "")] = i
+        content = (e.get("message") or {}).get("content")
+        if e.get("type") == "user" and isinstance(content, list):
+            for b in content:
+                if b.get("type") == "tool_result" and b.get("tool_use_id") in exits and not b.get("is_error"):
+                    approved.append(exits[b["tool_use_id"]])
+    lines = {
+        i for i, e in enumerate(entries) if e.get("type") == "user" and e.get("permissionMode") == "plan"
+    }
+    previous_exit = -1
+    for first in evidence:
+        if first <= previous_exit:
+            continue
+        start = max((p for p in prompts if previous_exit < p < first), default=previous_exit + 1)
+        end = min((a for a in approved if a >= first), default=len(entries))
+        lines.update(i for i in range(start, end) if entries[i].get("type") == "user")
+        previous_exit = end
+    return lines
+
+
+def _edit_hook(entry: dict[str, Any]) -> bool:
+    """A PostToolUse hook ran after a file edit (a formatter may have rewritten the file)."""
+    if entry.get("type") == "system":
+        text = str(entry.get("content") or "")
+        return any(f"PostToolUse:{tool}" in text for tool in EDIT_TOOLS)
+    if entry.get("type") == "attachment":
+        name = str((entry.get("attachment") or {}).get("hookName") or "")
+        return name.startswith("PostToolUse:") and name.split(":", 1)[1] in EDIT_TOOLS
+    return False
+
+
+def file_rounds(path: Path) -> list[Round]:
+    """Every priceable round of one session file, in order."""
+    entries = [json.loads(line) for line in path.read_text().splitlines()]
+    plan_lines = _plan_mode_lines(entries)
+    # (first line, model, prompt, assistant contents, user (line, content) after the call, hook seen)
+    calls: list[dict[str, Any]] = []
+    for number, entry in enumerate(entries):
         kind = entry.get("type")
         message = entry.get("message") or {}
         if kind == "assistant" and message.get("usage"):
-            mid = message.get("id")
-            if current is not None and current["id"] == mid:
-                current["assistant"].append(message.get("content"))
+            if calls and calls[-1]["id"] == message.get("id"):
+                calls[-1]["assistant"].append(message.get("content"))
                 continue
-            if current is not None:
-                calls.append(
-                    (current["id"], current["model"], current["prompt"], [current["assistant"], pending])
-                )
-            current = {
-                "id": mid,
-                "model": message.get("model", ""),
-                "prompt": _prompt(message["usage"]),
-                "assistant": [message.get("content")],
-            }
-            pending = []
-        elif kind == "user" and current is not None:
-            if entry.get("isCompactSummary"):
-                pending.append(None)
-            else:
-                pending.append(message.get("content"))
-    if current is not None:
-        calls.append((current["id"], current["model"], current["prompt"], [current["assistant"], pending]))
+            calls.append(
+                {
+                    "id": message.get("id"),
+                    "line": number,
+                    "model": message.get("model", ""),
+                    "prompt": _prompt(message["usage"]),
+                    "assistant": [message.get("content")],
+                    "users": [],
+                    "hook": False,
+                }
+            )
+        elif calls and kind == "user":
+            calls[-1]["users"].append(
+                (number, None if entry.get("isCompactSummary") else message.get("content"))
+            )
+        elif calls and _edit_hook(entry):
+            calls[-1]["hook"] = True
+    plan_files: dict[str, str] = {}
     out = []
-    for (_, model, prompt, (assistant, users)), (_, next_model, next_prompt, _) in itertools.pairwise(calls):
-        delta = next_prompt - prompt
-        if delta <= 0 or model != next_model or not model.startswith("claude") or None in users:
-            continue
-        a_blocks: list[Any] = []
-        ok = True
-        for content in assistant:
-            blocks = _blocks(content)
-            if blocks is None:
-                ok = False
-                break
+    for k, (call, following) in enumerate(itertools.pairwise(calls)):
+        a_blocks: list[Any] | None = []
+        for content in call["assistant"]:
+            blocks = _blocks(content, plan_files)
+            if blocks is None or a_blocks is None:
+                a_blocks = None
+                continue
             a_blocks.extend(blocks)
-        u_blocks: list[Any] = []
-        for content in users:
+        delta = following["prompt"] - call["prompt"]
+        model = call["model"]
+        users = call["users"]
+        if delta <= 0 or model != following["model"] or not model.startswith("claude"):
+            continue
+        if any(content is None for _, content in users) or not a_blocks:
+            continue
+        u_blocks: list[Any] | None = []
+        for _, content in users:
             blocks = _blocks(content)
             if blocks is None:
-                ok = False
+                u_blocks = None
                 break
             u_blocks.extend(blocks)
-        if not ok or not a_blocks:
+        if u_blocks is None:
             continue
+        injected = []
+        if any(line in plan_lines for line, _ in users):
+            injected.append("plan mode")
+        if call["hook"] or (k > 0 and calls[k - 1]["hook"]):
+            injected.append("edit hook")
         messages = [Message(role="assistant", content=tuple(a_blocks))]
         if u_blocks:
             messages.append(Message(role="user", content=tuple(u_blocks)))
-        out.append(Round(str(path.relative_to(ROOT)), model, delta, tuple(messages)))
+        out.append(
+            Round(
+                str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name,
+                model,
+                delta,
+                tuple(messages),
+                (call["line"], following["line"]),
+                tuple(injected),
+            )
+        )
     return out
 
 
@@ -182,7 +322,7 @@ def rounds(which: str) -> list[Round]:
     """
     by_generation: dict[str, list[tuple[bytes, list[Round]]]] = {}
     for path in sorted(ROOT.rglob("*.jsonl")):
-        found = _file_rounds(path)
+        found = file_rounds(path)
         if not found:
             continue
         rel = str(path.relative_to(ROOT))

@@ -88,17 +88,22 @@ def text_table() -> str:
 
 
 def claude_table() -> str:
+    held = [r for r in sessions.rounds("holdout") if r.delta >= 500]
+    lo, hi = sessions.EXPLAINED_CHARS_PER_TOKEN
+    injected = {reason: sum(reason in r.injected for r in held) for reason in sessions.INJECTIONS}
+    band = sum(not r.injected and not sessions.explained(r) for r in held)
     lines = [
         "### Claude: held-out appended rounds ≥ 500 tokens, |relative error| median / p90 (signed median)",
         "",
-        f"*all*: every held-out round. *explained*: rounds whose logged characters per real token lie in"
-        f" {sessions.EXPLAINED_CHARS_PER_TOKEN} (outside it the log cannot account for the delta: injected"
-        " reminders, echoed plans; see ``_claude_sessions.explained``), the same rounds for every method.",
+        "*all*: every held-out round. *explained*: the same rounds for every method, minus those where the"
+        " log shows Claude Code injected content it does not record ("
+        + ", ".join(f"{reason}: {n}" for reason, n in injected.items())
+        + f") and those whose logged characters per real token lie outside ({lo}, {hi}) ({band});"
+        " see ``_claude_sessions.explained``.",
         "",
         "| generation | rounds | default rule | chars/4 | seed-store |",
         "|---|---|---|---|---|",
     ]
-    held = [r for r in sessions.rounds("holdout") if r.delta >= 500]
     for family, subset in (
         ("claude", "all"),
         ("claude", "explained"),

@@ -1,0 +1,184 @@
+"""The Claude round builder prices what the API received and flags what the log cannot show.
+
+These rounds are the only ground truth for Claude's tokenizer (``benchmarks/_claude_sessions.py``);
+each test writes a tiny Claude Code log in the shape the real ones have.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from benchmarks import _claude_sessions as sessions
+
+from contextwindow.content import ToolUse
+
+MODEL = "claude-opus-4-5-20251101"
+PLAN = "# Plan: add tar support\n\n1. helper\n2. tests\n" * 20
+
+
+class _Log:
+    """Builds a session log: assistant calls with a running prompt size, and user entries."""
+
+    def __init__(self) -> None:
+        self.lines: list[dict[str, Any]] = []
+        self.prompt = 10_000
+        self.calls = 0
+
+    def call(self, *blocks: dict[str, Any], grow: int = 600) -> None:
+        self.calls += 1
+        self.prompt += grow
+        usage = {
+            "input_tokens": 1,
+            "cache_read_input_tokens": self.prompt - 1,
+            "cache_creation_input_tokens": 0,
+        }
+        for block in blocks:  # one line per content block, sharing the message id
+            message = {"id": f"msg_{self.calls}", "model": MODEL, "usage": usage, "content": [block]}
+            self.lines.append({"type": "assistant", "message": message})
+
+    def user(self, content: Any, **extra: Any) -> None:
+        self.lines.append({"type": "user", "message": {"role": "user", "content": content}, **extra})
+
+    def result(self, tool_id: str, text: str, *, error: bool = False) -> None:
+        block = {"type": "tool_result", "tool_use_id": tool_id, "content": text, "is_error": error}
+        self.user([block])
+
+    def system(self, text: str) -> None:
+        self.lines.append({"type": "system", "content": text, "level": "info"})
+
+    def write(self, tmp_path: Path) -> list[sessions.Round]:
+        path = tmp_path / "session.jsonl"
+        path.write_text("\n".join(json.dumps(line) for line in self.lines) + "\n")
+        return sessions.file_rounds(path)
+
+
+def _tool(tool_id: str, name: str, **tool_input: Any) -> dict[str, Any]:
+    return {"type": "tool_use", "id": tool_id, "name": name, "input": tool_input}
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def _plan_session() -> _Log:
+    log = _Log()
+    log.call(_text("Hello."))
+    log.user("Add tar support, plan it first.")  # typed prompt: plan mode starts here
+    log.call(
+        _text("Writing the plan."),
+        _tool("t1", "Write", file_path="/home/u/.claude/plans/wolf.md", content=PLAN),
+    )
+    log.result("t1", "File created successfully")
+    log.call(_tool("t2", "ExitPlanMode", plan=PLAN))
+    log.result("t2", "User has approved your plan.\n\n## Approved Plan:\n" + PLAN)
+    log.call(_tool("t3", "Bash", command="ls"))
+    log.result("t3", "README.md")
+    log.call(_text("Done."))
+    return log
+
+
+class TestReconstruction:
+    def test_exit_plan_mode_in_plan_file_mode_is_priced_with_its_real_empty_input(
+        self, tmp_path: Path
+    ) -> None:
+        rounds = _plan_session().write(tmp_path)
+        exit_use = next(
+            b
+            for r in rounds
+            for m in r.messages
+            for b in m.content
+            if isinstance(b, ToolUse) and b.name == "ExitPlanMode"
+        )
+        assert dict(exit_use.input) == {}
+
+    def test_exit_plan_mode_written_by_the_model_keeps_its_plan(self, tmp_path: Path) -> None:
+        log = _Log()
+        log.call(_text("Planning."))
+        log.user("Plan it.")
+        log.call(_tool("t1", "ExitPlanMode", plan=PLAN))  # older versions: no plan file, the model wrote it
+        log.result("t1", "User has approved your plan.")
+        log.call(_text("Done."))
+        exit_use = next(
+            b
+            for r in log.write(tmp_path)
+            for m in r.messages
+            for b in m.content
+            if isinstance(b, ToolUse) and b.name == "ExitPlanMode"
+        )
+        assert exit_use.input["plan"] == PLAN
+
+
+class TestInjections:
+    def test_rounds_inside_a_plan_mode_span_are_flagged_and_not_explained(self, tmp_path: Path) -> None:
+        rounds = _plan_session().write(tmp_path)
+        flagged = [("plan mode" in r.injected) for r in rounds]
+        # the typed prompt and the plan Write's result are sent in plan mode; the approved
+        # ExitPlanMode's result and later turns are not
+        assert flagged == [True, True, False, False]
+        assert not any(sessions.explained(r) for r in rounds if r.injected)
+
+    def test_a_rejected_exit_keeps_plan_mode_on(self, tmp_path: Path) -> None:
+        log = _Log()
+        log.call(_text("Hi."))
+        log.user("Plan a feature.")
+        log.call(_tool("t1", "ExitPlanMode", plan=PLAN))
+        log.result("t1", "The user doesn't want to proceed with this tool use.", error=True)
+        log.call(_tool("t2", "ExitPlanMode", plan=PLAN))
+        log.result("t2", "User has approved your plan.")
+        log.call(_text("Done."))
+        assert [("plan mode" in r.injected) for r in log.write(tmp_path)] == [True, True, False]
+
+    def test_permission_mode_plan_marks_the_entry(self, tmp_path: Path) -> None:
+        log = _Log()
+        log.call(_text("Hi."))
+        log.user("Think about it first.", permissionMode="plan")
+        log.call(_text("Thinking."))
+        log.user("Now go.", permissionMode="default")
+        log.call(_text("Going."))
+        assert [r.injected for r in log.write(tmp_path)] == [("plan mode",), ()]
+
+    def test_an_edit_hook_flags_its_round_and_the_next(self, tmp_path: Path) -> None:
+        log = _Log()
+        log.call(_tool("t1", "Edit", file_path="a.py", old_string="x", new_string="y"))
+        log.result("t1", "The file a.py has been updated.")
+        log.system("PostToolUse:Edit [uv run ruff format] completed successfully: 1 file reformatted")
+        log.call(_tool("t2", "Bash", command="pytest"))
+        log.result("t2", "1 passed")
+        log.call(_tool("t3", "Bash", command="git status"))
+        log.result("t3", "clean")
+        log.call(_text("Done."))
+        assert [r.injected for r in log.write(tmp_path)] == [("edit hook",), ("edit hook",), ()]
+
+    def test_a_plain_round_is_neither_flagged_nor_changed(self, tmp_path: Path) -> None:
+        log = _Log()
+        log.call(_text("Let me look."), _tool("t1", "Read", file_path="a.py"))
+        log.result("t1", "     1\u2192print('hi')\n" * 200)
+        log.call(_text("Done."))
+        (round_,) = log.write(tmp_path)
+        assert round_.injected == ()
+        assert round_.delta == 600
+        assert [m.role for m in round_.messages] == ["assistant", "user"]
+
+
+@pytest.mark.parametrize(
+    ("chars", "delta", "injected", "expected"),
+    [
+        (2_000, 600, (), True),
+        (400, 600, (), False),  # under 1 character per token: unlogged content
+        (4_000, 600, (), False),  # over 5: logged more than was sent
+        (2_000, 600, ("plan mode",), False),
+    ],
+    ids=["plain", "too-few-chars", "too-many-chars", "injected"],
+)
+def test_explained_applies_both_rules(
+    chars: int, delta: int, injected: tuple[str, ...], expected: bool
+) -> None:
+    from contextwindow.content import Message, Text
+
+    round_ = sessions.Round(
+        "s", MODEL, delta, (Message(role="user", content=(Text(text="a" * chars),)),), (0, 1), injected
+    )
+    assert sessions.explained(round_) is expected
