@@ -29,9 +29,10 @@ from typing import Any
 import pytest
 
 import contextwindow.simulate as simulate_module
-from contextwindow.content import Request
+from contextwindow.content import AttachmentRef, Image, Message, Request, Text
 from contextwindow.demo_scenario import build_demo
 from contextwindow.events import event_to_dict
+from contextwindow.folding import _media_ids
 from contextwindow.formats import AttachmentLoader, render
 from contextwindow.providers.local.model import Rejection, Reply, WireFormat
 from contextwindow.simulate import RecordingModel, simulate_sync
@@ -183,6 +184,19 @@ class TestTheSameScenarioTwiceInOneProcess:
         assert leaked == []
 
 
+class TestIdsGoOutInAStableOrder:
+    def test_media_ids_dropped_by_a_rung_are_listed_in_order_of_appearance(self) -> None:
+        """The evict rung's ``attachments_evicted`` ids: a set of strings would list them in the order
+        this process's hash seed picks (50 ids: the odds that set order equals appearance order are nil)."""
+        refs = []
+        for n in range(50):
+            sha = hashlib.sha256(str(n).encode()).hexdigest()
+            refs.append(AttachmentRef(id=f"att_{sha[:32]}", sha256=sha, media_type="image/png", size_bytes=9))
+        messages = [Message(role="user", content=(Text(text="look"), Image(ref=r))) for r in refs]
+        messages.append(Message(role="user", content=(Image(ref=refs[0]),)))  # a repeat counts once
+        assert list(_media_ids(messages)) == [r.id for r in refs]
+
+
 class TestTheSameScenarioAcrossProcesses:
     @pytest.mark.parametrize("config", ["serves-less"])
     def test_processes_with_different_hash_seeds_send_the_same_bytes(self, config: str) -> None:
@@ -204,7 +218,9 @@ class TestTheSameScenarioAcrossProcesses:
             outs.append(json.loads(done.stdout))
         first, second = outs
         assert len(first["requests"]) == len(second["requests"]) > 0
-        differing = [i for i, (a, b) in enumerate(zip(first["requests"], second["requests"], strict=True)) if a != b]
+        differing = [
+            i for i, (a, b) in enumerate(zip(first["requests"], second["requests"], strict=True)) if a != b
+        ]
         assert differing == [], f"requests {differing[:10]} differ between hash seeds"
         assert first["events"] == second["events"]
         assert first["records"] == second["records"]
