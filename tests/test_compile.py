@@ -409,7 +409,7 @@ class TestStaleArchive:
         body = json.dumps(
             {
                 "sessionId": "s1",
-                "runtimeEventId": "r1",
+                "runtimeEventId": "message-2",  # the result's place in the session, not its ledger id
                 "toolCallId": "t1",
                 "toolName": "read",
                 "bodySha256": record.body_sha256,
@@ -418,9 +418,10 @@ class TestStaleArchive:
             separators=(",", ":"),
         )
         assert record.artifact_id == "tool-result-archive-" + hashlib.sha256(body.encode()).hexdigest()[:32]
+        assert record.message_id == "r1"
         assert record.artifact_id == artifact_id(
             session_id="s1",
-            message_id="r1",
+            event="message-2",
             tool_use_id="t1",
             tool_name="read",
             body_sha256=record.body_sha256,

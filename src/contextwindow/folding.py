@@ -155,7 +155,8 @@ class Folding:
                 yield self.host.record_event(CompactionFailed(phase="reactive", reason="nothing_to_free"))
                 return
             if rung == "evict_media":
-                ids = tuple(_media_ids(before.messages) - _media_ids(after.messages))
+                kept = _media_ids(after.messages)
+                ids = tuple(i for i in _media_ids(before.messages) if i not in kept)
                 yield self.host.record_event(AttachmentsEvicted(attachment_ids=ids))
             else:
                 archived_before = {a.tool_use_id for a in before.decisions.archived}
@@ -416,9 +417,12 @@ class Folding:
             yield event
 
 
-def _media_ids(messages: Sequence[Message]) -> set[str]:
-    out: set[str] = set()
+def _media_ids(messages: Sequence[Message]) -> dict[str, None]:
+    """The media ids of ``messages`` once each, in order of appearance: an ordered dict, not a set,
+    because a set of strings iterates in an order ``PYTHONHASHSEED`` picks per process, and these
+    ids go out in events and the ledger."""
+    out: dict[str, None] = {}
     for message in messages:
         refs: list[AttachmentRef] = media_refs(message.content)
-        out.update(r.id for r in refs)
+        out.update(dict.fromkeys(r.id for r in refs))
     return out

@@ -6,6 +6,11 @@ carries media (always, final rule #4486) or its raw price is over ``policy.archi
 The decision is a pure function of the message, its turn and the policy; the record (the §11 shape)
 is what the ledger keeps, and a recorded archive wins over a fresh decision, so a rival's earlier
 record is what shows. The original stays in the ledger under its message id.
+
+The artifact id is sent to the model, so it must not carry the ledger's message id (random, minted
+at append): two runs of the same session would send different bytes and price them differently.
+§11's ``runtimeEventId`` is therefore the message's place in the session (:func:`event_ref`), which
+names the same event uniquely within the session and is the same in every run.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from ..content import ToolResult, block_to_dict, media_refs
 from .policy import Policy
 from .state import ArchiveRecord
 
-__all__ = ["archive_record", "artifact_id", "is_candidate", "placeholder_result", "turn_starts"]
+__all__ = ["archive_record", "artifact_id", "event_ref", "is_candidate", "placeholder_result", "turn_starts"]
 
 
 def is_candidate(result: ToolResult, raw_price: float, policy: Policy) -> bool:
@@ -27,15 +32,24 @@ def is_candidate(result: ToolResult, raw_price: float, policy: Policy) -> bool:
     return raw_price > policy.archive_text_over_tokens
 
 
+def event_ref(position: int) -> str:
+    """The runtime-event stand-in of the message at ``position`` (0-based) of its session's messages:
+    deterministic, unlike the ledger's id (see the module docstring)."""
+    if position < 0:
+        raise ValueError(f"a message position is >= 0, got {position}")
+    return f"message-{position}"
+
+
 def artifact_id(
-    *, session_id: str, message_id: str, tool_use_id: str, tool_name: str, body_sha256: str, version: int = 1
+    *, session_id: str, event: str, tool_use_id: str, tool_name: str, body_sha256: str, version: int = 1
 ) -> str:
     """``'tool-result-archive-' + sha256(JSON{sessionId, runtimeEventId, toolCallId, toolName,
-    bodySha256, rewriteVersion}).hex[:32]`` (§11), the message id standing for the runtime event."""
+    bodySha256, rewriteVersion}).hex[:32]`` (§11); ``event`` is the runtime event id
+    (:func:`event_ref` of the message in compile)."""
     body = json.dumps(
         {
             "sessionId": session_id,
-            "runtimeEventId": message_id,
+            "runtimeEventId": event,
             "toolCallId": tool_use_id,
             "toolName": tool_name,
             "bodySha256": body_sha256,
@@ -48,9 +62,11 @@ def artifact_id(
 
 
 def archive_record(
-    result: ToolResult, *, raw_price: float, session_id: str, message_id: str, tool_name: str
+    result: ToolResult, *, raw_price: float, session_id: str, message_id: str, event: str, tool_name: str
 ) -> ArchiveRecord:
-    """The §11 record for archiving ``result``: hashed over its canonical JSON (refs, not bytes)."""
+    """The §11 record for archiving ``result``: hashed over its canonical JSON (refs, not bytes).
+    ``message_id`` is the ledger's id of the carrying message (where the original stays); ``event``
+    is what the artifact id hashes in its place (:func:`event_ref`)."""
     body = json.dumps(block_to_dict(result), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     encoded = body.encode()
     sha = hashlib.sha256(encoded).hexdigest()
@@ -58,7 +74,7 @@ def archive_record(
     return ArchiveRecord(
         artifact_id=artifact_id(
             session_id=session_id,
-            message_id=message_id,
+            event=event,
             tool_use_id=result.tool_use_id,
             tool_name=tool_name,
             body_sha256=sha,

@@ -28,7 +28,7 @@ from ..errors import InvalidInput, OverBudget
 from ..models import ModelProfile
 from ._render import Base, Pricer, Rendered, base_of, price_blocks, render_message
 from ._walklog import Context, WalkLog, equivalent
-from .archive import archive_record, is_candidate
+from .archive import archive_record, event_ref, is_candidate
 from .media import MediaBudget, MediaItem, hysteresis_limits, manifest_text, shed_media
 from .pairing import enforce_tool_pairing, unit_start
 from .policy import Policy
@@ -331,7 +331,7 @@ class _Run:
         manifest_tokens = 0
         while True:
             evictions = [e for u in units for e in u.evictions]
-            entries = [(e.ref, e.message_id) for e in evictions if e.ref is not None]
+            entries = [e.ref for e in evictions if e.ref is not None]
             manifest = manifest_text(entries, max_entries=policy.manifest_max_entries) if entries else ""
             manifest_tokens = est.block(Text(text=manifest)) if manifest else 0
             tail = sum(u.tokens for u in units)
@@ -467,6 +467,7 @@ class _Run:
                         raw_price=raw,
                         session_id=self.state.session_id,
                         message_id=message_id,
+                        event=event_ref(position),
                         tool_name=self.tool_name(position, tool_use_id),
                     )
                     new.append(record)

@@ -210,14 +210,16 @@ def hysteresis_limits(
     return new_cap, math.floor(ratio * byte_budget), True
 
 
-def manifest_text(entries: Sequence[tuple[AttachmentRef, str]], *, max_entries: int) -> str:
+def manifest_text(entries: Sequence[AttachmentRef], *, max_entries: int) -> str:
     """The ``<attachments>`` manifest: the not-inline attachments by id, newest first, so the model
-    can ask for one again (seed 004). ``entries`` are (ref, message id)."""
+    can ask for one again (seed 004). It names no ledger message id: those are random, minted at
+    append, and would make two runs of the same session send different bytes; the attachment id
+    (a content hash) is what the model asks by, and the compile decisions keep the message ids."""
     lines = ["<attachments>", "Not inline in this request; ask for any of them by id:"]
     seen: set[str] = set()
     shown = 0
     hidden = 0
-    for ref, message_id in entries:
+    for ref in entries:
         if ref.id in seen:
             continue
         seen.add(ref.id)
@@ -225,7 +227,7 @@ def manifest_text(entries: Sequence[tuple[AttachmentRef, str]], *, max_entries: 
             hidden += 1
             continue
         dims = f" {ref.width}x{ref.height}" if ref.width and ref.height else ""
-        lines.append(f"- {ref.id} {ref.media_type}{dims} {ref.size_bytes} bytes (message {message_id})")
+        lines.append(f"- {ref.id} {ref.media_type}{dims} {ref.size_bytes} bytes")
         shown += 1
     if hidden:
         lines.append(f"- and {hidden} more, older")
