@@ -111,6 +111,9 @@ class _Live:
     omitted: tuple[str, ...] = ()
     """Ids compile left out for the budget that no checkpoint covers (see :meth:`Engine._prepare`)."""
     recompiled: bool = True
+    margins: int = 0
+    """What the projection priced the rounds appended since the last reported prompt above their
+    estimates (``estimated_tokens`` carries the estimates): the unreported path projects with it."""
 
 
 @dataclass(slots=True)
@@ -312,6 +315,7 @@ class Engine:
                 # Anchor + delta within the stream (DESIGN principle 2): the provider has just counted
                 # what was sent, so later rounds of this stream price only what they append to it.
                 live.estimated_tokens = call.prompt
+                live.margins = 0
             yield self.record_event(
                 UsageReported(
                     call=self.stats.calls - 1,
@@ -367,7 +371,7 @@ class Engine:
                 # No call on this stream reported a prompt (usage off, or output only): the seed's
                 # projection has no real figure to start from, so the engine's own estimate of the
                 # live request stands in for it. It can only ask for a recompile, never refuse.
-                estimated = live.estimated_tokens + appended + live.max_tokens
+                estimated = live.estimated_tokens + live.margins + appended + live.max_tokens
                 over = estimated if estimated > self.window else None
             decision = decide_boundary(
                 end_turn=end_turn,
@@ -400,7 +404,8 @@ class Engine:
             self.physical.continue_past(appended)
             live.messages.append(results_message)
             live.messages.extend(injected)
-            live.estimated_tokens += appended
+            live.estimated_tokens += round_estimate
+            live.margins += appended - round_estimate
             # The local estimate stays in compile's units (the calibrated estimator), so that the
             # anchor's payload estimate and the composition factor compare like with like; the
             # projection's figure above errs high on purpose and is not in those units.
