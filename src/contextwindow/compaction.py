@@ -62,13 +62,15 @@ TOO_SMALL_OUTPUT_TOKENS = 200
 # Covering fold (engine): when compile leaves history out that no checkpoint covers, the engine folds
 # enough that the kept tail (with the head) fills at most this share of compile's input budget. Folding
 # only what compile left out would fold again on the very next call (the tail sits at the budget's
-# edge); folding to 85% leaves a seventh of the budget (2 tool rounds at 16k, 4–5 at 32k) for growth
-# before the next fold. Lower shares fold less often but waste the window. Measured with the sessions
+# edge); folding to 90% leaves a tenth of the budget (1–2 tool rounds at 16k, 3 at 32k) for growth
+# before the next fold. Lower shares fold less often but waste the window: once history exceeds it,
+# window use swings between this share of the budget (after a fold) and the projection's limit
+# (window − output reserve), so the share sets the floor of the swing. Measured with the sessions
 # benchmark (`--scenarios 4`, usage reported): 0.7 → 64% mean use at 16k/32k; 0.8 → 67.9% / 67.9%
-# (31.8 / 16.5 folds per ~209 calls); 0.85 → 70.4% / 69.0% (37.8 / 19.2 folds), no rejections with a
-# true window either way. flue keeps a fixed recent budget instead (seed §12), maka folds everything
-# before the turn (seed 002); neither leaves a measured headroom.
-COVER_TAIL_RATIO = 0.85
+# (31.8 / 16.5 folds per ~209 calls); 0.85 → 69.8% / 68.8% (38 / 20 folds); 0.9 → 71.9% / 70.5%
+# (47 / 24.5 folds), no rejections with a true window in any. flue keeps a fixed recent budget instead
+# (seed §12), maka folds everything before the turn (seed 002); neither leaves a measured headroom.
+COVER_TAIL_RATIO = 0.9
 
 # The issue's required sections (issue 8): goal, decisions, files and artefacts, open work, latest
 # state. maka's seed-002 set (Goal/Progress/Next Steps) plays the same role.

@@ -111,6 +111,9 @@ class _Live:
     omitted: tuple[str, ...] = ()
     """Ids compile left out for the budget that no checkpoint covers (see :meth:`Engine._prepare`)."""
     recompiled: bool = True
+    margins: int = 0
+    """What the projection priced the rounds appended since the last reported prompt above their
+    estimates (``estimated_tokens`` carries the estimates): the unreported path projects with it."""
 
 
 @dataclass(slots=True)
@@ -179,6 +182,7 @@ class Engine:
             multiplier_step=self.settings.multiplier_step,
             estimator=self.estimator,
             round_pricing=self.settings.round_pricing,
+            round_text_margin=self.settings.round_text_margin,
         )
         self.anchors = AnchorBook(LedgerSlot(session, "anchor"))
         stored = self.anchors.latest
@@ -192,6 +196,10 @@ class Engine:
         self._prepared: _Live | None = None
         self._last_accepted: Usage | None = None
         self._prior_input: int | None = None
+        self._round_base: int | None = None
+        """The latest call's prompt + output when it reported both (see :meth:`_learn_round`)."""
+        self._round_probe: tuple[int, int] | None = None
+        """``(base, estimate)`` of the round appended after that call, awaiting the next prompt."""
         self.stats = _TurnStats()
         self.last_projection: int | None = None
         """The projection at the latest tool boundary (``None`` when none could be made)."""
@@ -266,6 +274,7 @@ class Engine:
                 clock = time.perf_counter()
                 self.stats.calls += 1
                 self._previous_request = self._previous_reply = None  # a refused attempt is no stream
+                self._round_base = self._round_probe = None
                 self.anchors.clear("the provider rejected the request for its size")
                 self.calibrator.arm(0)
                 if overflowed_this_step:
@@ -306,6 +315,7 @@ class Engine:
                 # Anchor + delta within the stream (DESIGN principle 2): the provider has just counted
                 # what was sent, so later rounds of this stream price only what they append to it.
                 live.estimated_tokens = call.prompt
+                live.margins = 0
             yield self.record_event(
                 UsageReported(
                     call=self.stats.calls - 1,
@@ -354,14 +364,14 @@ class Engine:
             self._append(results_message)
             for extra in injected:
                 self._append(extra)
-            appended = self.fit.pricer.price(results, injected)
+            appended, round_estimate = self.fit.price_round(results, injected)
             self.last_projection = self.physical.project(appended)
             over = self.physical.over(appended)
             if self.last_projection is None and self.window is not None:
                 # No call on this stream reported a prompt (usage off, or output only): the seed's
                 # projection has no real figure to start from, so the engine's own estimate of the
                 # live request stands in for it. It can only ask for a recompile, never refuse.
-                estimated = live.estimated_tokens + appended + live.max_tokens
+                estimated = live.estimated_tokens + live.margins + appended + live.max_tokens
                 over = estimated if estimated > self.window else None
             decision = decide_boundary(
                 end_turn=end_turn,
@@ -384,10 +394,18 @@ class Engine:
                 live = self._take_prepared()
                 self._start_stream()
                 continue
+            # The next call's prompt, less this one's prompt and output, is what the round cost:
+            # learnt when this call reported both and nothing else grew the stream since.
+            self._round_probe = (
+                (self._round_base, round_estimate)
+                if self._round_base is not None and self.physical.growth == 0
+                else None
+            )
             self.physical.continue_past(appended)
             live.messages.append(results_message)
             live.messages.extend(injected)
-            live.estimated_tokens += appended
+            live.estimated_tokens += round_estimate
+            live.margins += appended - round_estimate
             # The local estimate stays in compile's units (the calibrated estimator), so that the
             # anchor's payload estimate and the composition factor compare like with like; the
             # projection's figure above errs high on purpose and is not in those units.
@@ -498,6 +516,21 @@ class Engine:
         """A recompiled request: the projection starts from nothing (seed 001). The usage tracker
         follows the provider's own notion of a stream, decided when the request is sent."""
         self.physical.start_stream()
+        self._round_base = self._round_probe = None
+
+    def _learn_round(self, call: CallUsage) -> None:
+        """Learn what the round appended before ``call`` cost by the provider's count, and keep this
+        call's figures as the base for the next round (:class:`~contextwindow.projection.RoundRatios`).
+        Only a continued request whose previous call reported its prompt and output measures a round."""
+        probe, self._round_probe = self._round_probe, None
+        if not (call.reported and call.prompt > 0):
+            self._round_base = None
+            return
+        if probe is not None:
+            base, estimate = probe
+            if call.prompt >= base:
+                self.fit.observe_round(real=call.prompt - base, estimate=estimate)
+        self._round_base = call.prompt + call.usage.output if call.usage.output > 0 else None
 
     def _account(self, sample: Usage | None, live: _Live) -> CallUsage:
         max_tokens = live.max_tokens
@@ -512,6 +545,7 @@ class Engine:
                 self.tracker.start_stream()
                 call = self.tracker.feed(sample, max_tokens=max_tokens)
         self.physical.observe_call(prompt=call.prompt, output=call.usage.output, max_tokens=max_tokens)
+        self._learn_round(call)
         payload = {
             "fresh_input": call.usage.fresh_input,
             "cache_read": call.usage.cache_read,

@@ -7,6 +7,7 @@ from typing import Literal
 
 from .compaction import COVER_TAIL_RATIO
 from .errors import InvalidInput
+from .projection import ROUND_TEXT_MARGIN
 from .usage import UsageMode
 
 __all__ = ["DEFAULT_MAX_STREAM_INPUT_TOKENS", "EngineSettings"]
@@ -44,6 +45,10 @@ class EngineSettings:
     tool_result_inline_chars: int = 24_000
     max_message_tokens: int | None = None
     round_pricing: Literal["estimator", "seed"] = "estimator"
+    round_text_margin: float = ROUND_TEXT_MARGIN
+    """The projection prices an appended round's text this much over the estimate (media and the
+    rest at ``fit_margin``): one chunk's error is wider than a request's (see
+    :data:`~contextwindow.projection.ROUND_TEXT_MARGIN`)."""
     max_compactions_per_turn: int = 4
     max_steps_per_turn: int = 1_000
     max_fold_halvings: int = 4
@@ -67,6 +72,8 @@ class EngineSettings:
                 raise InvalidInput("must be > 0", path=name)
         if not 0.1 <= self.cover_tail_ratio < 1:
             raise InvalidInput("must be in [0.1, 1)", path="cover_tail_ratio")
+        if not 0 <= self.round_text_margin < 1:
+            raise InvalidInput("must be in [0, 1)", path="round_text_margin")
         if not 0 <= self.fit_margin < 0.5:
             raise InvalidInput("must be in [0, 0.5)", path="fit_margin")
         if not 0 <= self.multiplier_step <= 0.2:

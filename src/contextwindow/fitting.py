@@ -13,18 +13,21 @@ The engine's compile fits the session's next request into a profile whose window
 
 It also rounds the calibration multiplier compile sees to ``multiplier_step`` so that compile's
 per-message memo survives the EMA's small moves, and keeps the estimator (and the round pricer) at
-that multiplier for the live request.
+that multiplier for the live request, and learns from the provider's counts of appended rounds how
+high to price the next one (:class:`~contextwindow.projection.RoundRatios`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Literal
 
 from .calibration import Calibrator
+from .content import Message, ToolResult
 from .models import ModelProfile
 from .pricing import Estimator
-from .projection import RoundPricer
+from .projection import ROUND_TEXT_MARGIN, RoundPricer, RoundRatios
 
 __all__ = ["WindowFit"]
 
@@ -41,6 +44,7 @@ class WindowFit:
         multiplier_step: float,
         estimator: Estimator,
         round_pricing: Literal["estimator", "seed"] = "estimator",
+        round_text_margin: float = ROUND_TEXT_MARGIN,
     ) -> None:
         self.profile = profile
         self.calibrator = calibrator
@@ -56,12 +60,15 @@ class WindowFit:
         self._cached: ModelProfile | None = None
         self.estimator = estimator
         self.round_pricing = round_pricing
+        self.round_text_margin = round_text_margin
         self.pricer = (
             RoundPricer(preset="seed")
             if round_pricing == "seed"
-            else RoundPricer(estimator=estimator, margin=fit_margin)
+            else RoundPricer(estimator=estimator, margin=fit_margin, text_margin=round_text_margin)
         )
         """Prices an appended round for the projection (at the live multiplier, see :meth:`live_estimator`)."""
+        self.rounds = RoundRatios()
+        """The provider's counts of recent appended rounds over their estimates."""
         self._base_pricer = self.pricer
         self._pricer_multiplier = 1.0
         self._calibrated = estimator
@@ -132,6 +139,21 @@ class WindowFit:
             return "shrink" if self.shrink > before else None
         return None
 
+    def price_round(
+        self, tool_results: Sequence[ToolResult], injected: Sequence[Message] = ()
+    ) -> tuple[int, int]:
+        """The appended round's price for the projection and its plain estimate (the units
+        :meth:`observe_round` learns in): the estimate raised by the fit margin, or by the largest
+        ratio the provider recently counted a round at over its estimate, whichever is higher."""
+        estimate = self.pricer.estimate(tool_results, injected)
+        return self.pricer.price(tool_results, injected, factor=self.rounds.factor()), estimate
+
+    def observe_round(self, *, real: int, estimate: int) -> bool:
+        """The provider counted a round estimated at ``estimate`` (:meth:`price_round`) as ``real``."""
+        if self.round_pricing == "seed":
+            return False  # the seed's flat rule is priced as the seed fixes it, never learned
+        return self.rounds.observe(real=real, estimate=estimate)
+
     def live_estimator(self) -> Estimator:
         """The estimator at the multiplier the live request was compiled with (cached per multiplier);
         keeps :attr:`pricer` at that multiplier too."""
@@ -142,7 +164,10 @@ class WindowFit:
             if self.round_pricing == "estimator":
                 # Calibration may only raise a round's price: a multiplier below 1 must not let it slip.
                 self.pricer = RoundPricer(
-                    estimator=self._calibrated, floor_estimator=self.estimator, margin=self.fit_margin
+                    estimator=self._calibrated,
+                    floor_estimator=self.estimator,
+                    margin=self.fit_margin,
+                    text_margin=self.round_text_margin,
                 )
         if multiplier == 1.0:
             self.pricer = self._base_pricer
