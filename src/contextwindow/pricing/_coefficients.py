@@ -15,460 +15,460 @@ __all__ = ["CLAUDE_STRUCTURE", "CLAUDE_TEXT_RATIO", "TEXT_COEFFICIENTS"]
 TEXT_COEFFICIENTS: dict[str, dict[str, tuple[float, ...]]] = {
     "o200k": {
         "prose": (
-            0.437954,  # bias
-            0.083250,  # lower
-            0.094757,  # upper
-            0.542559,  # digit
-            0.069798,  # space
-            0.750760,  # newline
-            0.767819,  # tab
-            0.053522,  # punct
-            0.556095,  # word_runs
-            0.487404,  # camel
-            0.788188,  # digit_runs
-            0.710672,  # punct_runs
-            0.233992,  # indented_lines
-            0.000000,  # upper_pairs
+            0.396641,  # bias
+            0.084263,  # lower
+            0.095489,  # upper
+            0.553378,  # digit
+            0.070822,  # space
+            0.762720,  # newline
+            0.786123,  # tab
+            0.000808,  # punct
+            0.567761,  # word_runs
+            0.525925,  # camel
+            0.870013,  # digit_runs
+            0.652724,  # punct_runs
+            0.143221,  # indented_lines
+            0.325209,  # space_punct
             0.000000,  # quote
-            0.540970,  # backslash
-            2.495222,  # hex_prefix
+            0.692872,  # backslash
+            2.208980,  # hex_prefix
             0.000000,  # bucket_0
             0.000000,  # bucket_1
-            0.053446,  # bucket_2
+            0.056927,  # bucket_2
             0.000000,  # bucket_3
-            0.049450,  # bucket_4
-            0.173300,  # bucket_5
-            0.458035,  # bucket_6
-            0.722976,  # bucket_7
-            1.837124,  # bucket_8
-            2.652176,  # bucket_9
-            1.731361,  # bucket_10
-            24.235758,  # bucket_11
-            3.875166,  # bucket_12
-            0.765237,  # upper_nonascii
+            0.037188,  # bucket_4
+            0.153987,  # bucket_5
+            0.444279,  # bucket_6
+            0.681788,  # bucket_7
+            1.661971,  # bucket_8
+            2.794100,  # bucket_9
+            1.779931,  # bucket_10
+            24.297715,  # bucket_11
+            3.821272,  # bucket_12
+            0.776221,  # upper_nonascii
             0.000000,  # group_cjk
-            0.193410,  # group_cyrillic
-            0.236493,  # group_other
+            0.190712,  # group_cyrillic
+            0.230159,  # group_other
             2.337985,  # unknown_bmp
             3.509714,  # astral
         ),
         "code": (
-            0.428327,  # bias
-            0.123769,  # lower
-            0.150485,  # upper
-            0.571189,  # digit
-            0.058121,  # space
-            0.491958,  # newline
-            0.501039,  # tab
-            0.074055,  # punct
-            0.354857,  # word_runs
-            0.198009,  # camel
-            0.614095,  # digit_runs
-            0.770394,  # punct_runs
-            0.287135,  # indented_lines
-            0.000000,  # upper_pairs
+            0.558651,  # bias
+            0.127791,  # lower
+            0.148279,  # upper
+            0.554025,  # digit
+            0.050566,  # space
+            0.403457,  # newline
+            0.563664,  # tab
+            0.074987,  # punct
+            0.396892,  # word_runs
+            0.193248,  # camel
+            0.834991,  # digit_runs
+            0.599143,  # punct_runs
+            0.223613,  # indented_lines
+            0.523853,  # space_punct
             0.000000,  # quote
-            0.344138,  # backslash
-            4.909439,  # hex_prefix
+            0.360252,  # backslash
+            3.754438,  # hex_prefix
             0.000000,  # bucket_0
             0.000000,  # bucket_1
-            0.143254,  # bucket_2
-            0.153594,  # bucket_3
-            0.368736,  # bucket_4
-            0.469112,  # bucket_5
-            0.646009,  # bucket_6
-            0.914151,  # bucket_7
-            1.890256,  # bucket_8
-            2.325729,  # bucket_9
-            2.227065,  # bucket_10
-            26.853784,  # bucket_11
-            3.483918,  # bucket_12
-            0.842164,  # upper_nonascii
+            0.119935,  # bucket_2
+            0.151146,  # bucket_3
+            0.291133,  # bucket_4
+            0.434201,  # bucket_5
+            0.623324,  # bucket_6
+            0.821709,  # bucket_7
+            1.758187,  # bucket_8
+            2.505451,  # bucket_9
+            2.235360,  # bucket_10
+            25.258246,  # bucket_11
+            3.389817,  # bucket_12
+            0.832281,  # upper_nonascii
             0.000000,  # group_cjk
-            0.231631,  # group_cyrillic
-            0.191173,  # group_other
+            0.225870,  # group_cyrillic
+            0.203543,  # group_other
             2.337985,  # unknown_bmp
             3.509714,  # astral
         ),
         "cjk": (
-            0.286728,  # bias
-            0.121130,  # lower
-            0.174392,  # upper
-            0.540937,  # digit
-            0.118825,  # space
-            0.937462,  # newline
-            0.520831,  # tab
-            0.089065,  # punct
-            0.258168,  # word_runs
-            0.080916,  # camel
-            0.747007,  # digit_runs
-            0.715652,  # punct_runs
+            0.319546,  # bias
+            0.121642,  # lower
+            0.174615,  # upper
+            0.523903,  # digit
+            0.107528,  # space
+            0.933684,  # newline
+            0.561117,  # tab
+            0.086702,  # punct
+            0.278431,  # word_runs
+            0.015395,  # camel
+            0.800887,  # digit_runs
+            0.646334,  # punct_runs
             0.000000,  # indented_lines
-            0.000000,  # upper_pairs
+            0.231122,  # space_punct
             0.000000,  # quote
-            1.245561,  # backslash
-            2.421970,  # hex_prefix
+            1.191999,  # backslash
+            2.255252,  # hex_prefix
             0.000000,  # bucket_0
-            0.029457,  # bucket_1
-            0.230162,  # bucket_2
-            0.193838,  # bucket_3
-            0.428852,  # bucket_4
-            0.462221,  # bucket_5
-            0.728589,  # bucket_6
-            0.872682,  # bucket_7
-            1.404940,  # bucket_8
-            3.278154,  # bucket_9
-            2.019327,  # bucket_10
-            16.199872,  # bucket_11
-            4.220637,  # bucket_12
-            0.715652,  # upper_nonascii
+            0.010295,  # bucket_1
+            0.218488,  # bucket_2
+            0.171850,  # bucket_3
+            0.411358,  # bucket_4
+            0.442160,  # bucket_5
+            0.706041,  # bucket_6
+            0.844926,  # bucket_7
+            1.354892,  # bucket_8
+            3.357703,  # bucket_9
+            2.017657,  # bucket_10
+            16.819972,  # bucket_11
+            4.211046,  # bucket_12
+            0.706325,  # upper_nonascii
             0.000000,  # group_cjk
-            0.202207,  # group_cyrillic
-            0.115091,  # group_other
+            0.216511,  # group_cyrillic
+            0.125234,  # group_other
             2.337985,  # unknown_bmp
             3.509714,  # astral
         ),
         "cyrillic": (
-            0.689771,  # bias
-            0.152127,  # lower
-            0.183025,  # upper
-            0.370802,  # digit
-            0.054368,  # space
-            1.259922,  # newline
-            0.455428,  # tab
-            0.022790,  # punct
-            0.124274,  # word_runs
-            0.030010,  # camel
-            1.116273,  # digit_runs
-            0.768699,  # punct_runs
+            0.738031,  # bias
+            0.157388,  # lower
+            0.186864,  # upper
+            0.362391,  # digit
+            0.046280,  # space
+            1.202145,  # newline
+            0.564470,  # tab
+            0.000000,  # punct
+            0.137302,  # word_runs
+            0.000000,  # camel
+            1.252330,  # digit_runs
+            0.649332,  # punct_runs
             0.000000,  # indented_lines
-            0.000000,  # upper_pairs
+            0.381876,  # space_punct
             0.000000,  # quote
-            0.764320,  # backslash
-            2.994172,  # hex_prefix
+            0.754936,  # backslash
+            2.713098,  # hex_prefix
             0.000000,  # bucket_0
-            0.149640,  # bucket_1
-            0.296525,  # bucket_2
-            0.914253,  # bucket_3
-            0.341786,  # bucket_4
-            0.625771,  # bucket_5
-            0.712867,  # bucket_6
-            0.973988,  # bucket_7
-            2.281484,  # bucket_8
-            3.832552,  # bucket_9
-            2.440148,  # bucket_10
-            19.330711,  # bucket_11
-            4.348777,  # bucket_12
-            0.679547,  # upper_nonascii
+            0.162365,  # bucket_1
+            0.287660,  # bucket_2
+            0.963305,  # bucket_3
+            0.309709,  # bucket_4
+            0.631473,  # bucket_5
+            0.688099,  # bucket_6
+            0.948203,  # bucket_7
+            2.600241,  # bucket_8
+            3.945464,  # bucket_9
+            2.530673,  # bucket_10
+            19.593581,  # bucket_11
+            4.629542,  # bucket_12
+            0.702497,  # upper_nonascii
             0.000000,  # group_cjk
-            0.116317,  # group_cyrillic
+            0.106004,  # group_cyrillic
             0.000000,  # group_other
             2.337985,  # unknown_bmp
             3.509714,  # astral
         ),
         "script": (
-            0.669158,  # bias
-            0.175417,  # lower
-            0.200740,  # upper
-            0.438906,  # digit
-            0.052927,  # space
-            1.348396,  # newline
-            0.482534,  # tab
-            0.031773,  # punct
-            0.011533,  # word_runs
+            0.668758,  # bias
+            0.177857,  # lower
+            0.202420,  # upper
+            0.432022,  # digit
+            0.050822,  # space
+            1.340562,  # newline
+            0.503575,  # tab
+            0.021893,  # punct
+            0.012251,  # word_runs
             0.000000,  # camel
-            1.059786,  # digit_runs
-            0.716118,  # punct_runs
+            1.110828,  # digit_runs
+            0.674422,  # punct_runs
             0.000000,  # indented_lines
-            0.000000,  # upper_pairs
+            0.124202,  # space_punct
             0.000000,  # quote
-            0.736512,  # backslash
-            3.804915,  # hex_prefix
+            0.760708,  # backslash
+            3.629783,  # hex_prefix
             0.000000,  # bucket_0
-            0.292562,  # bucket_1
-            0.375910,  # bucket_2
-            0.511415,  # bucket_3
-            0.642210,  # bucket_4
-            0.744311,  # bucket_5
-            0.899048,  # bucket_6
-            1.073456,  # bucket_7
-            1.701508,  # bucket_8
-            4.115239,  # bucket_9
-            2.115475,  # bucket_10
-            13.494873,  # bucket_11
-            4.026677,  # bucket_12
-            1.129775,  # upper_nonascii
-            0.002026,  # group_cjk
-            0.005454,  # group_cyrillic
+            0.293205,  # bucket_1
+            0.376644,  # bucket_2
+            0.510952,  # bucket_3
+            0.642147,  # bucket_4
+            0.745576,  # bucket_5
+            0.897023,  # bucket_6
+            1.072909,  # bucket_7
+            1.703953,  # bucket_8
+            4.171417,  # bucket_9
+            2.110724,  # bucket_10
+            13.640775,  # bucket_11
+            4.029071,  # bucket_12
+            1.130775,  # upper_nonascii
+            0.003708,  # group_cjk
+            0.005943,  # group_cyrillic
             0.000000,  # group_other
             2.337985,  # unknown_bmp
             3.509714,  # astral
         ),
         "json": (
-            0.691019,  # bias
-            0.133373,  # lower
-            0.160289,  # upper
-            0.372248,  # digit
-            0.046410,  # space
-            0.859427,  # newline
-            0.530418,  # tab
-            0.063761,  # punct
-            0.263052,  # word_runs
-            0.178914,  # camel
-            1.074633,  # digit_runs
-            0.728410,  # punct_runs
-            0.219766,  # indented_lines
-            0.000000,  # upper_pairs
+            0.676843,  # bias
+            0.134201,  # lower
+            0.158612,  # upper
+            0.359452,  # digit
+            0.034272,  # space
+            0.852741,  # newline
+            0.664386,  # tab
+            0.091142,  # punct
+            0.311535,  # word_runs
+            0.235719,  # camel
+            1.281108,  # digit_runs
+            0.540030,  # punct_runs
+            0.070036,  # indented_lines
+            0.362111,  # space_punct
             0.000000,  # quote
-            0.701597,  # backslash
-            3.044862,  # hex_prefix
+            0.775527,  # backslash
+            2.524122,  # hex_prefix
             0.000000,  # bucket_0
-            0.019118,  # bucket_1
-            0.277360,  # bucket_2
-            0.294422,  # bucket_3
-            0.403316,  # bucket_4
-            0.495217,  # bucket_5
-            0.716787,  # bucket_6
-            0.857305,  # bucket_7
-            2.291704,  # bucket_8
-            3.771307,  # bucket_9
-            2.150844,  # bucket_10
-            17.257590,  # bucket_11
-            3.651186,  # bucket_12
-            0.717051,  # upper_nonascii
+            0.000000,  # bucket_1
+            0.266391,  # bucket_2
+            0.248888,  # bucket_3
+            0.355781,  # bucket_4
+            0.453670,  # bucket_5
+            0.664510,  # bucket_6
+            0.783928,  # bucket_7
+            2.278013,  # bucket_8
+            3.814294,  # bucket_9
+            2.149577,  # bucket_10
+            19.757733,  # bucket_11
+            3.525298,  # bucket_12
+            0.701322,  # upper_nonascii
             0.000000,  # group_cjk
-            0.222308,  # group_cyrillic
-            0.079812,  # group_other
+            0.234064,  # group_cyrillic
+            0.085924,  # group_other
             2.337985,  # unknown_bmp
             3.509714,  # astral
         ),
     },
     "cl100k": {
         "prose": (
-            0.439497,  # bias
-            0.060371,  # lower
-            0.067774,  # upper
-            0.548590,  # digit
-            0.061687,  # space
-            0.676291,  # newline
-            0.784479,  # tab
-            0.056430,  # punct
-            0.690842,  # word_runs
-            0.716335,  # camel
-            0.746124,  # digit_runs
-            0.682472,  # punct_runs
-            0.272198,  # indented_lines
-            0.000000,  # upper_pairs
-            0.039746,  # quote
-            0.435608,  # backslash
-            2.494314,  # hex_prefix
-            0.000000,  # bucket_0
-            0.000000,  # bucket_1
-            0.000000,  # bucket_2
-            0.021212,  # bucket_3
-            0.005320,  # bucket_4
-            0.057500,  # bucket_5
-            0.246420,  # bucket_6
-            0.555333,  # bucket_7
-            0.894123,  # bucket_8
-            1.055348,  # bucket_9
-            1.385883,  # bucket_10
-            3.225988,  # bucket_11
-            2.516606,  # bucket_12
-            1.026431,  # upper_nonascii
-            0.000000,  # group_cjk
-            0.331975,  # group_cyrillic
-            0.568868,  # group_other
-            2.614981,  # unknown_bmp
-            3.633046,  # astral
-        ),
-        "code": (
-            0.469319,  # bias
-            0.109490,  # lower
-            0.128833,  # upper
-            0.622944,  # digit
-            0.049728,  # space
-            0.442504,  # newline
-            0.305266,  # tab
-            0.073761,  # punct
-            0.444812,  # word_runs
-            0.158722,  # camel
-            0.502877,  # digit_runs
-            0.746403,  # punct_runs
-            0.370658,  # indented_lines
-            0.000000,  # upper_pairs
-            0.055828,  # quote
-            0.351817,  # backslash
-            4.153081,  # hex_prefix
-            0.000000,  # bucket_0
-            0.000000,  # bucket_1
-            0.000000,  # bucket_2
-            0.286875,  # bucket_3
-            0.126348,  # bucket_4
-            0.479460,  # bucket_5
-            0.522657,  # bucket_6
-            0.826740,  # bucket_7
-            1.627722,  # bucket_8
-            1.088795,  # bucket_9
-            1.707831,  # bucket_10
-            3.250121,  # bucket_11
-            2.836675,  # bucket_12
-            1.148459,  # upper_nonascii
-            0.000000,  # group_cjk
-            0.300766,  # group_cyrillic
-            0.332123,  # group_other
-            2.614981,  # unknown_bmp
-            3.633046,  # astral
-        ),
-        "cjk": (
-            0.384609,  # bias
-            0.115729,  # lower
-            0.155648,  # upper
-            0.567493,  # digit
-            0.110950,  # space
-            0.692812,  # newline
-            0.343446,  # tab
-            0.073317,  # punct
-            0.316214,  # word_runs
-            0.135731,  # camel
-            0.482949,  # digit_runs
-            0.806136,  # punct_runs
-            0.000000,  # indented_lines
-            0.000000,  # upper_pairs
+            0.373422,  # bias
+            0.058710,  # lower
+            0.067401,  # upper
+            0.560062,  # digit
+            0.057489,  # space
+            0.675825,  # newline
+            0.801027,  # tab
+            0.027184,  # punct
+            0.724282,  # word_runs
+            0.793044,  # camel
+            0.841372,  # digit_runs
+            0.563920,  # punct_runs
+            0.204194,  # indented_lines
+            0.439284,  # space_punct
             0.000000,  # quote
-            1.046272,  # backslash
-            2.777720,  # hex_prefix
+            0.504500,  # backslash
+            2.074240,  # hex_prefix
             0.000000,  # bucket_0
             0.000000,  # bucket_1
             0.000000,  # bucket_2
             0.000000,  # bucket_3
-            0.376885,  # bucket_4
-            0.415203,  # bucket_5
-            0.629104,  # bucket_6
-            0.887659,  # bucket_7
-            1.685501,  # bucket_8
-            1.820865,  # bucket_9
-            1.762856,  # bucket_10
-            3.006708,  # bucket_11
-            2.776169,  # bucket_12
-            1.002361,  # upper_nonascii
+            0.000000,  # bucket_4
+            0.009172,  # bucket_5
+            0.208436,  # bucket_6
+            0.516891,  # bucket_7
+            0.911895,  # bucket_8
+            1.035215,  # bucket_9
+            1.348671,  # bucket_10
+            3.198313,  # bucket_11
+            2.498558,  # bucket_12
+            1.023301,  # upper_nonascii
             0.000000,  # group_cjk
-            0.371207,  # group_cyrillic
-            0.247751,  # group_other
+            0.332672,  # group_cyrillic
+            0.600757,  # group_other
+            2.614981,  # unknown_bmp
+            3.633046,  # astral
+        ),
+        "code": (
+            0.570382,  # bias
+            0.107158,  # lower
+            0.120141,  # upper
+            0.621054,  # digit
+            0.038226,  # space
+            0.402379,  # newline
+            0.494909,  # tab
+            0.075874,  # punct
+            0.518398,  # word_runs
+            0.130722,  # camel
+            0.668163,  # digit_runs
+            0.558411,  # punct_runs
+            0.296398,  # indented_lines
+            0.595477,  # space_punct
+            0.000000,  # quote
+            0.381592,  # backslash
+            2.865038,  # hex_prefix
+            0.000000,  # bucket_0
+            0.000000,  # bucket_1
+            0.000000,  # bucket_2
+            0.202408,  # bucket_3
+            0.100878,  # bucket_4
+            0.325438,  # bucket_5
+            0.420966,  # bucket_6
+            0.790881,  # bucket_7
+            1.657038,  # bucket_8
+            1.178552,  # bucket_9
+            1.637751,  # bucket_10
+            3.205918,  # bucket_11
+            2.773591,  # bucket_12
+            1.122935,  # upper_nonascii
+            0.000000,  # group_cjk
+            0.312017,  # group_cyrillic
+            0.412146,  # group_other
+            2.614981,  # unknown_bmp
+            3.633046,  # astral
+        ),
+        "cjk": (
+            0.385339,  # bias
+            0.118168,  # lower
+            0.156050,  # upper
+            0.546715,  # digit
+            0.091499,  # space
+            0.688374,  # newline
+            0.373532,  # tab
+            0.076505,  # punct
+            0.344165,  # word_runs
+            0.022378,  # camel
+            0.592421,  # digit_runs
+            0.689781,  # punct_runs
+            0.000000,  # indented_lines
+            0.345203,  # space_punct
+            0.000000,  # quote
+            0.987547,  # backslash
+            2.506586,  # hex_prefix
+            0.000000,  # bucket_0
+            0.000000,  # bucket_1
+            0.000000,  # bucket_2
+            0.000000,  # bucket_3
+            0.340839,  # bucket_4
+            0.397713,  # bucket_5
+            0.595738,  # bucket_6
+            0.861871,  # bucket_7
+            1.685715,  # bucket_8
+            1.807469,  # bucket_9
+            1.730621,  # bucket_10
+            3.024264,  # bucket_11
+            2.773877,  # bucket_12
+            1.010188,  # upper_nonascii
+            0.000000,  # group_cjk
+            0.370795,  # group_cyrillic
+            0.273112,  # group_other
             2.614981,  # unknown_bmp
             3.633046,  # astral
         ),
         "cyrillic": (
-            0.639781,  # bias
-            0.169071,  # lower
-            0.191214,  # upper
-            0.486809,  # digit
-            0.055646,  # space
-            1.054653,  # newline
-            0.969308,  # tab
-            0.059568,  # punct
-            0.076997,  # word_runs
-            0.049124,  # camel
-            0.849954,  # digit_runs
-            0.726592,  # punct_runs
+            0.639785,  # bias
+            0.174538,  # lower
+            0.192697,  # upper
+            0.474199,  # digit
+            0.048909,  # space
+            0.974933,  # newline
+            1.093588,  # tab
+            0.054408,  # punct
+            0.098631,  # word_runs
+            0.039225,  # camel
+            1.011486,  # digit_runs
+            0.580460,  # punct_runs
             0.000000,  # indented_lines
-            0.000000,  # upper_pairs
+            0.358776,  # space_punct
             0.000000,  # quote
-            0.336560,  # backslash
-            4.004585,  # hex_prefix
+            0.375779,  # backslash
+            3.348785,  # hex_prefix
             0.000000,  # bucket_0
-            0.433935,  # bucket_1
+            0.245852,  # bucket_1
             0.000000,  # bucket_2
-            0.307445,  # bucket_3
-            0.396268,  # bucket_4
-            0.783871,  # bucket_5
-            1.184937,  # bucket_6
-            0.743624,  # bucket_7
-            1.667223,  # bucket_8
-            1.783791,  # bucket_9
-            1.941983,  # bucket_10
-            3.941575,  # bucket_11
-            2.482627,  # bucket_12
-            0.889211,  # upper_nonascii
+            0.304602,  # bucket_3
+            0.361394,  # bucket_4
+            0.787186,  # bucket_5
+            1.192141,  # bucket_6
+            0.711792,  # bucket_7
+            1.684188,  # bucket_8
+            1.791337,  # bucket_9
+            1.930102,  # bucket_10
+            3.938848,  # bucket_11
+            2.459042,  # bucket_12
+            0.885981,  # upper_nonascii
             0.000000,  # group_cjk
-            0.327309,  # group_cyrillic
+            0.331053,  # group_cyrillic
             0.000000,  # group_other
             2.614981,  # unknown_bmp
             3.633046,  # astral
         ),
         "script": (
-            0.572063,  # bias
-            0.181475,  # lower
-            0.201722,  # upper
-            0.475961,  # digit
-            0.079063,  # space
-            0.808859,  # newline
-            0.553378,  # tab
-            0.069955,  # punct
-            0.020526,  # word_runs
+            0.586847,  # bias
+            0.187389,  # lower
+            0.204969,  # upper
+            0.444720,  # digit
+            0.070298,  # space
+            0.779318,  # newline
+            0.557651,  # tab
+            0.072174,  # punct
+            0.025080,  # word_runs
             0.000000,  # camel
-            0.862455,  # digit_runs
-            0.736571,  # punct_runs
-            0.008342,  # indented_lines
-            0.000000,  # upper_pairs
+            1.011548,  # digit_runs
+            0.634606,  # punct_runs
+            0.000000,  # indented_lines
+            0.238718,  # space_punct
             0.000000,  # quote
-            0.691790,  # backslash
-            3.861218,  # hex_prefix
+            0.754989,  # backslash
+            3.364001,  # hex_prefix
             0.000000,  # bucket_0
-            0.881871,  # bucket_1
+            0.918998,  # bucket_1
             0.000000,  # bucket_2
-            0.327089,  # bucket_3
-            0.497663,  # bucket_4
-            0.890330,  # bucket_5
-            0.951845,  # bucket_6
-            1.188862,  # bucket_7
-            1.493901,  # bucket_8
-            1.840165,  # bucket_9
-            1.989523,  # bucket_10
-            3.993842,  # bucket_11
-            3.025315,  # bucket_12
-            1.640878,  # upper_nonascii
-            0.013514,  # group_cjk
-            0.314167,  # group_cyrillic
+            0.326690,  # bucket_3
+            0.495780,  # bucket_4
+            0.895090,  # bucket_5
+            0.948629,  # bucket_6
+            1.202431,  # bucket_7
+            1.487604,  # bucket_8
+            1.839517,  # bucket_9
+            1.990707,  # bucket_10
+            4.068639,  # bucket_11
+            3.030842,  # bucket_12
+            1.649269,  # upper_nonascii
+            0.012032,  # group_cjk
+            0.316467,  # group_cyrillic
             0.000000,  # group_other
             2.614981,  # unknown_bmp
             3.633046,  # astral
         ),
         "json": (
-            0.639405,  # bias
-            0.123836,  # lower
-            0.142823,  # upper
-            0.395788,  # digit
-            0.032755,  # space
-            0.627920,  # newline
-            0.567412,  # tab
-            0.036750,  # punct
-            0.349575,  # word_runs
-            0.237096,  # camel
-            0.965089,  # digit_runs
-            0.766657,  # punct_runs
-            0.519191,  # indented_lines
-            0.000000,  # upper_pairs
+            0.602990,  # bias
+            0.109890,  # lower
+            0.124539,  # upper
+            0.373727,  # digit
+            0.024139,  # space
+            0.609740,  # newline
+            0.547747,  # tab
+            0.079297,  # punct
+            0.483570,  # word_runs
+            0.396214,  # camel
+            1.195862,  # digit_runs
+            0.509895,  # punct_runs
+            0.347935,  # indented_lines
+            0.449717,  # space_punct
             0.000000,  # quote
-            0.532974,  # backslash
-            3.114578,  # hex_prefix
+            0.537568,  # backslash
+            2.452824,  # hex_prefix
             0.000000,  # bucket_0
-            0.064336,  # bucket_1
+            0.000000,  # bucket_1
             0.000000,  # bucket_2
-            0.190368,  # bucket_3
-            0.237245,  # bucket_4
-            0.522034,  # bucket_5
-            0.625514,  # bucket_6
-            0.892888,  # bucket_7
-            1.555585,  # bucket_8
-            1.398365,  # bucket_9
-            1.726877,  # bucket_10
-            3.755786,  # bucket_11
-            2.732621,  # bucket_12
-            1.042534,  # upper_nonascii
+            0.113551,  # bucket_3
+            0.116313,  # bucket_4
+            0.375132,  # bucket_5
+            0.476865,  # bucket_6
+            0.782050,  # bucket_7
+            1.426126,  # bucket_8
+            1.258353,  # bucket_9
+            1.593041,  # bucket_10
+            3.525095,  # bucket_11
+            2.653848,  # bucket_12
+            1.059084,  # upper_nonascii
             0.000000,  # group_cjk
-            0.336063,  # group_cyrillic
-            0.264130,  # group_other
+            0.345002,  # group_cyrillic
+            0.377790,  # group_other
             2.614981,  # unknown_bmp
             3.633046,  # astral
         ),
