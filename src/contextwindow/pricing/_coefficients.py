@@ -15,462 +15,486 @@ __all__ = ["CLAUDE_STRUCTURE", "CLAUDE_TEXT_RATIO", "TEXT_COEFFICIENTS"]
 TEXT_COEFFICIENTS: dict[str, dict[str, tuple[float, ...]]] = {
     "o200k": {
         "prose": (
-            0.437954,  # bias
-            0.083250,  # lower
-            0.094757,  # upper
-            0.542559,  # digit
-            0.069798,  # space
-            0.750760,  # newline
-            0.767819,  # tab
-            0.053522,  # punct
-            0.556095,  # word_runs
-            0.487404,  # camel
-            0.788188,  # digit_runs
-            0.710672,  # punct_runs
-            0.233992,  # indented_lines
+            0.426887,  # bias
+            0.090597,  # lower
+            0.102814,  # upper
+            0.462024,  # digit
+            0.070938,  # space
+            0.654567,  # newline
+            0.763879,  # tab
+            0.067358,  # punct
+            0.523631,  # word_runs
+            0.447577,  # camel
+            0.970716,  # digit_runs
+            0.695797,  # punct_runs
+            0.305915,  # indented_lines
             0.000000,  # upper_pairs
             0.000000,  # quote
-            0.540970,  # backslash
-            2.495222,  # hex_prefix
+            0.511428,  # backslash
+            2.419541,  # hex_prefix
             0.000000,  # bucket_0
-            0.000000,  # bucket_1
-            0.053446,  # bucket_2
+            0.079230,  # bucket_1
+            0.144541,  # bucket_2
             0.000000,  # bucket_3
-            0.049450,  # bucket_4
-            0.173300,  # bucket_5
-            0.458035,  # bucket_6
-            0.722976,  # bucket_7
-            1.837124,  # bucket_8
-            2.652176,  # bucket_9
-            1.731361,  # bucket_10
-            24.235758,  # bucket_11
-            3.875166,  # bucket_12
-            0.765237,  # upper_nonascii
+            0.000000,  # bucket_4
+            0.040877,  # bucket_5
+            0.384360,  # bucket_6
+            0.748428,  # bucket_7
+            1.651698,  # bucket_8
+            0.641453,  # bucket_9
+            1.612647,  # bucket_10
+            0.000000,  # bucket_11
+            3.702058,  # bucket_12
+            0.702895,  # upper_nonascii
             0.000000,  # group_cjk
-            0.193410,  # group_cyrillic
-            0.236493,  # group_other
+            0.098002,  # group_cyrillic
+            0.125756,  # group_other
             2.337985,  # unknown_bmp
             3.509714,  # astral
+            0.000000,  # vocab_words
+            0.775581,  # other_words
         ),
         "code": (
-            0.428327,  # bias
-            0.123769,  # lower
-            0.150485,  # upper
-            0.571189,  # digit
-            0.058121,  # space
-            0.491958,  # newline
-            0.501039,  # tab
-            0.074055,  # punct
-            0.354857,  # word_runs
-            0.198009,  # camel
-            0.614095,  # digit_runs
-            0.770394,  # punct_runs
-            0.287135,  # indented_lines
+            0.401321,  # bias
+            0.129182,  # lower
+            0.153874,  # upper
+            0.536961,  # digit
+            0.052204,  # space
+            0.443326,  # newline
+            0.593789,  # tab
+            0.075245,  # punct
+            0.344990,  # word_runs
+            0.185615,  # camel
+            0.691631,  # digit_runs
+            0.758013,  # punct_runs
+            0.376811,  # indented_lines
             0.000000,  # upper_pairs
             0.000000,  # quote
-            0.344138,  # backslash
-            4.909439,  # hex_prefix
+            0.341805,  # backslash
+            4.917860,  # hex_prefix
             0.000000,  # bucket_0
-            0.000000,  # bucket_1
-            0.143254,  # bucket_2
-            0.153594,  # bucket_3
-            0.368736,  # bucket_4
-            0.469112,  # bucket_5
-            0.646009,  # bucket_6
-            0.914151,  # bucket_7
-            1.890256,  # bucket_8
-            2.325729,  # bucket_9
-            2.227065,  # bucket_10
-            26.853784,  # bucket_11
-            3.483918,  # bucket_12
-            0.842164,  # upper_nonascii
+            0.133065,  # bucket_1
+            0.207487,  # bucket_2
+            0.163817,  # bucket_3
+            0.179467,  # bucket_4
+            0.271016,  # bucket_5
+            0.568276,  # bucket_6
+            1.001551,  # bucket_7
+            1.732466,  # bucket_8
+            0.000000,  # bucket_9
+            1.779443,  # bucket_10
+            4.329772,  # bucket_11
+            2.613319,  # bucket_12
+            0.787804,  # upper_nonascii
             0.000000,  # group_cjk
-            0.231631,  # group_cyrillic
-            0.191173,  # group_other
+            0.059655,  # group_cyrillic
+            0.061909,  # group_other
             2.337985,  # unknown_bmp
             3.509714,  # astral
+            0.451974,  # vocab_words
+            0.882961,  # other_words
         ),
         "cjk": (
-            0.286728,  # bias
-            0.121130,  # lower
-            0.174392,  # upper
-            0.540937,  # digit
-            0.118825,  # space
-            0.937462,  # newline
-            0.520831,  # tab
-            0.089065,  # punct
-            0.258168,  # word_runs
-            0.080916,  # camel
-            0.747007,  # digit_runs
-            0.715652,  # punct_runs
+            0.231779,  # bias
+            0.147302,  # lower
+            0.204979,  # upper
+            0.410309,  # digit
+            0.111777,  # space
+            0.827785,  # newline
+            0.464006,  # tab
+            0.129480,  # punct
+            0.141176,  # word_runs
+            0.000000,  # camel
+            0.977319,  # digit_runs
+            0.691023,  # punct_runs
             0.000000,  # indented_lines
             0.000000,  # upper_pairs
             0.000000,  # quote
-            1.245561,  # backslash
-            2.421970,  # hex_prefix
-            0.000000,  # bucket_0
-            0.029457,  # bucket_1
-            0.230162,  # bucket_2
-            0.193838,  # bucket_3
-            0.428852,  # bucket_4
-            0.462221,  # bucket_5
-            0.728589,  # bucket_6
-            0.872682,  # bucket_7
-            1.404940,  # bucket_8
-            3.278154,  # bucket_9
-            2.019327,  # bucket_10
-            16.199872,  # bucket_11
-            4.220637,  # bucket_12
-            0.715652,  # upper_nonascii
+            1.173846,  # backslash
+            2.775863,  # hex_prefix
+            0.012665,  # bucket_0
+            0.246022,  # bucket_1
+            0.285656,  # bucket_2
+            0.326274,  # bucket_3
+            0.470520,  # bucket_4
+            0.490533,  # bucket_5
+            0.790162,  # bucket_6
+            1.106851,  # bucket_7
+            1.615997,  # bucket_8
+            2.084808,  # bucket_9
+            1.947079,  # bucket_10
+            1.342468,  # bucket_11
+            4.189062,  # bucket_12
+            0.828437,  # upper_nonascii
             0.000000,  # group_cjk
-            0.202207,  # group_cyrillic
-            0.115091,  # group_other
+            0.015330,  # group_cyrillic
+            0.036603,  # group_other
             2.337985,  # unknown_bmp
             3.509714,  # astral
+            0.795180,  # vocab_words
+            0.439091,  # other_words
         ),
         "cyrillic": (
-            0.689771,  # bias
-            0.152127,  # lower
-            0.183025,  # upper
-            0.370802,  # digit
-            0.054368,  # space
-            1.259922,  # newline
-            0.455428,  # tab
-            0.022790,  # punct
-            0.124274,  # word_runs
-            0.030010,  # camel
-            1.116273,  # digit_runs
-            0.768699,  # punct_runs
+            0.478765,  # bias
+            0.143046,  # lower
+            0.174181,  # upper
+            0.410786,  # digit
+            0.068173,  # space
+            1.089813,  # newline
+            0.569200,  # tab
+            0.074081,  # punct
+            0.190291,  # word_runs
+            0.144569,  # camel
+            0.987831,  # digit_runs
+            0.707067,  # punct_runs
             0.000000,  # indented_lines
             0.000000,  # upper_pairs
             0.000000,  # quote
-            0.764320,  # backslash
-            2.994172,  # hex_prefix
+            0.904384,  # backslash
+            2.088843,  # hex_prefix
             0.000000,  # bucket_0
-            0.149640,  # bucket_1
-            0.296525,  # bucket_2
-            0.914253,  # bucket_3
-            0.341786,  # bucket_4
-            0.625771,  # bucket_5
-            0.712867,  # bucket_6
-            0.973988,  # bucket_7
-            2.281484,  # bucket_8
-            3.832552,  # bucket_9
-            2.440148,  # bucket_10
-            19.330711,  # bucket_11
-            4.348777,  # bucket_12
-            0.679547,  # upper_nonascii
+            0.165686,  # bucket_1
+            0.244939,  # bucket_2
+            0.539390,  # bucket_3
+            0.191155,  # bucket_4
+            0.332090,  # bucket_5
+            0.662419,  # bucket_6
+            1.190671,  # bucket_7
+            1.517184,  # bucket_8
+            0.641906,  # bucket_9
+            1.525242,  # bucket_10
+            1.775446,  # bucket_11
+            3.973601,  # bucket_12
+            0.629094,  # upper_nonascii
             0.000000,  # group_cjk
-            0.116317,  # group_cyrillic
+            0.029970,  # group_cyrillic
             0.000000,  # group_other
             2.337985,  # unknown_bmp
             3.509714,  # astral
+            0.654528,  # vocab_words
+            0.871619,  # other_words
         ),
         "script": (
-            0.669158,  # bias
-            0.175417,  # lower
-            0.200740,  # upper
-            0.438906,  # digit
-            0.052927,  # space
-            1.348396,  # newline
-            0.482534,  # tab
-            0.031773,  # punct
-            0.011533,  # word_runs
+            0.549962,  # bias
+            0.173299,  # lower
+            0.197340,  # upper
+            0.416664,  # digit
+            0.064793,  # space
+            1.167439,  # newline
+            0.514229,  # tab
+            0.072581,  # punct
+            0.044865,  # word_runs
             0.000000,  # camel
-            1.059786,  # digit_runs
-            0.716118,  # punct_runs
+            1.062457,  # digit_runs
+            0.673252,  # punct_runs
             0.000000,  # indented_lines
             0.000000,  # upper_pairs
             0.000000,  # quote
-            0.736512,  # backslash
-            3.804915,  # hex_prefix
+            0.851845,  # backslash
+            3.576229,  # hex_prefix
             0.000000,  # bucket_0
-            0.292562,  # bucket_1
-            0.375910,  # bucket_2
-            0.511415,  # bucket_3
-            0.642210,  # bucket_4
-            0.744311,  # bucket_5
-            0.899048,  # bucket_6
-            1.073456,  # bucket_7
-            1.701508,  # bucket_8
-            4.115239,  # bucket_9
-            2.115475,  # bucket_10
-            13.494873,  # bucket_11
-            4.026677,  # bucket_12
-            1.129775,  # upper_nonascii
-            0.002026,  # group_cjk
-            0.005454,  # group_cyrillic
-            0.000000,  # group_other
+            0.192003,  # bucket_1
+            0.260165,  # bucket_2
+            0.369731,  # bucket_3
+            0.313932,  # bucket_4
+            0.379296,  # bucket_5
+            0.719850,  # bucket_6
+            1.188736,  # bucket_7
+            1.333809,  # bucket_8
+            1.270067,  # bucket_9
+            1.443044,  # bucket_10
+            1.259501,  # bucket_11
+            4.283751,  # bucket_12
+            0.865871,  # upper_nonascii
+            0.112251,  # group_cjk
+            0.036374,  # group_cyrillic
+            0.046793,  # group_other
             2.337985,  # unknown_bmp
             3.509714,  # astral
+            0.658537,  # vocab_words
+            0.849318,  # other_words
         ),
         "json": (
-            0.691019,  # bias
-            0.133373,  # lower
-            0.160289,  # upper
-            0.372248,  # digit
-            0.046410,  # space
-            0.859427,  # newline
-            0.530418,  # tab
-            0.063761,  # punct
-            0.263052,  # word_runs
-            0.178914,  # camel
-            1.074633,  # digit_runs
-            0.728410,  # punct_runs
-            0.219766,  # indented_lines
+            0.679567,  # bias
+            0.140509,  # lower
+            0.168371,  # upper
+            0.368513,  # digit
+            0.044046,  # space
+            0.702214,  # newline
+            0.589668,  # tab
+            0.068045,  # punct
+            0.242185,  # word_runs
+            0.133896,  # camel
+            1.092220,  # digit_runs
+            0.721971,  # punct_runs
+            0.375140,  # indented_lines
             0.000000,  # upper_pairs
             0.000000,  # quote
-            0.701597,  # backslash
-            3.044862,  # hex_prefix
+            0.698002,  # backslash
+            2.998867,  # hex_prefix
             0.000000,  # bucket_0
-            0.019118,  # bucket_1
-            0.277360,  # bucket_2
-            0.294422,  # bucket_3
-            0.403316,  # bucket_4
-            0.495217,  # bucket_5
-            0.716787,  # bucket_6
-            0.857305,  # bucket_7
-            2.291704,  # bucket_8
-            3.771307,  # bucket_9
-            2.150844,  # bucket_10
-            17.257590,  # bucket_11
-            3.651186,  # bucket_12
-            0.717051,  # upper_nonascii
+            0.172207,  # bucket_1
+            0.263186,  # bucket_2
+            0.237757,  # bucket_3
+            0.307939,  # bucket_4
+            0.354572,  # bucket_5
+            0.663250,  # bucket_6
+            1.043188,  # bucket_7
+            1.829742,  # bucket_8
+            1.361638,  # bucket_9
+            1.778687,  # bucket_10
+            3.994090,  # bucket_11
+            3.602794,  # bucket_12
+            0.750369,  # upper_nonascii
             0.000000,  # group_cjk
-            0.222308,  # group_cyrillic
-            0.079812,  # group_other
+            0.048679,  # group_cyrillic
+            0.038419,  # group_other
             2.337985,  # unknown_bmp
             3.509714,  # astral
+            0.557498,  # vocab_words
+            0.773131,  # other_words
         ),
     },
     "cl100k": {
         "prose": (
-            0.439497,  # bias
-            0.060371,  # lower
-            0.067774,  # upper
-            0.548590,  # digit
-            0.061687,  # space
-            0.676291,  # newline
-            0.784479,  # tab
-            0.056430,  # punct
-            0.690842,  # word_runs
-            0.716335,  # camel
-            0.746124,  # digit_runs
-            0.682472,  # punct_runs
-            0.272198,  # indented_lines
+            0.435312,  # bias
+            0.065640,  # lower
+            0.073026,  # upper
+            0.524789,  # digit
+            0.062317,  # space
+            0.608979,  # newline
+            0.766066,  # tab
+            0.065221,  # punct
+            0.668212,  # word_runs
+            0.687423,  # camel
+            0.790189,  # digit_runs
+            0.676609,  # punct_runs
+            0.315697,  # indented_lines
             0.000000,  # upper_pairs
-            0.039746,  # quote
-            0.435608,  # backslash
-            2.494314,  # hex_prefix
+            0.037287,  # quote
+            0.431010,  # backslash
+            2.532114,  # hex_prefix
             0.000000,  # bucket_0
             0.000000,  # bucket_1
             0.000000,  # bucket_2
-            0.021212,  # bucket_3
-            0.005320,  # bucket_4
-            0.057500,  # bucket_5
-            0.246420,  # bucket_6
-            0.555333,  # bucket_7
-            0.894123,  # bucket_8
-            1.055348,  # bucket_9
-            1.385883,  # bucket_10
-            3.225988,  # bucket_11
-            2.516606,  # bucket_12
-            1.026431,  # upper_nonascii
+            0.439814,  # bucket_3
+            0.000000,  # bucket_4
+            0.000000,  # bucket_5
+            0.163239,  # bucket_6
+            0.584769,  # bucket_7
+            0.275380,  # bucket_8
+            0.371796,  # bucket_9
+            1.253141,  # bucket_10
+            2.408241,  # bucket_11
+            2.599033,  # bucket_12
+            1.151617,  # upper_nonascii
             0.000000,  # group_cjk
-            0.331975,  # group_cyrillic
-            0.568868,  # group_other
+            0.169929,  # group_cyrillic
+            0.525134,  # group_other
             2.614981,  # unknown_bmp
             3.633046,  # astral
+            0.051693,  # vocab_words
+            0.571221,  # other_words
         ),
         "code": (
-            0.469319,  # bias
-            0.109490,  # lower
-            0.128833,  # upper
-            0.622944,  # digit
-            0.049728,  # space
-            0.442504,  # newline
-            0.305266,  # tab
-            0.073761,  # punct
-            0.444812,  # word_runs
-            0.158722,  # camel
-            0.502877,  # digit_runs
-            0.746403,  # punct_runs
-            0.370658,  # indented_lines
+            0.420784,  # bias
+            0.114680,  # lower
+            0.131957,  # upper
+            0.572683,  # digit
+            0.046178,  # space
+            0.403431,  # newline
+            0.309458,  # tab
+            0.075629,  # punct
+            0.436666,  # word_runs
+            0.156303,  # camel
+            0.599429,  # digit_runs
+            0.729480,  # punct_runs
+            0.439046,  # indented_lines
             0.000000,  # upper_pairs
-            0.055828,  # quote
-            0.351817,  # backslash
-            4.153081,  # hex_prefix
+            0.058411,  # quote
+            0.350764,  # backslash
+            4.185115,  # hex_prefix
             0.000000,  # bucket_0
             0.000000,  # bucket_1
             0.000000,  # bucket_2
-            0.286875,  # bucket_3
-            0.126348,  # bucket_4
-            0.479460,  # bucket_5
-            0.522657,  # bucket_6
-            0.826740,  # bucket_7
-            1.627722,  # bucket_8
-            1.088795,  # bucket_9
-            1.707831,  # bucket_10
-            3.250121,  # bucket_11
-            2.836675,  # bucket_12
-            1.148459,  # upper_nonascii
+            0.591237,  # bucket_3
+            0.211794,  # bucket_4
+            0.218640,  # bucket_5
+            0.392207,  # bucket_6
+            0.833486,  # bucket_7
+            0.961825,  # bucket_8
+            0.435240,  # bucket_9
+            1.578225,  # bucket_10
+            2.676977,  # bucket_11
+            2.720614,  # bucket_12
+            1.166392,  # upper_nonascii
             0.000000,  # group_cjk
-            0.300766,  # group_cyrillic
-            0.332123,  # group_other
+            0.133952,  # group_cyrillic
+            0.325477,  # group_other
             2.614981,  # unknown_bmp
             3.633046,  # astral
+            0.556811,  # vocab_words
+            0.707324,  # other_words
         ),
         "cjk": (
-            0.384609,  # bias
-            0.115729,  # lower
-            0.155648,  # upper
-            0.567493,  # digit
-            0.110950,  # space
-            0.692812,  # newline
-            0.343446,  # tab
-            0.073317,  # punct
-            0.316214,  # word_runs
-            0.135731,  # camel
-            0.482949,  # digit_runs
-            0.806136,  # punct_runs
-            0.000000,  # indented_lines
+            0.278024,  # bias
+            0.135919,  # lower
+            0.176096,  # upper
+            0.553358,  # digit
+            0.097054,  # space
+            0.541171,  # newline
+            0.465293,  # tab
+            0.077047,  # punct
+            0.237887,  # word_runs
+            0.009894,  # camel
+            0.499316,  # digit_runs
+            0.824834,  # punct_runs
+            0.156256,  # indented_lines
             0.000000,  # upper_pairs
             0.000000,  # quote
-            1.046272,  # backslash
-            2.777720,  # hex_prefix
+            0.971313,  # backslash
+            3.001169,  # hex_prefix
             0.000000,  # bucket_0
             0.000000,  # bucket_1
             0.000000,  # bucket_2
-            0.000000,  # bucket_3
-            0.376885,  # bucket_4
-            0.415203,  # bucket_5
-            0.629104,  # bucket_6
-            0.887659,  # bucket_7
-            1.685501,  # bucket_8
-            1.820865,  # bucket_9
-            1.762856,  # bucket_10
-            3.006708,  # bucket_11
-            2.776169,  # bucket_12
-            1.002361,  # upper_nonascii
+            0.135036,  # bucket_3
+            0.541285,  # bucket_4
+            0.333870,  # bucket_5
+            0.673644,  # bucket_6
+            0.970282,  # bucket_7
+            1.403199,  # bucket_8
+            1.686319,  # bucket_9
+            1.780572,  # bucket_10
+            2.733622,  # bucket_11
+            2.868115,  # bucket_12
+            1.212080,  # upper_nonascii
             0.000000,  # group_cjk
-            0.371207,  # group_cyrillic
-            0.247751,  # group_other
+            0.270226,  # group_cyrillic
+            0.170383,  # group_other
             2.614981,  # unknown_bmp
             3.633046,  # astral
+            0.823883,  # vocab_words
+            0.371339,  # other_words
         ),
         "cyrillic": (
-            0.639781,  # bias
-            0.169071,  # lower
-            0.191214,  # upper
-            0.486809,  # digit
-            0.055646,  # space
-            1.054653,  # newline
-            0.969308,  # tab
-            0.059568,  # punct
-            0.076997,  # word_runs
-            0.049124,  # camel
-            0.849954,  # digit_runs
-            0.726592,  # punct_runs
+            0.572814,  # bias
+            0.161356,  # lower
+            0.185263,  # upper
+            0.534734,  # digit
+            0.060683,  # space
+            0.942646,  # newline
+            1.180933,  # tab
+            0.070575,  # punct
+            0.123368,  # word_runs
+            0.121152,  # camel
+            0.694577,  # digit_runs
+            0.729297,  # punct_runs
             0.000000,  # indented_lines
             0.000000,  # upper_pairs
             0.000000,  # quote
-            0.336560,  # backslash
-            4.004585,  # hex_prefix
+            0.328646,  # backslash
+            4.365888,  # hex_prefix
             0.000000,  # bucket_0
-            0.433935,  # bucket_1
+            0.000000,  # bucket_1
             0.000000,  # bucket_2
-            0.307445,  # bucket_3
-            0.396268,  # bucket_4
-            0.783871,  # bucket_5
-            1.184937,  # bucket_6
-            0.743624,  # bucket_7
-            1.667223,  # bucket_8
-            1.783791,  # bucket_9
-            1.941983,  # bucket_10
-            3.941575,  # bucket_11
-            2.482627,  # bucket_12
-            0.889211,  # upper_nonascii
+            0.477580,  # bucket_3
+            0.512666,  # bucket_4
+            0.487395,  # bucket_5
+            1.034390,  # bucket_6
+            0.576166,  # bucket_7
+            1.214867,  # bucket_8
+            1.487728,  # bucket_9
+            1.693439,  # bucket_10
+            2.303288,  # bucket_11
+            2.499596,  # bucket_12
+            0.877967,  # upper_nonascii
             0.000000,  # group_cjk
-            0.327309,  # group_cyrillic
+            0.186428,  # group_cyrillic
             0.000000,  # group_other
             2.614981,  # unknown_bmp
             3.633046,  # astral
+            0.000000,  # vocab_words
+            0.879895,  # other_words
         ),
         "script": (
-            0.572063,  # bias
-            0.181475,  # lower
-            0.201722,  # upper
-            0.475961,  # digit
-            0.079063,  # space
-            0.808859,  # newline
-            0.553378,  # tab
-            0.069955,  # punct
-            0.020526,  # word_runs
+            0.524345,  # bias
+            0.178036,  # lower
+            0.197637,  # upper
+            0.474087,  # digit
+            0.064972,  # space
+            0.781866,  # newline
+            0.431206,  # tab
+            0.071733,  # punct
+            0.054974,  # word_runs
             0.000000,  # camel
-            0.862455,  # digit_runs
-            0.736571,  # punct_runs
-            0.008342,  # indented_lines
+            0.861436,  # digit_runs
+            0.723581,  # punct_runs
+            0.154585,  # indented_lines
             0.000000,  # upper_pairs
             0.000000,  # quote
-            0.691790,  # backslash
-            3.861218,  # hex_prefix
+            0.658605,  # backslash
+            3.854885,  # hex_prefix
             0.000000,  # bucket_0
-            0.881871,  # bucket_1
-            0.000000,  # bucket_2
-            0.327089,  # bucket_3
-            0.497663,  # bucket_4
-            0.890330,  # bucket_5
-            0.951845,  # bucket_6
-            1.188862,  # bucket_7
-            1.493901,  # bucket_8
-            1.840165,  # bucket_9
-            1.989523,  # bucket_10
-            3.993842,  # bucket_11
-            3.025315,  # bucket_12
-            1.640878,  # upper_nonascii
-            0.013514,  # group_cjk
-            0.314167,  # group_cyrillic
-            0.000000,  # group_other
+            0.000000,  # bucket_1
+            0.205348,  # bucket_2
+            0.801382,  # bucket_3
+            0.440619,  # bucket_4
+            0.795448,  # bucket_5
+            0.869434,  # bucket_6
+            1.106293,  # bucket_7
+            1.371777,  # bucket_8
+            1.686065,  # bucket_9
+            1.912598,  # bucket_10
+            2.751459,  # bucket_11
+            2.953209,  # bucket_12
+            1.705067,  # upper_nonascii
+            0.000000,  # group_cjk
+            0.017082,  # group_cyrillic
+            0.017373,  # group_other
             2.614981,  # unknown_bmp
             3.633046,  # astral
+            1.027030,  # vocab_words
+            0.350994,  # other_words
         ),
         "json": (
-            0.639405,  # bias
-            0.123836,  # lower
-            0.142823,  # upper
-            0.395788,  # digit
-            0.032755,  # space
-            0.627920,  # newline
-            0.567412,  # tab
-            0.036750,  # punct
-            0.349575,  # word_runs
-            0.237096,  # camel
-            0.965089,  # digit_runs
-            0.766657,  # punct_runs
-            0.519191,  # indented_lines
+            0.624917,  # bias
+            0.125183,  # lower
+            0.144384,  # upper
+            0.389330,  # digit
+            0.032646,  # space
+            0.518247,  # newline
+            0.422636,  # tab
+            0.046982,  # punct
+            0.351937,  # word_runs
+            0.228764,  # camel
+            0.989218,  # digit_runs
+            0.751055,  # punct_runs
+            0.622575,  # indented_lines
             0.000000,  # upper_pairs
             0.000000,  # quote
-            0.532974,  # backslash
-            3.114578,  # hex_prefix
+            0.473698,  # backslash
+            3.025796,  # hex_prefix
             0.000000,  # bucket_0
-            0.064336,  # bucket_1
-            0.000000,  # bucket_2
-            0.190368,  # bucket_3
-            0.237245,  # bucket_4
-            0.522034,  # bucket_5
-            0.625514,  # bucket_6
-            0.892888,  # bucket_7
-            1.555585,  # bucket_8
-            1.398365,  # bucket_9
-            1.726877,  # bucket_10
-            3.755786,  # bucket_11
-            2.732621,  # bucket_12
-            1.042534,  # upper_nonascii
+            0.000000,  # bucket_1
+            0.031967,  # bucket_2
+            0.489402,  # bucket_3
+            0.317938,  # bucket_4
+            0.303821,  # bucket_5
+            0.484035,  # bucket_6
+            0.900027,  # bucket_7
+            0.817318,  # bucket_8
+            0.797961,  # bucket_9
+            1.533577,  # bucket_10
+            2.449244,  # bucket_11
+            2.814818,  # bucket_12
+            1.161844,  # upper_nonascii
             0.000000,  # group_cjk
-            0.336063,  # group_cyrillic
-            0.264130,  # group_other
+            0.148688,  # group_cyrillic
+            0.244433,  # group_other
             2.614981,  # unknown_bmp
             3.633046,  # astral
+            0.340032,  # vocab_words
+            0.768374,  # other_words
         ),
     },
 }
