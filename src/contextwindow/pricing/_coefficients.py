@@ -15,486 +15,486 @@ __all__ = ["CLAUDE_STRUCTURE", "CLAUDE_TEXT_RATIO", "TEXT_COEFFICIENTS"]
 TEXT_COEFFICIENTS: dict[str, dict[str, tuple[float, ...]]] = {
     "o200k": {
         "prose": (
-            0.426887,  # bias
-            0.090597,  # lower
-            0.102814,  # upper
-            0.462024,  # digit
-            0.070938,  # space
-            0.654567,  # newline
-            0.763879,  # tab
-            0.067358,  # punct
-            0.523631,  # word_runs
-            0.447577,  # camel
-            0.970716,  # digit_runs
-            0.695797,  # punct_runs
-            0.305915,  # indented_lines
+            0.426893,  # bias
+            0.090601,  # lower
+            0.102818,  # upper
+            0.462033,  # digit
+            0.070942,  # space
+            0.654578,  # newline
+            0.763888,  # tab
+            0.067349,  # punct
+            0.523608,  # word_runs
+            0.447554,  # camel
+            0.970693,  # digit_runs
+            0.695808,  # punct_runs
+            0.305894,  # indented_lines
             0.000000,  # upper_pairs
             0.000000,  # quote
-            0.511428,  # backslash
-            2.419541,  # hex_prefix
+            0.511529,  # backslash
+            2.419560,  # hex_prefix
             0.000000,  # bucket_0
-            0.079230,  # bucket_1
-            0.144541,  # bucket_2
+            0.079242,  # bucket_1
+            0.145065,  # bucket_2
             0.000000,  # bucket_3
             0.000000,  # bucket_4
-            0.040877,  # bucket_5
-            0.384360,  # bucket_6
-            0.748428,  # bucket_7
-            1.651698,  # bucket_8
-            0.641453,  # bucket_9
-            1.612647,  # bucket_10
+            0.040840,  # bucket_5
+            0.384339,  # bucket_6
+            0.748457,  # bucket_7
+            1.651454,  # bucket_8
+            0.640833,  # bucket_9
+            1.612694,  # bucket_10
             0.000000,  # bucket_11
-            3.702058,  # bucket_12
-            0.702895,  # upper_nonascii
+            3.701891,  # bucket_12
+            0.702817,  # upper_nonascii
             0.000000,  # group_cjk
-            0.098002,  # group_cyrillic
-            0.125756,  # group_other
+            0.097981,  # group_cyrillic
+            0.125428,  # group_other
             2.337985,  # unknown_bmp
             3.509714,  # astral
             0.000000,  # vocab_words
-            0.775581,  # other_words
+            0.775779,  # other_words
         ),
         "code": (
-            0.401321,  # bias
-            0.129182,  # lower
-            0.153874,  # upper
-            0.536961,  # digit
-            0.052204,  # space
-            0.443326,  # newline
-            0.593789,  # tab
-            0.075245,  # punct
-            0.344990,  # word_runs
-            0.185615,  # camel
-            0.691631,  # digit_runs
-            0.758013,  # punct_runs
-            0.376811,  # indented_lines
+            0.401341,  # bias
+            0.129222,  # lower
+            0.153921,  # upper
+            0.536989,  # digit
+            0.052226,  # space
+            0.443360,  # newline
+            0.594030,  # tab
+            0.075244,  # punct
+            0.344752,  # word_runs
+            0.185359,  # camel
+            0.691593,  # digit_runs
+            0.758040,  # punct_runs
+            0.376658,  # indented_lines
             0.000000,  # upper_pairs
             0.000000,  # quote
-            0.341805,  # backslash
-            4.917860,  # hex_prefix
+            0.341772,  # backslash
+            4.918105,  # hex_prefix
             0.000000,  # bucket_0
-            0.133065,  # bucket_1
-            0.207487,  # bucket_2
-            0.163817,  # bucket_3
-            0.179467,  # bucket_4
-            0.271016,  # bucket_5
-            0.568276,  # bucket_6
-            1.001551,  # bucket_7
-            1.732466,  # bucket_8
+            0.133327,  # bucket_1
+            0.208245,  # bucket_2
+            0.164325,  # bucket_3
+            0.179481,  # bucket_4
+            0.271202,  # bucket_5
+            0.568524,  # bucket_6
+            1.002013,  # bucket_7
+            1.732716,  # bucket_8
             0.000000,  # bucket_9
-            1.779443,  # bucket_10
-            4.329772,  # bucket_11
-            2.613319,  # bucket_12
-            0.787804,  # upper_nonascii
+            1.779854,  # bucket_10
+            4.311468,  # bucket_11
+            2.611490,  # bucket_12
+            0.787934,  # upper_nonascii
             0.000000,  # group_cjk
-            0.059655,  # group_cyrillic
-            0.061909,  # group_other
+            0.059455,  # group_cyrillic
+            0.061369,  # group_other
             2.337985,  # unknown_bmp
             3.509714,  # astral
-            0.451974,  # vocab_words
-            0.882961,  # other_words
+            0.453150,  # vocab_words
+            0.882836,  # other_words
         ),
         "cjk": (
-            0.231779,  # bias
-            0.147302,  # lower
-            0.204979,  # upper
-            0.410309,  # digit
-            0.111777,  # space
-            0.827785,  # newline
-            0.464006,  # tab
-            0.129480,  # punct
-            0.141176,  # word_runs
+            0.231810,  # bias
+            0.147298,  # lower
+            0.204969,  # upper
+            0.410355,  # digit
+            0.111779,  # space
+            0.827770,  # newline
+            0.464000,  # tab
+            0.129496,  # punct
+            0.141195,  # word_runs
             0.000000,  # camel
-            0.977319,  # digit_runs
-            0.691023,  # punct_runs
+            0.977146,  # digit_runs
+            0.691006,  # punct_runs
             0.000000,  # indented_lines
             0.000000,  # upper_pairs
             0.000000,  # quote
-            1.173846,  # backslash
-            2.775863,  # hex_prefix
-            0.012665,  # bucket_0
-            0.246022,  # bucket_1
-            0.285656,  # bucket_2
-            0.326274,  # bucket_3
-            0.470520,  # bucket_4
-            0.490533,  # bucket_5
-            0.790162,  # bucket_6
-            1.106851,  # bucket_7
-            1.615997,  # bucket_8
-            2.084808,  # bucket_9
-            1.947079,  # bucket_10
-            1.342468,  # bucket_11
-            4.189062,  # bucket_12
-            0.828437,  # upper_nonascii
+            1.174250,  # backslash
+            2.773085,  # hex_prefix
+            0.012706,  # bucket_0
+            0.246013,  # bucket_1
+            0.285602,  # bucket_2
+            0.326242,  # bucket_3
+            0.470511,  # bucket_4
+            0.490519,  # bucket_5
+            0.790149,  # bucket_6
+            1.106830,  # bucket_7
+            1.615933,  # bucket_8
+            2.084819,  # bucket_9
+            1.947041,  # bucket_10
+            1.343050,  # bucket_11
+            4.189100,  # bucket_12
+            0.828433,  # upper_nonascii
             0.000000,  # group_cjk
-            0.015330,  # group_cyrillic
-            0.036603,  # group_other
+            0.015335,  # group_cyrillic
+            0.036636,  # group_other
             2.337985,  # unknown_bmp
             3.509714,  # astral
-            0.795180,  # vocab_words
-            0.439091,  # other_words
+            0.795124,  # vocab_words
+            0.439087,  # other_words
         ),
         "cyrillic": (
-            0.478765,  # bias
+            0.478741,  # bias
             0.143046,  # lower
             0.174181,  # upper
-            0.410786,  # digit
-            0.068173,  # space
-            1.089813,  # newline
-            0.569200,  # tab
-            0.074081,  # punct
+            0.410787,  # digit
+            0.068174,  # space
+            1.089801,  # newline
+            0.569205,  # tab
+            0.074082,  # punct
             0.190291,  # word_runs
-            0.144569,  # camel
-            0.987831,  # digit_runs
-            0.707067,  # punct_runs
+            0.144567,  # camel
+            0.987822,  # digit_runs
+            0.707069,  # punct_runs
             0.000000,  # indented_lines
             0.000000,  # upper_pairs
             0.000000,  # quote
-            0.904384,  # backslash
-            2.088843,  # hex_prefix
+            0.904387,  # backslash
+            2.088887,  # hex_prefix
             0.000000,  # bucket_0
-            0.165686,  # bucket_1
-            0.244939,  # bucket_2
-            0.539390,  # bucket_3
-            0.191155,  # bucket_4
-            0.332090,  # bucket_5
-            0.662419,  # bucket_6
-            1.190671,  # bucket_7
-            1.517184,  # bucket_8
-            0.641906,  # bucket_9
-            1.525242,  # bucket_10
-            1.775446,  # bucket_11
-            3.973601,  # bucket_12
-            0.629094,  # upper_nonascii
+            0.165708,  # bucket_1
+            0.244929,  # bucket_2
+            0.539392,  # bucket_3
+            0.191140,  # bucket_4
+            0.332071,  # bucket_5
+            0.662433,  # bucket_6
+            1.190709,  # bucket_7
+            1.517133,  # bucket_8
+            0.641443,  # bucket_9
+            1.525201,  # bucket_10
+            1.770964,  # bucket_11
+            3.973626,  # bucket_12
+            0.629120,  # upper_nonascii
             0.000000,  # group_cjk
-            0.029970,  # group_cyrillic
+            0.029949,  # group_cyrillic
             0.000000,  # group_other
             2.337985,  # unknown_bmp
             3.509714,  # astral
-            0.654528,  # vocab_words
-            0.871619,  # other_words
+            0.654618,  # vocab_words
+            0.871634,  # other_words
         ),
         "script": (
-            0.549962,  # bias
-            0.173299,  # lower
-            0.197340,  # upper
-            0.416664,  # digit
-            0.064793,  # space
-            1.167439,  # newline
-            0.514229,  # tab
-            0.072581,  # punct
-            0.044865,  # word_runs
+            0.550046,  # bias
+            0.173289,  # lower
+            0.197341,  # upper
+            0.416719,  # digit
+            0.064802,  # space
+            1.168249,  # newline
+            0.515240,  # tab
+            0.072575,  # punct
+            0.044761,  # word_runs
             0.000000,  # camel
-            1.062457,  # digit_runs
-            0.673252,  # punct_runs
+            1.062404,  # digit_runs
+            0.673182,  # punct_runs
             0.000000,  # indented_lines
             0.000000,  # upper_pairs
             0.000000,  # quote
-            0.851845,  # backslash
-            3.576229,  # hex_prefix
+            0.852643,  # backslash
+            3.571089,  # hex_prefix
             0.000000,  # bucket_0
-            0.192003,  # bucket_1
-            0.260165,  # bucket_2
-            0.369731,  # bucket_3
-            0.313932,  # bucket_4
-            0.379296,  # bucket_5
-            0.719850,  # bucket_6
-            1.188736,  # bucket_7
-            1.333809,  # bucket_8
-            1.270067,  # bucket_9
-            1.443044,  # bucket_10
-            1.259501,  # bucket_11
-            4.283751,  # bucket_12
-            0.865871,  # upper_nonascii
-            0.112251,  # group_cjk
-            0.036374,  # group_cyrillic
-            0.046793,  # group_other
+            0.194780,  # bucket_1
+            0.262365,  # bucket_2
+            0.371269,  # bucket_3
+            0.319466,  # bucket_4
+            0.383653,  # bucket_5
+            0.724388,  # bucket_6
+            1.192547,  # bucket_7
+            1.328036,  # bucket_8
+            1.287813,  # bucket_9
+            1.442990,  # bucket_10
+            1.123946,  # bucket_11
+            4.294189,  # bucket_12
+            0.868392,  # upper_nonascii
+            0.108196,  # group_cjk
+            0.034228,  # group_cyrillic
+            0.044613,  # group_other
             2.337985,  # unknown_bmp
             3.509714,  # astral
-            0.658537,  # vocab_words
-            0.849318,  # other_words
+            0.667097,  # vocab_words
+            0.847216,  # other_words
         ),
         "json": (
-            0.679567,  # bias
+            0.679580,  # bias
             0.140509,  # lower
             0.168371,  # upper
-            0.368513,  # digit
-            0.044046,  # space
-            0.702214,  # newline
-            0.589668,  # tab
-            0.068045,  # punct
-            0.242185,  # word_runs
-            0.133896,  # camel
-            1.092220,  # digit_runs
+            0.368508,  # digit
+            0.044050,  # space
+            0.702261,  # newline
+            0.589678,  # tab
+            0.068043,  # punct
+            0.242177,  # word_runs
+            0.133919,  # camel
+            1.092168,  # digit_runs
             0.721971,  # punct_runs
-            0.375140,  # indented_lines
+            0.375072,  # indented_lines
             0.000000,  # upper_pairs
             0.000000,  # quote
-            0.698002,  # backslash
-            2.998867,  # hex_prefix
+            0.698362,  # backslash
+            2.996096,  # hex_prefix
             0.000000,  # bucket_0
-            0.172207,  # bucket_1
-            0.263186,  # bucket_2
+            0.172238,  # bucket_1
+            0.263175,  # bucket_2
             0.237757,  # bucket_3
-            0.307939,  # bucket_4
-            0.354572,  # bucket_5
-            0.663250,  # bucket_6
-            1.043188,  # bucket_7
-            1.829742,  # bucket_8
-            1.361638,  # bucket_9
-            1.778687,  # bucket_10
-            3.994090,  # bucket_11
-            3.602794,  # bucket_12
-            0.750369,  # upper_nonascii
+            0.307958,  # bucket_4
+            0.354614,  # bucket_5
+            0.663285,  # bucket_6
+            1.043182,  # bucket_7
+            1.830027,  # bucket_8
+            1.362300,  # bucket_9
+            1.778731,  # bucket_10
+            3.999491,  # bucket_11
+            3.603185,  # bucket_12
+            0.750400,  # upper_nonascii
             0.000000,  # group_cjk
-            0.048679,  # group_cyrillic
-            0.038419,  # group_other
+            0.048672,  # group_cyrillic
+            0.038435,  # group_other
             2.337985,  # unknown_bmp
             3.509714,  # astral
-            0.557498,  # vocab_words
-            0.773131,  # other_words
+            0.557526,  # vocab_words
+            0.772965,  # other_words
         ),
     },
     "cl100k": {
         "prose": (
-            0.435312,  # bias
-            0.065640,  # lower
-            0.073026,  # upper
-            0.524789,  # digit
-            0.062317,  # space
-            0.608979,  # newline
-            0.766066,  # tab
-            0.065221,  # punct
-            0.668212,  # word_runs
-            0.687423,  # camel
-            0.790189,  # digit_runs
-            0.676609,  # punct_runs
-            0.315697,  # indented_lines
+            0.435394,  # bias
+            0.065664,  # lower
+            0.073054,  # upper
+            0.525788,  # digit
+            0.062364,  # space
+            0.609008,  # newline
+            0.766484,  # tab
+            0.065086,  # punct
+            0.668034,  # word_runs
+            0.687379,  # camel
+            0.788151,  # digit_runs
+            0.676790,  # punct_runs
+            0.315204,  # indented_lines
             0.000000,  # upper_pairs
-            0.037287,  # quote
-            0.431010,  # backslash
-            2.532114,  # hex_prefix
+            0.037353,  # quote
+            0.432586,  # backslash
+            2.525666,  # hex_prefix
             0.000000,  # bucket_0
             0.000000,  # bucket_1
             0.000000,  # bucket_2
-            0.439814,  # bucket_3
+            0.439308,  # bucket_3
             0.000000,  # bucket_4
             0.000000,  # bucket_5
-            0.163239,  # bucket_6
-            0.584769,  # bucket_7
-            0.275380,  # bucket_8
-            0.371796,  # bucket_9
-            1.253141,  # bucket_10
-            2.408241,  # bucket_11
-            2.599033,  # bucket_12
-            1.151617,  # upper_nonascii
+            0.163796,  # bucket_6
+            0.584789,  # bucket_7
+            0.275718,  # bucket_8
+            0.372076,  # bucket_9
+            1.252933,  # bucket_10
+            2.407975,  # bucket_11
+            2.598751,  # bucket_12
+            1.150385,  # upper_nonascii
             0.000000,  # group_cjk
-            0.169929,  # group_cyrillic
-            0.525134,  # group_other
+            0.170175,  # group_cyrillic
+            0.524668,  # group_other
             2.614981,  # unknown_bmp
             3.633046,  # astral
-            0.051693,  # vocab_words
-            0.571221,  # other_words
+            0.049649,  # vocab_words
+            0.571823,  # other_words
         ),
         "code": (
-            0.420784,  # bias
-            0.114680,  # lower
-            0.131957,  # upper
-            0.572683,  # digit
-            0.046178,  # space
-            0.403431,  # newline
-            0.309458,  # tab
-            0.075629,  # punct
-            0.436666,  # word_runs
-            0.156303,  # camel
-            0.599429,  # digit_runs
-            0.729480,  # punct_runs
-            0.439046,  # indented_lines
+            0.420758,  # bias
+            0.114761,  # lower
+            0.132033,  # upper
+            0.572730,  # digit
+            0.046184,  # space
+            0.403403,  # newline
+            0.308991,  # tab
+            0.075630,  # punct
+            0.436253,  # word_runs
+            0.155960,  # camel
+            0.599362,  # digit_runs
+            0.729499,  # punct_runs
+            0.439083,  # indented_lines
             0.000000,  # upper_pairs
-            0.058411,  # quote
-            0.350764,  # backslash
-            4.185115,  # hex_prefix
+            0.058357,  # quote
+            0.350724,  # backslash
+            4.185873,  # hex_prefix
             0.000000,  # bucket_0
             0.000000,  # bucket_1
             0.000000,  # bucket_2
-            0.591237,  # bucket_3
-            0.211794,  # bucket_4
-            0.218640,  # bucket_5
-            0.392207,  # bucket_6
-            0.833486,  # bucket_7
-            0.961825,  # bucket_8
-            0.435240,  # bucket_9
-            1.578225,  # bucket_10
-            2.676977,  # bucket_11
-            2.720614,  # bucket_12
-            1.166392,  # upper_nonascii
+            0.591216,  # bucket_3
+            0.212275,  # bucket_4
+            0.219119,  # bucket_5
+            0.392936,  # bucket_6
+            0.833578,  # bucket_7
+            0.961453,  # bucket_8
+            0.437020,  # bucket_9
+            1.578198,  # bucket_10
+            2.674469,  # bucket_11
+            2.721270,  # bucket_12
+            1.166080,  # upper_nonascii
             0.000000,  # group_cjk
-            0.133952,  # group_cyrillic
-            0.325477,  # group_other
+            0.133987,  # group_cyrillic
+            0.324828,  # group_other
             2.614981,  # unknown_bmp
             3.633046,  # astral
-            0.556811,  # vocab_words
-            0.707324,  # other_words
+            0.556972,  # vocab_words
+            0.707705,  # other_words
         ),
         "cjk": (
-            0.278024,  # bias
-            0.135919,  # lower
-            0.176096,  # upper
-            0.553358,  # digit
-            0.097054,  # space
-            0.541171,  # newline
-            0.465293,  # tab
-            0.077047,  # punct
-            0.237887,  # word_runs
-            0.009894,  # camel
-            0.499316,  # digit_runs
-            0.824834,  # punct_runs
-            0.156256,  # indented_lines
+            0.277907,  # bias
+            0.135898,  # lower
+            0.176075,  # upper
+            0.553170,  # digit
+            0.097056,  # space
+            0.541411,  # newline
+            0.465026,  # tab
+            0.077055,  # punct
+            0.237987,  # word_runs
+            0.010152,  # camel
+            0.499645,  # digit_runs
+            0.824732,  # punct_runs
+            0.156214,  # indented_lines
             0.000000,  # upper_pairs
             0.000000,  # quote
-            0.971313,  # backslash
-            3.001169,  # hex_prefix
+            0.971296,  # backslash
+            3.001195,  # hex_prefix
             0.000000,  # bucket_0
             0.000000,  # bucket_1
             0.000000,  # bucket_2
-            0.135036,  # bucket_3
-            0.541285,  # bucket_4
-            0.333870,  # bucket_5
-            0.673644,  # bucket_6
-            0.970282,  # bucket_7
-            1.403199,  # bucket_8
-            1.686319,  # bucket_9
-            1.780572,  # bucket_10
-            2.733622,  # bucket_11
-            2.868115,  # bucket_12
-            1.212080,  # upper_nonascii
+            0.135077,  # bucket_3
+            0.541161,  # bucket_4
+            0.333752,  # bucket_5
+            0.673558,  # bucket_6
+            0.970124,  # bucket_7
+            1.403140,  # bucket_8
+            1.686192,  # bucket_9
+            1.780502,  # bucket_10
+            2.733427,  # bucket_11
+            2.867842,  # bucket_12
+            1.212594,  # upper_nonascii
             0.000000,  # group_cjk
-            0.270226,  # group_cyrillic
-            0.170383,  # group_other
+            0.270237,  # group_cyrillic
+            0.170472,  # group_other
             2.614981,  # unknown_bmp
             3.633046,  # astral
-            0.823883,  # vocab_words
-            0.371339,  # other_words
+            0.823722,  # vocab_words
+            0.371282,  # other_words
         ),
         "cyrillic": (
-            0.572814,  # bias
-            0.161356,  # lower
-            0.185263,  # upper
-            0.534734,  # digit
-            0.060683,  # space
-            0.942646,  # newline
-            1.180933,  # tab
-            0.070575,  # punct
-            0.123368,  # word_runs
-            0.121152,  # camel
-            0.694577,  # digit_runs
-            0.729297,  # punct_runs
+            0.572757,  # bias
+            0.161350,  # lower
+            0.185249,  # upper
+            0.534821,  # digit
+            0.060692,  # space
+            0.942735,  # newline
+            1.178598,  # tab
+            0.070566,  # punct
+            0.123405,  # word_runs
+            0.121163,  # camel
+            0.694334,  # digit_runs
+            0.729281,  # punct_runs
             0.000000,  # indented_lines
             0.000000,  # upper_pairs
             0.000000,  # quote
-            0.328646,  # backslash
-            4.365888,  # hex_prefix
+            0.328648,  # backslash
+            4.366160,  # hex_prefix
             0.000000,  # bucket_0
             0.000000,  # bucket_1
             0.000000,  # bucket_2
-            0.477580,  # bucket_3
-            0.512666,  # bucket_4
-            0.487395,  # bucket_5
-            1.034390,  # bucket_6
-            0.576166,  # bucket_7
-            1.214867,  # bucket_8
-            1.487728,  # bucket_9
-            1.693439,  # bucket_10
-            2.303288,  # bucket_11
-            2.499596,  # bucket_12
-            0.877967,  # upper_nonascii
+            0.477485,  # bucket_3
+            0.512552,  # bucket_4
+            0.487438,  # bucket_5
+            1.034382,  # bucket_6
+            0.575926,  # bucket_7
+            1.214373,  # bucket_8
+            1.487853,  # bucket_9
+            1.693678,  # bucket_10
+            2.304036,  # bucket_11
+            2.497338,  # bucket_12
+            0.877497,  # upper_nonascii
             0.000000,  # group_cjk
-            0.186428,  # group_cyrillic
+            0.186467,  # group_cyrillic
             0.000000,  # group_other
             2.614981,  # unknown_bmp
             3.633046,  # astral
             0.000000,  # vocab_words
-            0.879895,  # other_words
+            0.879864,  # other_words
         ),
         "script": (
-            0.524345,  # bias
-            0.178036,  # lower
-            0.197637,  # upper
-            0.474087,  # digit
-            0.064972,  # space
-            0.781866,  # newline
-            0.431206,  # tab
-            0.071733,  # punct
-            0.054974,  # word_runs
+            0.524377,  # bias
+            0.178039,  # lower
+            0.197640,  # upper
+            0.474092,  # digit
+            0.064974,  # space
+            0.781852,  # newline
+            0.431144,  # tab
+            0.071732,  # punct
+            0.054953,  # word_runs
             0.000000,  # camel
-            0.861436,  # digit_runs
-            0.723581,  # punct_runs
-            0.154585,  # indented_lines
+            0.861413,  # digit_runs
+            0.723582,  # punct_runs
+            0.154562,  # indented_lines
             0.000000,  # upper_pairs
             0.000000,  # quote
-            0.658605,  # backslash
-            3.854885,  # hex_prefix
+            0.658847,  # backslash
+            3.852920,  # hex_prefix
             0.000000,  # bucket_0
             0.000000,  # bucket_1
-            0.205348,  # bucket_2
-            0.801382,  # bucket_3
-            0.440619,  # bucket_4
-            0.795448,  # bucket_5
-            0.869434,  # bucket_6
-            1.106293,  # bucket_7
-            1.371777,  # bucket_8
-            1.686065,  # bucket_9
-            1.912598,  # bucket_10
-            2.751459,  # bucket_11
-            2.953209,  # bucket_12
-            1.705067,  # upper_nonascii
+            0.205063,  # bucket_2
+            0.800979,  # bucket_3
+            0.440631,  # bucket_4
+            0.795494,  # bucket_5
+            0.869482,  # bucket_6
+            1.106324,  # bucket_7
+            1.372020,  # bucket_8
+            1.686070,  # bucket_9
+            1.912629,  # bucket_10
+            2.751695,  # bucket_11
+            2.953033,  # bucket_12
+            1.704967,  # upper_nonascii
             0.000000,  # group_cjk
-            0.017082,  # group_cyrillic
-            0.017373,  # group_other
+            0.017350,  # group_cyrillic
+            0.017328,  # group_other
             2.614981,  # unknown_bmp
             3.633046,  # astral
-            1.027030,  # vocab_words
-            0.350994,  # other_words
+            1.026837,  # vocab_words
+            0.351042,  # other_words
         ),
         "json": (
-            0.624917,  # bias
-            0.125183,  # lower
-            0.144384,  # upper
-            0.389330,  # digit
-            0.032646,  # space
-            0.518247,  # newline
-            0.422636,  # tab
-            0.046982,  # punct
-            0.351937,  # word_runs
-            0.228764,  # camel
-            0.989218,  # digit_runs
-            0.751055,  # punct_runs
-            0.622575,  # indented_lines
+            0.624912,  # bias
+            0.125199,  # lower
+            0.144395,  # upper
+            0.389451,  # digit
+            0.032648,  # space
+            0.518383,  # newline
+            0.422339,  # tab
+            0.046969,  # punct
+            0.351845,  # word_runs
+            0.228723,  # camel
+            0.988965,  # digit_runs
+            0.751070,  # punct_runs
+            0.622436,  # indented_lines
             0.000000,  # upper_pairs
             0.000000,  # quote
-            0.473698,  # backslash
-            3.025796,  # hex_prefix
+            0.473684,  # backslash
+            2.987943,  # hex_prefix
             0.000000,  # bucket_0
             0.000000,  # bucket_1
-            0.031967,  # bucket_2
-            0.489402,  # bucket_3
-            0.317938,  # bucket_4
-            0.303821,  # bucket_5
-            0.484035,  # bucket_6
-            0.900027,  # bucket_7
-            0.817318,  # bucket_8
-            0.797961,  # bucket_9
-            1.533577,  # bucket_10
-            2.449244,  # bucket_11
-            2.814818,  # bucket_12
-            1.161844,  # upper_nonascii
+            0.031803,  # bucket_2
+            0.489230,  # bucket_3
+            0.317894,  # bucket_4
+            0.304088,  # bucket_5
+            0.484277,  # bucket_6
+            0.899969,  # bucket_7
+            0.817621,  # bucket_8
+            0.798404,  # bucket_9
+            1.533576,  # bucket_10
+            2.448752,  # bucket_11
+            2.814716,  # bucket_12
+            1.161321,  # upper_nonascii
             0.000000,  # group_cjk
-            0.148688,  # group_cyrillic
-            0.244433,  # group_other
+            0.148883,  # group_cyrillic
+            0.244257,  # group_other
             2.614981,  # unknown_bmp
             3.633046,  # astral
-            0.340032,  # vocab_words
-            0.768374,  # other_words
+            0.339395,  # vocab_words
+            0.768427,  # other_words
         ),
     },
 }

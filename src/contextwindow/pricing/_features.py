@@ -146,6 +146,15 @@ _COUNTED = frozenset((*_CLASS_INDEX, _UNKNOWN))
 # ASCII and continuation bytes leaves one byte per character.
 _SEPARATORS = bytes(b if b >= 0x80 else 0x20 for b in range(256))
 _NOT_LEAD = bytes(range(0xC0))
+# Lead bytes of each script group: CJK U+3000–U+DFFF (E3–ED: CJK, kana, Hangul) and U+F000–U+FFFF
+# (EF: compatibility and full-width forms); Cyrillic U+0400–U+04FF (D0–D3); every other two- and
+# three-byte character. Four-byte (astral) characters are in no group, as in the character table.
+_GROUP_LEADS = (
+    bytes([*range(0xE3, 0xEE), 0xEF]),
+    bytes(range(0xD0, 0xD4)),
+    bytes([*range(0xC2, 0xD0), *range(0xD4, 0xE3), 0xEE]),
+)
+_GROUP_DROPS = tuple(bytes(b for b in range(256) if b not in leads) for leads in _GROUP_LEADS)
 
 
 def char_class(group: int, bucket: int) -> str:
@@ -223,30 +232,29 @@ def _nonascii(data: bytes, family: str, nonascii: int) -> list[float]:
     is scaled to the exact number of non-ASCII characters.
     """
     words, seen = _words(data, nonascii)
-    vocab = _vocabulary(family)
-    hits = list(filter(vocab.__contains__, words))
-    misses = list(filterfalse(vocab.__contains__, words))
+    misses = list(filterfalse(_vocabulary(family).__contains__, words))
     buckets = [0.0] * N_BUCKETS
-    groups = [0.0] * len(GROUPS)
     upper = unknown = astral = 0.0
-    for part, priced in ((misses, True), (hits, False)):
-        if not part:
-            continue
-        counts, sampled, k = _class_counts(b"".join(part).decode("utf-8", "ignore"), family)
+    if misses:
+        counts, sampled, k = _class_counts(b"".join(misses).decode("utf-8", "ignore"), family)
         for cls, n in counts.items():
             if cls == _UNKNOWN:
                 continue
-            g, b = _CLASS_INDEX[cls]
-            groups[g] += n * k
-            if priced and b == N_BUCKETS:
+            b = _CLASS_INDEX[cls][1]
+            if b == N_BUCKETS:
                 upper += n * k
-            elif priced:
+            else:
                 buckets[b] += n * k
-        if priced:
-            unknown = counts.get(_UNKNOWN, 0) * k
-            astral = (sampled - sum(counts.values())) * k
+        unknown = counts.get(_UNKNOWN, 0) * k
+        astral = (sampled - sum(counts.values())) * k
+    # Group totals of every word's characters by their UTF-8 lead byte (three C passes, no
+    # per-character lookup): the same script groups as the fitting script's ``script_group``,
+    # to within rare blocks.
+    joined = b"".join(words)
+    groups = [len(joined.translate(None, drop)) for drop in _GROUP_DROPS]
     scale = nonascii / seen if seen else 0.0
-    return [x * scale for x in (*buckets, upper, *groups, unknown, astral, len(hits), len(misses))]
+    hits = len(words) - len(misses)
+    return [x * scale for x in (*buckets, upper, *groups, unknown, astral, hits, len(misses))]
 
 
 def _windows(data: bytes, budget: int) -> bytes:
