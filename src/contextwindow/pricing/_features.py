@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import string
 from functools import cache
+from itertools import filterfalse
 
-from . import _chartable
+from . import _chartable, _wordtable
 
 __all__ = [
     "ASCII_FEATURES",
@@ -42,6 +43,7 @@ __all__ = [
     "N_FEATURES",
     "PIECES",
     "SAMPLE_ABOVE",
+    "WORD_SAMPLE_ABOVE",
     "char_class",
     "features",
     "piece_of",
@@ -74,6 +76,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     + ("upper_nonascii",)
     + tuple(f"group_{g}" for g in GROUPS)
     + ("unknown_bmp", "astral")
+    + ("vocab_words", "other_words")
 )
 N_FEATURES = len(FEATURE_NAMES)
 PIECES: tuple[str, ...] = ("prose", "code", "cjk", "cyrillic", "script", "json")
@@ -85,6 +88,11 @@ SAMPLE_ABOVE = 512
 sampling error of the bucket shares within ~2% on the held-out script text, measured)."""
 _WINDOW = 64
 _WINDOWS = 8
+WORD_SAMPLE_ABOVE = 1536
+"""UTF-8 bytes above which the non-ASCII words are taken on eight windows of 192 bytes (about 600
+characters of Cyrillic or CJK text in all: the word split and the vocabulary lookups are C calls,
+the per-character ``str.translate`` of the words outside the vocabulary is what costs)."""
+_WORD_TAIL = 64  # bytes past a window's end that complete the last word starting in it
 ASCII_SAMPLE_ABOVE = 1024
 """Texts of more UTF-8 bytes than this take every ASCII count on eight windows of 128 bytes (each
 count is a C pass of ~1.5 ns a byte; ~20 of them over the whole text made the rule only ~3.5×
@@ -137,6 +145,20 @@ _UNKNOWN = "?"
 _CLASS_INDEX: dict[str, tuple[int, int]] = {
     chr(_BASE + g * _STRIDE + b): (g, b) for g in range(len(GROUPS)) for b in range(_STRIDE)
 }
+_COUNTED = frozenset((*_CLASS_INDEX, _UNKNOWN))
+# Words of the non-ASCII part: every ASCII byte becomes a space, non-ASCII bytes stay; deleting
+# ASCII and continuation bytes leaves one byte per character.
+_SEPARATORS = bytes(b if b >= 0x80 else 0x20 for b in range(256))
+_NOT_LEAD = bytes(range(0xC0))
+# Lead bytes of each script group: CJK U+3000–U+DFFF (E3–ED: CJK, kana, Hangul) and U+F000–U+FFFF
+# (EF: compatibility and full-width forms); Cyrillic U+0400–U+04FF (D0–D3); every other two- and
+# three-byte character. Four-byte (astral) characters are in no group, as in the character table.
+_GROUP_LEADS = (
+    bytes([*range(0xE3, 0xEE), 0xEF]),
+    bytes(range(0xD0, 0xD4)),
+    bytes([*range(0xC2, 0xD0), *range(0xD4, 0xE3), 0xEE]),
+)
+_GROUP_DROPS = tuple(bytes(b for b in range(256) if b not in leads) for leads in _GROUP_LEADS)
 
 
 def char_class(group: int, bucket: int) -> str:
@@ -156,37 +178,87 @@ def _translation(family: str) -> list[str]:
     return table
 
 
-def _nonascii(high: bytes, family: str, nonascii: int) -> list[float]:
-    """Bucket counts, uppercase, group totals, unknown and astral counts of the non-ASCII part.
-
-    ``high`` is the text's UTF-8 with the ASCII bytes deleted (in C), so ``str.translate`` (a
-    Python-level lookup per character) sees only the non-ASCII characters, and at most eight
-    windows of them.
-    """
-    chars = high.decode("utf-8", "surrogatepass")
+def _class_counts(chars: str, family: str) -> tuple[dict[str, int], int, float]:
+    """Class letter (or ``?``, unknown) -> count in ``chars``, on eight windows of :data:`_WINDOW`
+    characters when it has more than :data:`SAMPLE_ABOVE`; the sample's length; the factor that
+    scales the sample to ``chars``."""
     n = len(chars)
     if n > SAMPLE_ABOVE:
         step = (n - _WINDOW) // (_WINDOWS - 1)
         chars = "".join(chars[i * step : i * step + _WINDOW] for i in range(_WINDOWS))
     sample = chars.translate(_translation(family))
-    scale = nonascii / len(sample) if sample else 0.0
     count = sample.count
+    present = _COUNTED & set(sample)  # count only the classes present (a handful)
+    return {cls: count(cls) for cls in present}, len(sample), n / max(1, len(sample))
+
+
+@cache
+def _vocabulary(family: str) -> frozenset[bytes]:
+    """The UTF-8 of every non-Latin word that is one token of the family (``_wordtable.py``)."""
+    return frozenset(_wordtable.WORDS.get(family, _wordtable.WORDS["o200k"]).encode("utf-8").split())
+
+
+def _words(data: bytes, nonascii: int) -> tuple[list[bytes], int]:
+    """The non-ASCII words of ``data`` (maximal runs of non-ASCII bytes: any ASCII byte separates
+    them) and the number of characters in them, on eight windows of :data:`WORD_SAMPLE_ABOVE`
+    bytes in all when ``data`` is longer.
+
+    A window keeps the words that *start* in it, completed past its end by up to
+    :data:`_WORD_TAIL` bytes, so long words are not under-sampled; windows that hold fewer than
+    ``min(nonascii, 64)`` non-ASCII characters (a mostly ASCII text) give way to every word of
+    the text (C passes only: a translate and a split).
+    """
+    if len(data) > WORD_SAMPLE_ABOVE:
+        width = WORD_SAMPLE_ABOVE // _WINDOWS
+        step = (len(data) - width) // (_WINDOWS - 1)
+        words: list[bytes] = []
+        for i in range(_WINDOWS):
+            at = i * step
+            piece = data[at : at + width + _WORD_TAIL].translate(_SEPARATORS)
+            mine = piece.split()[: len(piece[:width].split())]
+            if at and mine and data[at - 1] >= 0x80 and piece[0] != 0x20:
+                mine = mine[1:]  # the first word started before the window
+            words += mine
+        seen = len(b"".join(words).translate(None, _NOT_LEAD))
+        if seen >= min(nonascii, 64):
+            return words, seen
+    return data.translate(_SEPARATORS).split(), nonascii
+
+
+def _nonascii(data: bytes, family: str, nonascii: int) -> list[float]:
+    """Bucket counts, uppercase, group totals, unknown and astral counts, then the numbers of
+    vocabulary and other words, of the non-ASCII part of ``data`` (a text's UTF-8).
+
+    Its non-ASCII words (``_words``) that are one token of the family (``_wordtable.py``) count as
+    ``vocab_words``; only the characters of the other words go to the cost buckets (a
+    ``str.translate``, a Python-level lookup per character, on at most :data:`SAMPLE_ABOVE` of
+    them). The group totals count every non-ASCII character (they pick the piece). Every count
+    is scaled to the exact number of non-ASCII characters.
+    """
+    words, seen = _words(data, nonascii)
+    misses = list(filterfalse(_vocabulary(family).__contains__, words))
     buckets = [0.0] * N_BUCKETS
-    groups = [0.0] * len(GROUPS)
-    upper = 0.0
-    known = 0
-    for cls in _CLASS_INDEX.keys() & set(sample):  # count only the classes present (a handful)
-        k = count(cls)
-        known += k
-        g, b = _CLASS_INDEX[cls]
-        groups[g] += k
-        if b == N_BUCKETS:
-            upper += k
-        else:
-            buckets[b] += k
-    unknown = count(_UNKNOWN)
-    astral = len(sample) - known - unknown
-    return [x * scale for x in (*buckets, upper, *groups, unknown, astral)]
+    upper = unknown = astral = 0.0
+    if misses:
+        counts, sampled, k = _class_counts(b"".join(misses).decode("utf-8", "ignore"), family)
+        for cls, n in counts.items():
+            if cls == _UNKNOWN:
+                continue
+            b = _CLASS_INDEX[cls][1]
+            if b == N_BUCKETS:
+                upper += n * k
+            else:
+                buckets[b] += n * k
+        unknown = counts.get(_UNKNOWN, 0) * k
+        astral = (sampled - sum(counts.values())) * k
+    # Group totals of every word's characters by their UTF-8 lead byte (three C passes, no
+    # per-character lookup): the same script groups as the fitting script's ``script_group``,
+    # to within rare blocks.
+    joined = b"".join(words)
+    groups = [len(joined.translate(None, drop)) for drop in _GROUP_DROPS]
+    scale = nonascii / seen if seen else 0.0
+    hits = len(words) - len(misses)
+    return [x * scale for x in (*buckets, upper, *groups, unknown, astral, hits, len(misses))]
 
 
 def _windows(data: bytes, budget: int) -> bytes:
@@ -212,7 +284,7 @@ def features(text: str, family: str = "o200k") -> tuple[int, list[float]]:
     """
     if not text:
         return 0, [0.0] * N_FEATURES
-    raw = text.encode("utf-8", "surrogatepass")
+    raw = encoded = text.encode("utf-8", "surrogatepass")
     n = len(text)
     size = len(raw)
     is_ascii = text.isascii()  # O(1) in CPython: the string knows it is ASCII
@@ -262,7 +334,7 @@ def features(text: str, family: str = "o200k") -> tuple[int, list[float]]:
         raw.count(b"\\") * scale,
         raw.count(b"0x") * scale,
     ]
-    tail = _nonascii(high, family, nonascii) if nonascii else [0.0] * (N_FEATURES - len(head))
+    tail = _nonascii(encoded, family, nonascii) if nonascii else [0.0] * (N_FEATURES - len(head))
     return piece_of(n, punct, quote, nonascii, tail), head + tail
 
 
