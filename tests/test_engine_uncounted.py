@@ -191,7 +191,7 @@ class TestUncountedMargin:
                 refused.append(window)
         assert refused, "at fit_margin a request the rule under-prices is refused at some window"
         for window in refused:
-            events, model, engine = _run([first, second], window, silent=True)
+            _, model, engine = _run([first, second], window, silent=True)
             assert model.rejected == 0, window
             assert not engine.fit.counted
 
