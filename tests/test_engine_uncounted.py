@@ -181,8 +181,8 @@ class TestUncountedMargin:
         # anchors it: usage none) and appends rounds to the window's edge. At fit_margin the
         # request's own error is not covered and the provider refuses; at the default uncounted
         # margin it never does.
-        first = [_near(1.12, 3_000, f"a{i}") for i in range(6)]
-        second = [_near(1.10, 500, f"b{i}") for i in range(12)]
+        first = [_near(1.10, 3_000, f"a{i}") for i in range(6)]
+        second = [_near(1.08, 500, f"b{i}") for i in range(12)]
         old = EngineSettings(max_tokens=RESERVE, max_stream_input_tokens=None, uncounted_margin=0.05)
         refused = []
         for window in range(9_000, 16_000, 500):

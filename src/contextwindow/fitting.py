@@ -23,7 +23,7 @@ import math
 from collections.abc import Sequence
 from typing import Literal
 
-from .calibration import Calibrator
+from .calibration import BAND, Calibrator
 from .content import Message, ToolResult
 from .models import ModelProfile
 from .pricing import Estimator
@@ -115,8 +115,13 @@ class WindowFit:
     def unanchored(self, estimate: int) -> int:
         """The live request's ``estimate`` as the projection takes it when no call on the stream
         reported a prompt: raised by the last counted request's own real/estimate ratio (when above
-        1, :meth:`composition_factor`) and by :meth:`margin`, as compile fits it."""
-        return math.ceil(estimate * self.composition_factor() * (1 + self.margin()))
+        1, :meth:`composition_factor`; a ratio beyond the calibration band is a confounded sample, as
+        :mod:`~contextwindow.calibration` rejects it, and is not used) and by :meth:`margin`, as
+        compile fits it."""
+        factor = self.composition_factor()
+        if factor > BAND[1]:
+            factor = 1.0
+        return math.ceil(estimate * factor * (1 + self.margin()))
 
     def observe(self, *, prompt: int, local_estimate: int, multiplier: float) -> None:
         """A counted request (a reported call, or a rejection carrying its input count): its real
