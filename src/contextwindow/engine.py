@@ -183,12 +183,14 @@ class Engine:
             estimator=self.estimator,
             round_pricing=self.settings.round_pricing,
             round_text_margin=self.settings.round_text_margin,
+            uncounted_margin=self.settings.uncounted_margin,
         )
         self.anchors = AnchorBook(LedgerSlot(session, "anchor"))
         stored = self.anchors.latest
         if stored is not None and stored.model == profile.name and stored.connection == connection:
             # Step 0 of the first send seeds the proactive baseline from the stored anchor (seed 002).
             self.trigger.seed(input_tokens=stored.input_tokens, output_tokens=stored.output_tokens or 0)
+            self.fit.counted = True  # the provider counted this route's requests before
         self._previous_request: Request | None = None
         self._previous_reply: Message | None = None
         self._previous_used: int | None = None
@@ -284,7 +286,7 @@ class Engine:
                 overflowed_this_step = True
                 # First, believe the provider's numbers: fit the next compile to them. That alone
                 # usually frees enough (compile leaves out the oldest turns); the ladder is for when not.
-                refit = self._learn_from_rejection(rejection)
+                refit = self._learn_from_rejection(rejection, live)
                 freed = refit and self.compile_request().local_estimate < live.local_estimate
                 if not freed:
                     async for event in self.folding.escalate(anchor.id, mid_turn=len(live.messages) > 0):
@@ -370,8 +372,11 @@ class Engine:
             if self.last_projection is None and self.window is not None:
                 # No call on this stream reported a prompt (usage off, or output only): the seed's
                 # projection has no real figure to start from, so the engine's own estimate of the
-                # live request stands in for it. It can only ask for a recompile, never refuse.
-                estimated = live.estimated_tokens + live.margins + appended + live.max_tokens
+                # live request stands in for it, raised as compile fits it (the estimator's error on
+                # the whole request) or by the rounds' own margins, whichever is higher. It can only
+                # ask for a recompile, never refuse.
+                whole = max(self.fit.unanchored(live.estimated_tokens), live.estimated_tokens + live.margins)
+                estimated = whole + appended + live.max_tokens
                 over = estimated if estimated > self.window else None
             decision = decide_boundary(
                 end_turn=end_turn,
@@ -454,9 +459,23 @@ class Engine:
         known (declared, or as the provider proved it), less the fit margin and what it taught."""
         return self.fit.fit_profile(self.window or self.profile.context_window)
 
-    def _learn_from_rejection(self, rejection: ContextOverflow) -> bool:
+    def _learn_from_rejection(self, rejection: ContextOverflow, live: _Live) -> bool:
         """Take in a rejection's numbers; return whether they changed what compile fits against. A
-        ``limit`` below the window we believed is adopted for the projection, the trigger and compile."""
+        ``limit`` below the window we believed is adopted for the projection, the trigger and compile.
+
+        A rejection that counts the rejected request's input (``input_tokens``) is a real input count
+        of a request whose estimate is known (``live``): it calibrates (one sample, the request's own
+        estimate, never a grown request against an older one) and sets the composition factor, as a
+        reported prompt would, so the retry and the rest of the session fit by it."""
+        counted = rejection.input_tokens
+        if counted is not None and counted > 0 and live.local_estimate > 0:
+            had = self.fit_profile().context_window
+            self.fit.observe(prompt=counted, local_estimate=live.local_estimate, multiplier=live.multiplier)
+            if live.multiplier == self.fit.multiplier() and self.calibrator.arm(live.local_estimate):
+                self.calibrator.report_real_input(counted)
+            refit = self.fit_profile().context_window != had
+        else:
+            refit = False
         limit = rejection.limit
         known = self.window or self.profile.context_window
         learned = self.fit.learn(known=known, limit=limit, requested=rejection.requested)
@@ -464,7 +483,7 @@ class Engine:
             self.window = limit
             self.physical.window = limit
             self.trigger.declared_window = limit
-        return learned is not None
+        return learned is not None or refit
 
     def compile_request(self, profile: ModelProfile | None = None) -> Compiled:
         """Compile the session's next request with the turn's overrides at ``profile`` (default: the

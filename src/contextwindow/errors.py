@@ -141,7 +141,10 @@ class ContextOverflow(ProviderError):
 
     ``requested`` and ``limit`` are the provider's own numbers when its message had them (e.g.
     "213462 tokens > 200000 maximum"); ``kind`` is ``"tokens"`` for a token overflow and
-    ``"bytes"`` for a payload-size limit, which has no token numbers.
+    ``"bytes"`` for a payload-size limit, which has no token numbers. ``input_tokens`` is the
+    provider's count of the rejected request's input alone, when its message separates it from the
+    output bound (``requested`` is input + ``max_tokens`` in OpenAI's and Anthropic's older shape):
+    a real input count of a known request, which the engine learns from as from reported usage.
     """
 
     def __init__(
@@ -150,6 +153,7 @@ class ContextOverflow(ProviderError):
         *,
         requested: int | None = None,
         limit: int | None = None,
+        input_tokens: int | None = None,
         kind: str = "tokens",
         status: int | None = None,
         body: Any = None,
@@ -158,6 +162,7 @@ class ContextOverflow(ProviderError):
     ) -> None:
         self.requested = requested
         self.limit = limit
+        self.input_tokens = input_tokens
         self.kind = kind
         super().__init__(message, status=status, body=body, headers=headers, provider=provider)
 

@@ -23,7 +23,7 @@ import math
 from collections.abc import Sequence
 from typing import Literal
 
-from .calibration import Calibrator
+from .calibration import BAND, Calibrator
 from .content import Message, ToolResult
 from .models import ModelProfile
 from .pricing import Estimator
@@ -45,10 +45,16 @@ class WindowFit:
         estimator: Estimator,
         round_pricing: Literal["estimator", "seed"] = "estimator",
         round_text_margin: float = ROUND_TEXT_MARGIN,
+        uncounted_margin: float | None = None,
     ) -> None:
         self.profile = profile
         self.calibrator = calibrator
         self.fit_margin = fit_margin
+        self.uncounted_margin = fit_margin if uncounted_margin is None else max(fit_margin, uncounted_margin)
+        """The margin while no provider input count is known (see :meth:`margin`)."""
+        self.counted = False
+        """Whether the provider has counted a request's input in this session: a reported prompt, a
+        rejection that carried the rejected input's count, or a stored anchor for this route."""
         self.multiplier_step = multiplier_step
         self.shrink = 0
         """Tokens taken off the budget by rejections at the window we believed."""
@@ -76,7 +82,13 @@ class WindowFit:
     def fit_profile(self, known: int) -> ModelProfile:
         """The profile compile fits against for a window of ``known`` tokens; cached while the
         figure holds."""
-        target = max(1, math.floor(known * (1 - self.fit_margin)) - self.shrink)
+        if self.counted or not 0 < self.reserve < known:
+            target = max(1, math.floor(known * (1 - self.margin())) - self.shrink)
+        else:
+            # Uncounted, the margin is for the estimate's error, so it takes its share of the input
+            # part only: the output reserve is a bound the request names, not an estimate.
+            input_part = math.floor((known - self.reserve) * (1 - self.margin()))
+            target = max(1, self.reserve + input_part - self.shrink)
         factor = self.composition_factor()
         if factor > 1 and target > self.reserve:
             target = self.reserve + math.floor((target - self.reserve) / factor)
@@ -89,9 +101,32 @@ class WindowFit:
                 )
         return self._cached
 
+    def margin(self) -> float:
+        """The share of the window kept free for the estimator's error: ``fit_margin`` once the
+        provider has counted a request in this session (the calibration multiplier, the composition
+        factor and the anchors then carry what it taught), ``uncounted_margin`` before.
+
+        Without a count, nothing corrects the estimate of a whole request, and its error is the
+        estimator's request-level spread, wider than a calibrated one's (measured by the sessions
+        benchmark's no-usage rows with an o200k profile whose provider counts with the model's own
+        tokenizer: real/estimate up to 1.067, p90 1.05, mean 1.01)."""
+        return self.fit_margin if self.counted else self.uncounted_margin
+
+    def unanchored(self, estimate: int) -> int:
+        """The live request's ``estimate`` as the projection takes it when no call on the stream
+        reported a prompt: raised by the last counted request's own real/estimate ratio (when above
+        1, :meth:`composition_factor`; a ratio beyond the calibration band is a confounded sample, as
+        :mod:`~contextwindow.calibration` rejects it, and is not used) and by :meth:`margin`, as
+        compile fits it."""
+        factor = self.composition_factor()
+        if factor > BAND[1]:
+            factor = 1.0
+        return math.ceil(estimate * factor * (1 + self.margin()))
+
     def observe(self, *, prompt: int, local_estimate: int, multiplier: float) -> None:
-        """A reported call: its real ``prompt`` against compile's ``local_estimate`` of the request
-        (made at ``multiplier``)."""
+        """A counted request (a reported call, or a rejection carrying its input count): its real
+        ``prompt`` against compile's ``local_estimate`` of the request (made at ``multiplier``)."""
+        self.counted = True
         if local_estimate > 0:
             self._composition = (prompt / local_estimate, multiplier)
 

@@ -200,6 +200,14 @@ def _collect(obj: Mapping[str, Any], fields: dict[str, Any], texts: list[str], d
                     _collect(item, fields, texts, depth + 1)
 
 
+_INPUT_IS_REQUESTED = frozenset(
+    {"anthropic", "openai-messages-resulted", "gemini", "mistral", "xai", "bedrock-mantle"}
+)
+"""Shapes whose ``requested`` number is the input alone (the prompt), not input + output bound."""
+_OPENAI_INPUT = re.compile(rf"\(\s*{_N}\s*in the messages", _FLAGS)
+"""OpenAI's "(A in the messages, B in the completion)": A is the input count."""
+
+
 def _number(text: str) -> int:
     return int(text.replace(",", ""))
 
@@ -227,12 +235,15 @@ def classify(
     if any(p.search(haystack) for p in _EXCLUDE):
         return None
 
-    def overflow(kind: str, requested: int | None, limit: int | None) -> ContextOverflow:
+    def overflow(
+        kind: str, requested: int | None, limit: int | None, input_tokens: int | None = None
+    ) -> ContextOverflow:
         text = message or f"HTTP {status}: request too large"
         return ContextOverflow(
             text,
             requested=requested,
             limit=limit,
+            input_tokens=input_tokens,
             kind=kind,
             status=status,
             body=body_or_message,
@@ -245,22 +256,31 @@ def classify(
         if match is None:
             continue
         numbers: dict[str, int] = {}
-        parts = 0
+        parts: list[int] = []
         for name, value in zip(pattern.groups, match.groups(), strict=True):
             if name == "part":
-                parts += _number(value)
+                parts.append(_number(value))
             else:
                 numbers[name] = _number(value)
         if parts:
-            numbers["requested"] = parts
+            numbers["requested"] = sum(parts)
         requested = numbers.get("requested")
         limit = numbers.get("limit")
+        input_tokens: int | None = None
+        if pattern.name in _INPUT_IS_REQUESTED:
+            input_tokens = requested
+        elif parts:
+            input_tokens = parts[0]  # Anthropic's "input + max_tokens > limit"
+        elif pattern.name == "openai":
+            split = _OPENAI_INPUT.search(haystack)
+            input_tokens = _number(split.group(1)) if split is not None else None
         if requested is None and limit is None:
             requested, limit = _structured_numbers(fields)
-        return overflow("tokens", requested, limit)
+            input_tokens = requested  # llama.cpp's n_prompt_tokens: the prompt alone
+        return overflow("tokens", requested, limit, input_tokens)
     if labels & _OVERFLOW_CODES:
         requested, limit = _structured_numbers(fields)
-        return overflow("tokens", requested, limit)
+        return overflow("tokens", requested, limit, requested)
     if any(p.regex.search(haystack) for p in _BYTE_PATTERNS) or status == 413:
         return overflow("bytes", None, None)
     if status == 400 and not message.strip() and (provider or "").lower() == "cerebras":
