@@ -10,6 +10,9 @@ Nothing is synthesised. Sources, by kind:
 - ``chinese``, ``japanese``, ``korean``, ``russian``, ``other-script`` (Arabic, Hindi, Greek,
   Hebrew, Thai, Ukrainian): translated strings from the gettext catalogs under
   ``/usr/share/locale`` plus CPython's ``test/cjkencodings`` UTF-8 texts;
+- ``numbered-code``: the same code files as an agent's file-reading tool returns them, every line
+  prefixed with its number (``cat -n``'s ``%6d\t``, or Claude Code's Read format ``%6d→``); tool
+  results of this shape are most of a coding agent's context;
 - ``mixed``: held-out pieces of different kinds joined (markdown + code + CJK), as agent content is.
 
 Every source file is assigned to ``fit`` or ``holdout`` by a hash of its *content*, so the accuracy
@@ -43,6 +46,7 @@ __all__ = ["KINDS", "Chunk", "chunks"]
 KINDS = (
     "prose",
     "code",
+    "numbered-code",
     "json",
     "markdown",
     "chinese",
@@ -178,7 +182,7 @@ def chunks(split: str, *, per_kind: int = 300, seed: int = 7) -> list[Chunk]:
     pools: dict[str, list[tuple[str, str]]] = {}
     drawn: set[str] = set()
     for kind in KINDS:
-        if kind == "mixed":
+        if kind in ("mixed", "numbered-code"):
             continue
         pool = [(p, t) for p, t in _unique(_sources(kind)) if _split(t) == split]
         if kind == "json":
@@ -202,7 +206,22 @@ def chunks(split: str, *, per_kind: int = 300, seed: int = 7) -> list[Chunk]:
                 path, text = pools[kind][rng.randrange(len(pools[kind]))]
                 pieces.append(_cut(rng, text, 100, 2000))
         out.append(Chunk("mixed", "+".join(parts), "\n\n".join(pieces)))
+    # Numbered code draws from its own generator, so adding it left every other kind's chunks as they were.
+    numbered = random.Random(f"{seed}:{split}:numbered")
+    for _ in range(per_kind if pools.get("code") else 0):
+        path, text = pools["code"][numbered.randrange(len(pools["code"]))]
+        out.append(Chunk("numbered-code", path, _numbered(numbered, text, _cut(numbered, text))))
     return out
+
+
+def _numbered(rng: random.Random, text: str, piece: str) -> str:
+    """``piece`` of ``text`` with each line prefixed by its line number in ``text``, as ``cat -n``
+    (``%6d\t``) or Claude Code's Read tool (``%6d→``) return a file."""
+    first = text.count("\n", 0, text.find(piece)) + 1
+    arrow = rng.random() < 0.5
+    return "\n".join(
+        f"{first + i:6d}{'→' if arrow else chr(9)}{line}" for i, line in enumerate(piece.split("\n"))
+    )
 
 
 def _is_json(text: str) -> bool:
