@@ -21,7 +21,7 @@ from benchmarks import _corpus
 from contextwindow.pricing import Estimator, seed_estimate_text
 
 RESULTS = Path(__file__).resolve().parent / "results" / "pricing_speed.md"
-KINDS = ("prose", "code", "json", "markdown", "chinese", "russian", "mixed")
+KINDS = ("prose", "code", "numbered-code", "json", "markdown", "chinese", "russian", "mixed")
 
 
 def _mbps_interleaved(
