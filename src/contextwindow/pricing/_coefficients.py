@@ -32,6 +32,7 @@ TEXT_COEFFICIENTS: dict[str, dict[str, tuple[float, ...]]] = {
             0.000000,  # quote
             0.635718,  # backslash
             2.178888,  # hex_prefix
+            0.000000,  # space_nonascii
             0.000000,  # bucket_0
             0.079778,  # bucket_1
             0.131679,  # bucket_2
@@ -72,6 +73,7 @@ TEXT_COEFFICIENTS: dict[str, dict[str, tuple[float, ...]]] = {
             0.000000,  # quote
             0.358516,  # backslash
             3.785602,  # hex_prefix
+            0.000000,  # space_nonascii
             0.000000,  # bucket_0
             0.123119,  # bucket_1
             0.173604,  # bucket_2
@@ -95,44 +97,45 @@ TEXT_COEFFICIENTS: dict[str, dict[str, tuple[float, ...]]] = {
             0.871836,  # other_words
         ),
         "cjk": (
-            0.216129,  # bias
-            0.150439,  # lower
-            0.206077,  # upper
-            0.405119,  # digit
-            0.093781,  # space
-            0.820252,  # newline
-            0.515119,  # tab
-            0.147085,  # punct
-            0.165202,  # word_runs
+            0.224299,  # bias
+            0.150481,  # lower
+            0.206227,  # upper
+            0.405477,  # digit
+            0.090883,  # space
+            0.835508,  # newline
+            0.514319,  # tab
+            0.148697,  # punct
+            0.164629,  # word_runs
             0.000000,  # camel
-            1.043717,  # digit_runs
-            0.552162,  # punct_runs
+            1.053435,  # digit_runs
+            0.550170,  # punct_runs
             0.000000,  # indented_lines
-            0.329385,  # space_punct
+            0.328870,  # space_punct
             0.000000,  # quote
-            1.280004,  # backslash
-            2.527294,  # hex_prefix
+            1.282513,  # backslash
+            2.519730,  # hex_prefix
+            0.042101,  # space_nonascii
             0.000000,  # bucket_0
-            0.234300,  # bucket_1
-            0.275559,  # bucket_2
-            0.301003,  # bucket_3
-            0.439589,  # bucket_4
-            0.472041,  # bucket_5
-            0.768148,  # bucket_6
-            1.071134,  # bucket_7
-            1.502923,  # bucket_8
-            2.009703,  # bucket_9
-            1.964020,  # bucket_10
-            7.487093,  # bucket_11
-            4.310834,  # bucket_12
-            0.811852,  # upper_nonascii
+            0.232469,  # bucket_1
+            0.274300,  # bucket_2
+            0.298653,  # bucket_3
+            0.440175,  # bucket_4
+            0.473006,  # bucket_5
+            0.773144,  # bucket_6
+            1.074601,  # bucket_7
+            1.472376,  # bucket_8
+            2.017230,  # bucket_9
+            1.957538,  # bucket_10
+            6.944898,  # bucket_11
+            4.319028,  # bucket_12
+            0.809964,  # upper_nonascii
             0.000000,  # group_cjk
-            0.023083,  # group_cyrillic
-            0.044126,  # group_other
+            0.024318,  # group_cyrillic
+            0.045481,  # group_other
             2.337985,  # unknown_bmp
             3.509714,  # astral
-            0.794988,  # vocab_words
-            0.435116,  # other_words
+            0.753361,  # vocab_words
+            0.409895,  # other_words
         ),
         "cyrillic": (
             0.506890,  # bias
@@ -152,6 +155,7 @@ TEXT_COEFFICIENTS: dict[str, dict[str, tuple[float, ...]]] = {
             0.000000,  # quote
             0.646880,  # backslash
             2.097866,  # hex_prefix
+            0.000000,  # space_nonascii
             0.000000,  # bucket_0
             0.151988,  # bucket_1
             0.229353,  # bucket_2
@@ -192,6 +196,7 @@ TEXT_COEFFICIENTS: dict[str, dict[str, tuple[float, ...]]] = {
             0.000000,  # quote
             0.828612,  # backslash
             3.465376,  # hex_prefix
+            0.000000,  # space_nonascii
             0.000000,  # bucket_0
             0.169389,  # bucket_1
             0.234261,  # bucket_2
@@ -232,6 +237,7 @@ TEXT_COEFFICIENTS: dict[str, dict[str, tuple[float, ...]]] = {
             0.000000,  # quote
             0.724139,  # backslash
             2.327231,  # hex_prefix
+            0.000000,  # space_nonascii
             0.000000,  # bucket_0
             0.144532,  # bucket_1
             0.229920,  # bucket_2
@@ -257,124 +263,127 @@ TEXT_COEFFICIENTS: dict[str, dict[str, tuple[float, ...]]] = {
     },
     "cl100k": {
         "prose": (
-            0.376397,  # bias
-            0.067199,  # lower
-            0.075564,  # upper
-            0.544299,  # digit
-            0.056070,  # space
-            0.609865,  # newline
-            0.780469,  # tab
-            0.035693,  # punct
-            0.685904,  # word_runs
-            0.739105,  # camel
-            0.857579,  # digit_runs
-            0.568100,  # punct_runs
-            0.254681,  # indented_lines
-            0.418614,  # space_punct
+            0.393038,  # bias
+            0.067319,  # lower
+            0.075710,  # upper
+            0.541959,  # digit
+            0.052612,  # space
+            0.636989,  # newline
+            0.769086,  # tab
+            0.033826,  # punct
+            0.685540,  # word_runs
+            0.733614,  # camel
+            0.858148,  # digit_runs
+            0.569691,  # punct_runs
+            0.252273,  # indented_lines
+            0.418006,  # space_punct
             0.000000,  # quote
-            0.483657,  # backslash
-            2.159798,  # hex_prefix
+            0.489206,  # backslash
+            2.197268,  # hex_prefix
+            0.171068,  # space_nonascii
             0.000000,  # bucket_0
             0.000000,  # bucket_1
             0.000000,  # bucket_2
-            0.423558,  # bucket_3
+            0.417766,  # bucket_3
             0.000000,  # bucket_4
             0.000000,  # bucket_5
-            0.161442,  # bucket_6
-            0.523133,  # bucket_7
-            0.294053,  # bucket_8
-            0.560130,  # bucket_9
-            1.250627,  # bucket_10
-            1.928734,  # bucket_11
-            2.554795,  # bucket_12
-            1.132590,  # upper_nonascii
+            0.159296,  # bucket_6
+            0.546605,  # bucket_7
+            0.171639,  # bucket_8
+            0.454473,  # bucket_9
+            1.285501,  # bucket_10
+            1.910833,  # bucket_11
+            2.530510,  # bucket_12
+            1.177014,  # upper_nonascii
             0.000000,  # group_cjk
-            0.177036,  # group_cyrillic
-            0.537923,  # group_other
+            0.172114,  # group_cyrillic
+            0.532129,  # group_other
             2.614981,  # unknown_bmp
             3.633046,  # astral
-            0.034508,  # vocab_words
-            0.538765,  # other_words
+            0.000000,  # vocab_words
+            0.417912,  # other_words
         ),
         "code": (
-            0.540069,  # bias
-            0.110782,  # lower
-            0.122316,  # upper
-            0.580719,  # digit
-            0.033033,  # space
-            0.342732,  # newline
-            0.404790,  # tab
-            0.076796,  # punct
-            0.516274,  # word_runs
-            0.129891,  # camel
-            0.731369,  # digit_runs
-            0.560928,  # punct_runs
-            0.375653,  # indented_lines
-            0.570180,  # space_punct
+            0.554777,  # bias
+            0.109076,  # lower
+            0.120981,  # upper
+            0.586155,  # digit
+            0.032298,  # space
+            0.367761,  # newline
+            0.418802,  # tab
+            0.076329,  # punct
+            0.520505,  # word_runs
+            0.133422,  # camel
+            0.718658,  # digit_runs
+            0.561979,  # punct_runs
+            0.361947,  # indented_lines
+            0.568816,  # space_punct
             0.000000,  # quote
-            0.378401,  # backslash
-            2.946869,  # hex_prefix
+            0.380427,  # backslash
+            2.960143,  # hex_prefix
+            0.205092,  # space_nonascii
             0.000000,  # bucket_0
             0.000000,  # bucket_1
             0.000000,  # bucket_2
-            0.490888,  # bucket_3
-            0.113969,  # bucket_4
-            0.154816,  # bucket_5
-            0.340357,  # bucket_6
-            0.738387,  # bucket_7
-            0.901254,  # bucket_8
-            0.527252,  # bucket_9
-            1.511597,  # bucket_10
-            2.398258,  # bucket_11
-            2.598917,  # bucket_12
-            1.109116,  # upper_nonascii
+            0.465197,  # bucket_3
+            0.122490,  # bucket_4
+            0.137667,  # bucket_5
+            0.330939,  # bucket_6
+            0.766729,  # bucket_7
+            0.758856,  # bucket_8
+            0.466660,  # bucket_9
+            1.548000,  # bucket_10
+            2.295614,  # bucket_11
+            2.538433,  # bucket_12
+            1.185538,  # upper_nonascii
             0.000000,  # group_cjk
-            0.164851,  # group_cyrillic
-            0.383366,  # group_other
+            0.164934,  # group_cyrillic
+            0.379344,  # group_other
             2.614981,  # unknown_bmp
             3.633046,  # astral
-            0.383643,  # vocab_words
-            0.646862,  # other_words
+            0.180330,  # vocab_words
+            0.525566,  # other_words
         ),
         "cjk": (
-            0.280255,  # bias
-            0.141405,  # lower
-            0.178532,  # upper
-            0.487484,  # digit
-            0.085320,  # space
-            0.543366,  # newline
-            0.472359,  # tab
-            0.080189,  # punct
-            0.252747,  # word_runs
+            0.367122,  # bias
+            0.141599,  # lower
+            0.179536,  # upper
+            0.506949,  # digit
+            0.068040,  # space
+            0.726647,  # newline
+            0.428752,  # tab
+            0.077498,  # punct
+            0.246389,  # word_runs
             0.000000,  # camel
-            0.678208,  # digit_runs
-            0.704275,  # punct_runs
-            0.026340,  # indented_lines
-            0.340739,  # space_punct
+            0.672164,  # digit_runs
+            0.690781,  # punct_runs
+            0.000000,  # indented_lines
+            0.338058,  # space_punct
             0.000000,  # quote
-            1.003754,  # backslash
-            2.748349,  # hex_prefix
+            1.048997,  # backslash
+            2.820781,  # hex_prefix
+            0.365022,  # space_nonascii
             0.000000,  # bucket_0
             0.000000,  # bucket_1
             0.000000,  # bucket_2
-            0.144075,  # bucket_3
-            0.507129,  # bucket_4
-            0.349386,  # bucket_5
-            0.652041,  # bucket_6
-            0.954783,  # bucket_7
-            1.389756,  # bucket_8
-            1.678463,  # bucket_9
-            1.763972,  # bucket_10
-            2.509453,  # bucket_11
-            2.845401,  # bucket_12
-            1.230457,  # upper_nonascii
+            0.128212,  # bucket_3
+            0.513620,  # bucket_4
+            0.317245,  # bucket_5
+            0.669631,  # bucket_6
+            0.990883,  # bucket_7
+            1.273624,  # bucket_8
+            1.630532,  # bucket_9
+            1.795415,  # bucket_10
+            2.392757,  # bucket_11
+            2.826501,  # bucket_12
+            1.204333,  # upper_nonascii
             0.000000,  # group_cjk
-            0.268594,  # group_cyrillic
-            0.181918,  # group_other
+            0.267031,  # group_cyrillic
+            0.168068,  # group_other
             2.614981,  # unknown_bmp
             3.633046,  # astral
-            0.805616,  # vocab_words
-            0.377683,  # other_words
+            0.474696,  # vocab_words
+            0.131508,  # other_words
         ),
         "cyrillic": (
             0.581271,  # bias
@@ -394,6 +403,7 @@ TEXT_COEFFICIENTS: dict[str, dict[str, tuple[float, ...]]] = {
             0.000000,  # quote
             0.369435,  # backslash
             3.409034,  # hex_prefix
+            0.000000,  # space_nonascii
             0.000000,  # bucket_0
             0.000000,  # bucket_1
             0.000000,  # bucket_2
@@ -434,6 +444,7 @@ TEXT_COEFFICIENTS: dict[str, dict[str, tuple[float, ...]]] = {
             0.000000,  # quote
             0.678709,  # backslash
             3.340800,  # hex_prefix
+            0.000000,  # space_nonascii
             0.000000,  # bucket_0
             0.000000,  # bucket_1
             0.211716,  # bucket_2
@@ -457,44 +468,45 @@ TEXT_COEFFICIENTS: dict[str, dict[str, tuple[float, ...]]] = {
             0.390637,  # other_words
         ),
         "json": (
-            0.583852,  # bias
-            0.110862,  # lower
-            0.125480,  # upper
-            0.368773,  # digit
-            0.022552,  # space
-            0.493598,  # newline
-            0.362639,  # tab
-            0.095064,  # punct
-            0.492284,  # word_runs
-            0.387920,  # camel
-            1.217482,  # digit_runs
-            0.480712,  # punct_runs
-            0.452246,  # indented_lines
-            0.467422,  # space_punct
+            0.598313,  # bias
+            0.112772,  # lower
+            0.127395,  # upper
+            0.370493,  # digit
+            0.021816,  # space
+            0.543442,  # newline
+            0.417395,  # tab
+            0.090345,  # punct
+            0.478083,  # word_runs
+            0.379528,  # camel
+            1.209270,  # digit_runs
+            0.489666,  # punct_runs
+            0.414603,  # indented_lines
+            0.460225,  # space_punct
             0.000000,  # quote
-            0.467643,  # backslash
-            2.415359,  # hex_prefix
+            0.475350,  # backslash
+            2.457501,  # hex_prefix
+            0.224148,  # space_nonascii
             0.000000,  # bucket_0
             0.000000,  # bucket_1
-            0.000000,  # bucket_2
-            0.423040,  # bucket_3
-            0.151694,  # bucket_4
-            0.182101,  # bucket_5
-            0.349934,  # bucket_6
-            0.763763,  # bucket_7
-            0.652987,  # bucket_8
-            0.508325,  # bucket_9
-            1.389967,  # bucket_10
-            2.234245,  # bucket_11
-            2.655086,  # bucket_12
-            1.086066,  # upper_nonascii
+            0.012061,  # bucket_2
+            0.445425,  # bucket_3
+            0.199930,  # bucket_4
+            0.171679,  # bucket_5
+            0.361237,  # bucket_6
+            0.792065,  # bucket_7
+            0.587603,  # bucket_8
+            0.526369,  # bucket_9
+            1.452632,  # bucket_10
+            2.111075,  # bucket_11
+            2.648279,  # bucket_12
+            1.157842,  # upper_nonascii
             0.000000,  # group_cjk
-            0.179163,  # group_cyrillic
-            0.347997,  # group_other
+            0.160492,  # group_cyrillic
+            0.336183,  # group_other
             2.614981,  # unknown_bmp
             3.633046,  # astral
-            0.099857,  # vocab_words
-            0.789763,  # other_words
+            0.000000,  # vocab_words
+            0.621955,  # other_words
         ),
     },
 }
