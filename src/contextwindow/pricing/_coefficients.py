@@ -32,6 +32,7 @@ TEXT_COEFFICIENTS: dict[str, dict[str, tuple[float, ...]]] = {
             0.000000,  # quote
             0.825808,  # backslash
             2.199870,  # hex_prefix
+            0.000000,  # space_nonascii
             0.000000,  # bucket_0
             0.068818,  # bucket_1
             0.121917,  # bucket_2
@@ -72,6 +73,7 @@ TEXT_COEFFICIENTS: dict[str, dict[str, tuple[float, ...]]] = {
             0.000000,  # quote
             0.376796,  # backslash
             3.101365,  # hex_prefix
+            0.000000,  # space_nonascii
             0.000000,  # bucket_0
             0.097913,  # bucket_1
             0.140391,  # bucket_2
@@ -95,44 +97,45 @@ TEXT_COEFFICIENTS: dict[str, dict[str, tuple[float, ...]]] = {
             0.903083,  # other_words
         ),
         "cjk": (
-            0.264305,  # bias
-            0.149817,  # lower
-            0.204183,  # upper
-            0.389221,  # digit
-            0.095837,  # space
-            0.819431,  # newline
-            0.596774,  # tab
-            0.140689,  # punct
-            0.175227,  # word_runs
+            0.270980,  # bias
+            0.149816,  # lower
+            0.204169,  # upper
+            0.391990,  # digit
+            0.093835,  # space
+            0.831860,  # newline
+            0.596354,  # tab
+            0.142682,  # punct
+            0.175007,  # word_runs
             0.000000,  # camel
-            1.162770,  # digit_runs
-            0.539914,  # punct_runs
+            1.168400,  # digit_runs
+            0.537052,  # punct_runs
             0.000000,  # indented_lines
-            0.348455,  # space_punct
+            0.346894,  # space_punct
             0.000000,  # quote
-            1.264296,  # backslash
-            2.578484,  # hex_prefix
+            1.268464,  # backslash
+            2.578651,  # hex_prefix
+            0.033041,  # space_nonascii
             0.000000,  # bucket_0
-            0.228471,  # bucket_1
-            0.262470,  # bucket_2
-            0.289946,  # bucket_3
-            0.429292,  # bucket_4
-            0.456895,  # bucket_5
-            0.756639,  # bucket_6
-            1.061228,  # bucket_7
-            1.534964,  # bucket_8
-            1.983560,  # bucket_9
-            1.952267,  # bucket_10
-            7.596884,  # bucket_11
-            4.297922,  # bucket_12
-            0.805639,  # upper_nonascii
+            0.226662,  # bucket_1
+            0.260989,  # bucket_2
+            0.287895,  # bucket_3
+            0.429559,  # bucket_4
+            0.456573,  # bucket_5
+            0.760946,  # bucket_6
+            1.063826,  # bucket_7
+            1.513711,  # bucket_8
+            1.987214,  # bucket_9
+            1.946298,  # bucket_10
+            7.164909,  # bucket_11
+            4.307421,  # bucket_12
+            0.804358,  # upper_nonascii
             0.000000,  # group_cjk
-            0.025583,  # group_cyrillic
-            0.050789,  # group_other
+            0.026784,  # group_cyrillic
+            0.052094,  # group_other
             2.337985,  # unknown_bmp
             3.509714,  # astral
-            0.767173,  # vocab_words
-            0.445191,  # other_words
+            0.733967,  # vocab_words
+            0.425424,  # other_words
         ),
         "cyrillic": (
             0.528626,  # bias
@@ -152,6 +155,7 @@ TEXT_COEFFICIENTS: dict[str, dict[str, tuple[float, ...]]] = {
             0.000000,  # quote
             0.665824,  # backslash
             2.417930,  # hex_prefix
+            0.000000,  # space_nonascii
             0.000000,  # bucket_0
             0.145670,  # bucket_1
             0.226317,  # bucket_2
@@ -192,6 +196,7 @@ TEXT_COEFFICIENTS: dict[str, dict[str, tuple[float, ...]]] = {
             0.000000,  # quote
             0.854426,  # backslash
             3.633917,  # hex_prefix
+            0.000000,  # space_nonascii
             0.000000,  # bucket_0
             0.160884,  # bucket_1
             0.227088,  # bucket_2
@@ -232,6 +237,7 @@ TEXT_COEFFICIENTS: dict[str, dict[str, tuple[float, ...]]] = {
             0.000000,  # quote
             0.618890,  # backslash
             2.837457,  # hex_prefix
+            0.000000,  # space_nonascii
             0.000000,  # bucket_0
             0.108929,  # bucket_1
             0.190034,  # bucket_2
@@ -257,124 +263,127 @@ TEXT_COEFFICIENTS: dict[str, dict[str, tuple[float, ...]]] = {
     },
     "cl100k": {
         "prose": (
-            0.462282,  # bias
-            0.068009,  # lower
-            0.076392,  # upper
-            0.331011,  # digit
-            0.043129,  # space
-            0.626207,  # newline
-            0.891825,  # tab
-            0.038795,  # punct
-            0.693147,  # word_runs
-            0.711047,  # camel
-            1.395020,  # digit_runs
-            0.519560,  # punct_runs
-            0.368137,  # indented_lines
-            0.463847,  # space_punct
+            0.467684,  # bias
+            0.068684,  # lower
+            0.077054,  # upper
+            0.346195,  # digit
+            0.042621,  # space
+            0.633631,  # newline
+            0.862415,  # tab
+            0.039260,  # punct
+            0.689162,  # word_runs
+            0.704515,  # camel
+            1.375686,  # digit_runs
+            0.519008,  # punct_runs
+            0.372288,  # indented_lines
+            0.458693,  # space_punct
             0.000000,  # quote
-            0.488283,  # backslash
-            1.958113,  # hex_prefix
+            0.487839,  # backslash
+            1.955094,  # hex_prefix
+            0.109696,  # space_nonascii
             0.000000,  # bucket_0
             0.000000,  # bucket_1
             0.000000,  # bucket_2
-            0.403783,  # bucket_3
+            0.414234,  # bucket_3
             0.000000,  # bucket_4
             0.000000,  # bucket_5
-            0.157330,  # bucket_6
-            0.494729,  # bucket_7
-            0.251361,  # bucket_8
-            0.565058,  # bucket_9
-            1.225531,  # bucket_10
-            1.825431,  # bucket_11
-            2.543685,  # bucket_12
-            1.100298,  # upper_nonascii
+            0.162517,  # bucket_6
+            0.503590,  # bucket_7
+            0.140231,  # bucket_8
+            0.438002,  # bucket_9
+            1.240015,  # bucket_10
+            1.783555,  # bucket_11
+            2.523234,  # bucket_12
+            1.146077,  # upper_nonascii
             0.000000,  # group_cjk
-            0.179945,  # group_cyrillic
-            0.538598,  # group_other
+            0.169185,  # group_cyrillic
+            0.527468,  # group_other
             2.614981,  # unknown_bmp
             3.633046,  # astral
             0.000000,  # vocab_words
-            0.572171,  # other_words
+            0.531710,  # other_words
         ),
         "code": (
-            0.518456,  # bias
-            0.106860,  # lower
-            0.125125,  # upper
-            0.386825,  # digit
-            0.034324,  # space
-            0.384877,  # newline
-            0.937232,  # tab
-            0.079044,  # punct
-            0.541704,  # word_runs
-            0.172060,  # camel
-            1.103626,  # digit_runs
-            0.500656,  # punct_runs
-            0.406636,  # indented_lines
-            0.629755,  # space_punct
+            0.526508,  # bias
+            0.106372,  # lower
+            0.124382,  # upper
+            0.392648,  # digit
+            0.034038,  # space
+            0.393487,  # newline
+            0.923968,  # tab
+            0.078854,  # punct
+            0.543284,  # word_runs
+            0.173790,  # camel
+            1.103381,  # digit_runs
+            0.499232,  # punct_runs
+            0.407334,  # indented_lines
+            0.628650,  # space_punct
             0.000000,  # quote
-            0.388709,  # backslash
-            2.408174,  # hex_prefix
+            0.389358,  # backslash
+            2.402475,  # hex_prefix
+            0.146688,  # space_nonascii
             0.000000,  # bucket_0
             0.000000,  # bucket_1
             0.000000,  # bucket_2
-            0.462064,  # bucket_3
-            0.093525,  # bucket_4
-            0.113140,  # bucket_5
-            0.316508,  # bucket_6
-            0.695274,  # bucket_7
-            0.848197,  # bucket_8
-            0.418605,  # bucket_9
-            1.473158,  # bucket_10
-            2.380052,  # bucket_11
-            2.560392,  # bucket_12
-            1.085682,  # upper_nonascii
+            0.419303,  # bucket_3
+            0.116838,  # bucket_4
+            0.072206,  # bucket_5
+            0.317510,  # bucket_6
+            0.704293,  # bucket_7
+            0.717167,  # bucket_8
+            0.322263,  # bucket_9
+            1.481439,  # bucket_10
+            2.259582,  # bucket_11
+            2.513646,  # bucket_12
+            1.136260,  # upper_nonascii
             0.000000,  # group_cjk
-            0.165299,  # group_cyrillic
-            0.403737,  # group_other
+            0.164821,  # group_cyrillic
+            0.394739,  # group_other
             2.614981,  # unknown_bmp
             3.633046,  # astral
-            0.380972,  # vocab_words
-            0.677050,  # other_words
+            0.234021,  # vocab_words
+            0.645489,  # other_words
         ),
         "cjk": (
-            0.309589,  # bias
-            0.138607,  # lower
-            0.174318,  # upper
-            0.476143,  # digit
-            0.086789,  # space
-            0.541327,  # newline
-            0.522991,  # tab
-            0.080623,  # punct
-            0.275171,  # word_runs
-            0.007661,  # camel
-            0.859400,  # digit_runs
-            0.662234,  # punct_runs
-            0.086757,  # indented_lines
-            0.372820,  # space_punct
+            0.379442,  # bias
+            0.139065,  # lower
+            0.173528,  # upper
+            0.517691,  # digit
+            0.074640,  # space
+            0.707388,  # newline
+            0.506489,  # tab
+            0.078658,  # punct
+            0.266733,  # word_runs
+            0.012465,  # camel
+            0.833772,  # digit_runs
+            0.652005,  # punct_runs
+            0.050789,  # indented_lines
+            0.358462,  # space_punct
             0.000000,  # quote
-            0.944774,  # backslash
-            2.555830,  # hex_prefix
+            0.973555,  # backslash
+            2.655694,  # hex_prefix
+            0.328582,  # space_nonascii
             0.000000,  # bucket_0
             0.000000,  # bucket_1
             0.000000,  # bucket_2
-            0.118687,  # bucket_3
-            0.489380,  # bucket_4
-            0.320528,  # bucket_5
-            0.628649,  # bucket_6
-            0.933745,  # bucket_7
-            1.368437,  # bucket_8
-            1.639105,  # bucket_9
-            1.736760,  # bucket_10
-            2.463616,  # bucket_11
-            2.832944,  # bucket_12
-            1.174544,  # upper_nonascii
+            0.110543,  # bucket_3
+            0.500661,  # bucket_4
+            0.288162,  # bucket_5
+            0.646200,  # bucket_6
+            0.968691,  # bucket_7
+            1.252619,  # bucket_8
+            1.601366,  # bucket_9
+            1.761239,  # bucket_10
+            2.312351,  # bucket_11
+            2.826574,  # bucket_12
+            1.145881,  # upper_nonascii
             0.000000,  # group_cjk
-            0.272954,  # group_cyrillic
-            0.202580,  # group_other
+            0.268943,  # group_cyrillic
+            0.186441,  # group_other
             2.614981,  # unknown_bmp
             3.633046,  # astral
-            0.785831,  # vocab_words
-            0.384169,  # other_words
+            0.475346,  # vocab_words
+            0.175179,  # other_words
         ),
         "cyrillic": (
             0.597074,  # bias
@@ -394,6 +403,7 @@ TEXT_COEFFICIENTS: dict[str, dict[str, tuple[float, ...]]] = {
             0.000000,  # quote
             0.397792,  # backslash
             3.160333,  # hex_prefix
+            0.000000,  # space_nonascii
             0.000000,  # bucket_0
             0.000000,  # bucket_1
             0.000000,  # bucket_2
@@ -434,6 +444,7 @@ TEXT_COEFFICIENTS: dict[str, dict[str, tuple[float, ...]]] = {
             0.000000,  # quote
             0.616147,  # backslash
             2.957335,  # hex_prefix
+            0.000000,  # space_nonascii
             0.000000,  # bucket_0
             0.000000,  # bucket_1
             0.195736,  # bucket_2
@@ -457,44 +468,45 @@ TEXT_COEFFICIENTS: dict[str, dict[str, tuple[float, ...]]] = {
             0.451727,  # other_words
         ),
         "json": (
-            0.555741,  # bias
-            0.102607,  # lower
-            0.117205,  # upper
-            0.347458,  # digit
-            0.024955,  # space
-            0.476813,  # newline
-            0.981583,  # tab
-            0.112334,  # punct
-            0.546299,  # word_runs
-            0.457658,  # camel
-            1.304603,  # digit_runs
-            0.410903,  # punct_runs
-            0.465686,  # indented_lines
-            0.532538,  # space_punct
+            0.562702,  # bias
+            0.103882,  # lower
+            0.118356,  # upper
+            0.346926,  # digit
+            0.024974,  # space
+            0.491584,  # newline
+            0.964553,  # tab
+            0.114156,  # punct
+            0.538975,  # word_runs
+            0.454692,  # camel
+            1.319881,  # digit_runs
+            0.406997,  # punct_runs
+            0.459121,  # indented_lines
+            0.528729,  # space_punct
             0.000000,  # quote
-            0.393902,  # backslash
-            2.269014,  # hex_prefix
+            0.391156,  # backslash
+            2.264028,  # hex_prefix
+            0.111673,  # space_nonascii
             0.000000,  # bucket_0
             0.000000,  # bucket_1
             0.000000,  # bucket_2
-            0.396427,  # bucket_3
-            0.120027,  # bucket_4
-            0.097072,  # bucket_5
-            0.287998,  # bucket_6
-            0.709196,  # bucket_7
-            0.557500,  # bucket_8
-            0.383062,  # bucket_9
-            1.321971,  # bucket_10
-            2.099091,  # bucket_11
-            2.619067,  # bucket_12
-            1.052116,  # upper_nonascii
+            0.415242,  # bucket_3
+            0.157354,  # bucket_4
+            0.072231,  # bucket_5
+            0.293500,  # bucket_6
+            0.718517,  # bucket_7
+            0.463190,  # bucket_8
+            0.364969,  # bucket_9
+            1.343716,  # bucket_10
+            1.980292,  # bucket_11
+            2.624652,  # bucket_12
+            1.104523,  # upper_nonascii
             0.000000,  # group_cjk
-            0.177514,  # group_cyrillic
-            0.392905,  # group_other
+            0.163397,  # group_cyrillic
+            0.385521,  # group_other
             2.614981,  # unknown_bmp
             3.633046,  # astral
             0.000000,  # vocab_words
-            0.844328,  # other_words
+            0.794141,  # other_words
         ),
     },
 }

@@ -67,6 +67,7 @@ ASCII_FEATURES: tuple[str, ...] = (
     "quote",  # double quotes: JSON keys and strings (also picks the JSON piece)
     "backslash",  # backslashes: escape sequences (\\xNN, \\uNNNN, \\n) split into several tokens
     "hex_prefix",  # "0x": hex literals, whose digits and letters split into short pieces
+    "space_nonascii",  # " c": an ASCII space before a non-ASCII character does not merge into it
 )
 N_BUCKETS = _chartable.N_BUCKETS
 GROUPS = ("cjk", "cyrillic", "other")
@@ -334,6 +335,7 @@ def features(text: str, family: str = "o200k") -> tuple[int, list[float]]:
         quote,
         raw.count(b"\\") * scale,
         raw.count(b"0x") * scale,
+        count(b" c") * scale,
     ]
     tail = _nonascii(encoded, family, nonascii) if nonascii else [0.0] * (N_FEATURES - len(head))
     return piece_of(n, punct, quote, nonascii, tail), head + tail
