@@ -50,6 +50,12 @@ def _b64(chars: int, seed: str) -> str:
     return base64.b64encode(raw).decode()[:chars]
 
 
+def _b32(chars: int, seed: str) -> str:
+    """Base32 of digest bytes: text the default rule prices ~25% below the local provider's count."""
+    raw = b"".join(hashlib.sha256(f"{seed} {i}".encode()).digest() for i in range(chars // 32 + 1))
+    return base64.b32encode(raw).decode()[:chars]
+
+
 def _hex(lines: int, seed: str) -> str:
     """Hex digests, one a line: text the Claude rule prices above the local provider's count."""
     return "\n".join(hashlib.sha256(f"{seed} {i}".encode()).hexdigest() for i in range(lines))
@@ -211,16 +217,20 @@ class TestUncountedMargin:
 
 class TestRejectionsThatCount:
     def test_a_rejection_counting_the_input_calibrates_the_rest_of_the_session(self) -> None:
-        # Base64 is counted ~30% over the rule's price: beyond any margin, so the first request at the
+        # Base32 is counted ~25% over the rule's price: beyond any margin, so the first request at the
         # edge is refused. A rejection that says how many tokens the request really had teaches the
         # engine that; one that gives only the sum teaches it nothing the projection uses, and the
         # provider refuses again turn after turn.
-        turns = [[_b64(900 + 20 * i, f"t{t}r{i}") for i in range(8)] for t in range(4)]
-        window = 9_000
-        premise, silent_model, _ = _run(turns, window, silent=True)
+        turns = [[_b32(900 + 20 * i, f"t{t}r{i}") for i in range(8)] for t in range(4)]
+        # The window where a sum-only provider refuses more than once depends on the text rule's
+        # price of base32; find it rather than pin it (the premise is checked, not assumed).
+        for window in range(8_000, 12_001, 250):
+            premise, silent_model, _ = _run(turns, window, silent=True)
+            if silent_model.rejected >= 2:
+                break
         assert silent_model.rejected >= 2 and _recovered(premise) == silent_model.rejected
 
         events, model, engine = _run(turns, window)
         assert model.rejected == 1 and _recovered(events) == 1
-        assert engine.fit.counted and engine.fit.composition_factor() > 1.1
+        assert engine.fit.counted and engine.fit.composition_factor() > 1.05
         assert any(isinstance(e, StreamRestarted) and e.reason == "physical_window" for e in events)
