@@ -180,8 +180,7 @@ class WindowFit:
         """The appended round's price for the projection and its plain estimate (the units
         :meth:`observe_round` learns in): the estimate raised by the fit margin, or by the largest
         ratio the provider recently counted a round at over its estimate, whichever is higher."""
-        estimate = self.pricer.estimate(tool_results, injected)
-        return self.pricer.price(tool_results, injected, factor=self.rounds.factor()), estimate
+        return self.pricer.price_and_estimate(tool_results, injected, factor=self.rounds.factor())
 
     def observe_round(self, *, real: int, estimate: int) -> bool:
         """The provider counted a round estimated at ``estimate`` (:meth:`price_round`) as ``real``."""

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
+from .calibration import BAND
 from .content import (
     Audio,
     Block,
@@ -91,8 +92,8 @@ MIN_LEARNED_ROUND_TOKENS = 256
 # times, and an old session's content kinds age out.
 ROUND_RATIO_HISTORY = 16
 # RoundRatios: a round counted at more than this share of its estimate was confounded (the request
-# changed by more than the round), as the calibration band rejects such samples (calibration.BAND).
-MAX_ROUND_RATIO = 1.8
+# changed by more than the round), as the calibration band rejects such samples.
+MAX_ROUND_RATIO = BAND[1]
 
 
 def _utf16_len(text: str) -> int:
@@ -216,18 +217,26 @@ class RoundPricer:
         Each part of the estimate (:meth:`parts`) is raised by its margin, or by ``factor`` when that
         is larger: the most the provider has lately counted a round at over its estimate
         (:class:`RoundRatios`). The seed preset is the seed's flat rule, untouched by either."""
-        if self.preset == "seed":
-            return seed_round_tokens(tool_results, injected)
-        if not math.isfinite(factor) or factor <= 0:
-            raise InvalidInput("must be a finite number > 0", path="factor")
-        text, other = self.parts(tool_results, injected)
-        return math.ceil(text * max(1 + self.text_margin, factor) + other * max(1 + self.margin, factor))
+        return self.price_and_estimate(tool_results, injected, factor=factor)[0]
 
     def estimate(self, tool_results: Sequence[ToolResult], injected: Sequence[Message] = ()) -> int:
         """The round's estimate without any margin (the seed preset's figure for the seed preset)."""
+        return self.price_and_estimate(tool_results, injected)[1]
+
+    def price_and_estimate(
+        self, tool_results: Sequence[ToolResult], injected: Sequence[Message] = (), *, factor: float = 1.0
+    ) -> tuple[int, int]:
+        """``(price, estimate)`` of the round (:meth:`price`, :meth:`estimate`) from one pricing of
+        its blocks: the engine needs both at every tool boundary, and a round can be a large tool
+        result."""
         if self.preset == "seed":
-            return seed_round_tokens(tool_results, injected)
-        return sum(self.parts(tool_results, injected))
+            flat = seed_round_tokens(tool_results, injected)
+            return flat, flat
+        if not math.isfinite(factor) or factor <= 0:
+            raise InvalidInput("must be a finite number > 0", path="factor")
+        text, other = self.parts(tool_results, injected)
+        price = math.ceil(text * max(1 + self.text_margin, factor) + other * max(1 + self.margin, factor))
+        return price, text + other
 
     def parts(self, tool_results: Sequence[ToolResult], injected: Sequence[Message] = ()) -> tuple[int, int]:
         """The round's estimate split into ``(text, everything else)``: the blocks at the larger of

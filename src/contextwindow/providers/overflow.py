@@ -51,16 +51,31 @@ class _Pattern:
     name: str
     regex: re.Pattern[str]
     groups: tuple[Literal["requested", "limit", "part"], ...] = ()
+    input: Literal["requested", "first part", "in the messages"] | None = None
+    """Where the rejected request's input count alone is: ``requested`` itself (the shape counts the
+    prompt only), the first ``part`` ("input + max_tokens > limit"), OpenAI's "(A in the messages,
+    ...)" when the message has it, or nowhere (``requested`` includes the output bound)."""
 
 
-def _p(name: str, pattern: str, *groups: Literal["requested", "limit", "part"]) -> _Pattern:
-    return _Pattern(name, re.compile(pattern, _FLAGS), groups)
+def _p(
+    name: str,
+    pattern: str,
+    *groups: Literal["requested", "limit", "part"],
+    input: Literal["requested", "first part", "in the messages"] | None = None,
+) -> _Pattern:
+    return _Pattern(name, re.compile(pattern, _FLAGS), groups, input)
 
 
 # Shapes with numbers first (most specific), then number-less shapes. Sources: providers.md §4 table.
 _TOKEN_PATTERNS: tuple[_Pattern, ...] = (
     # Anthropic (and Bedrock's "The model returned the following errors: ..." wrapper).
-    _p("anthropic", rf"prompt is too long:\s*{_N}\s*tokens\s*>\s*{_N}\s*maximum", "requested", "limit"),
+    _p(
+        "anthropic",
+        rf"prompt is too long:\s*{_N}\s*tokens\s*>\s*{_N}\s*maximum",
+        "requested",
+        "limit",
+        input="requested",
+    ),
     # Anthropic, older models: input + max_tokens over the window; requested is the sum.
     _p(
         "anthropic-input-plus-output",
@@ -68,6 +83,7 @@ _TOKEN_PATTERNS: tuple[_Pattern, ...] = (
         "part",
         "part",
         "limit",
+        input="first part",
     ),
     # OpenAI, Azure, vLLM, DeepSeek ("you requested N tokens") and OpenRouter ("about N").
     _p(
@@ -75,12 +91,14 @@ _TOKEN_PATTERNS: tuple[_Pattern, ...] = (
         rf"maximum context length is\s*{_N}\s*tokens.*?you requested (?:about )?{_N}\s*tokens",
         "limit",
         "requested",
+        input="in the messages",
     ),
     _p(
         "openai-messages-resulted",
         rf"maximum context length is\s*{_N}\s*tokens.*?your messages resulted in\s*{_N}\s*tokens",
         "limit",
         "requested",
+        input="requested",
     ),
     # Gemini API and Vertex.
     _p(
@@ -88,6 +106,7 @@ _TOKEN_PATTERNS: tuple[_Pattern, ...] = (
         rf"input token count \({_N}\) exceeds the maximum number of tokens allowed \({_N}\)",
         "requested",
         "limit",
+        input="requested",
     ),
     # Mistral (pi-mono pattern, unverified on a Mistral page).
     _p(
@@ -95,6 +114,7 @@ _TOKEN_PATTERNS: tuple[_Pattern, ...] = (
         rf"prompt contains\s*{_N}\s*tokens,? too large for model with\s*{_N}\s*maximum context length",
         "requested",
         "limit",
+        input="requested",
     ),
     # xAI.
     _p(
@@ -102,11 +122,18 @@ _TOKEN_PATTERNS: tuple[_Pattern, ...] = (
         rf"maximum prompt length is\s*{_N}\s*but the request contains\s*{_N}\s*tokens",
         "limit",
         "requested",
+        input="requested",
     ),
     # Cerebras.
     _p("cerebras", rf"current length is\s*{_N}\s*while limit is\s*{_N}", "requested", "limit"),
     # Bedrock mantle.
-    _p("bedrock-mantle", rf"prompt tokens \({_N}\) exceed model maximum \({_N}\)", "requested", "limit"),
+    _p(
+        "bedrock-mantle",
+        rf"prompt tokens \({_N}\) exceed model maximum \({_N}\)",
+        "requested",
+        "limit",
+        input="requested",
+    ),
     # Newer Ollama gives only the excess.
     _p("ollama", r"exceeded max context length by\s*[\d,]+\s*tokens"),
     # Number-less shapes.
@@ -200,10 +227,6 @@ def _collect(obj: Mapping[str, Any], fields: dict[str, Any], texts: list[str], d
                     _collect(item, fields, texts, depth + 1)
 
 
-_INPUT_IS_REQUESTED = frozenset(
-    {"anthropic", "openai-messages-resulted", "gemini", "mistral", "xai", "bedrock-mantle"}
-)
-"""Shapes whose ``requested`` number is the input alone (the prompt), not input + output bound."""
 _OPENAI_INPUT = re.compile(rf"\(\s*{_N}\s*in the messages", _FLAGS)
 """OpenAI's "(A in the messages, B in the completion)": A is the input count."""
 
@@ -267,11 +290,11 @@ def classify(
         requested = numbers.get("requested")
         limit = numbers.get("limit")
         input_tokens: int | None = None
-        if pattern.name in _INPUT_IS_REQUESTED:
+        if pattern.input == "requested":
             input_tokens = requested
-        elif parts:
-            input_tokens = parts[0]  # Anthropic's "input + max_tokens > limit"
-        elif pattern.name == "openai":
+        elif pattern.input == "first part":
+            input_tokens = parts[0]
+        elif pattern.input == "in the messages":
             split = _OPENAI_INPUT.search(haystack)
             input_tokens = _number(split.group(1)) if split is not None else None
         if requested is None and limit is None:
