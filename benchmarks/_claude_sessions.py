@@ -12,7 +12,9 @@ dimensions are what pricing uses, and five images are no sample), thinking block
 turns' thinking counts depends on the model), and compaction summaries.
 
 The content is what the API received where the log shows it differs from what the log displays:
-an ``ExitPlanMode`` in plan-file mode is priced with its real empty input (see ``_blocks``).
+an ``ExitPlanMode`` in plan-file mode is priced with its real empty input (see ``_blocks``), and
+Claude Code's TodoWrite reminder, which the log does not record but whose rule reads only what the
+log does record, is added to the rounds that carried it (``_claude_todo``; ``Round.added``).
 Rounds where the log shows Claude Code injected content it does not record are kept and flagged
 (``Round.injected``, :data:`INJECTIONS`); :func:`explained` leaves them out of the explained subset.
 Files are split into ``fit`` and ``holdout`` per generation (one file in three held out).
@@ -29,6 +31,7 @@ from typing import Any
 
 from contextwindow.content import Message, Text, ToolResult, ToolUse
 
+from . import _claude_todo
 from ._paths import CLAUDE_SESSIONS
 
 __all__ = [
@@ -55,6 +58,8 @@ class Round:
     """0-based line numbers of the two calls' first entries in the source file."""
     injected: tuple[str, ...] = ()
     """Why the log shows Claude Code added content it does not record (see :func:`explained`)."""
+    added: tuple[str, ...] = ()
+    """Unlogged content rebuilt from the log's own evidence and included in ``messages``."""
 
     @property
     def chars(self) -> int:
@@ -237,10 +242,15 @@ def _edit_hook(entry: dict[str, Any]) -> bool:
     return False
 
 
-def file_rounds(path: Path) -> list[Round]:
-    """Every priceable round of one session file, in order."""
+def file_rounds(path: Path, todo_rule: _claude_todo.Rule | None = _claude_todo.RULE) -> list[Round]:
+    """Every priceable round of one session file, in order.
+
+    ``todo_rule`` is the TodoWrite reminder rule replayed over the log (None: no reminders added;
+    ``claude_todo_reminder_probe`` compares candidate rules that way).
+    """
     entries = [json.loads(line) for line in path.read_text().splitlines()]
     plan_lines = _plan_mode_lines(entries)
+    todo_reminders = {} if todo_rule is None else _claude_todo.reminders(entries, todo_rule)
     # (first line, model, prompt, assistant contents, user (line, content) after the call, hook seen)
     calls: list[dict[str, Any]] = []
     for number, entry in enumerate(entries):
@@ -293,6 +303,11 @@ def file_rounds(path: Path) -> list[Round]:
             u_blocks.extend(blocks)
         if u_blocks is None:
             continue
+        added = []
+        if following["line"] in todo_reminders:
+            # a meta user message; Claude Code merges it into the user turn after the tool results
+            u_blocks.append(Text(text=todo_reminders[following["line"]]))
+            added.append("todo reminder")
         injected = []
         if any(line in plan_lines for line, _ in users):
             injected.append("plan mode")
@@ -309,6 +324,7 @@ def file_rounds(path: Path) -> list[Round]:
                 tuple(messages),
                 (call["line"], following["line"]),
                 tuple(injected),
+                tuple(added),
             )
         )
     return out

@@ -1,20 +1,21 @@
-"""Does Claude Code's unlogged TodoWrite reminder explain the fit half's Claude residuals?
+"""Which TodoWrite reminder rule do the FIT half's real deltas support? (chooses ``_claude_todo.RULE``)
 
 Run from the repo root::
 
     PYTHONPATH=src TIKTOKEN_CACHE_DIR=/work/shared/tokenizers python -m benchmarks.claude_todo_reminder_probe
 
 Claude Code injects ``<system-reminder>The TodoWrite tool hasn't been used recently. ... Here are
-the existing contents of your todo list: [1. [status] content ...]</system-reminder>`` as a meta
-user message that its log does not record (public analyses of ``src/utils/attachments.ts``:
-``turnsSinceLastTodoWrite >= TURNS_SINCE_WRITE && turnsSinceLastReminder >=
-TURNS_BETWEEN_REMINDERS``, counting assistant messages backwards from the end; 10/10 in the
-versions described, 5/3 in another). Before adding that text to a reconstructed round, the rule
-must explain the residuals of the ``fit`` half (never the held-out one). For every candidate
-(turns counted as assistant log lines or as API calls; thresholds; whether a list with nothing
-left to do is reminded), this prints how many fit rounds would carry the reminder and the summed
-relative error of the default rule before and after adding it. A rule that fires where the real
-deltas show nothing makes the sum larger. Diagnostic only: it changes no coefficients.
+the existing contents of your todo list: [...]</system-reminder>`` as a meta user message that its
+log does not record (public analyses of ``src/utils/attachments.ts``: ``turnsSinceLastTodoWrite >=
+TURNS_SINCE_WRITE && turnsSinceLastReminder >= TURNS_BETWEEN_REMINDERS``, counting assistant
+messages; 10/10 in the versions described, 5/3 in another). Before the rebuilt rounds carry that
+text, the rule must explain the residuals of the ``fit`` half (never the held-out one). For every
+candidate (thresholds in assistant log lines; whether a typed prompt restarts the count; the
+oldest Claude Code version it applies to, among the versions of the fit half), this prints how
+many fit rounds would carry the reminder, the summed absolute residual of the default rule in
+tokens before and after adding it, and the fit half's p90 |relative error| on explained rounds
+≥ 500 tokens. A rule that fires where the real deltas show nothing makes both larger. The best
+candidate (least summed residual) is what ``_claude_todo.RULE`` must be; this run says whether it is.
 """
 
 from __future__ import annotations
@@ -22,72 +23,20 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
 
 from benchmarks import _claude_sessions as sessions
+from benchmarks import _claude_todo as todo
 from contextwindow.content import Message, Text
 from contextwindow.pricing import Estimator
 
 RESULTS = Path(__file__).resolve().parent / "results" / "claude_todo_reminder_probe.md"
-
-TEMPLATE = (
-    "The TodoWrite tool hasn't been used recently. If you're working on tasks that would benefit"
-    " from tracking progress, consider using the TodoWrite tool to track progress. Also consider"
-    " cleaning up the todo list if has become stale and no longer matches what you are working on."
-    " Only use it if it's relevant to the current work. This is just a gentle reminder - ignore if"
-    " not applicable.\n"
-)
-
-
-def reminder(todos: list[dict[str, Any]]) -> str:
-    """The reminder text as messages.ts builds it, wrapped in ``<system-reminder>``."""
-    text = TEMPLATE
-    items = "\n".join(f"{i + 1}. [{t.get('status')}] {t.get('content')}" for i, t in enumerate(todos))
-    if items:
-        text += f"\n\nHere are the existing contents of your todo list:\n\n[{items}]"
-    return f"<system-reminder>\n{text}\n</system-reminder>"
-
-
-def fires(
-    entries: list[dict[str, Any]], since_write: int, between: int, active: bool, unit: str
-) -> dict[int, Any]:
-    """Line of each call the rule puts a reminder before, with the todo list it carries."""
-    out: dict[int, Any] = {}
-    sw = sb = 10**6
-    todos: list[dict[str, Any]] = []
-    seen: set[Any] = set()
-    first = True
-    for i, e in enumerate(entries):
-        if e.get("type") != "assistant":
-            continue
-        message = e.get("message") or {}
-        if message.get("usage") and message.get("id") not in seen:
-            live = any(t.get("status") != "completed" for t in todos)
-            if not first and sw >= since_write and sb >= between and (live or not active):
-                out[i] = list(todos)
-                sb = 0
-            first = False
-            if unit == "calls":
-                sw, sb = sw + 1, sb + 1
-        seen.add(message.get("id"))
-        writes = [
-            b
-            for b in message.get("content") or []
-            if b.get("type") == "tool_use" and b.get("name") == "TodoWrite"
-        ]
-        if writes:
-            todos, sw = list(writes[-1].get("input", {}).get("todos", [])), 0
-            sb += unit == "lines"
-        elif unit == "lines":
-            sw, sb = sw + 1, sb + 1
-    return out
 
 
 def fit_files() -> list[Path]:
     """The fit half's files, split exactly as ``sessions.rounds`` splits them."""
     by_generation: dict[str, list[tuple[bytes, Path]]] = {}
     for path in sorted(sessions.ROOT.rglob("*.jsonl")):
-        found = sessions.file_rounds(path)
+        found = sessions.file_rounds(path, todo_rule=None)
         if found:
             rel = str(path.relative_to(sessions.ROOT)).encode()
             by_generation.setdefault(sessions.generation(found[0].model), []).append(
@@ -96,41 +45,78 @@ def fit_files() -> list[Path]:
     return [p for files in by_generation.values() for i, (_, p) in enumerate(sorted(files)) if i % 3 != 1]
 
 
+def _p90(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+
+
 def main() -> None:
     data = []
+    versions: set[tuple[int, ...]] = set()
     for path in fit_files():
         entries = [json.loads(line) for line in path.read_text().splitlines()]
-        if "TodoWrite" not in path.read_text():
-            continue
-        priced = [
-            (r, r.delta - Estimator(r.model).messages(r.messages))
-            for r in sessions.file_rounds(path)
-            if not r.injected
-        ]
+        versions.update(todo.version(e) for e in entries if e.get("version"))
+        priced = []
+        for r in sessions.file_rounds(path, todo_rule=None):
+            if r.injected:
+                continue
+            est = Estimator(r.model)
+            priced.append((r, r.delta - est.messages(r.messages), est))
         data.append((entries, priced))
+    candidates = [
+        todo.Rule(since_write, between, resets, since, needs_list)
+        for since in sorted(versions)
+        for resets in (False, True)
+        for needs_list in (True, False)
+        for since_write, between in ((10, 10), (5, 3), (6, 3), (7, 3), (5, 4), (6, 4), (3, 3))
+    ]
+    rows = []
+    for rule in candidates:
+        count, before, after = 0, 0.0, 0.0
+        rel_before: list[float] = []
+        rel_after: list[float] = []
+        for entries, priced in data:
+            sent = todo.reminders(entries, rule)
+            for r, residual, est in priced:
+                extra = 0
+                if r.lines[1] in sent:
+                    count += 1
+                    block = Text(text=sent[r.lines[1]])
+                    extra = est.messages([Message(role="user", content=(block,))])
+                before += abs(residual)
+                after += abs(residual - extra)
+                if r.delta >= 500 and sessions.explained(r):
+                    rel_before.append(abs(residual) / r.delta)
+                    rel_after.append(abs(residual - extra) / r.delta)
+        rows.append((after, rule, count, before, _p90(rel_before), _p90(rel_after)))
+    rows.sort(key=lambda row: (row[0], row[1].since_version))
     lines = [
         "### TodoWrite reminder rules on the fit half (rounds without flagged injections)",
         "",
-        "| turns | since write ≥ | between ≥ | only a live list | rounds carrying it | Σ rel. error before | after |",
-        "|---|---|---|---|---|---|---|",
+        "Best first (ties: the oldest version). Σ |residual| in tokens; p90 on explained fit rounds ≥ 500.",
+        "",
+        "| since write ≥ | between ≥ | typed prompt resets | needs a list | from version | rounds carrying it"
+        " | Σ before | Σ after | p90 before | p90 after |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for unit in ("lines", "calls"):
-        for active in (False, True):
-            for since_write, between in ((10, 10), (5, 3), (6, 3), (3, 3)):
-                count, before, after = 0, 0.0, 0.0
-                for entries, priced in data:
-                    fired = fires(entries, since_write, between, active, unit)
-                    for r, residual in priced:
-                        extra = 0
-                        if r.lines[1] in fired:
-                            count += 1
-                            block = Text(text=reminder(fired[r.lines[1]]))
-                            extra = Estimator(r.model).messages([Message(role="user", content=(block,))])
-                        before += abs(residual) / r.delta
-                        after += abs(residual - extra) / r.delta
-                lines.append(
-                    f"| {unit} | {since_write} | {between} | {active} | {count} | {before:.2f} | {after:.2f} |"
-                )
+    for after, rule, count, before, p_before, p_after in rows[:25]:
+        lines.append(
+            f"| {rule.since_write} | {rule.between} | {rule.typed_prompt_resets} | {rule.needs_list} | "
+            f"{'.'.join(map(str, rule.since_version))} | {count} | {before:,.0f} | {after:,.0f} | "
+            f"{p_before:.1%} | {p_after:.1%} |"
+        )
+    best = rows[0][1]
+    same = (best.since_write, best.between, best.typed_prompt_resets, best.needs_list) == (
+        todo.RULE.since_write,
+        todo.RULE.between,
+        todo.RULE.typed_prompt_resets,
+        todo.RULE.needs_list,
+    )
+    lines += [
+        "",
+        f"Best: {best}. `_claude_todo.RULE` = {todo.RULE}: "
+        + ("the same rule." if same else "DIFFERENT: update it."),
+    ]
     table = "\n".join(lines) + "\n"
     print(table)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

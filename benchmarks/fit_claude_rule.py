@@ -6,7 +6,8 @@ Usage, from the repo root::
 
 For every explained appended round (``_claude_sessions.explained``: the logged content can be
 what the delta paid for) of the ``fit`` half of the Claude Code sessions
-(``benchmarks/_claude_sessions.py``), the real price is the prompt delta Anthropic reported. The
+(``benchmarks/_claude_sessions.py``, with Claude Code's unlogged TodoWrite reminder rebuilt where its
+rule says it was sent), the real price is the prompt delta Anthropic reported. The
 model is ``delta ≈ r · o200k_rule(text) + m · messages + b · text blocks + u · tool uses + t · tool
 results``, where ``text`` is every string the round appends (text, tool names and compact JSON of
 tool inputs, tool-result content) and ``o200k_rule`` is the fitted o200k rule the runtime uses. The

@@ -92,6 +92,7 @@ def claude_table() -> str:
     lo, hi = sessions.EXPLAINED_CHARS_PER_TOKEN
     injected = {reason: sum(reason in r.injected for r in held) for reason in sessions.INJECTIONS}
     band = sum(not r.injected and not sessions.explained(r) for r in held)
+    rebuilt = sum("todo reminder" in r.added for r in held)
     lines = [
         "### Claude: held-out appended rounds ≥ 500 tokens, |relative error| median / p90 (signed median)",
         "",
@@ -99,7 +100,8 @@ def claude_table() -> str:
         " log shows Claude Code injected content it does not record ("
         + ", ".join(f"{reason}: {n}" for reason, n in injected.items())
         + f") and those whose logged characters per real token lie outside ({lo}, {hi}) ({band});"
-        " see ``_claude_sessions.explained``.",
+        " see ``_claude_sessions.explained``. Claude Code's unlogged TodoWrite reminder is rebuilt by its"
+        f" rule (``_claude_todo``, chosen on the fit half) in {rebuilt} of these rounds.",
         "",
         "| generation | rounds | default rule | chars/4 | seed-store |",
         "|---|---|---|---|---|",

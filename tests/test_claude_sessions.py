@@ -163,6 +163,72 @@ class TestInjections:
         assert [m.role for m in round_.messages] == ["assistant", "user"]
 
 
+def _todo_session(version: str = "2.0.55", *, typed_at: int | None = None, calls: int = 12) -> _Log:
+    """A TodoWrite, then ``calls`` one-tool calls (one log line each), optionally a typed prompt."""
+    log = _Log()
+    todos = [{"content": "add tar", "status": "in_progress"}, {"content": "tests", "status": "pending"}]
+    log.call(_tool("w", "TodoWrite", todos=todos))
+    log.result("w", "Todos have been modified successfully.")
+    for k in range(calls):
+        log.call(_tool(f"b{k}", "Bash", command=f"step {k}"))
+        log.result(f"b{k}", "ok")
+        if typed_at == k:
+            log.user("Also handle zip files.")
+    log.call(_text("Done."))
+    for line in log.lines:
+        line["version"] = version
+    return log
+
+
+def _carrying(rounds: list[sessions.Round]) -> list[int]:
+    return [k for k, r in enumerate(rounds) if "todo reminder" in r.added]
+
+
+class TestTodoReminder:
+    """Claude Code's unlogged TodoWrite reminder is rebuilt by its rule (``_claude_todo.RULE``)."""
+
+    def test_the_reminder_is_sent_after_six_turns_then_every_three(self, tmp_path: Path) -> None:
+        # round k is paid before call k + 1, which follows k turns since the write
+        assert _carrying(_todo_session().write(tmp_path)) == [6, 9, 12]
+
+    def test_the_reminder_carries_the_todo_list_as_a_user_text_block(self, tmp_path: Path) -> None:
+        from contextwindow.content import Text
+
+        rounds = _todo_session().write(tmp_path)
+        last = rounds[6].messages[-1]
+        assert last.role == "user"
+        assert isinstance(last.content[-1], Text)
+        assert "hasn't been used recently" in last.content[-1].text
+        assert "1. [in_progress] add tar\n2. [pending] tests" in last.content[-1].text
+
+    def test_a_finished_list_is_reminded_empty(self) -> None:
+        from benchmarks import _claude_todo as todo
+
+        assert "existing contents" not in todo.reminder([])
+        assert todo.reminder([]).startswith("<system-reminder>\nThe TodoWrite tool")
+
+    def test_a_typed_prompt_restarts_the_count_since_the_last_reminder(self, tmp_path: Path) -> None:
+        # reminded in round 6; the prompt typed in round 8 restarts the count: 3 turns later, round 11
+        assert _carrying(_todo_session(typed_at=7).write(tmp_path)) == [6, 11]
+
+    def test_versions_older_than_the_rule_get_no_reminder(self, tmp_path: Path) -> None:
+        assert _carrying(_todo_session("1.0.56").write(tmp_path)) == []
+
+    def test_no_reminder_without_a_todo_list(self, tmp_path: Path) -> None:
+        log = _Log()
+        for k in range(12):
+            log.call(_tool(f"b{k}", "Bash", command="ls"))
+            log.result(f"b{k}", "ok")
+        for line in log.lines:
+            line["version"] = "2.0.55"
+        assert _carrying(log.write(tmp_path)) == []
+
+    def test_the_rule_off_adds_nothing(self, tmp_path: Path) -> None:
+        path = tmp_path / "session.jsonl"
+        path.write_text("\n".join(json.dumps(line) for line in _todo_session().lines) + "\n")
+        assert not any(r.added for r in sessions.file_rounds(path, todo_rule=None))
+
+
 @pytest.mark.parametrize(
     ("chars", "delta", "injected", "expected"),
     [
