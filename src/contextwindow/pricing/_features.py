@@ -6,9 +6,10 @@ one coefficient vector per *piece* (prose, code, CJK, Cyrillic, other scripts, J
 used by the fitting script (``benchmarks/fit_text_rule.py``), so the coefficients are fitted on
 exactly what runtime computes.
 
-ASCII features follow how BPE pre-tokenizers split text: each letter run, digit group and
-punctuation run is about one pre-token, camelCase words and acronyms split further, an
-indentation run is a token of its own; escape sequences (``\\xNN``) and hex literals (``0x``) split
+ASCII features follow how BPE pre-tokenizers split text: each digit group and punctuation run is
+about one pre-token, and a letter run is one token when the family's vocabulary has it
+(``_latinwords_<family>.py``, generated from the tokenizer's own vocabulary: " the", "self",
+"Error"), several when it does not (rare words, identifiers: priced by their letters); escape sequences (``\\xNN``) and hex literals (``0x``) split
 into short pieces, which is what made the stdlib codec tables cost 25–30% more than the rule said.
 Single-byte counts are one ``bytes.translate`` into a class alphabet and a ``bytes.count`` per
 class; they and the run, pair and escape counts are exact up to :data:`ASCII_SAMPLE_ABOVE` bytes
@@ -29,46 +30,52 @@ number of non-ASCII characters (deterministic sampling).
 
 from __future__ import annotations
 
+import importlib
 import string
+from collections.abc import Sequence
 from functools import cache
 from itertools import filterfalse
+from typing import NamedTuple
 
-from . import _chartable, _wordtable
+from . import _bytepairs, _chartable, _wordtable
 
 __all__ = [
     "ASCII_FEATURES",
     "ASCII_SAMPLE_ABOVE",
     "FEATURE_NAMES",
+    "LATIN_FEATURES",
     "N_BUCKETS",
     "N_FEATURES",
+    "PAIR_FEATURES",
     "PIECES",
     "SAMPLE_ABOVE",
+    "SINGLE_FEATURES",
     "WORD_SAMPLE_ABOVE",
+    "ZERO_TAIL",
+    "Measure",
     "char_class",
     "features",
+    "measure",
     "piece_of",
 ]
 
-ASCII_FEATURES: tuple[str, ...] = (
-    "bias",  # 1 for non-empty text: the first piece always costs a token
-    "lower",  # ASCII lowercase letters
-    "upper",  # ASCII uppercase letters
-    "digit",  # ASCII digits
-    "space",  # ASCII spaces
-    "newline",  # \n and \r
-    "tab",  # tabs and other ASCII control characters
-    "punct",  # ASCII punctuation
-    "word_runs",  # runs of letters (ASCII and two-byte scripts) after a non-letter
-    "camel",  # lower→upper transitions (camelCase splits)
-    "digit_runs",  # runs of digits: a number costs ~1 token per run + 1 per 3 more digits
-    "punct_runs",  # runs of ASCII punctuation: a run often merges into one token
-    "indented_lines",  # "\n " : an indentation run is a token of its own
-    "space_punct",  # " p": a space before punctuation (" =", " (", " {") - operators and brackets in code
-    "quote",  # double quotes: JSON keys and strings (also picks the JSON piece)
-    "backslash",  # backslashes: escape sequences (\\xNN, \\uNNNN, \\n) split into several tokens
-    "hex_prefix",  # "0x": hex literals, whose digits and letters split into short pieces
-    "space_nonascii",  # " c": an ASCII space before a non-ASCII character does not merge into it
+SINGLE_FEATURES: tuple[str, ...] = tuple(_bytepairs.SINGLE_FEATURES)
+"""Counts of ASCII bytes by class: lower, upper, digit, space, newline, tab (other control
+characters), punct, quote (JSON keys and strings; also picks the JSON piece), backslash (escape
+sequences split into several tokens). Scaled to the exact number of ASCII characters."""
+PAIR_FEATURES: tuple[str, ...] = tuple(_bytepairs.PAIR_FEATURES)
+"""Counts of adjacent byte-class pairs: word_runs (a letter run starts), camel (lower→upper),
+digit_runs (a number costs ~1 token per run + 1 per 3 more digits), punct_runs (a punctuation run
+often merges into one token), indented_lines ("\n "), space_punct (" =", " (", " {"),
+hex_prefix ("0x"), space_nonascii (a space before a non-ASCII character does not merge into it).
+Scaled to the byte length."""
+LATIN_FEATURES: tuple[str, ...] = (
+    "latin_vocab",  # ASCII letter runs that are one token of the family (``_latinwords_*.py``)
+    "latin_other",  # the other ASCII letter runs (rare words, identifiers): several tokens each
+    "latin_other_letters",  # the letters of those other runs
 )
+ASCII_FEATURES: tuple[str, ...] = ("bias", *SINGLE_FEATURES, *PAIR_FEATURES, *LATIN_FEATURES)
+"""``bias`` is 1 for non-empty text: the first piece always costs a token."""
 N_BUCKETS = _chartable.N_BUCKETS
 GROUPS = ("cjk", "cyrillic", "other")
 FEATURE_NAMES: tuple[str, ...] = (
@@ -108,35 +115,9 @@ _JSON_QUOTES = 0.3  # double quotes above this share of the ASCII punctuation: t
 _SCRIPT_SHARE = 0.25  # non-ASCII characters above this share of the text: a script piece
 _CODE_PUNCT = 0.075  # ASCII punctuation above this share of the text: the code piece
 
-_CLASSES: dict[bytes, bytes] = {
-    string.ascii_lowercase.encode(): b"a",
-    string.ascii_uppercase.encode(): b"A",
-    string.digits.encode(): b"0",
-    b" ": b" ",
-    b"\n\r": b"\n",
-    bytes(c for c in range(32) if c not in (10, 13)) + b"\x7f": b"\t",
-    string.punctuation.encode(): b"p",
-    bytes(range(0x80, 0x100)): b"c",  # any non-ASCII byte
-}
-
-
-def _table(mapping: dict[bytes, bytes], default: bytes) -> bytes:
-    out = bytearray(default * 256)
-    for sources, target in mapping.items():
-        for byte in sources:
-            out[byte] = target[0]
-    return bytes(out)
-
-
-_CLASS_TABLE = _table(_CLASSES, b"?")
-# Letter runs: ASCII letters, continuation bytes and two-byte leads are "letter"; a three- or
-# four-byte character therefore starts its own run (each CJK character is about one piece).
-_WORD_TABLE = _table(
-    {string.ascii_letters.encode(): b"a", bytes(range(0x80, 0xE0)): b"a"},
-    b" ",
-)
-_DIGIT_TABLE = _table({string.digits.encode(): b"0"}, b" ")
-_PUNCT_TABLE = _table({string.punctuation.encode(): b"p"}, b" ")
+_NOT_PUNCT = bytes(b for b in range(256) if chr(b) not in string.punctuation)
+# ASCII letters stay, every other byte becomes a space: ``split()`` then yields the letter runs.
+_LATIN_TABLE = bytes(b if chr(b) in string.ascii_letters else 0x20 for b in range(256))
 
 # Class letters of the character table: group g, bucket b -> chr(_BASE + g * _STRIDE + b); the
 # uppercase class of a group is bucket N_BUCKETS. "?" marks a BMP character not in the table.
@@ -198,6 +179,25 @@ def _class_counts(chars: str, family: str) -> tuple[dict[str, int], int, float]:
 def _vocabulary(family: str) -> frozenset[bytes]:
     """The UTF-8 of every non-Latin word that is one token of the family (``_wordtable.py``)."""
     return frozenset(_wordtable.WORDS.get(family, _wordtable.WORDS["o200k"]).encode("utf-8").split())
+
+
+_LOOKUP_STRIDE = 2
+_LOOKUP_ALL = 8
+"""Every this many letter runs (of the text, or of its ASCII sample) is looked up in the family's
+vocabulary and the counts scaled (a lookup costs ~50–90 ns, a C pass over the sample ~1.5 µs);
+a text of at most :data:`_LOOKUP_ALL` runs looks up every one. 2 kept the held-out accuracy of
+looking up every run within noise; 3 was ~0.5 point worse on prose and numbered code and no
+faster (the split, not the lookups, is most of the cost; measured)."""
+
+
+@cache
+def _latin_vocabulary(family: str) -> frozenset[bytes]:
+    """Every ASCII letter run that is one token of the family (``_latinwords_<family>.py``,
+    generated from the tokenizer's vocabulary); families without a table use o200k's."""
+    name = family if family in ("o200k", "cl100k") else "o200k"
+    module = importlib.import_module(f".{'_latinwords_' + name}", __package__)
+    words: str = module.WORDS
+    return frozenset(words.encode("ascii").split())
 
 
 def _words(data: bytes, nonascii: int) -> tuple[list[bytes], int]:
@@ -263,29 +263,52 @@ def _nonascii(data: bytes, family: str, nonascii: int) -> list[float]:
     return [x * scale for x in (*buckets, upper, *groups, unknown, astral, hits, len(misses))]
 
 
+_WINDOW_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
+
+
 def _windows(data: bytes, budget: int) -> bytes:
     """:data:`ASCII_WINDOWS` fixed, evenly spread windows of ``data`` totalling ``budget`` bytes
-    (deterministic)."""
+    (deterministic), the even-numbered windows first: the sample's first half is itself spread
+    over the whole text."""
     width = budget // ASCII_WINDOWS
     step = (len(data) - width) // (ASCII_WINDOWS - 1)
-    return b"".join(data[i * step : i * step + width] for i in range(ASCII_WINDOWS))
+    return b"".join([data[i * step : i * step + width] for i in _WINDOW_ORDER])
 
 
-def features(text: str, family: str = "o200k") -> tuple[int, list[float]]:
-    """``(piece, vector)`` of ``text`` for a tokenizer family, in the order of :data:`FEATURE_NAMES`.
+_HIGH = bytes(range(0x80, 0x100))
+ZERO_TAIL: tuple[float, ...] = (0.0,) * (N_FEATURES - len(ASCII_FEATURES))
+
+
+class Measure(NamedTuple):
+    """What the rule reads of a text: its piece, the bytes its ASCII class counts are taken on,
+    the factors that scale those counts to the whole text, its Latin word counts and its
+    non-ASCII tail (in the order of :data:`FEATURE_NAMES`)."""
+
+    piece: int
+    sample: bytes
+    """The UTF-8 the single and pair counts are taken on: the text, or eight windows of it."""
+    single_scale: float
+    """Scales single-class counts of ``sample`` to the text's exact number of ASCII characters."""
+    pair_scale: float
+    """Scales pair counts of ``sample`` to the text's byte length."""
+    latin: tuple[float, float, float]
+    tail: tuple[float, ...]
+    """The non-ASCII features; :data:`ZERO_TAIL` (the same object) for an ASCII text."""
+
+
+def measure(text: str, family: str = "o200k") -> Measure | None:
+    """The :class:`Measure` of a non-empty ``text`` for a tokenizer family (``None`` if empty).
 
     Up to :data:`ASCII_SAMPLE_ABOVE` UTF-8 bytes every count is exact. A longer text is read
     whole only by the encode and (if it is not ASCII) one deleting ``bytes.translate`` that
     yields its non-ASCII bytes and so the exact numbers of ASCII and non-ASCII characters; every
     ASCII count is taken on eight fixed windows of :data:`ASCII_SAMPLE_ABOVE` bytes in all and
-    scaled (class counts to the exact number of ASCII characters, so they sum to it; run, pair
-    and escape counts to the byte length). The non-ASCII characters are then priced by
-    ``_nonascii`` on at most :data:`SAMPLE_ABOVE` of them. Deterministic: fixed windows, no
-    randomness. Cost: ~20 C passes over at most 1 KB plus ~1 ns a byte of the whole text, which is
-    what keeps the rule several times faster than tiktoken (~80–180 ns a byte here).
+    scaled (class counts to the exact number of ASCII characters, so they sum to it; pair counts
+    to the byte length). The non-ASCII characters are priced by ``_nonascii`` on at most
+    :data:`SAMPLE_ABOVE` of them. Deterministic: fixed windows, no randomness.
     """
     if not text:
-        return 0, [0.0] * N_FEATURES
+        return None
     raw = encoded = text.encode("utf-8", "surrogatepass")
     n = len(text)
     size = len(raw)
@@ -294,57 +317,54 @@ def features(text: str, family: str = "o200k") -> tuple[int, list[float]]:
     ascii_total = size - len(high)  # ASCII characters: one byte each
     nonascii = n - ascii_total
     scale = 1.0
+    in_sample = ascii_total
     if size > ASCII_SAMPLE_ABOVE:
         sample = _windows(raw, ASCII_SAMPLE_ABOVE)
-        cls = sample.translate(_CLASS_TABLE)
-        in_sample = len(sample) - (0 if is_ascii else cls.count(b"c"))
-        if in_sample or not ascii_total:
-            raw = sample
+        seen = len(sample) if is_ascii else len(sample.translate(None, _HIGH))
+        if seen or not ascii_total:
+            raw, in_sample = sample, seen
             scale = size / len(sample)
-        else:  # the windows fell on non-ASCII text only: count the ASCII exactly
-            cls = raw.translate(_CLASS_TABLE)
-            in_sample = ascii_total
-    else:
-        cls = raw.translate(_CLASS_TABLE)
-        in_sample = ascii_total
-    count = cls.count
+        # else the windows fell on non-ASCII text only: count the ASCII exactly
     k = ascii_total / in_sample if in_sample else 0.0
-    lower, upper, digit, space = count(b"a") * k, count(b"A") * k, count(b"0") * k, count(b" ") * k
-    newline, punct = count(b"\n") * k, count(b"p") * k
-    tab = max(0.0, ascii_total - (lower + upper + digit + space + newline + punct))
-    words = raw.translate(_WORD_TABLE)
-    digits = raw.translate(_DIGIT_TABLE)
-    puncts = raw.translate(_PUNCT_TABLE)
-    quote = raw.count(b'"') * scale
-    head = [
+    punct = len(raw.translate(None, _NOT_PUNCT)) * k
+    quote = raw.count(b'"') * k
+    # Letter runs: one token each when the family's vocabulary has the run (``_latinwords_*``);
+    # the lookups (~90 ns each, the costliest step) are made on every other run and scaled.
+    runs = raw.translate(_LATIN_TABLE).split()
+    looked = runs[::_LOOKUP_STRIDE] if len(runs) > _LOOKUP_ALL else runs
+    misses = list(filterfalse(_latin_vocabulary(family).__contains__, looked))
+    k_runs = scale * len(runs) / len(looked) if looked else 0.0
+    latin = (
+        (len(looked) - len(misses)) * k_runs,
+        len(misses) * k_runs,
+        len(b"".join(misses)) * k_runs,
+    )
+    tail = tuple(_nonascii(encoded, family, nonascii)) if nonascii else ZERO_TAIL
+    return Measure(piece_of(n, punct, quote, nonascii, tail), raw, k, scale, latin, tail)
+
+
+def features(text: str, family: str = "o200k") -> tuple[int, list[float]]:
+    """``(piece, vector)`` of ``text`` for a tokenizer family, in the order of :data:`FEATURE_NAMES`
+    (for the fitting script and diagnostics; the rule itself sums the single and pair features by
+    weight, ``_bytepairs.Weights``, without counting them one by one)."""
+    m = measure(text, family)
+    if m is None:
+        return 0, [0.0] * N_FEATURES
+    codes = _bytepairs.class_codes(m.sample)
+    singles, pairs = _bytepairs.counts(codes, _bytepairs.pair_codes(codes))
+    return m.piece, [
         1.0,
-        lower,
-        upper,
-        digit,
-        space,
-        newline,
-        tab,
-        punct,
-        # run starts: the pattern counts every start but the first byte's, added by the comparison
-        (words.count(b" a") + (words[:1] == b"a")) * scale,
-        count(b"aA") * scale,
-        (digits.count(b" 0") + (digits[:1] == b"0")) * scale,
-        (puncts.count(b" p") + (puncts[:1] == b"p")) * scale,
-        count(b"\n ") * scale,
-        count(b" p") * scale,
-        quote,
-        raw.count(b"\\") * scale,
-        raw.count(b"0x") * scale,
-        count(b" c") * scale,
+        *(c * m.single_scale for c in singles),
+        *(c * m.pair_scale for c in pairs),
+        *m.latin,
+        *m.tail,
     ]
-    tail = _nonascii(encoded, family, nonascii) if nonascii else [0.0] * (N_FEATURES - len(head))
-    return piece_of(n, punct, quote, nonascii, tail), head + tail
 
 
 _GROUP_AT = len(ASCII_FEATURES) + N_BUCKETS + 1  # index of group_cjk within the non-ASCII tail
 
 
-def piece_of(length: int, punct: float, quote: float, nonascii: int, tail: list[float]) -> int:
+def piece_of(length: int, punct: float, quote: float, nonascii: int, tail: Sequence[float]) -> int:
     """Index into :data:`PIECES`: a script piece when non-ASCII characters are more than a quarter
     of the text (the largest script group decides), else code or JSON when ASCII punctuation is
     dense (JSON when double quotes are a large share of it)."""

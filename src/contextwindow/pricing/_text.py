@@ -25,7 +25,16 @@ from ..errors import UsageError
 from ..models import TokenizerFamily
 from ..tokenizers import cache_dir, load_encoding
 from . import _coefficients
-from ._features import N_FEATURES, PIECES, features
+from ._bytepairs import Weights, class_codes
+from ._features import (
+    LATIN_FEATURES,
+    N_FEATURES,
+    PAIR_FEATURES,
+    PIECES,
+    SINGLE_FEATURES,
+    ZERO_TAIL,
+    measure,
+)
 
 __all__ = ["EXACT_ENCODINGS", "Structure", "ceil_nonneg", "exact_counter", "fitted_rule", "structure_for"]
 
@@ -85,13 +94,26 @@ def _linear(family: str, scale: float) -> Callable[[str], float]:
         raise RuntimeError(
             "pricing coefficients do not match the feature set; run benchmarks/fit_text_rule.py"
         )
-    table = tuple(tuple(c * scale for c in pieces[p]) for p in PIECES)
+    singles = slice(1, 1 + len(SINGLE_FEATURES))
+    pairs = slice(singles.stop, singles.stop + len(PAIR_FEATURES))
+    latin = slice(pairs.stop, pairs.stop + len(LATIN_FEATURES))
+    rest = slice(latin.stop, N_FEATURES)
+    vectors = [tuple(c * scale for c in pieces[p]) for p in PIECES]
+    # per piece: bias, the single and pair features as weight tables, the Latin and tail vectors
+    table = tuple((v[0], Weights.of(v[singles], v[pairs]), v[latin], v[rest]) for v in vectors)
 
     def price(text: str) -> float:
-        if not text:
+        m = measure(text, family)
+        if m is None:
             return 0.0
-        piece, vector = features(text, family)
-        total: float = sum(map(operator.mul, table[piece], vector))
+        bias, weights, latin_c, rest_c = table[m.piece]
+        total: float = (
+            bias
+            + weights.total(class_codes(m.sample), m.single_scale, m.pair_scale)
+            + sum(map(operator.mul, latin_c, m.latin))
+        )
+        if m.tail is not ZERO_TAIL:
+            total += sum(map(operator.mul, rest_c, m.tail))
         return max(total, scale)  # non-empty text is at least one token
 
     return price
