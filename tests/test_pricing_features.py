@@ -200,17 +200,6 @@ class TestCodeFeatures:
         assert PIECES[features(text)[0]] == "json"
         assert PIECES[features(CODE)[0]] == "code"
 
-    def test_markdown_with_inline_code_spans_takes_the_markdown_piece(self) -> None:
-        # Node.js API docs: dense punctuation made them code, priced 11-17% high (measured)
-        text = (
-            "## `assert.deepEqual(actual, expected[, message])`\n\n"
-            "* `actual` {any}\n* `expected` {any}\n* `message` {string|Error}\n\n"
-            "Tests for deep equality between the `actual` and `expected` parameters.\n"
-        ) * 6
-        assert PIECES[features(text)[0]] == "markdown"
-        assert PIECES[features(CODE * 3)[0]] == "code"
-        assert PIECES[features("plain words, nothing marked up at all. " * 30)[0]] == "prose"
-
 
 class TestScriptBoundaries:
     @pytest.mark.parametrize(

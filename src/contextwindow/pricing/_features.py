@@ -87,7 +87,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     + ("vocab_words", "other_words")
 )
 N_FEATURES = len(FEATURE_NAMES)
-PIECES: tuple[str, ...] = ("prose", "code", "cjk", "cyrillic", "script", "json", "markdown")
+PIECES: tuple[str, ...] = ("prose", "code", "cjk", "cyrillic", "script", "json")
 """Pieces of the piecewise rule, in the order ``piece_of`` returns their index."""
 
 SAMPLE_ABOVE = 256
@@ -114,10 +114,6 @@ window edges cost about what the wider spread gains), so eight stay."""
 _JSON_QUOTES = 0.3  # double quotes above this share of the ASCII punctuation: the JSON piece
 _SCRIPT_SHARE = 0.25  # non-ASCII characters above this share of the text: a script piece
 _CODE_PUNCT = 0.075  # ASCII punctuation above this share of the text: the code piece
-_MARKDOWN_BACKTICKS = 0.05
-"""Backticks above this share of the ASCII punctuation: the markdown piece (inline code spans).
-On the fit half, half of the markdown chunks have more than 12% and 90% of code chunks none; the
-Node.js API docs, priced 11-17% high as code, were most of markdown's held-out tail (measured)."""
 
 _NOT_PUNCT = bytes(b for b in range(256) if chr(b) not in string.punctuation)
 # ASCII letters stay, every other byte becomes a space: ``split()`` then yields the letter runs.
@@ -332,7 +328,6 @@ def measure(text: str, family: str = "o200k") -> Measure | None:
     k = ascii_total / in_sample if in_sample else 0.0
     punct = len(raw.translate(None, _NOT_PUNCT)) * k
     quote = raw.count(b'"') * k
-    backtick = raw.count(b"`") * k
     # Letter runs: one token each when the family's vocabulary has the run (``_latinwords_*``);
     # the lookups (~90 ns each, the costliest step) are made on every other run and scaled.
     runs = raw.translate(_LATIN_TABLE).split()
@@ -345,8 +340,7 @@ def measure(text: str, family: str = "o200k") -> Measure | None:
         len(b"".join(misses)) * k_runs,
     )
     tail = tuple(_nonascii(encoded, family, nonascii)) if nonascii else ZERO_TAIL
-    piece = piece_of(n, punct, quote, nonascii, tail, backtick)
-    return Measure(piece, raw, k, scale, latin, tail)
+    return Measure(piece_of(n, punct, quote, nonascii, tail), raw, k, scale, latin, tail)
 
 
 def features(text: str, family: str = "o200k") -> tuple[int, list[float]]:
@@ -370,26 +364,16 @@ def features(text: str, family: str = "o200k") -> tuple[int, list[float]]:
 _GROUP_AT = len(ASCII_FEATURES) + N_BUCKETS + 1  # index of group_cjk within the non-ASCII tail
 
 
-def piece_of(
-    length: int,
-    punct: float,
-    quote: float,
-    nonascii: int,
-    tail: Sequence[float],
-    backtick: float = 0.0,
-) -> int:
+def piece_of(length: int, punct: float, quote: float, nonascii: int, tail: Sequence[float]) -> int:
     """Index into :data:`PIECES`: a script piece when non-ASCII characters are more than a quarter
-    of the text (the largest script group decides), else markdown when backticks are a share of
-    its punctuation, else code or JSON when ASCII punctuation is dense (JSON when double quotes are
-    a large share of it)."""
+    of the text (the largest script group decides), else code or JSON when ASCII punctuation is
+    dense (JSON when double quotes are a large share of it)."""
     if nonascii > _SCRIPT_SHARE * length:
         g = _GROUP_AT - len(ASCII_FEATURES)
         cjk, cyr, other = tail[g], tail[g + 1], tail[g + 2]
         if cjk >= cyr and cjk >= other:
             return 2
         return 3 if cyr >= other else 4
-    if backtick > _MARKDOWN_BACKTICKS * punct:
-        return 6
     if punct <= _CODE_PUNCT * length:
         return 0
     return 5 if quote > _JSON_QUOTES * punct else 1
