@@ -175,16 +175,6 @@ def _blocks(content: Any, plan_files: dict[str, str] | None = None) -> list[Any]
     return out
 
 
-def _typed_prompt(entry: dict[str, Any]) -> bool:
-    """A user entry the person typed (not a tool result, not Claude Code's meta text)."""
-    if entry.get("type") != "user" or entry.get("isMeta") or entry.get("isCompactSummary"):
-        return False
-    content = (entry.get("message") or {}).get("content")
-    if isinstance(content, str):
-        return bool(content)
-    return bool(content) and all(b.get("type") != "tool_result" for b in content)
-
-
 def _tool_uses(entry: dict[str, Any]) -> list[dict[str, Any]]:
     content = (entry.get("message") or {}).get("content")
     if entry.get("type") != "assistant" or not isinstance(content, list):
@@ -201,7 +191,7 @@ def _plan_mode_lines(entries: list[dict[str, Any]]) -> set[int]:
     the ``ExitPlanMode`` the person approved (a rejected one keeps plan mode on; a session that
     ends in plan mode keeps it to the end).
     """
-    prompts = [i for i, e in enumerate(entries) if _typed_prompt(e)]
+    prompts = [i for i, e in enumerate(entries) if _claude_todo.typed_prompt(e)]
     exits: dict[str, int] = {}
     evidence: list[int] = []
     approved: list[int] = []

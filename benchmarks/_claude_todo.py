@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["RULE", "TEMPLATE", "Rule", "reminder", "reminders", "version"]
+__all__ = ["RULE", "TEMPLATE", "Rule", "reminder", "reminders", "typed_prompt", "version"]
 
 TEMPLATE = (
     "The TodoWrite tool hasn't been used recently. If you're working on tasks that would benefit"
@@ -84,7 +84,8 @@ def reminder(todos: list[dict[str, Any]]) -> str:
     return f"<system-reminder>\n{text}\n</system-reminder>"
 
 
-def _typed(entry: dict[str, Any]) -> bool:
+def typed_prompt(entry: dict[str, Any]) -> bool:
+    """A user entry the person typed (not a tool result, not Claude Code's meta text)."""
     if entry.get("type") != "user" or entry.get("isMeta") or entry.get("isCompactSummary"):
         return False
     content = (entry.get("message") or {}).get("content")
@@ -108,7 +109,7 @@ def reminders(entries: list[dict[str, Any]], rule: Rule = RULE) -> dict[int, str
     todos: list[dict[str, Any]] | None = None if rule.needs_list else []
     seen: set[Any] = set()
     for number, entry in enumerate(entries):
-        if rule.typed_prompt_resets and _typed(entry):
+        if rule.typed_prompt_resets and typed_prompt(entry):
             since_reminder = 0
             continue
         if entry.get("type") != "assistant":

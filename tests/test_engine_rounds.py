@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from _shared import gibberish
 from contextwindow.compile import Policy
 from contextwindow.content import AttachmentRef, Image, Message, Text, ToolResult, ToolUse
 from contextwindow.engine import Engine, EngineSettings
@@ -146,19 +147,6 @@ def _hex_text(lines: int) -> str:
     return "\n".join(hashlib.sha256(f"line {i}".encode()).hexdigest() for i in range(lines))
 
 
-def _gibberish(chars: int, seed: str = "block") -> str:
-    """Words of random lowercase letters (from digests): text the default rule prices far below the
-    local provider's count (~45% under: its Latin-vocabulary features price a word outside the
-    vocabulary like a near-word of 2-3 tokens, and random letters cost a token per 2-3 letters)."""
-    raw = b"".join(hashlib.sha256(f"{seed} {i}".encode()).digest() for i in range(chars // 24 + 2))
-    words, at = [], 0
-    while at + 12 < len(raw):
-        size = 3 + raw[at] % 8
-        words.append("".join(chr(0x61 + b % 26) for b in raw[at + 1 : at + 1 + size]))
-        at += 1 + size
-    return " ".join(words)[:chars]
-
-
 def _ratio(text: str) -> float:
     """The local provider's count of a string tool result over the estimator's price of it."""
     profile = get_profile(MODEL)
@@ -169,7 +157,7 @@ def _ratio(text: str) -> float:
 def _mixed(target: float) -> str:
     """About a thousand tokens of text whose count/price ratio is nearest ``target`` (gibberish and hex
     mixed in the share that gets there; measured here, so a change of the text rule moves the mix)."""
-    b64, hexed = _gibberish(4_000), _hex_text(60)
+    b64, hexed = gibberish(4_000, "block"), _hex_text(60)
     candidates = []
     for step in range(0, 51):
         share = step / 50
@@ -255,7 +243,7 @@ class TestRoundsLearnedFromTheProvidersCounts:
     def test_rounds_counted_over_every_margin_teach_the_factor_and_restart_in_time(self) -> None:
         # Gibberish is counted far over the rule's price, beyond the text margin: the first rounds
         # teach the engine how this content is counted, and the round at the edge restarts.
-        results = [_gibberish(2_400 + 40 * i, f"round {i}") for i in range(6)]
+        results = [gibberish(2_400 + 40 * i, f"round {i}") for i in range(6)]
         assert _ratio(results[0]) > 1 + ROUND_TEXT_MARGIN + 0.05
         window = _edge(results, critical=5)
         premise, model, _ = _run_loop(results, window, learn=False)

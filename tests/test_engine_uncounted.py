@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from _shared import gibberish
 from contextwindow.compile import Policy
 from contextwindow.content import Message, ToolResult, ToolUse
 from contextwindow.engine import Engine, EngineSettings
@@ -43,19 +44,6 @@ MODEL = "claude-sonnet-4-5"
 RESERVE = 1_000
 
 
-def _gibberish(chars: int, seed: str) -> str:
-    """Words of random lowercase letters (from digests): text the default rule prices far below the
-    local provider's count (~45% under: its Latin-vocabulary features price a word outside the
-    vocabulary like a near-word of 2-3 tokens, and random letters cost a token per 2-3 letters)."""
-    raw = b"".join(hashlib.sha256(f"{seed} {i}".encode()).digest() for i in range(chars // 24 + 2))
-    words, at = [], 0
-    while at + 12 < len(raw):
-        size = 3 + raw[at] % 8
-        words.append("".join(chr(0x61 + b % 26) for b in raw[at + 1 : at + 1 + size]))
-        at += 1 + size
-    return " ".join(words)[:chars]
-
-
 def _hex(lines: int, seed: str) -> str:
     """Hex digests, one a line: text the Claude rule prices above the local provider's count."""
     return "\n".join(hashlib.sha256(f"{seed} {i}".encode()).hexdigest() for i in range(lines))
@@ -69,7 +57,7 @@ def _near(target: float, chars: int, seed: str) -> str:
     candidates = []
     for step in range(51):
         share = step / 50
-        text = _gibberish(round(share * chars), seed) + "\n" + _hex(round((1 - share) * chars / 65) + 1, seed)
+        text = gibberish(round(share * chars), seed) + "\n" + _hex(round((1 - share) * chars / 65) + 1, seed)
         block = ToolResult(tool_use_id="t", content=text)
         ratio = block_tokens(block, profile, tok)[1] / estimator.block(block)
         candidates.append((abs(ratio - target), step, text))

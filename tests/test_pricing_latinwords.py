@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
+from _shared import encoding
 from contextwindow.pricing import _features
 from contextwindow.pricing._features import FEATURE_NAMES, features
-
-
-def _encoding(name: str) -> object:
-    try:
-        import tiktoken
-
-        return tiktoken.get_encoding(name)
-    except Exception:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip(f"tiktoken {name} not available offline")
 
 
 def _feature(vector: list[float], name: str) -> float:
@@ -41,16 +29,16 @@ class TestLatinVocabulary:
     def test_a_family_without_a_table_uses_o200k(self) -> None:
         assert _features._latin_vocabulary("claude") == _features._latin_vocabulary("o200k")
 
-    @pytest.mark.parametrize(("family", "encoding"), [("o200k", "o200k_base"), ("cl100k", "cl100k_base")])
+    @pytest.mark.parametrize(("family", "name"), [("o200k", "o200k_base"), ("cl100k", "cl100k_base")])
     def test_every_word_of_the_table_is_one_token_alone_or_after_a_space(
-        self, family: str, encoding: str
+        self, family: str, name: str
     ) -> None:
-        enc = _encoding(encoding)
+        enc = encoding(name)
         words = sorted(_features._latin_vocabulary(family))
         for word in words[:: max(1, len(words) // 300)]:  # an even sample of the table
             text = word.decode()
-            alone = len(enc.encode(text, disallowed_special=()))  # type: ignore[attr-defined]
-            spaced = len(enc.encode(" " + text, disallowed_special=()))  # type: ignore[attr-defined]
+            alone = len(enc.encode(text, disallowed_special=()))
+            spaced = len(enc.encode(" " + text, disallowed_special=()))
             assert min(alone, spaced) == 1, text
 
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _shared import encoding
 from contextwindow.pricing import Estimator, _features, _wordtable
 from contextwindow.pricing._features import FEATURE_NAMES, WORD_SAMPLE_ABOVE, features
 
@@ -33,20 +32,9 @@ GREEK = (
 )
 
 
-def _encoding(name: str) -> object:
-    try:
-        import tiktoken
-
-        return tiktoken.get_encoding(name)
-    except Exception:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip(f"tiktoken {name} not available offline")
-
-
 def _tokens(name: str, text: str) -> int:
-    enc = _encoding(name)
-    return len(enc.encode(text, disallowed_special=()))  # type: ignore[attr-defined]
+    enc = encoding(name)
+    return len(enc.encode(text, disallowed_special=()))
 
 
 class TestWordTable:
@@ -63,11 +51,11 @@ class TestWordTable:
             assert word.encode() in words, word
 
     def test_the_table_comes_from_the_vocabulary_and_every_word_is_one_token(self) -> None:
-        enc = _encoding("o200k_base")
+        enc = encoding("o200k_base")
         words = _wordtable.WORDS["o200k"].split()
         for word in words[:: max(1, len(words) // 300)]:  # an even sample of the table
-            alone = len(enc.encode(word, disallowed_special=()))  # type: ignore[attr-defined]
-            spaced = len(enc.encode(" " + word, disallowed_special=()))  # type: ignore[attr-defined]
+            alone = len(enc.encode(word, disallowed_special=()))
+            spaced = len(enc.encode(" " + word, disallowed_special=()))
             assert min(alone, spaced) == 1, word
 
 

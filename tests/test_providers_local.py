@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import os
 
 import pytest
 from PIL import Image as PILImage
 
+from _shared import encoding
 from contextwindow.attachments import make_ref
 from contextwindow.content import Image, Message, Request, Text, ToolResult, ToolSpec, ToolUse
 from contextwindow.errors import ContextOverflow, InvalidInput, ProviderError, TransientProviderError
@@ -24,16 +24,6 @@ MODEL = "claude-haiku-4-5"
 LOAD = loader_from({})
 
 
-def _encoding():  # type: ignore[no-untyped-def]
-    tiktoken = pytest.importorskip("tiktoken")
-    try:
-        return tiktoken.get_encoding("o200k_base")
-    except Exception:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip("o200k_base not cached (set TIKTOKEN_CACHE_DIR)")
-
-
 def run(provider: LocalProvider, request: Request, max_tokens: int = 200) -> Completion:
     return asyncio.run(complete(provider, request, max_tokens=max_tokens, load=LOAD))
 
@@ -46,7 +36,7 @@ def png(width: int, height: int) -> bytes:
 
 class TestCounting:
     def test_matches_an_independent_tiktoken_count_of_the_same_request(self) -> None:
-        enc = _encoding()
+        enc = encoding("o200k_base")
         data = png(1000, 1000)
         ref = make_ref(data, "image/png")
         schema = {"type": "object", "properties": {"path": {"type": "string"}}}
@@ -83,14 +73,14 @@ class TestCounting:
         assert sum(counted.parts.values()) == counted.input_tokens
 
     def test_a_cl100k_model_is_counted_with_cl100k(self) -> None:
-        _encoding()
+        encoding("o200k_base")
         counted = count_request(
             Request(model="gpt-4", messages=(Message.user("hello"),)), get_profile("gpt-4")
         )
         assert counted.tokenizer == "tiktoken:cl100k_base"
 
     def test_the_count_is_the_same_whichever_wire_format_carried_the_request(self) -> None:
-        _encoding()
+        encoding("o200k_base")
         from contextwindow.formats import anthropic, openai
 
         request = Request(
@@ -111,7 +101,7 @@ class TestCounting:
         )
 
     def test_counts_a_megabyte_of_text(self) -> None:
-        enc = _encoding()
+        enc = encoding("o200k_base")
         text = "word " * 200_000
         counted = count_request(Request(messages=(Message.user(text),)), get_profile(MODEL))
         assert counted.input_tokens == len(enc.encode(text)) + 3 + 3
