@@ -8,18 +8,24 @@ tests need to isolate the engine's own decisions from compile's fitting.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from contextwindow.compile import Decisions
+from contextwindow.compile import Decisions, Policy
 from contextwindow.content import Message, Request, Text, ToolResult, ToolSpec, ToolUse
+from contextwindow.engine import Engine, EngineSettings, ToolRunner
+from contextwindow.engine_compiler import EngineCompiler
 from contextwindow.errors import ContextOverflow
 from contextwindow.formats import AttachmentLoader
 from contextwindow.models import ModelProfile
 from contextwindow.pricing import Estimator
-from contextwindow.providers import ProviderEvent, Stop, TextDelta, ToolCall, UsageSample
+from contextwindow.providers import LocalProvider, ProviderEvent, Stop, TextDelta, ToolCall, UsageSample
+from contextwindow.simulate import SUMMARIZE_MARKER, RecordingModel
 from contextwindow.store import Session
+from contextwindow.summarizer import Summarizer
 from contextwindow.usage import Anchor, Usage
 
 
@@ -137,3 +143,42 @@ def cumulative(per_call: Sequence[Usage]) -> list[Usage]:
         total = total + usage
         out.append(total)
     return out
+
+
+def local_engine(
+    session: Session,
+    model: RecordingModel,
+    profile: ModelProfile,
+    tool_runner: ToolRunner,
+    *,
+    reserve: int,
+    settings: EngineSettings,
+    provider: Any = None,
+) -> Engine:
+    """An engine against the local provider over ``model`` (``provider`` wraps it when given), with
+    the engine compiler at ``reserve`` and a summarizer on the same model's "summarizer" session."""
+    return Engine(
+        session,
+        provider or LocalProvider(model),
+        profile,
+        compiler=EngineCompiler(Policy(output_reserve=reserve)),
+        tool_runner=tool_runner,
+        summarizer=Summarizer(
+            LocalProvider(model, session="summarizer"), profile, instruction_suffix=SUMMARIZE_MARKER
+        ),
+        settings=settings,
+    )
+
+
+def gibberish(chars: int, seed: str) -> str:
+    """Words of random lowercase letters (from digests): text the default rule prices far below its
+    real count (~45% under against o200k: the Latin-vocabulary features price a word outside the
+    vocabulary like a near-word of 2-3 tokens, and random letters cost a token per 2-3 letters).
+    Engine tests use it where they need content the rule under-prices."""
+    raw = b"".join(hashlib.sha256(f"{seed} {i}".encode()).digest() for i in range(chars // 24 + 2))
+    words, at = [], 0
+    while at + 12 < len(raw):
+        size = 3 + raw[at] % 8
+        words.append("".join(chr(0x61 + b % 26) for b in raw[at + 1 : at + 1 + size]))
+        at += 1 + size
+    return " ".join(words)[:chars]

@@ -17,21 +17,18 @@ from collections.abc import Sequence
 
 import pytest
 
-from _shared import gibberish
-from contextwindow.compile import Policy
 from contextwindow.content import AttachmentRef, Image, Message, Text, ToolResult, ToolUse
 from contextwindow.engine import Engine, EngineSettings
-from contextwindow.engine_compiler import EngineCompiler
 from contextwindow.errors import InvalidInput
 from contextwindow.events import Event, OverflowRecovered, StreamRestarted, TurnEnded
 from contextwindow.models import get_profile
 from contextwindow.pricing import Estimator
 from contextwindow.projection import ENVELOPE_TOKENS, ROUND_TEXT_MARGIN, RoundPricer, RoundRatios
-from contextwindow.providers import LocalProvider, LocalSettings
+from contextwindow.providers import LocalSettings
 from contextwindow.providers.local.counting import block_tokens, tokenizer_for
 from contextwindow.simulate import RecordingModel
 from contextwindow.store import open_store
-from contextwindow.summarizer import Summarizer
+from engine_support import gibberish, local_engine
 
 MODEL = "claude-sonnet-4-5"
 RESERVE = 1_000
@@ -177,26 +174,15 @@ def _run_loop(
     ]
     script.append(Message.assistant("done"))
     model = RecordingModel(LocalSettings(window=window, usage="per-call", default_model=MODEL), script)
-    provider = LocalProvider(model)
     session = open_store().session("rounds")
 
     async def read(use: ToolUse) -> ToolResult:
         return ToolResult(tool_use_id=use.id, content=results[int(use.input["i"])])
 
-    engine = Engine(
-        session,
-        provider,
-        profile,
-        compiler=EngineCompiler(Policy(output_reserve=RESERVE)),
-        tool_runner=read,
-        summarizer=Summarizer(
-            LocalProvider(model, session="summarizer"),
-            profile,
-            instruction_suffix="[[contextwindow:summarize]]",
-        ),
-        settings=settings
-        or EngineSettings(usage_mode="per-call", max_tokens=RESERVE, max_stream_input_tokens=None),
+    settings = settings or EngineSettings(
+        usage_mode="per-call", max_tokens=RESERVE, max_stream_input_tokens=None
     )
+    engine = local_engine(session, model, profile, read, reserve=RESERVE, settings=settings)
     if not learn:
         engine.fit.rounds = RoundRatios(min_tokens=10**9)  # learns nothing
 

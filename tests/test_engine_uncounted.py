@@ -24,11 +24,8 @@ from typing import Any
 
 import pytest
 
-from _shared import gibberish
-from contextwindow.compile import Policy
 from contextwindow.content import Message, ToolResult, ToolUse
 from contextwindow.engine import Engine, EngineSettings
-from contextwindow.engine_compiler import EngineCompiler
 from contextwindow.errors import ContextOverflow, InvalidInput
 from contextwindow.events import Event, OverflowRecovered, StreamRestarted
 from contextwindow.models import get_profile
@@ -38,7 +35,7 @@ from contextwindow.providers.local.counting import block_tokens, tokenizer_for
 from contextwindow.providers.overflow import classify
 from contextwindow.simulate import RecordingModel
 from contextwindow.store import open_store
-from contextwindow.summarizer import Summarizer
+from engine_support import gibberish, local_engine
 
 MODEL = "claude-sonnet-4-5"
 RESERVE = 1_000
@@ -98,26 +95,19 @@ def _run(
         ]
         script.append(Message.assistant(f"turn {t} done"))
     model = RecordingModel(LocalSettings(window=window, usage="none", default_model=MODEL), script)
-    provider: Any = LocalProvider(model)
-    if silent:
-        provider = _Silent(provider)
     session = open_store().session("uncounted")
 
     async def read(use: ToolUse) -> ToolResult:
         return ToolResult(tool_use_id=use.id, content=turns[int(use.input["t"])][int(use.input["i"])])
 
-    engine = Engine(
+    engine = local_engine(
         session,
-        provider,
+        model,
         profile,
-        compiler=EngineCompiler(Policy(output_reserve=RESERVE)),
-        tool_runner=read,
-        summarizer=Summarizer(
-            LocalProvider(model, session="summarizer"),
-            profile,
-            instruction_suffix="[[contextwindow:summarize]]",
-        ),
+        read,
+        reserve=RESERVE,
         settings=settings or EngineSettings(max_tokens=RESERVE, max_stream_input_tokens=None),
+        provider=_Silent(LocalProvider(model)) if silent else None,
     )
 
     async def collect() -> list[Event]:

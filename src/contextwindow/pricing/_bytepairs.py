@@ -12,9 +12,9 @@ The fitting script needs each feature's count (:func:`counts`). The rule needs o
 weighted sum with its fitted coefficients, and that is what makes it fast: :class:`Weights` turns
 a piece's coefficients into two 256-entry translate tables per kind (a coarse and a fine part of
 each byte's weight, 0–63 each), and ``zlib.adler32``, whose low half is the plain sum of the bytes
-modulo 65,521, adds them up in C. Four translates and four checksums replace ~15 counting passes
-(each ~1.3 µs a KB on the build machine): the weighted sum of every single and pair feature costs
-about what three of those passes did. The two parts of a weight keep it to 1/4,000 of the
+modulo 65,521, adds them up in C. For ASCII text (single and pair counts scale alike) one table
+indexed by pair byte holds both, so two translates and two checksums replace ~15 counting passes
+(each ~1.3 µs a KB on the build machine); other text takes four of each. The two parts of a weight keep it to 1/4,000 of the
 largest weight, so the sum differs from the exact dot product by far less than a token
 (``tests/test_pricing_bytepairs.py`` checks both against each other).
 """
@@ -160,15 +160,14 @@ class _Table:
 
     def total(self, data: bytes) -> float:
         """Sum over the bytes of ``data`` of their weight (C passes only)."""
-        if len(data) <= _BLOCK:
-            coarse = zlib.adler32(data.translate(self.coarse), 0) & 0xFFFF
-            fine = zlib.adler32(data.translate(self.fine), 0) & 0xFFFF
-        else:
-            coarse = fine = 0
-            for at in range(0, len(data), _BLOCK):
-                block = data[at : at + _BLOCK]
-                coarse += zlib.adler32(block.translate(self.coarse), 0) & 0xFFFF
-                fine += zlib.adler32(block.translate(self.fine), 0) & 0xFFFF
+        coarse = fine = 0
+        # one block for any sample the rule takes (1 KB); longer data (the fit's tests) in blocks
+        blocks = (
+            (data,) if len(data) <= _BLOCK else (data[at : at + _BLOCK] for at in range(0, len(data), _BLOCK))
+        )
+        for block in blocks:
+            coarse += zlib.adler32(block.translate(self.coarse), 0) & 0xFFFF
+            fine += zlib.adler32(block.translate(self.fine), 0) & 0xFFFF
         return (coarse + fine / _LEVELS) * self.quantum - self.offset * len(data)
 
 
@@ -180,11 +179,8 @@ def _table(weights: Sequence[float]) -> _Table:
     coarse, fine = bytearray(256), bytearray(256)
     for i, w in enumerate(shifted):
         units = w / quantum
-        whole = min(_LEVELS, int(units))
-        part = round((units - whole) * _LEVELS)
-        if part > _LEVELS:  # pragma: no cover - rounding at the very top
-            part = _LEVELS
-        coarse[i], fine[i] = whole, part
+        whole = min(_LEVELS, int(units))  # units ≤ 63 up to rounding: the top weight is 63 units
+        coarse[i], fine[i] = whole, round((units - whole) * _LEVELS)  # (units - whole) < 1: ≤ 63
     return _Table(bytes(coarse), bytes(fine), quantum, offset)
 
 

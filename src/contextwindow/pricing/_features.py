@@ -6,17 +6,17 @@ one coefficient vector per *piece* (prose, code, CJK, Cyrillic, other scripts, J
 used by the fitting script (``benchmarks/fit_text_rule.py``), so the coefficients are fitted on
 exactly what runtime computes.
 
-ASCII features follow how BPE pre-tokenizers split text: each digit group and punctuation run is
-about one pre-token, and a letter run is one token when the family's vocabulary has it
-(``_latinwords_<family>.py``, generated from the tokenizer's own vocabulary: " the", "self",
-"Error"), several when it does not (rare words, identifiers: priced by their letters); escape sequences (``\\xNN``) and hex literals (``0x``) split
-into short pieces, which is what made the stdlib codec tables cost 25–30% more than the rule said.
-Single-byte counts are one ``bytes.translate`` into a class alphabet and a ``bytes.count`` per
-class; they and the run, pair and escape counts are exact up to :data:`ASCII_SAMPLE_ABOVE` bytes
-and taken on eight fixed windows of a longer text and scaled (the numbers of ASCII and non-ASCII
-characters stay exact). Every C pass costs ~1.5 ns a byte on the build machine and tiktoken
-~80–180 ns a byte, so the number of passes over the whole text is what decides the speed target
-(≥ 5× tiktoken).
+ASCII features follow how BPE pre-tokenizers split text: each letter run, digit group and
+punctuation run is about one pre-token, and a letter run is one token when the family's vocabulary
+has it (``_latinwords_<family>.py``, generated from the tokenizer's own vocabulary: " the",
+"self", "Error"), several when it does not (rare words, identifiers: priced by their letters);
+escape sequences (``\\xNN``) and hex literals (``0x``) split into short pieces, which is what made
+the stdlib codec tables cost 25–30% more than the rule said. The single-class and class-pair
+counts come from ``_bytepairs`` (the rule sums them by weight there, without counting them one by
+one); they and the Latin word counts are exact up to :data:`ASCII_SAMPLE_ABOVE` bytes and taken on
+eight fixed windows of a longer text and scaled (the numbers of ASCII and non-ASCII characters stay
+exact). Every C pass costs ~1.5 ns a byte on the build machine and tiktoken ~80–180 ns a byte, so
+the number of passes is what decides the speed target (≥ 5× tiktoken).
 
 Non-ASCII characters are priced per character: ``_chartable.py`` (generated offline from the
 tokenizers) puts every character seen in the fitting corpus into a cost bucket by its mean token
@@ -181,8 +181,8 @@ def _vocabulary(family: str) -> frozenset[bytes]:
     return frozenset(_wordtable.WORDS.get(family, _wordtable.WORDS["o200k"]).encode("utf-8").split())
 
 
-_LOOKUP_STRIDE = 2
 _LOOKUP_ALL = 8
+_LOOKUP_STRIDE = 2
 """Every this many letter runs (of the text, or of its ASCII sample) is looked up in the family's
 vocabulary and the counts scaled (a lookup costs ~50–90 ns, a C pass over the sample ~1.5 µs);
 a text of at most :data:`_LOOKUP_ALL` runs looks up every one. 2 kept the held-out accuracy of
