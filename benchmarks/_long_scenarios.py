@@ -12,10 +12,10 @@ import json
 import random
 from pathlib import Path
 
-from contextwindow import synthetic_media
 from contextwindow.content import Image, Message, Text, ToolResult, ToolUse
-from contextwindow.demo_scenario import SYSTEM, TOOLS, build_demo, stdlib_sources
-from contextwindow.scenario import AssistantStep, InjectStep, Scenario, ScenarioBuilder, ToolResultStep
+from contextwindow.replay import synthetic_media
+from contextwindow.replay.demo import SYSTEM, TOOLS, build_demo, stdlib_sources
+from contextwindow.replay.scenario import AssistantStep, InjectStep, Scenario, ScenarioBuilder, ToolResultStep
 
 __all__ = ["MIN_CALLS", "extended_demo", "long_scenario", "scenario_at", "scenarios"]
 

@@ -10,10 +10,10 @@ plus each image's tokens by OpenAI's tile rule (:func:`tile_rule_tokens`).
 For every request from the second on, four estimates are compared with that count:
 
 - **plain**: the estimate function alone;
-- **calibrated**: the plain estimate times the multiplier a :class:`~contextwindow.calibration.Calibrator`
+- **calibrated**: the plain estimate times the multiplier a :class:`~contextwindow.usage.calibration.Calibrator`
   learned from the previous requests (one sample per request);
 - **anchored**: the previous request's real count plus the change of the plain estimate since
-  (:func:`~contextwindow.usage.anchored_estimate`);
+  (:func:`~contextwindow.usage.tracker.anchored_estimate`);
 - **anchored, calibrated delta**: the same, with both payloads priced at the current multiplier.
 
 The estimate function is a parameter of :func:`measure`; :func:`main` runs the table twice in the
@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from contextwindow.calibration import Calibrator
 from contextwindow.content import (
     AttachmentRef,
     Block,
@@ -46,7 +45,8 @@ from contextwindow.content import (
     attachment_id,
 )
 from contextwindow.pricing import Estimator
-from contextwindow.usage import Anchor, AnchorBook, anchored_estimate
+from contextwindow.usage.calibration import Calibrator
+from contextwindow.usage.tracker import Anchor, AnchorBook, anchored_estimate
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"

@@ -1,6 +1,6 @@
 """Throughput of the local provider's HTTP server on 20k-token requests (target: 200 requests/s).
 
-The server runs in its own process (``python -m contextwindow.providers.local``); a bounded loop on
+The server runs in its own process (``python -m contextwindow.testing``); a bounded loop on
 loopback: ``THREADS`` client threads, each with one keep-alive ``http.client``
 connection, post Anthropic Messages requests of about 20,000 tokens (o200k_base) for ``SECONDS``
 seconds. Two workloads, measured in the same run:
@@ -42,7 +42,7 @@ def _words(seed: int) -> list[str]:
 
 def _history(seed: int) -> str:
     from contextwindow.models import get_profile
-    from contextwindow.providers.local import tokenizer_for
+    from contextwindow.testing import tokenizer_for
 
     count = tokenizer_for(get_profile(MODEL)).count
     words = _words(seed)
@@ -87,7 +87,7 @@ def _run(url: str, make_body: Callable[[int, int], bytes]) -> tuple[int, list[fl
 
 def main() -> None:
     from contextwindow.models import get_profile
-    from contextwindow.providers.local import tokenizer_for
+    from contextwindow.testing import tokenizer_for
 
     tok = tokenizer_for(get_profile(MODEL))
     history = _history(1)
@@ -126,7 +126,7 @@ def main() -> None:
     command = [
         sys.executable,
         "-m",
-        "contextwindow.providers.local",
+        "contextwindow.testing",
         "--port",
         str(port),
         "--window",

@@ -3,7 +3,7 @@
 Twenty long scenarios (≥ 200 provider calls each: real source files read in chunks, JSON tool
 results, screenshots as tool-result images, photos sent mid-turn, turns in Chinese; half of them the
 bundled demo extended, half generated, :mod:`benchmarks._long_scenarios`) run through
-:class:`~contextwindow.engine.Engine` with the default compiler, a summariser on the same local model,
+:class:`~contextwindow.engine.loop.Engine` with the default compiler, a summariser on the same local model,
 and the local provider enforcing windows of 16k, 32k and 128k, in each usage mode it can report
 (``cumulative``, ``per-call``, ``output-only``, ``none``). A second set of runs declares the window
 but lets the provider silently serve less (``effective_window`` = 85% of it): the engine must recover
@@ -66,16 +66,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from contextwindow.compile import Policy
-from contextwindow.engine import Engine, EngineSettings
-from contextwindow.engine_compiler import EngineCompiler
+from contextwindow.engine.compiler import EngineCompiler
+from contextwindow.engine.events import Compacted, Note, OverflowRecovered, StreamRestarted, UsageReported
+from contextwindow.engine.loop import Engine, EngineSettings
+from contextwindow.engine.summarizer import Summarizer
 from contextwindow.errors import ContextOverflow
-from contextwindow.events import Compacted, Note, OverflowRecovered, StreamRestarted, UsageReported
 from contextwindow.models import get_profile
 from contextwindow.providers import LocalProvider, LocalSettings
-from contextwindow.scenario import Scenario
-from contextwindow.simulate import RecordingModel
+from contextwindow.replay.scenario import Scenario
+from contextwindow.replay.simulate import RecordingModel
 from contextwindow.store import open_store
-from contextwindow.summarizer import Summarizer
 
 __all__ = ["main"]
 

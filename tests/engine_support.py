@@ -16,17 +16,17 @@ from typing import Any
 
 from contextwindow.compile import Decisions, Policy
 from contextwindow.content import Message, Request, Text, ToolResult, ToolSpec, ToolUse
-from contextwindow.engine import Engine, EngineSettings, ToolRunner
-from contextwindow.engine_compiler import EngineCompiler
+from contextwindow.engine.compiler import EngineCompiler
+from contextwindow.engine.loop import Engine, EngineSettings, ToolRunner
+from contextwindow.engine.summarizer import Summarizer
 from contextwindow.errors import ContextOverflow
 from contextwindow.formats import AttachmentLoader
 from contextwindow.models import ModelProfile
 from contextwindow.pricing import Estimator
 from contextwindow.providers import LocalProvider, ProviderEvent, Stop, TextDelta, ToolCall, UsageSample
-from contextwindow.simulate import SUMMARIZE_MARKER, RecordingModel
+from contextwindow.replay.simulate import SUMMARIZE_MARKER, RecordingModel
 from contextwindow.store import Session
-from contextwindow.summarizer import Summarizer
-from contextwindow.usage import Anchor, Usage
+from contextwindow.usage.tracker import Anchor, Usage
 
 
 @dataclass

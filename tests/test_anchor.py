@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contextwindow.errors import InvalidInput
-from contextwindow.state import MemorySlot
-from contextwindow.usage import Anchor, AnchorBook, anchored_estimate, newest_anchor
+from contextwindow.store.slots import MemorySlot
+from contextwindow.usage.tracker import Anchor, AnchorBook, anchored_estimate, newest_anchor
 
 ROUTE = {"model": "gpt-4o", "connection": "default"}
 

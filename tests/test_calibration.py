@@ -10,15 +10,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contextwindow.calibration import (
+from contextwindow.errors import StoreError
+from contextwindow.store.slots import MemorySlot
+from contextwindow.usage.calibration import (
     CALIBRATION_PRICING_EPOCH,
     Calibrator,
     MessageFigures,
     epoch3_bound,
     epoch3_discards,
 )
-from contextwindow.errors import StoreError
-from contextwindow.state import MemorySlot
 
 EPOCH = CALIBRATION_PRICING_EPOCH
 T0 = datetime(2026, 9, 1, 12, 0, tzinfo=UTC)

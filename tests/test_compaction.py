@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contextwindow.compaction import (
+from contextwindow.content import Message, ToolResult, ToolUse
+from contextwindow.engine.fold_rules import (
     DEFAULT_SUMMARY_PROMPT,
     REQUIRED_SECTIONS,
     EscalationLadder,
@@ -18,7 +19,6 @@ from contextwindow.compaction import (
     flue_should_compact,
     select_safe_prefix,
 )
-from contextwindow.content import Message, ToolResult, ToolUse
 from contextwindow.errors import InvalidInput
 
 

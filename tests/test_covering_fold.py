@@ -16,20 +16,20 @@ from pathlib import Path
 
 import pytest
 
-from contextwindow.compaction import hard_cut_text
 from contextwindow.compile import SUMMARY_HEADER, Policy
 from contextwindow.content import Message, Request, Text, ToolResult, ToolUse, message_to_dict
-from contextwindow.engine import Engine, EngineSettings
-from contextwindow.engine_compiler import EngineCompiler
+from contextwindow.engine.compiler import EngineCompiler
+from contextwindow.engine.events import Compacted, CompactionFailed, Event, Note, RequestSent, TurnEnded
+from contextwindow.engine.fold_rules import hard_cut_text
+from contextwindow.engine.loop import Engine, EngineSettings
+from contextwindow.engine.summarizer import Summarizer
 from contextwindow.errors import ProviderError
-from contextwindow.events import Compacted, CompactionFailed, Event, Note, RequestSent, TurnEnded
 from contextwindow.formats import AttachmentLoader
 from contextwindow.models import ModelProfile, get_profile
 from contextwindow.providers import LocalProvider, LocalSettings, ProviderEvent
-from contextwindow.providers.local import LocalModel
 from contextwindow.store import Session, open_store
-from contextwindow.summarizer import Summarizer
-from contextwindow.usage import Anchor
+from contextwindow.testing import LocalModel
+from contextwindow.usage.tracker import Anchor
 
 WINDOW = 8_000
 RESERVE = 1_000

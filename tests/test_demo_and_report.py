@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from contextwindow.content import Document, Image, Text, ToolResult
-from contextwindow.demo_scenario import DEMO_WINDOW, build_demo, stdlib_sources
 from contextwindow.errors import InvalidInput
-from contextwindow.report import CallRecord, percentile, summarize, write_report
-from contextwindow.scenario_file import dumps_scenario
+from contextwindow.replay.demo import DEMO_WINDOW, build_demo, stdlib_sources
+from contextwindow.replay.report import CallRecord, percentile, summarize, write_report
+from contextwindow.replay.scenario_file import dumps_scenario
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +23,7 @@ def demo() -> object:
 
 class TestDemoScenario:
     def test_is_long_enough_to_overflow_a_small_window_many_times(self, demo: object) -> None:
-        from contextwindow.scenario import Scenario
+        from contextwindow.replay.scenario import Scenario
 
         assert isinstance(demo, Scenario)
         assert 150 <= demo.calls <= 250
@@ -37,7 +37,7 @@ class TestDemoScenario:
         assert text / 4 > 3 * DEMO_WINDOW  # several windows' worth of text alone, before any image
 
     def test_reads_real_standard_library_sources(self, demo: object) -> None:
-        from contextwindow.scenario import Scenario
+        from contextwindow.replay.scenario import Scenario
 
         assert isinstance(demo, Scenario)
         first = stdlib_sources()[0]
@@ -45,7 +45,7 @@ class TestDemoScenario:
         assert first.read_text(encoding="utf-8").splitlines()[0] in shown
 
     def test_has_screenshots_photos_a_pdf_chinese_and_json(self, demo: object) -> None:
-        from contextwindow.scenario import Scenario
+        from contextwindow.replay.scenario import Scenario
 
         assert isinstance(demo, Scenario)
         refs = demo.attachment_refs()
@@ -65,7 +65,7 @@ class TestDemoScenario:
         )
 
     def test_same_seed_same_scenario_other_seed_other_scenario(self, demo: object) -> None:
-        from contextwindow.scenario import Scenario
+        from contextwindow.replay.scenario import Scenario
 
         assert isinstance(demo, Scenario)
 

@@ -8,9 +8,7 @@ from collections.abc import Sequence
 import pytest
 
 from contextwindow.content import Image, Message, ToolResult, ToolUse
-from contextwindow.engine import Engine, EngineSettings, ToolOutcome
-from contextwindow.errors import ContextOverflow
-from contextwindow.events import (
+from contextwindow.engine.events import (
     Compacted,
     Event,
     Note,
@@ -20,10 +18,12 @@ from contextwindow.events import (
     StreamResumed,
     TurnEnded,
 )
+from contextwindow.engine.loop import Engine, EngineSettings, ToolOutcome
+from contextwindow.engine.summarizer import Summarizer
+from contextwindow.errors import ContextOverflow
 from contextwindow.models import ModelProfile
 from contextwindow.store import open_store
-from contextwindow.summarizer import Summarizer
-from contextwindow.usage import Usage
+from contextwindow.usage.tracker import Usage
 from engine_support import PlainCompiler, ScriptedProvider, Step, blob_call, blob_tool, cumulative
 
 PROFILE = ModelProfile(
@@ -326,7 +326,7 @@ class TestLedger:
 class TestWithTheLocalProviderAndRealCompile:
     def test_a_tool_loop_on_a_small_window_never_gets_rejected(self) -> None:
         from contextwindow.compile import Policy
-        from contextwindow.engine_compiler import EngineCompiler
+        from contextwindow.engine.compiler import EngineCompiler
         from contextwindow.models import get_profile
         from contextwindow.providers import LocalProvider, LocalSettings
 
@@ -464,8 +464,8 @@ class TestReportedWindowNote:
 class TestEscalationEvents:
     def test_archived_tool_results_carry_the_ids_compile_archived(self) -> None:
         from contextwindow.compile import Policy
-        from contextwindow.engine_compiler import EngineCompiler
-        from contextwindow.events import ToolResultsArchived
+        from contextwindow.engine.compiler import EngineCompiler
+        from contextwindow.engine.events import ToolResultsArchived
 
         session = open_store().session("arch")
         for i in range(3):

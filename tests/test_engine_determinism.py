@@ -28,14 +28,14 @@ from typing import Any
 
 import pytest
 
-import contextwindow.simulate as simulate_module
+import contextwindow.replay.simulate as simulate_module
 from contextwindow.content import AttachmentRef, Image, Message, Request, Text
-from contextwindow.demo_scenario import build_demo
-from contextwindow.events import event_to_dict
-from contextwindow.folding import _media_ids
+from contextwindow.engine.events import event_to_dict
+from contextwindow.engine.folding import _media_ids
 from contextwindow.formats import AttachmentLoader, render
-from contextwindow.providers.local.model import Rejection, Reply, WireFormat
-from contextwindow.simulate import RecordingModel, simulate_sync
+from contextwindow.replay.demo import build_demo
+from contextwindow.replay.simulate import RecordingModel, simulate_sync
+from contextwindow.testing.model import Rejection, Reply, WireFormat
 
 ROOT = Path(__file__).resolve().parents[1]
 WINDOW = 16_000

@@ -18,16 +18,16 @@ from collections.abc import Sequence
 import pytest
 
 from contextwindow.content import AttachmentRef, Image, Message, Text, ToolResult, ToolUse
-from contextwindow.engine import Engine, EngineSettings
+from contextwindow.engine.events import Event, OverflowRecovered, StreamRestarted, TurnEnded
+from contextwindow.engine.loop import Engine, EngineSettings
+from contextwindow.engine.projection import ENVELOPE_TOKENS, ROUND_TEXT_MARGIN, RoundPricer, RoundRatios
 from contextwindow.errors import InvalidInput
-from contextwindow.events import Event, OverflowRecovered, StreamRestarted, TurnEnded
 from contextwindow.models import get_profile
 from contextwindow.pricing import Estimator
-from contextwindow.projection import ENVELOPE_TOKENS, ROUND_TEXT_MARGIN, RoundPricer, RoundRatios
 from contextwindow.providers import LocalSettings
-from contextwindow.providers.local.counting import block_tokens, tokenizer_for
-from contextwindow.simulate import RecordingModel
+from contextwindow.replay.simulate import RecordingModel
 from contextwindow.store import open_store
+from contextwindow.testing.counting import block_tokens, tokenizer_for
 from engine_support import gibberish, local_engine
 
 MODEL = "claude-sonnet-4-5"

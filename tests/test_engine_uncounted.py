@@ -25,16 +25,16 @@ from typing import Any
 import pytest
 
 from contextwindow.content import Message, ToolResult, ToolUse
-from contextwindow.engine import Engine, EngineSettings
+from contextwindow.engine.events import Event, OverflowRecovered, StreamRestarted
+from contextwindow.engine.loop import Engine, EngineSettings
 from contextwindow.errors import ContextOverflow, InvalidInput
-from contextwindow.events import Event, OverflowRecovered, StreamRestarted
 from contextwindow.models import get_profile
 from contextwindow.pricing import Estimator
 from contextwindow.providers import LocalProvider, LocalSettings
-from contextwindow.providers.local.counting import block_tokens, tokenizer_for
 from contextwindow.providers.overflow import classify
-from contextwindow.simulate import RecordingModel
+from contextwindow.replay.simulate import RecordingModel
 from contextwindow.store import open_store
+from contextwindow.testing.counting import block_tokens, tokenizer_for
 from engine_support import gibberish, local_engine
 
 MODEL = "claude-sonnet-4-5"

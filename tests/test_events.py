@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from contextwindow.events import (
+from contextwindow.engine.events import (
     Note,
     NoteBook,
     StreamRestarted,
@@ -14,7 +14,7 @@ from contextwindow.events import (
     decide_boundary,
     event_to_dict,
 )
-from contextwindow.usage import Usage
+from contextwindow.usage.tracker import Usage
 
 
 class TestBoundaryPrecedence:

@@ -9,10 +9,10 @@ import pytest
 
 from _shared import CLAUDE_SESSIONS, require
 from contextwindow.content import Image, Text, ToolResult, ToolUse
-from contextwindow.importers import detect_kind, import_chat, load_any
-from contextwindow.importers._assemble import ENDS_HERE, NO_RESULT
-from contextwindow.scenario import ScenarioError
-from contextwindow.scenario_file import dumps_scenario, loads_scenario
+from contextwindow.replay.importers import detect_kind, import_chat, load_any
+from contextwindow.replay.importers._assemble import ENDS_HERE, NO_RESULT
+from contextwindow.replay.scenario import ScenarioError
+from contextwindow.replay.scenario_file import dumps_scenario, loads_scenario
 
 DATA = Path(__file__).parent / "data"
 

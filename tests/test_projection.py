@@ -20,8 +20,7 @@ from contextwindow.content import (
     ToolResult,
     Video,
 )
-from contextwindow.errors import InvalidInput
-from contextwindow.projection import (
+from contextwindow.engine.projection import (
     PhysicalWindow,
     RoundPricer,
     cap_tool_result,
@@ -29,6 +28,7 @@ from contextwindow.projection import (
     projection,
     truncation_notice,
 )
+from contextwindow.errors import InvalidInput
 
 WINDOW = 200_000
 RESERVE = 32_000

@@ -16,9 +16,9 @@ from contextwindow.errors import ContextOverflow, InvalidInput, ProviderError, T
 from contextwindow.formats import loader_from
 from contextwindow.models import get_profile
 from contextwindow.providers import Completion, complete
-from contextwindow.providers.local import LocalModel, LocalProvider, LocalSettings, count_request
-from contextwindow.providers.local.summary import summary_ask
-from contextwindow.usage import Usage
+from contextwindow.testing import LocalModel, LocalProvider, LocalSettings, count_request
+from contextwindow.testing.summary import summary_ask
+from contextwindow.usage.tracker import Usage
 
 MODEL = "claude-haiku-4-5"
 LOAD = loader_from({})
@@ -349,7 +349,7 @@ class TestFailures:
 
 def test_reply_json_shapes_round_trip() -> None:
     # The wire module's JSON must be plain JSON (no dataclasses leak).
-    from contextwindow.providers.local.wire import anthropic_message, openai_completion
+    from contextwindow.testing.wire import anthropic_message, openai_completion
 
     reply = LocalModel(LocalSettings(default_model=MODEL)).handle(
         Request(messages=(Message.user("hi"),)), wire="anthropic", max_tokens=50

@@ -28,8 +28,8 @@ from contextwindow.providers import (
     map_anthropic_error,
     map_openai_error,
 )
-from contextwindow.providers.local import LocalModel, LocalServer, LocalSettings
-from contextwindow.usage import Usage
+from contextwindow.testing import LocalModel, LocalServer, LocalSettings
+from contextwindow.usage.tracker import Usage
 
 CLAUDE = "claude-haiku-4-5"
 GPT = "gpt-4o"

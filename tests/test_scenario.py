@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from contextwindow import synthetic_media
 from contextwindow.content import Audio, Document, Image, Message, Text, ToolResult, ToolUse
 from contextwindow.errors import InvalidInput, UsageError
-from contextwindow.scenario import ScenarioBuilder, ScenarioError
-from contextwindow.scenario_file import dumps_scenario, load_scenario, loads_scenario
+from contextwindow.replay import synthetic_media
+from contextwindow.replay.scenario import ScenarioBuilder, ScenarioError
+from contextwindow.replay.scenario_file import dumps_scenario, load_scenario, loads_scenario
 
 TOOLS = {"type": "tools", "tools": [{"name": "read_file", "input_schema": {"type": "object"}}]}
 

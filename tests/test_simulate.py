@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from contextwindow import synthetic_media
 from contextwindow.cli import app
 from contextwindow.content import Image, Message, ToolResult, ToolSpec, ToolUse
 from contextwindow.formats import loader_from, parse_any
 from contextwindow.models import get_profile
-from contextwindow.providers.local.counting import count_request
-from contextwindow.scenario import Scenario, ScenarioBuilder
-from contextwindow.scenario_file import dump_scenario
-from contextwindow.simulate import simulate_sync
+from contextwindow.replay import synthetic_media
+from contextwindow.replay.scenario import Scenario, ScenarioBuilder
+from contextwindow.replay.scenario_file import dump_scenario
+from contextwindow.replay.simulate import simulate_sync
+from contextwindow.testing.counting import count_request
 
 runner = CliRunner()
 PROSE = "The agent reads a file, thinks about it and writes down what it found. " * 40

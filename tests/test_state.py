@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contextwindow.state import MemorySlot, StateSlot
+from contextwindow.store.slots import MemorySlot, StateSlot
 
 
 class TestMemorySlot:

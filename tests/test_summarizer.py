@@ -6,17 +6,17 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from contextwindow.compaction import REQUIRED_SECTIONS, SUMMARY_MAX_OUTPUT_TOKENS, FoldFailure
 from contextwindow.content import Message, Request, Text
-from contextwindow.engine import Engine, EngineSettings
+from contextwindow.engine.events import Compacted
+from contextwindow.engine.fold_rules import REQUIRED_SECTIONS, SUMMARY_MAX_OUTPUT_TOKENS, FoldFailure
+from contextwindow.engine.loop import Engine, EngineSettings
+from contextwindow.engine.summarizer import Summarizer, Summary
 from contextwindow.errors import ContextOverflow, ProviderError
-from contextwindow.events import Compacted
 from contextwindow.formats import AttachmentLoader
 from contextwindow.models import ModelProfile
 from contextwindow.providers import ProviderEvent, Stop, StopReason, UsageSample
 from contextwindow.store import open_store
-from contextwindow.summarizer import Summarizer, Summary
-from contextwindow.usage import Usage
+from contextwindow.usage.tracker import Usage
 from engine_support import PlainCompiler, ScriptedProvider, Step
 
 PROFILE = ModelProfile(

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from _shared import TOKENIZERS, require
-from contextwindow.tokenizers import cache_dir, load_encoding
+from contextwindow.pricing.tokenizers import cache_dir, load_encoding
 
 
 @pytest.fixture(autouse=True)

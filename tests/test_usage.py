@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contextwindow.errors import InvalidInput, UsageError
-from contextwindow.usage import CallUsage, Usage, UsageTracker
+from contextwindow.usage.tracker import CallUsage, Usage, UsageTracker
 
 
 def cumulative(*calls: Usage) -> list[Usage]:

@@ -6,7 +6,6 @@ architecture table).
 
 from __future__ import annotations
 
-from .calibration import CALIBRATION_PRICING_EPOCH, Calibrator
 from .compile import CompiledRequest, CompileState, Policy, compile_session
 from .content import (
     AttachmentRef,
@@ -25,8 +24,8 @@ from .content import (
     ToolUse,
     Video,
 )
-from .engine import Engine, EngineSettings
-from .engine_compiler import EngineCompiler
+from .engine.compiler import EngineCompiler
+from .engine.loop import Engine, EngineSettings
 from .errors import (
     ContextOverflow,
     ContextWindowError,
@@ -41,7 +40,6 @@ from .errors import (
     UsageError,
 )
 from .formats import ParsedRequest, detect_format, parse_any, render
-from .importers import load_any
 from .models import ModelProfile, get_profile, register
 from .pricing import Estimator, count_tokens, image_tokens
 from .providers import (
@@ -55,12 +53,22 @@ from .providers import (
     ProviderEvent,
     complete,
 )
-from .report import CallRecord, summarize
-from .scenario import Scenario, ScenarioBuilder, ScenarioError
-from .scenario_file import dump_scenario, load_scenario
-from .state import MemorySlot, StateSlot
+from .replay.importers import load_any
+from .replay.report import CallRecord, summarize
+from .replay.scenario import Scenario, ScenarioBuilder, ScenarioError
+from .replay.scenario_file import dump_scenario, load_scenario
 from .store import Budgets, Entry, Problem, Session, Store, StoredMessage, open_store
-from .usage import Anchor, AnchorBook, AnchoredEstimate, CallUsage, Usage, UsageTracker, anchored_estimate
+from .store.slots import MemorySlot, StateSlot
+from .usage.calibration import CALIBRATION_PRICING_EPOCH, Calibrator
+from .usage.tracker import (
+    Anchor,
+    AnchorBook,
+    AnchoredEstimate,
+    CallUsage,
+    Usage,
+    UsageTracker,
+    anchored_estimate,
+)
 
 __version__ = "0.1.0"
 

@@ -1,6 +1,6 @@
 """``contextwindow simulate SCENARIO`` and ``contextwindow demo``: scenarios through the engine.
 
-Both run :func:`contextwindow.simulate.simulate` — the real engine, compiler, summariser and ledger
+Both run :func:`contextwindow.replay.simulate.simulate` — the real engine, compiler, summariser and ledger
 against the local provider's hard window — and show a summary. ``demo`` runs the bundled scenario (a
 coding agent reading the standard library, taking screenshots, receiving photos mid-turn, a turn in
 Chinese) on a small window and writes a report with a chart to ``./contextwindow-report/``.
@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..errors import ScenarioError
-from ..simulate import SimulationResult, UsageMode, simulate
+from ..replay.simulate import SimulationResult, UsageMode, simulate
 from . import app
 from ._common import EXIT_BAD_INPUT, EXIT_FOUND_PROBLEM, emit_json, fail, guarded
 
@@ -110,7 +110,7 @@ def simulate_command(
     """Run a scenario or transcript through the engine against the local provider; summarise the run."""
     if usage not in _USAGE_MODES:
         raise typer.BadParameter("must be cumulative, per-call, output-only or none", param_hint="--usage")
-    from ..importers import load_any
+    from ..replay.importers import load_any
 
     if not scenario_path.exists():
         fail(f"{scenario_path}: no such file", EXIT_BAD_INPUT)
@@ -160,8 +160,8 @@ def demo(
     seed: Annotated[int, typer.Option(help="Seed of the bundled scenario.")] = 0,
 ) -> None:
     """Run the bundled long agent scenario on a small window and write a report with a chart."""
-    from ..demo_scenario import DEMO_WINDOW, build_demo
-    from ..report import write_report
+    from ..replay.demo import DEMO_WINDOW, build_demo
+    from ..replay.report import write_report
 
     console = Console()
     started = time.perf_counter()

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 import typer
 
-from ..providers.local import serve as serve_local
+from ..testing import serve as serve_local
 from . import app
 from ._common import guarded
 

@@ -760,7 +760,7 @@ class _Run:
         anchor = self.state.anchor
         if anchor is None:
             return local, None
-        from ..usage import anchored_estimate
+        from ..usage.tracker import anchored_estimate
 
         result = anchored_estimate(
             anchor, model=self.profile.name, connection=self.state.connection, estimate_now=local

@@ -158,7 +158,7 @@ class CompileState:
     multiplier: float = 1.0
     """The calibration multiplier learned for this (model, connection); applied per top-level block."""
     anchor: Any = None
-    """The newest ``contextwindow.usage.Anchor``, or ``None``: the estimate is then cold."""
+    """The newest ``contextwindow.usage.tracker.Anchor``, or ``None``: the estimate is then cold."""
     connection: str = "default"
     """The connection the anchor must match."""
     session_id: str = ""

@@ -23,7 +23,6 @@ from typing import Any
 
 from ..errors import UsageError
 from ..models import TokenizerFamily
-from ..tokenizers import cache_dir, load_encoding
 from . import _coefficients
 from ._bytepairs import Weights, class_codes
 from ._features import (
@@ -35,6 +34,7 @@ from ._features import (
     ZERO_TAIL,
     measure,
 )
+from .tokenizers import cache_dir, load_encoding
 
 __all__ = ["EXACT_ENCODINGS", "Structure", "ceil_nonneg", "exact_counter", "fitted_rule", "structure_for"]
 

@@ -8,6 +8,7 @@ installed; :class:`AnthropicProvider` needs ``contextwindow[anthropic]``, :class
 
 from __future__ import annotations
 
+from ..testing import LocalModel, LocalProvider, LocalServer, LocalSettings, serve
 from .anthropic import AnthropicProvider, map_anthropic_error
 from .base import (
     Completion,
@@ -22,7 +23,6 @@ from .base import (
     complete,
     normalise_stop_reason,
 )
-from .local import LocalModel, LocalProvider, LocalServer, LocalSettings, serve
 from .openai import OpenAIProvider, map_openai_error
 from .overflow import (
     OutputCapError,

@@ -8,7 +8,7 @@ Cache breakpoints: with ``cache_breakpoints=True`` (the default) the last system
 block of the last message carry ``cache_control: {"type": "ephemeral"}``, so consecutive requests of a
 tool loop, which share their prefix by construction, read it from the prompt cache. Usage reports
 ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` beside ``input_tokens``;
-:meth:`contextwindow.usage.Usage.from_anthropic` keeps them disjoint.
+:meth:`contextwindow.usage.tracker.Usage.from_anthropic` keeps them disjoint.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ..content import Request, ToolUse
 from ..errors import ProviderError
 from ..formats import AttachmentLoader
 from ..formats.anthropic import render_request
-from ..usage import Usage
+from ..usage.tracker import Usage
 from ._errors import map_sdk_error
 from .base import (
     MessageBuilder,

@@ -10,7 +10,7 @@ A provider is anything with ``stream(request, *, max_tokens, load)`` returning a
   ``message_start`` then each cumulative ``message_delta``; OpenAI's one final chunk, or a running
   total on every chunk from servers that send one. A provider layer that reports a *running total
   across a tool loop* (seed 001) shows up here unchanged; turning samples into each call's own usage
-  is :class:`contextwindow.usage.UsageTracker`'s job, not the provider's;
+  is :class:`contextwindow.usage.tracker.UsageTracker`'s job, not the provider's;
 - one :class:`Stop`, last, with the normalised stop reason and the assembled assistant message.
 
 Failures are raised, typed: :class:`~contextwindow.errors.ContextOverflow` for a rejection for size
@@ -29,7 +29,7 @@ from typing import Literal, Protocol, TypeAlias, runtime_checkable
 from ..content import Message, Request, Text, Thinking, ToolUse
 from ..errors import ProviderError
 from ..formats import AttachmentLoader
-from ..usage import Usage
+from ..usage.tracker import Usage
 
 __all__ = [
     "Completion",

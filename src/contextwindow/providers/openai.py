@@ -5,7 +5,7 @@ Renders with :func:`contextwindow.formats.openai.render_request` and streams wit
 ``choices`` is empty, and not at all when a stream is interrupted (providers.md §3). Some compatible
 servers send a running total on every chunk instead; each non-null ``usage`` becomes a
 :class:`~.base.UsageSample`, so last-value semantics handle both. Cached tokens are a subset of
-``prompt_tokens``; :meth:`contextwindow.usage.Usage.from_openai` subtracts them out of fresh input.
+``prompt_tokens``; :meth:`contextwindow.usage.tracker.Usage.from_openai` subtracts them out of fresh input.
 
 Tool calls arrive in fragments keyed by ``index``; each is emitted as one :class:`~.base.ToolCall` when
 the stream ends (Chat Completions has no per-call end marker). ``reasoning_content`` deltas, which
@@ -22,7 +22,7 @@ from ..content import Request, ToolUse
 from ..errors import ProviderError
 from ..formats import AttachmentLoader
 from ..formats.openai import RAW_ARGUMENTS, render_request
-from ..usage import Usage
+from ..usage.tracker import Usage
 from ._errors import map_sdk_error
 from .base import (
     MessageBuilder,

@@ -1,0 +1,209 @@
+"""What compile fits against: the window as known, less the fit margin and what the provider taught.
+
+The engine's compile fits the session's next request into a profile whose window is the one known
+(declared, or as a rejection proved it) less three things, each for a measured reason:
+
+* ``fit_margin`` of the window: a calibrated estimate is right on average, so a request filled to
+  the last token would be refused about half the time;
+* ``shrink``: what rejections at the window we believed taught (the estimate was low by
+  ``requested − limit``), bounded at a quarter of the window;
+* the composition factor: the last reported request's own real/estimate ratio, when above 1
+  (the calibration multiplier is one number across content kinds; the next request shares most of
+  its content with the last one).
+
+It also rounds the calibration multiplier compile sees to ``multiplier_step`` so that compile's
+per-message memo survives the EMA's small moves, and keeps the estimator (and the round pricer) at
+that multiplier for the live request, and learns from the provider's counts of appended rounds how
+high to price the next one (:class:`~contextwindow.engine.projection.RoundRatios`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+from ..content import Message, ToolResult
+from ..models import ModelProfile
+from ..pricing import Estimator
+from ..usage.calibration import BAND, Calibrator
+from .projection import ROUND_TEXT_MARGIN, RoundPricer, RoundRatios
+
+__all__ = ["WindowFit"]
+
+
+class WindowFit:
+    """The fit profile for one engine (see the module docstring)."""
+
+    def __init__(
+        self,
+        profile: ModelProfile,
+        calibrator: Calibrator,
+        *,
+        fit_margin: float,
+        multiplier_step: float,
+        estimator: Estimator,
+        round_pricing: Literal["estimator", "seed"] = "estimator",
+        round_text_margin: float = ROUND_TEXT_MARGIN,
+        uncounted_margin: float | None = None,
+    ) -> None:
+        self.profile = profile
+        self.calibrator = calibrator
+        self.fit_margin = fit_margin
+        self.uncounted_margin = fit_margin if uncounted_margin is None else max(fit_margin, uncounted_margin)
+        """The margin while no provider input count is known (see :meth:`margin`)."""
+        self.counted = False
+        """Whether the provider has counted a request's input in this session: a reported prompt, a
+        rejection that carried the rejected input's count, or a stored anchor for this route."""
+        self.multiplier_step = multiplier_step
+        self.shrink = 0
+        """Tokens taken off the budget by rejections at the window we believed."""
+        self.reserve = 0
+        """The output reserve of the latest compile (the composition factor scales the input part)."""
+        self._composition: tuple[float, float] | None = None
+        """The last reported request's real prompt over its local estimate, and the multiplier that
+        estimate was made at (see :meth:`composition_factor`)."""
+        self._cached: ModelProfile | None = None
+        self.estimator = estimator
+        self.round_pricing = round_pricing
+        self.round_text_margin = round_text_margin
+        self.pricer = (
+            RoundPricer(preset="seed")
+            if round_pricing == "seed"
+            else RoundPricer(estimator=estimator, margin=fit_margin, text_margin=round_text_margin)
+        )
+        """Prices an appended round for the projection (at the live multiplier, see :meth:`live_estimator`)."""
+        self.rounds = RoundRatios()
+        """The provider's counts of recent appended rounds over their estimates."""
+        self._base_pricer = self.pricer
+        self._pricer_multiplier = 1.0
+        self._calibrated = estimator
+
+    def fit_profile(self, known: int) -> ModelProfile:
+        """The profile compile fits against for a window of ``known`` tokens; cached while the
+        figure holds."""
+        if self.counted or not 0 < self.reserve < known:
+            target = max(1, math.floor(known * (1 - self.margin())) - self.shrink)
+        else:
+            # Uncounted, the margin is for the estimate's error, so it takes its share of the input
+            # part only: the output reserve is a bound the request names, not an estimate.
+            input_part = math.floor((known - self.reserve) * (1 - self.margin()))
+            target = max(1, self.reserve + input_part - self.shrink)
+        factor = self.composition_factor()
+        if factor > 1 and target > self.reserve:
+            target = self.reserve + math.floor((target - self.reserve) / factor)
+        if self._cached is None or self._cached.context_window != target:
+            if target == self.profile.context_window:
+                self._cached = self.profile
+            else:
+                self._cached = self.profile.with_(
+                    context_window=target, max_output_tokens=min(self.profile.max_output_tokens, target)
+                )
+        return self._cached
+
+    def margin(self) -> float:
+        """The share of the window kept free for the estimator's error: ``fit_margin`` once the
+        provider has counted a request in this session (the calibration multiplier, the composition
+        factor and the anchors then carry what it taught), ``uncounted_margin`` before.
+
+        Without a count, nothing corrects the estimate of a whole request, and its error is the
+        estimator's request-level spread, wider than a calibrated one's (measured by the sessions
+        benchmark's no-usage rows with an o200k profile whose provider counts with the model's own
+        tokenizer: real/estimate up to 1.067, p90 1.05, mean 1.01)."""
+        return self.fit_margin if self.counted else self.uncounted_margin
+
+    def unanchored(self, estimate: int) -> int:
+        """The live request's ``estimate`` as the projection takes it when no call on the stream
+        reported a prompt: raised by the last counted request's own real/estimate ratio (when above
+        1, :meth:`composition_factor`; a ratio beyond the calibration band is a confounded sample, as
+        :mod:`~contextwindow.usage.calibration` rejects it, and is not used) and by :meth:`margin`, as
+        compile fits it."""
+        factor = self.composition_factor()
+        if factor > BAND[1]:
+            factor = 1.0
+        return math.ceil(estimate * factor * (1 + self.margin()))
+
+    def observe(self, *, prompt: int, local_estimate: int, multiplier: float) -> None:
+        """A counted request (a reported call, or a rejection carrying its input count): its real
+        ``prompt`` against compile's ``local_estimate`` of the request (made at ``multiplier``)."""
+        self.counted = True
+        if local_estimate > 0:
+            self._composition = (prompt / local_estimate, multiplier)
+
+    def composition_factor(self) -> float:
+        """How far the last reported request's real prompt exceeded compile's estimate of it, at
+        today's multiplier (1 when it did not, or nothing was reported), in steps of 2%.
+
+        The calibration multiplier is one number learned across requests; the estimator's error is
+        not the same for every kind of content (it prices tool calls and short texts high, images
+        by the provider's own rule), so a multiplier learned on call-heavy requests underestimates a
+        request made mostly of tool results, by more than the fit margin covers (the sessions
+        benchmark's 16k rejections: ~11% under on requests whose calibrated estimate was at the
+        budget). The next request shares most of its content with the last one, so the last one's
+        own ratio is the better guide: compile fits that much tighter. It only ever tightens.
+        """
+        if self._composition is None:
+            return 1.0
+        ratio, multiplier = self._composition
+        factor = ratio * multiplier / self.multiplier()
+        return math.ceil(factor * 50) / 50 if factor > 1 else 1.0
+
+    def multiplier(self) -> float:
+        """The calibration multiplier in steps of ``multiplier_step``: the EMA moves a little on every
+        sample, and each move would discard compile's per-message memo; a step of 2% is below the
+        estimator's own noise."""
+        step = self.multiplier_step
+        value = self.calibrator.multiplier
+        return round(round(value / step) * step, 6) if step > 0 else value
+
+    def learn(
+        self, *, known: int, limit: int | None, requested: int | None
+    ) -> Literal["window", "shrink"] | None:
+        """Take in a rejection's numbers against the ``known`` window: ``"window"`` when ``limit`` is
+        below it (the window the provider really serves: the caller adopts it), ``"shrink"`` when the
+        limit equals it and the estimate was low by ``requested − limit`` (compile fits that much
+        tighter, and 1% more, from now on, bounded at a quarter of the window), ``None`` when
+        nothing changed."""
+        if limit is None or limit <= 0:
+            return None
+        if limit < known:
+            return "window"
+        if requested is not None and requested > limit:
+            before = self.shrink
+            self.shrink = min(known // 4, self.shrink + (requested - limit) + known // 100)
+            return "shrink" if self.shrink > before else None
+        return None
+
+    def price_round(
+        self, tool_results: Sequence[ToolResult], injected: Sequence[Message] = ()
+    ) -> tuple[int, int]:
+        """The appended round's price for the projection and its plain estimate (the units
+        :meth:`observe_round` learns in): the estimate raised by the fit margin, or by the largest
+        ratio the provider recently counted a round at over its estimate, whichever is higher."""
+        return self.pricer.price_and_estimate(tool_results, injected, factor=self.rounds.factor())
+
+    def observe_round(self, *, real: int, estimate: int) -> bool:
+        """The provider counted a round estimated at ``estimate`` (:meth:`price_round`) as ``real``."""
+        if self.round_pricing == "seed":
+            return False  # the seed's flat rule is priced as the seed fixes it, never learned
+        return self.rounds.observe(real=real, estimate=estimate)
+
+    def live_estimator(self) -> Estimator:
+        """The estimator at the multiplier the live request was compiled with (cached per multiplier);
+        keeps :attr:`pricer` at that multiplier too."""
+        multiplier = self.multiplier()
+        if multiplier != self._pricer_multiplier:
+            self._pricer_multiplier = multiplier
+            self._calibrated = Estimator(self.profile, multiplier)
+            if self.round_pricing == "estimator":
+                # Calibration may only raise a round's price: a multiplier below 1 must not let it slip.
+                self.pricer = RoundPricer(
+                    estimator=self._calibrated,
+                    floor_estimator=self.estimator,
+                    margin=self.fit_margin,
+                    text_margin=self.round_text_margin,
+                )
+        if multiplier == 1.0:
+            self.pricer = self._base_pricer
+            return self.estimator
+        return self._calibrated

@@ -1,0 +1,92 @@
+"""The turn engine's own knobs (:class:`EngineSettings`); compile's live in ``compile.Policy``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ..errors import InvalidInput
+from ..usage.tracker import UsageMode
+from .fold_rules import COVER_TAIL_RATIO
+from .projection import ROUND_TEXT_MARGIN
+
+__all__ = ["DEFAULT_MAX_STREAM_INPUT_TOKENS", "EngineSettings"]
+
+# agent-framework maxStreamTokens default (seed-behaviours §5).
+DEFAULT_MAX_STREAM_INPUT_TOKENS = 150_000
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EngineSettings:
+    """The engine's own knobs (compile's live in ``compile.Policy``)."""
+
+    physical_window: int | None = None
+    """The window the projection guards; ``None`` takes the profile's declared window."""
+    use_physical_window: bool = True
+    """False: no projection at all (agent-framework with ``physicalWindowTokens`` unset)."""
+    max_stream_input_tokens: int | None = DEFAULT_MAX_STREAM_INPUT_TOKENS
+    max_tokens: int | None = None
+    """Each call's output bound; ``None`` takes the compiled output reserve."""
+    usage_mode: UsageMode = "per-call"
+    """How the provider's usage samples count: per call, or a running total across the stream. A
+    running total restarts at each new stream, and a request starts a new stream unless it continues
+    the previous one (:func:`~contextwindow.providers.streams.continues_stream`): the same rule the
+    local provider's ``cumulative`` mode follows, so both sides agree without a setting."""
+    connection: str = "default"
+    """The connection (route) the calibration multiplier and the anchors are kept for."""
+    fit_margin: float = 0.05
+    """Compile fits within ``(1 − fit_margin) × window``: a calibrated estimate is right on average,
+    so a request filled to the last token is refused about half the time; 5% covers the spread of the
+    estimator's error on whole requests measured by ``benchmarks/sessions.py`` once compile fits by
+    the last request's own real/estimate ratio (:meth:`~contextwindow.engine.fit.WindowFit.composition_factor`). Before that, 8%
+    was not enough: the spread between content kinds under one multiplier reached 11%."""
+    uncounted_margin: float = 0.07
+    """The fit margin while the provider has counted no request of this session (no usage reported,
+    no rejection with numbers, no stored anchor for this model and connection): compile fits the
+    input part within ``(1 − uncounted_margin) × (window − output reserve)`` and the projection
+    without a reported prompt raises the live request's estimate by it. Without a count nothing
+    corrects the estimator's error on a whole request, which ``benchmarks/sessions.py`` measures up
+    to 6.7% low (p99 6.1%, mean 1%) with an o200k profile against a provider counting with the
+    model's own tokenizer; at ``fit_margin`` those rows were refused 9–11 times in 4 scenarios, at 7%
+    none were, at 8% none either but window use fell below 70%. Once a count is known, ``fit_margin``
+    applies (this is never less than it)."""
+    multiplier_step: float = 0.02
+    """Compile sees the calibration multiplier rounded to this step (0: exact)."""
+    tool_result_inline_chars: int = 24_000
+    max_message_tokens: int | None = None
+    round_pricing: Literal["estimator", "seed"] = "estimator"
+    round_text_margin: float = ROUND_TEXT_MARGIN
+    """The projection prices an appended round's text this much over the estimate (media and the
+    rest at ``fit_margin``): one chunk's error is wider than a request's (see
+    :data:`~contextwindow.engine.projection.ROUND_TEXT_MARGIN`)."""
+    max_compactions_per_turn: int = 4
+    max_steps_per_turn: int = 1_000
+    max_fold_halvings: int = 4
+    max_folds_per_turn: int = 32
+    """Summariser calls for covering folds per turn (each compile that leaves history out folds it,
+    see :meth:`Engine._prepare`). A long tool loop on a small window legitimately folds every few
+    calls; past this bound the turn's further overflow is cut with a note instead (no more summariser
+    cost). A summariser that fails once is not asked again in the same turn."""
+    cover_tail_ratio: float = COVER_TAIL_RATIO
+    """A covering fold keeps the newest history that fills this share of compile's input budget and
+    folds the rest (see :data:`~contextwindow.engine.fold_rules.COVER_TAIL_RATIO`)."""
+
+    def __post_init__(self) -> None:
+        for name in (
+            "max_compactions_per_turn",
+            "max_steps_per_turn",
+            "tool_result_inline_chars",
+            "max_folds_per_turn",
+        ):
+            if getattr(self, name) <= 0:
+                raise InvalidInput("must be > 0", path=name)
+        if not 0.1 <= self.cover_tail_ratio < 1:
+            raise InvalidInput("must be in [0.1, 1)", path="cover_tail_ratio")
+        if not 0 <= self.round_text_margin < 1:
+            raise InvalidInput("must be in [0, 1)", path="round_text_margin")
+        if not 0 <= self.fit_margin < 0.5:
+            raise InvalidInput("must be in [0, 0.5)", path="fit_margin")
+        if not 0 <= self.uncounted_margin < 0.5:
+            raise InvalidInput("must be in [0, 0.5)", path="uncounted_margin")
+        if not 0 <= self.multiplier_step <= 0.2:
+            raise InvalidInput("must be in [0, 0.2]", path="multiplier_step")

@@ -1,0 +1,337 @@
+"""Run a scenario through the turn engine against the local provider and record every request.
+
+This is what ``contextwindow simulate`` and ``contextwindow demo`` run: the real
+:class:`~contextwindow.engine.loop.Engine` with its default compiler and a summariser, a ledger (memory,
+SQLite or PostgreSQL), and the local provider enforcing a hard window with a real tokenizer. Each
+request the provider receives becomes a :class:`~contextwindow.replay.report.CallRecord`: the engine's
+estimate and its makeup by segment, the provider's own count, whether it was refused, and what the
+engine did just before it (restarted, compacted, evicted, archived). ``record`` writes each request
+exactly as sent, one JSON object a line.
+
+The makeup splits the engine's own estimate of each request by segment, in the proportions the
+estimator prices the request's parts (system, tools, summary checkpoints, text, tool results, images,
+other media); the output reserve is the call's ``max_tokens``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any, Literal
+
+from ..compile import SUMMARY_HEADER, CompiledRequest, Policy
+from ..content import Document, GeneratedImage, Image, Message, Request, Text, ToolResult
+from ..engine.compiler import EngineCompiler
+from ..engine.events import (
+    AttachmentsEvicted,
+    Compacted,
+    Event,
+    StreamRestarted,
+    ToolResultsArchived,
+    UsageReported,
+)
+from ..engine.loop import Engine, EngineSettings
+from ..engine.summarizer import Summarizer
+from ..errors import ContextOverflow, InvalidInput
+from ..formats import AttachmentLoader, render
+from ..models import ModelProfile, get_profile
+from ..pricing import Estimator
+from ..providers import LocalProvider, LocalSettings
+from ..store import Session, open_store
+from ..testing import LocalModel
+from ..testing.counting import tokenizer_for
+from ..testing.model import Rejection, Reply, WireFormat
+from .report import CallRecord, EventKind, summarize
+from .scenario import Scenario
+
+__all__ = ["RecordingModel", "SimulationResult", "UsageMode", "simulate", "simulate_sync"]
+
+UsageMode = Literal["cumulative", "per-call", "output-only", "none"]
+SUMMARIZE_MARKER = "[[contextwindow:summarize]]"
+"""What the local provider recognises as a request for a summary (see ``providers/local``)."""
+
+
+@dataclass
+class SimulationResult:
+    """What a run produced: one record per request the provider received, and the run's summary."""
+
+    records: list[CallRecord]
+    summary: dict[str, Any]
+    failed_turns: int = 0
+    profile: ModelProfile | None = None
+    events: list[Event] = field(default_factory=list)
+
+
+class RecordingModel(LocalModel):
+    """The local model, keeping what its agent session received: each request, the provider's count of
+    it, and whether it was refused (the summariser's session is not recorded)."""
+
+    def __init__(self, settings: LocalSettings, script: Sequence[Message]) -> None:
+        super().__init__(settings, script=script)
+        self.calls: list[tuple[Request, WireFormat, int, bool, AttachmentLoader | None]] = []
+
+    @property
+    def sent(self) -> list[int]:
+        """The provider's count of each accepted request, in order."""
+        return [counted for _, _, counted, rejected, _ in self.calls if not rejected]
+
+    @property
+    def rejected(self) -> int:
+        """How many requests the provider refused."""
+        return sum(1 for call in self.calls if call[3])
+
+    def handle(
+        self,
+        request: Request,
+        *,
+        wire: WireFormat,
+        max_tokens: int | None,
+        load: AttachmentLoader | None = None,
+        session: str = "default",
+    ) -> Reply | Rejection:
+        outcome = super().handle(request, wire=wire, max_tokens=max_tokens, load=load, session=session)
+        if session == "default":
+            if isinstance(outcome, Reply):
+                self.calls.append((request, wire, outcome.input_tokens, False, load))
+            else:
+                counted = self.count(request, load).input_tokens
+                self.calls.append((request, wire, counted, True, load))
+        return outcome
+
+
+@dataclass
+class _RecordingCompiler:
+    """The engine's compiler, remembering each compile's decisions for the per-call events."""
+
+    inner: EngineCompiler
+    last: CompiledRequest | None = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> CompiledRequest:
+        self.last = self.inner(*args, **kwargs)
+        return self.last
+
+
+def _makeup(request: Request, estimator: Estimator, estimated: int, reserve: int) -> dict[str, int]:
+    """The engine's estimate split by segment in the proportions the estimator prices the parts."""
+    raw = dict.fromkeys(("system", "tools", "summaries", "text", "tool_results", "images", "other_media"), 0)
+    raw["system"] = sum(estimator.block(b) for b in request.system)
+    raw["tools"] = sum(estimator.tool_spec(t) for t in request.tools)
+    for message in request.messages:
+        is_summary = (
+            len(message.content) == 1
+            and isinstance(message.content[0], Text)
+            and message.content[0].text.startswith(SUMMARY_HEADER)
+        )
+        for block in message.content:
+            tokens = estimator.block(block)
+            if is_summary:
+                raw["summaries"] += tokens
+            elif isinstance(block, ToolResult):
+                raw["tool_results"] += tokens
+            elif isinstance(block, Image | GeneratedImage):
+                raw["images"] += tokens
+            elif isinstance(block, Document) or block.type in ("audio", "video"):
+                raw["other_media"] += tokens
+            else:
+                raw["text"] += tokens
+    total = sum(raw.values())
+    scale = estimated / total if total else 0.0
+    makeup = {segment: round(tokens * scale) for segment, tokens in raw.items()}
+    largest = max(makeup, key=lambda s: makeup[s])
+    makeup[largest] += estimated - sum(makeup.values())  # rounding lands on the largest segment
+    makeup[largest] = max(0, makeup[largest])
+    makeup["output_reserve"] = reserve
+    return makeup
+
+
+async def simulate(
+    scenario: Scenario,
+    *,
+    model: str | ModelProfile,
+    window: int | None = None,
+    reserve: int | None = None,
+    usage: UsageMode = "per-call",
+    provider_window: int | None = None,
+    store: str | None = None,
+    session_id: str = "simulation",
+    record: IO[str] | None = None,
+    progress: Callable[[int], None] | None = None,
+    settings: EngineSettings | None = None,
+    policy: Policy | None = None,
+) -> SimulationResult:
+    """Run ``scenario`` through the engine against the local provider; see the module docstring.
+
+    ``window`` is the declared window (default: the model's); ``provider_window`` makes the provider
+    reject above that many tokens while the window stays declared (a provider silently serving less).
+    ``reserve`` is each call's ``max_tokens`` (default ``min(4096, window // 8)``).
+    """
+    base = get_profile(model)
+    declared = window or base.context_window
+    if declared <= 0:
+        raise InvalidInput("must be > 0", path="window")
+    reserve = reserve if reserve is not None else min(4_096, declared // 8)
+    if not 0 < reserve < declared:
+        raise InvalidInput(f"must be between 1 and the window ({declared})", path="reserve")
+    if provider_window is not None and not 0 < provider_window <= declared:
+        raise InvalidInput(f"must be between 1 and the window ({declared})", path="provider_window")
+    profile = base.with_(
+        context_window=declared, max_output_tokens=min(base.max_output_tokens, max(reserve, declared // 2))
+    )
+    local = RecordingModel(
+        LocalSettings(
+            window=declared, effective_window=provider_window, usage=usage, default_model=base.name
+        ),
+        scenario.scripted_replies(),
+    )
+    wire: WireFormat = "openai" if profile.provider == "openai" else "anthropic"
+    opened = open_store(store)
+    try:
+        session = opened.session(session_id)
+        _attach_all(scenario, session)
+        compiler = _RecordingCompiler(
+            EngineCompiler(
+                policy or Policy(output_reserve=reserve), system=scenario.system, tools=scenario.tools
+            )
+        )
+        engine = Engine(
+            session,
+            LocalProvider(local, wire=wire),
+            profile,
+            compiler=compiler,
+            tool_runner=scenario.tool_runner(),
+            summarizer=Summarizer(
+                LocalProvider(local, session="summarizer", wire=wire),
+                profile,
+                instruction_suffix=SUMMARIZE_MARKER,
+                load=session.read_attachment,
+            ),
+            settings=settings
+            or EngineSettings(
+                usage_mode="cumulative" if usage == "cumulative" else "per-call",
+                max_tokens=reserve,
+                max_stream_input_tokens=None,
+            ),
+        )
+        return await _run(scenario, engine, local, compiler, profile, reserve, record, progress)
+    finally:
+        opened.close()
+
+
+def simulate_sync(scenario: Scenario, **kwargs: Any) -> SimulationResult:
+    """:func:`simulate` for callers without an event loop."""
+    return asyncio.run(simulate(scenario, **kwargs))
+
+
+def _attach_all(scenario: Scenario, session: Session) -> None:
+    for ref in scenario.attachment_refs():
+        session.attach(scenario.load_attachment(ref), ref.media_type)
+
+
+async def _run(
+    scenario: Scenario,
+    engine: Engine,
+    local: RecordingModel,
+    compiler: _RecordingCompiler,
+    profile: ModelProfile,
+    reserve: int,
+    record: IO[str] | None,
+    progress: Callable[[int], None] | None,
+) -> SimulationResult:
+    estimator = Estimator(profile)
+    records: list[CallRecord] = []
+    events: list[Event] = []
+    pending: set[EventKind] = set()
+    evicted_before: set[str] = set()
+    failed = 0
+    for number, turn in enumerate(scenario.turns):
+        injections = list(turn.injections)
+        calls_done = 0
+        estimate = 0
+        try:
+            async for event in engine.run_turn(turn.user):
+                events.append(event)
+                if event.type == "request_sent":
+                    estimate = event.estimated_tokens
+                    last = compiler.last
+                    if last is not None:
+                        evicted = {e.attachment_id for e in last.decisions.evicted}
+                        if evicted - evicted_before:
+                            pending.add("evicted")
+                        evicted_before = evicted
+                        if last.decisions.new_archives:
+                            pending.add("archived")
+                elif isinstance(event, StreamRestarted):
+                    pending.add("restarted")
+                elif isinstance(event, Compacted):
+                    pending.add("compacted")
+                elif isinstance(event, AttachmentsEvicted):
+                    pending.add("evicted")
+                elif isinstance(event, ToolResultsArchived):
+                    pending.add("archived")
+                records.extend(
+                    _drain(local, records, estimator, estimate, reserve, profile, pending, number, record)
+                )
+                if isinstance(event, UsageReported):
+                    calls_done += 1
+                    for injection in [i for i in injections if i.round == calls_done]:
+                        engine.inject(injection.message)
+                    if progress is not None:
+                        progress(len(records))
+        except ContextOverflow:
+            failed += 1
+            records.extend(
+                _drain(local, records, estimator, estimate, reserve, profile, pending, number, record)
+            )
+            local.discard_script(sum(len(t.replies) for t in scenario.turns[number + 1 :]))
+    summary = summarize(records, tokenizer=tokenizer_for(profile).name)
+    summary["failed_turns"] = failed
+    summary["model"] = profile.name
+    summary["window"] = profile.context_window
+    return SimulationResult(
+        records=records, summary=summary, failed_turns=failed, profile=profile, events=events
+    )
+
+
+def _drain(
+    local: RecordingModel,
+    records: list[CallRecord],
+    estimator: Estimator,
+    estimate: int,
+    reserve: int,
+    profile: ModelProfile,
+    pending: set[EventKind],
+    turn: int,
+    record: IO[str] | None,
+) -> list[CallRecord]:
+    """Records for the requests the provider received since the last drain."""
+    out: list[CallRecord] = []
+    while len(records) + len(out) < len(local.calls):
+        index = len(records) + len(out)
+        request, wire, counted, rejected, load = local.calls[index]
+        out.append(
+            CallRecord(
+                call=index,
+                makeup=_makeup(request, estimator, estimate, reserve),
+                estimated_tokens=estimate,
+                provider_input_tokens=counted,
+                window=profile.context_window,
+                rejected=rejected,
+                events=tuple(
+                    kind for kind in ("restarted", "compacted", "evicted", "archived") if kind in pending
+                ),
+                turn=turn,
+            )
+        )
+        pending.clear()
+        if record is not None and load is not None:
+            line = {
+                "call": index,
+                "format": wire,
+                "request": render(request, wire, load),
+                "provider_input_tokens": counted,
+                "rejected": rejected,
+            }
+            record.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
+    return out

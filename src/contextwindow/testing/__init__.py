@@ -1,0 +1,44 @@
+"""The local provider: behaves like a real one, for tests, benchmarks and the demo.
+
+It counts input with a real tokenizer (:mod:`.counting`), enforces a hard window with the real
+provider's error body, reports usage by setting, answers from a script or writes a summary
+(:mod:`.model`, :mod:`.summary`), in process (:class:`LocalProvider`) or over HTTP for the real SDK
+clients (:class:`LocalServer`, :func:`serve`, ``python -m contextwindow.testing``).
+"""
+
+from __future__ import annotations
+
+from .counting import (
+    MESSAGE_OVERHEAD,
+    REPLY_PRIMING,
+    RequestCount,
+    Tokenizer,
+    count_request,
+    tokenizer_for,
+)
+from .model import USAGE_REPORTS, LocalModel, LocalSettings, Rejection, Reply, UsageReport
+from .provider import LocalProvider, rejection_error
+from .server import LocalServer, serve
+from .summary import SUMMARY_MARKER, summary_ask, write_summary
+
+__all__ = [
+    "MESSAGE_OVERHEAD",
+    "REPLY_PRIMING",
+    "SUMMARY_MARKER",
+    "USAGE_REPORTS",
+    "LocalModel",
+    "LocalProvider",
+    "LocalServer",
+    "LocalSettings",
+    "Rejection",
+    "Reply",
+    "RequestCount",
+    "Tokenizer",
+    "UsageReport",
+    "count_request",
+    "rejection_error",
+    "serve",
+    "summary_ask",
+    "tokenizer_for",
+    "write_summary",
+]

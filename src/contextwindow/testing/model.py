@@ -1,0 +1,376 @@
+"""The local provider's behaviour, shared by the in-process provider and the HTTP server.
+
+:class:`LocalModel` takes one canonical request and decides, as a real provider would:
+
+1. fail transiently, when told to (the next ``fail_transient`` calls; Anthropic 529
+   ``overloaded_error``, OpenAI 503 ``server_error``);
+2. refuse a ``max_tokens`` above the model's output cap, with the provider's own 400 text;
+3. count the input (:mod:`.counting`) and enforce the window with the provider's real status and
+   body: Anthropic 400 ``prompt is too long: N tokens > M maximum`` when the input alone is over,
+   ``input length and `max_tokens` exceed context limit: N + B > M`` when input + max_tokens is;
+   OpenAI 400 ``context_length_exceeded`` "This model's maximum context length is M tokens. However,
+   you requested N tokens (A in the messages, B in the completion)...". ``effective_window`` below
+   the declared window makes it reject early, like a provider that silently serves less;
+4. answer: a summary when asked (:mod:`.summary`), else the next scripted assistant message, else a
+   deterministic default reply; output longer than ``max_tokens`` is cut there (stop ``max_tokens``);
+5. report usage by ``usage_mode``: ``per-call`` (this call's counts), ``cumulative`` (the running
+   total of the stream, as membrane's ``usage`` event is, seed 001: a request that continues the
+   previous one — :func:`~contextwindow.providers.streams.continues_stream`: the previous request,
+   its reply with tool uses, then their results — adds to the total; any other request starts a new
+   stream and a new total; a summariser's request is a stream of its own and leaves the agent's
+   stream alone), ``output-only`` (input reported as 0) or ``none``.
+
+State (script, failure budget, running totals by session) is guarded by a lock: the HTTP server calls
+from many threads.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, TypeAlias
+
+from ..content import Message, Request, Text, ToolUse
+from ..errors import InvalidInput
+from ..formats import AttachmentLoader
+from ..formats.openai import carried
+from ..models import ModelProfile, get_profile
+from ..providers.streams import continues_stream
+from ..usage.tracker import Usage
+from .counting import RequestCount, block_tokens, count_request, tokenizer_for
+from .summary import summary_ask, write_summary
+
+__all__ = [
+    "USAGE_REPORTS",
+    "LocalModel",
+    "LocalSettings",
+    "Rejection",
+    "Reply",
+    "UsageReport",
+    "WireFormat",
+    "as_carried",
+    "error_json",
+]
+
+UsageReport: TypeAlias = Literal["cumulative", "per-call", "output-only", "none"]
+WireFormat: TypeAlias = Literal["anthropic", "openai"]
+USAGE_REPORTS: tuple[UsageReport, ...] = ("cumulative", "per-call", "output-only", "none")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LocalSettings:
+    """How the local provider behaves. ``window=None`` uses each requested model's own window."""
+
+    window: int | None = None
+    effective_window: int | None = None
+    """Reject above this many tokens although ``window`` is declared (a provider serving less)."""
+    usage: UsageReport = "per-call"
+    default_model: str = "claude-sonnet-4-6"
+    """The model when a request names none."""
+    delay_seconds: float = 0.0
+    """Wait this long before answering each call (the server and the in-process provider wait; the
+    model itself never blocks)."""
+
+    def __post_init__(self) -> None:
+        if self.window is not None and self.window <= 0:
+            raise InvalidInput("must be > 0", path="window")
+        if self.effective_window is not None and self.effective_window <= 0:
+            raise InvalidInput("must be > 0", path="effective_window")
+        if self.usage not in USAGE_REPORTS:
+            raise InvalidInput(f"must be one of {', '.join(USAGE_REPORTS)}", path="usage")
+        if not self.delay_seconds >= 0:
+            raise InvalidInput("must be ≥ 0", path="delay_seconds")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Rejection:
+    """A refusal in the wire format's own shape."""
+
+    status: int
+    body: Mapping[str, Any]
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def message(self) -> str:
+        error = self.body.get("error")
+        return str(error.get("message", "")) if isinstance(error, Mapping) else ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Reply:
+    """An answer: the assistant message, the counts, and the usage to report (``None``: report none)."""
+
+    id: str
+    model: str
+    message: Message
+    stop_reason: Literal["end_turn", "tool_use", "max_tokens"]
+    input_tokens: int
+    output_tokens: int
+    tokenizer: str
+    reported: Usage | None
+    before: Usage
+    """For ``cumulative`` reports: the running total before this call (zero otherwise)."""
+
+
+class LocalModel:
+    """The provider's brain: see the module docstring. Thread-safe."""
+
+    def __init__(self, settings: LocalSettings | None = None, *, script: Iterable[Message] = ()) -> None:
+        self.settings = settings or LocalSettings()
+        self._lock = threading.Lock()
+        self._script: deque[Message] = deque()
+        self._failures = 0
+        self._calls = itertools.count(1)
+        self._totals: dict[str, Usage] = {}
+        self._streams: dict[str, tuple[Request, Message]] = {}
+        """Per session: the last request of the stream and its reply (what a continuation extends)."""
+        self.enqueue(*script)
+
+    # -- scripting -----------------------------------------------------------------------------------
+
+    def enqueue(self, *messages: Message) -> None:
+        """Add assistant messages to the script; each call answers with the next one."""
+        for i, message in enumerate(messages):
+            if message.role != "assistant":
+                raise InvalidInput("scripted replies must be assistant messages", path=f"script[{i}].role")
+        with self._lock:
+            self._script.extend(messages)
+
+    def fail_next(self, calls: int) -> None:
+        """Fail the next ``calls`` calls transiently (overloaded)."""
+        if calls < 0:
+            raise InvalidInput("must be ≥ 0", path="calls")
+        with self._lock:
+            self._failures = calls
+
+    def discard_script(self, keep: int) -> int:
+        """Drop the oldest scripted replies until ``keep`` remain (a host gave up on a turn); how many went."""
+        if keep < 0:
+            raise InvalidInput("must be ≥ 0", path="keep")
+        with self._lock:
+            dropped = max(0, len(self._script) - keep)
+            for _ in range(dropped):
+                self._script.popleft()
+            return dropped
+
+    @property
+    def pending(self) -> int:
+        """Scripted replies not yet used."""
+        with self._lock:
+            return len(self._script)
+
+    # -- one call ------------------------------------------------------------------------------------
+
+    def profile(self, model: str | None) -> ModelProfile:
+        """The profile of the model a request names (the default model when it names none)."""
+        return get_profile(model or self.settings.default_model)
+
+    def window(self, profile: ModelProfile) -> int:
+        """The window enforced for ``profile``: the effective window when one is set."""
+        declared = self.settings.window or profile.context_window
+        effective = self.settings.effective_window
+        return min(declared, effective) if effective is not None else declared
+
+    def count(
+        self, request: Request, load: AttachmentLoader | None = None, *, wire: WireFormat = "anthropic"
+    ) -> RequestCount:
+        """The input count of ``request`` as ``wire`` carries it, as enforced."""
+        return count_request(as_carried(request, wire), self.profile(request.model), load)
+
+    def handle(
+        self,
+        request: Request,
+        *,
+        wire: WireFormat,
+        max_tokens: int | None,
+        load: AttachmentLoader | None = None,
+        session: str = "default",
+    ) -> Reply | Rejection:
+        """Answer one call (see the module docstring for the order of decisions)."""
+        request = as_carried(request, wire)
+        profile = self.profile(request.model)
+        model_name = request.model or profile.name
+        with self._lock:
+            if self._failures > 0:
+                self._failures -= 1
+                return _overloaded(wire)
+        if max_tokens is not None and max_tokens > profile.max_output_tokens:
+            return _output_cap(wire, max_tokens, profile.max_output_tokens, model_name)
+        counted = count_request(request, profile, load)
+        n = counted.input_tokens
+        window = self.window(profile)
+        bound = max_tokens or 0
+        if wire == "anthropic":
+            if n > window:
+                return _anthropic_error(
+                    400, "invalid_request_error", f"prompt is too long: {n} tokens > {window} maximum"
+                )
+            if n + bound > window:
+                return _anthropic_error(
+                    400,
+                    "invalid_request_error",
+                    f"input length and `max_tokens` exceed context limit: {n} + {bound} > {window}, "
+                    "decrease input length or `max_tokens` and try again",
+                )
+        elif n + bound > window:
+            return _openai_error(
+                400,
+                f"This model's maximum context length is {window} tokens. However, you requested "
+                f"{n + bound} tokens ({n} in the messages, {bound} in the completion). "
+                "Please reduce the length of the messages or completion.",
+                "invalid_request_error",
+                code="context_length_exceeded",
+                param="messages",
+            )
+        tok = tokenizer_for(profile)
+        limit = max_tokens if max_tokens is not None else profile.max_output_tokens
+        ask = summary_ask(request)
+        with self._lock:
+            call = next(self._calls)
+            if ask is not None:
+                content: tuple[Any, ...] = (Text(text=write_summary(request, ask, tok.count)),)
+            elif self._script:
+                content = tuple(self._script.popleft().content)
+            else:
+                content = (
+                    Text(
+                        text=f"Local reply {call}: {len(request.messages)} messages, "
+                        f"{n} input tokens counted with {tok.name}."
+                    ),
+                )
+        content, output, cut = _fit_output(content, limit, profile, tok)
+        stop: Literal["end_turn", "tool_use", "max_tokens"] = (
+            "max_tokens"
+            if cut
+            else "tool_use"
+            if any(isinstance(b, ToolUse) for b in content)
+            else "end_turn"
+        )
+        this_call = Usage(fresh_input=n, output=output)
+        reply = Message(role="assistant", content=content)
+        before = Usage()
+        reported: Usage | None
+        mode = self.settings.usage
+        if mode == "per-call":
+            reported = this_call
+        elif mode == "output-only":
+            reported = Usage(output=output)
+        elif mode == "none":
+            reported = None
+        elif ask is not None:
+            reported = this_call  # a summariser's call is a stream of its own
+        else:
+            with self._lock:
+                last = self._streams.get(session)
+                if last is None or not continues_stream(last[0], last[1], request):
+                    self._totals.pop(session, None)
+                before = self._totals.get(session, Usage())
+                reported = before + this_call
+                self._totals[session] = reported
+        if ask is None:
+            with self._lock:
+                self._streams[session] = (request, reply)
+        return Reply(
+            id=f"local_{call:08d}",
+            model=model_name,
+            message=reply,
+            stop_reason=stop,
+            input_tokens=n,
+            output_tokens=output,
+            tokenizer=counted.tokenizer,
+            reported=reported,
+            before=before,
+        )
+
+
+def as_carried(request: Request, wire: WireFormat) -> Request:
+    """The request as the wire carries it: an in-process call sees what an HTTP one would."""
+    if wire != "openai":
+        return request
+    messages = carried(request.messages)
+    if len(messages) == len(request.messages) and all(
+        a is b for a, b in zip(messages, request.messages, strict=True)
+    ):
+        return request
+    return replace(request, messages=messages)
+
+
+def _fit_output(
+    content: tuple[Any, ...], limit: int, profile: ModelProfile, tok: Any
+) -> tuple[tuple[Any, ...], int, bool]:
+    """The reply cut to ``limit`` output tokens: text is cut by tokens; a tool use that does not fit
+    whole is dropped (a real model cut mid-call leaves no usable call)."""
+    out: list[Any] = []
+    used = 0
+    for block in content:
+        tokens = block_tokens(block, profile, tok)[1]
+        if used + tokens <= limit:
+            out.append(block)
+            used += tokens
+            continue
+        room = limit - used
+        if isinstance(block, Text) and room > 0:
+            text = _cut_text(block.text, room, tok.count)
+            out.append(Text(text=text))
+            used += tok.count(text)
+        return tuple(out), used, True
+    return tuple(out), used, False
+
+
+def _cut_text(text: str, room: int, count: Any) -> str:
+    low, high = 0, len(text)
+    while high - low > 1:
+        mid = (low + high) // 2
+        if count(text[:mid]) <= room:
+            low = mid
+        else:
+            high = mid
+    return text[:low] if count(text[:high]) > room else text[:high]
+
+
+def _anthropic_error(
+    status: int, kind: str, message: str, headers: Mapping[str, str] | None = None
+) -> Rejection:
+    body = {"type": "error", "error": {"type": kind, "message": message}}
+    return Rejection(status=status, body=body, headers=dict(headers or {}))
+
+
+def _openai_error(
+    status: int, message: str, kind: str, *, code: str | None = None, param: str | None = None
+) -> Rejection:
+    return Rejection(
+        status=status, body={"error": {"message": message, "type": kind, "param": param, "code": code}}
+    )
+
+
+def _overloaded(wire: WireFormat) -> Rejection:
+    if wire == "anthropic":
+        return _anthropic_error(529, "overloaded_error", "Overloaded", {"retry-after": "0"})
+    rejection = _openai_error(503, "The server is overloaded or not ready yet.", "server_error")
+    return Rejection(status=503, body=rejection.body, headers={"retry-after": "0"})
+
+
+def _output_cap(wire: WireFormat, requested: int, cap: int, model: str) -> Rejection:
+    if wire == "anthropic":
+        return _anthropic_error(
+            400,
+            "invalid_request_error",
+            f"max_tokens: {requested} > {cap}, which is the maximum allowed number of output tokens for {model}",
+        )
+    return _openai_error(
+        400,
+        f"max_tokens is too large: {requested}. This model supports at most {cap} completion tokens, "
+        f"whereas you provided {requested}.",
+        "invalid_request_error",
+        code="invalid_value",
+        param="max_tokens",
+    )
+
+
+def error_json(rejection: Rejection) -> bytes:
+    """A rejection's body as the bytes sent on the wire."""
+    return json.dumps(rejection.body).encode()

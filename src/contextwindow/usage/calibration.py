@@ -1,0 +1,300 @@
+"""Calibration: one pricing multiplier per (model, connection), learned from the provider's real counts.
+
+The estimator prices a request; the provider then counts it. :class:`Calibrator` moves the
+multiplier toward what the provider counted, carefully (context-manager's ``reportRealInputTokens``,
+``seed-behaviours.md`` §2, acceptance tests 9–12):
+
+- **One sample per compiled request.** :meth:`Calibrator.arm` is called once with the compiled
+  request's estimate; :meth:`Calibrator.report_real_input` learns once from the first call's real
+  prompt and disarms. Comparing a request that grew through a tool loop with its original estimate
+  once drove a multiplier from 1.0 to 2.37 upstream. The real figure is one call's prompt (fresh +
+  cache read + cache write, ``CallUsage.prompt``), never a stream's cumulative sample (seed 001).
+- **Band.** ``ratio = real / estimate``; ``observed = ratio × current`` backs out the multiplier
+  already applied. A sample is accepted if ``ratio`` or ``observed`` is within [0.6, 1.8]; otherwise
+  it is rejected and the multiplier stays.
+- **Update.** ``next = clamp(current + 0.2 × (observed − current), 0.6, 1.8)`` (an EMA, alpha 0.2).
+- **Setter.** :meth:`Calibrator.set` accepts only a finite ``0.25 < f < 4`` (the store's setter);
+  anything else is ignored.
+- **Persistence with a pricing epoch.** The record is ``{multiplier, at, pricing, reset?}``. On load, a
+  same-epoch record is clamped to the band; an older or unstamped one is discarded, on purpose and
+  visibly, as ``{multiplier: 1, at, pricing: EPOCH, reset: {discarded_multiplier, from_epoch, at}}``,
+  and the ``reset`` stays through later learning until an operator re-stamps the record
+  (:meth:`Calibrator.restamp`); a newer-epoch record is left untouched on disk and not used.
+
+The epoch-3 discard predicate (seed 003) is :func:`epoch3_discards`: a caller that can see the
+stored messages passes it as ``retain_older`` to keep an older multiplier the predicate clears.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from ..errors import StoreError
+from ..store.slots import MemorySlot, StateSlot
+
+__all__ = [
+    "ALPHA",
+    "BAND",
+    "CALIBRATION_PRICING_EPOCH",
+    "SET_BOUNDS",
+    "UNREPORTED_MULTIPLIER",
+    "CalibrationReset",
+    "Calibrator",
+    "MessageFigures",
+    "epoch3_bound",
+    "epoch3_discards",
+]
+
+CALIBRATION_PRICING_EPOCH = 5
+"""The pricing rules' epoch. A multiplier learned under other rules is discarded on load. contextwindow
+adopts the seeds' numbering: 3 is context-manager's epoch after #227 / seed 003 (a capped message
+priced as it renders); 0 is an unstamped record; 4 is the fitted text rule with the non-Latin word
+table (session 2); 5 adds the Latin word table and the byte-pair sums. Bump it whenever pricing
+changes what a block costs."""
+
+BAND = (0.6, 1.8)
+"""Accepted ratio/observed range and the multiplier's clamp (context-manager ``autobiographical.ts``)."""
+ALPHA = 0.2
+"""EMA weight of one accepted sample (context-manager)."""
+SET_BOUNDS = (0.25, 4.0)
+"""Open interval :meth:`Calibrator.set` accepts (context-manager ``setTokenCalibration``)."""
+UNREPORTED_MULTIPLIER = 0.6
+"""F for a view that reports no usable multiplier in the epoch-3 bound (seed 003; it was 1 in #227)."""
+
+
+def _clamp(value: float) -> float:
+    return min(max(value, BAND[0]), BAND[1])
+
+
+def _finite_number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    as_float = float(value)
+    return as_float if math.isfinite(as_float) else None
+
+
+def _epoch_of(value: object) -> int:
+    """A record's epoch: ``pricing ?? 0``; a value that is not a whole number ≥ 0 reads as unstamped."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return 0
+    return value
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CalibrationReset:
+    """Why the multiplier restarted from 1: what was discarded, from which epoch, when."""
+
+    discarded_multiplier: float
+    from_epoch: int
+    at: str
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "discarded_multiplier": self.discarded_multiplier,
+            "from_epoch": self.from_epoch,
+            "at": self.at,
+        }
+
+    @classmethod
+    def from_record(cls, value: object) -> CalibrationReset | None:
+        """A valid stored reset, or ``None`` (an invalid one is dropped, not fatal)."""
+        if not isinstance(value, Mapping):
+            return None
+        m = _finite_number(value.get("discarded_multiplier"))
+        epoch = value.get("from_epoch")
+        at = value.get("at")
+        if m is None or isinstance(epoch, bool) or not isinstance(epoch, int) or not isinstance(at, str):
+            return None
+        return cls(discarded_multiplier=m, from_epoch=epoch, at=at)
+
+
+class Calibrator:
+    """The multiplier of one (model, connection), learned from real usage and persisted in ``slot``.
+
+    ``retain_older(from_epoch, multiplier)`` may keep an older-epoch multiplier (re-stamped at once,
+    no reset); without it every older record is discarded. ``clock`` stamps ``at``.
+    Saving is best-effort: a ``StoreError`` from the slot is kept in :attr:`last_save_error`, because
+    a lost calibration record costs one recalibration, while a failed turn costs the user's work.
+    """
+
+    def __init__(
+        self,
+        slot: StateSlot | None = None,
+        *,
+        model: str = "",
+        connection: str = "default",
+        retain_older: Callable[[int, float], bool] | None = None,
+        clock: Callable[[], datetime] = _now,
+    ) -> None:
+        self.model = model
+        self.connection = connection
+        self._slot: StateSlot = slot if slot is not None else MemorySlot()
+        self._clock = clock
+        self._armed: int | None = None
+        self.multiplier = 1.0
+        self.reset: CalibrationReset | None = None
+        self.last_save_error: StoreError | None = None
+        self.last_decision: str = "none"
+        self._read_only = False
+        """Set when the stored record is from a newer epoch: learn in memory, never overwrite it."""
+        self._load(retain_older)
+
+    # -- loading -------------------------------------------------------------------------------------
+
+    def _load(self, retain_older: Callable[[int, float], bool] | None) -> None:
+        saved = self._slot.load()
+        if not isinstance(saved, Mapping):
+            return
+        multiplier = _finite_number(saved.get("multiplier"))
+        if multiplier is None:  # used only if its multiplier is finite (§2); the next learn overwrites it
+            return
+        epoch = _epoch_of(saved.get("pricing"))
+        if epoch == CALIBRATION_PRICING_EPOCH:
+            self.multiplier = _clamp(multiplier)
+            self.reset = CalibrationReset.from_record(saved.get("reset"))
+        elif epoch > CALIBRATION_PRICING_EPOCH:
+            self.multiplier = 1.0  # written by newer rules: not ours to use, not ours to overwrite
+            self._read_only = True
+        elif retain_older is not None and retain_older(epoch, multiplier):
+            self.multiplier = _clamp(multiplier)
+            self._save()
+        else:
+            self.multiplier = 1.0
+            self.reset = CalibrationReset(discarded_multiplier=multiplier, from_epoch=epoch, at=self._stamp())
+            self._save()
+
+    # -- learning ------------------------------------------------------------------------------------
+
+    def arm(self, estimate: int) -> bool:
+        """Arm one sample for a compiled request whose estimate (at the current multiplier) is given.
+
+        Returns whether a sample is armed: a non-finite or non-positive estimate arms nothing.
+        """
+        value = _finite_number(estimate)
+        self._armed = int(value) if value is not None and value > 0 else None
+        return self._armed is not None
+
+    @property
+    def armed(self) -> bool:
+        return self._armed is not None
+
+    def report_real_input(self, real: int) -> float:
+        """Learn from the first call's real prompt against the armed estimate; return the multiplier.
+
+        Ignored (no learning, still armed) when ``real`` is not a finite number > 0; ignored when no
+        sample is armed. Otherwise disarms, and accepts or rejects the sample by the band.
+        """
+        value = _finite_number(real)
+        if value is None or value <= 0 or self._armed is None:
+            self.last_decision = "ignored"
+            return self.multiplier
+        estimate, self._armed = self._armed, None
+        current = self.multiplier
+        ratio = value / estimate
+        observed = ratio * current
+        low, high = BAND
+        if not (low <= ratio <= high or low <= observed <= high):
+            self.last_decision = f"rejected out-of-band sample (ratio {ratio:.3f}, observed {observed:.3f})"
+            return current
+        self.multiplier = _clamp(current + ALPHA * (observed - current))
+        self.last_decision = f"accepted (ratio {ratio:.3f}): {current:.4f} → {self.multiplier:.4f}"
+        self._save()
+        return self.multiplier
+
+    def set(self, factor: float) -> bool:
+        """Set the multiplier by hand: accepted only when finite and 0.25 < f < 4; returns whether it was."""
+        value = _finite_number(factor)
+        if value is None or not SET_BOUNDS[0] < value < SET_BOUNDS[1]:
+            return False
+        self.multiplier = value
+        self._save()
+        return True
+
+    def restamp(self) -> None:
+        """An operator's re-stamp: persist the current multiplier at the current epoch, clearing ``reset``."""
+        self.reset = None
+        self._read_only = False
+        self._save()
+
+    # -- persistence ---------------------------------------------------------------------------------
+
+    def _stamp(self) -> str:
+        return self._clock().isoformat()
+
+    def record(self) -> dict[str, Any]:
+        """The persisted shape: ``{multiplier, at, pricing, reset?}``."""
+        out: dict[str, Any] = {
+            "multiplier": self.multiplier,
+            "at": self._stamp(),
+            "pricing": CALIBRATION_PRICING_EPOCH,
+        }
+        if self.reset is not None:
+            out["reset"] = self.reset.to_record()
+        return out
+
+    def stats(self) -> dict[str, Any]:
+        """What a compile's render stats carry: ``{multiplier, pricing_epoch, reset?}``."""
+        out: dict[str, Any] = {"multiplier": self.multiplier, "pricing_epoch": CALIBRATION_PRICING_EPOCH}
+        if self.reset is not None:
+            out["reset"] = self.reset.to_record()
+        return out
+
+    def _save(self) -> None:
+        if self._read_only:
+            return
+        try:
+            self._slot.save(self.record())
+            self.last_save_error = None
+        except StoreError as err:
+            self.last_save_error = err
+
+
+# -- the epoch-3 discard predicate (seed 003) -------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MessageFigures:
+    """What the epoch-3 predicate needs of one stored message."""
+
+    estimate: int
+    """The store's estimate of the message at the applied multiplier F (per-top-level-block rounding)."""
+    blocks: int
+    """The message's number of top-level blocks."""
+    past_cap: bool = False
+    """Whether the cut's own test puts the message past the cap."""
+
+
+def _applied(applied: object) -> float:
+    value = _finite_number(applied)
+    return value if value is not None and value > 0 else UNREPORTED_MULTIPLIER
+
+
+def epoch3_bound(estimate: int, blocks: int, applied: object) -> float:
+    """``1.8·(E + n/2)/F + n/2``: never below the message's estimate at 1.8 (seed 003).
+
+    Each block's estimate at F is within half a token of F times its unrounded price, so
+    ``(E + n/2)/F`` is at least the unrounded sum; at 1.8 each block's rounding adds at most half a
+    token more. F that is not a positive finite number reads as 0.6.
+    """
+    f = _applied(applied)
+    return BAND[1] * (estimate + blocks / 2) / f + blocks / 2
+
+
+def epoch3_discards(messages: Iterable[MessageFigures], *, cap: int | None, applied: object) -> bool:
+    """Whether a pre-epoch-3 multiplier must go: some message is past the cap by the cut's own test,
+    or its bound passes ``cap + 50`` (the earlier price ``min(est, cap + 50)`` could have limited it).
+
+    No cap (``None`` or ≤ 0): the multiplier is kept.
+    """
+    if cap is None or cap <= 0:
+        return False
+    line = cap + 50
+    return any(m.past_cap or epoch3_bound(m.estimate, m.blocks, applied) > line for m in messages)
