@@ -23,9 +23,10 @@ from contextwindow.errors import ContextOverflow
 from contextwindow.formats import AttachmentLoader
 from contextwindow.models import ModelProfile
 from contextwindow.pricing import Estimator
-from contextwindow.providers import LocalProvider, ProviderEvent, Stop, TextDelta, ToolCall, UsageSample
+from contextwindow.providers import ProviderEvent, Stop, TextDelta, ToolCall, UsageSample
 from contextwindow.replay.simulate import SUMMARIZE_MARKER, RecordingModel
 from contextwindow.store import Session
+from contextwindow.testing import LocalProvider
 from contextwindow.usage.tracker import Anchor, Usage
 
 

@@ -57,6 +57,7 @@ StopReason: TypeAlias = Literal[
     "content_filter",
     "other",
 ]
+"""Why a reply ended, in one vocabulary whatever the provider called it."""
 
 _STOP_REASONS: dict[str, StopReason] = {
     "end_turn": "end_turn",
@@ -127,6 +128,7 @@ class Stop:
 
 
 ProviderEvent: TypeAlias = TextDelta | ThinkingDelta | ToolCall | UsageSample | Stop
+"""What a provider's stream yields: deltas, tool calls, usage samples, and one final stop."""
 
 
 @runtime_checkable
