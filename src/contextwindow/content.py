@@ -19,12 +19,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 import pydantic
-from pydantic import AfterValidator, BeforeValidator, Field, TypeAdapter
+from pydantic import AfterValidator, BeforeValidator, Field
 
 from .errors import InvalidInput
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
 
 __all__ = [
     "AttachmentRef",
@@ -317,24 +320,33 @@ def media_refs(blocks: Sequence[Block]) -> list[AttachmentRef]:
 # The edge: plain data ⇄ values
 
 
-# Built on first use: building them costs more than importing the rest of this module.
+# Built on first use (pydantic's TypeAdapter module too): building them costs more than importing the
+# rest of this module.
 @cache
 def _block_adapter() -> TypeAdapter[Block]:
+    from pydantic import TypeAdapter
+
     return TypeAdapter(Block)
 
 
 @cache
 def _ref_adapter() -> TypeAdapter[AttachmentRef]:
+    from pydantic import TypeAdapter
+
     return TypeAdapter(AttachmentRef)
 
 
 @cache
 def _message_adapter() -> TypeAdapter[Message]:
+    from pydantic import TypeAdapter
+
     return TypeAdapter(Message)
 
 
 @cache
 def _messages_adapter() -> TypeAdapter[list[Message]]:
+    from pydantic import TypeAdapter
+
     return TypeAdapter(list[Message])
 
 
