@@ -16,9 +16,9 @@ from contextwindow.engine import Engine, EngineCompiler
 from contextwindow.errors import StoreError
 from contextwindow.models import get_profile
 from contextwindow.pricing import Estimator
-from contextwindow.providers import LocalProvider
 from contextwindow.store import Session, open_store
 from contextwindow.store.slots import LedgerSlot, MemorySlot
+from contextwindow.testing import LocalProvider
 from contextwindow.usage.calibration import (
     CALIBRATION_PRICING_EPOCH,
     Calibrator,

@@ -412,7 +412,7 @@ class TestWithTheLocalProviderAndRealCompile:
         from contextwindow.compile import Policy
         from contextwindow.engine.compiler import EngineCompiler
         from contextwindow.models import get_profile
-        from contextwindow.providers import LocalProvider, LocalSettings
+        from contextwindow.testing import LocalProvider, LocalSettings
 
         profile = get_profile("claude-sonnet-4-5").with_(context_window=16_000, max_output_tokens=2_000)
         script = []

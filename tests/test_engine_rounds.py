@@ -24,9 +24,9 @@ from contextwindow.engine.projection import ENVELOPE_TOKENS, ROUND_TEXT_MARGIN, 
 from contextwindow.errors import InvalidInput
 from contextwindow.models import get_profile
 from contextwindow.pricing import Estimator
-from contextwindow.providers import LocalSettings
 from contextwindow.replay.simulate import RecordingModel
 from contextwindow.store import open_store
+from contextwindow.testing import LocalSettings
 from contextwindow.testing.counting import block_tokens, tokenizer_for
 from engine_support import gibberish, local_engine
 

@@ -223,6 +223,7 @@ Event: TypeAlias = (
     | Note
     | TurnEnded
 )
+"""Everything :meth:`~contextwindow.engine.Engine.run_turn` yields to a host."""
 
 
 def event_to_dict(event: Event) -> dict[str, Any]:

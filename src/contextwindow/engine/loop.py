@@ -88,6 +88,7 @@ class ToolOutcome:
 
 
 ToolRunner = Callable[[ToolUse], Awaitable[ToolResult | ToolOutcome]]
+"""Runs one tool call: returns its result, or a :class:`ToolOutcome` that may also end the turn."""
 
 
 @dataclass(slots=True)

@@ -46,6 +46,7 @@ from ._text import Structure, exact_counter, fitted_rule, structure_for
 __all__ = ["Breakdown", "BreakdownRow", "Estimator", "Preset", "js_round"]
 
 Preset = Literal["default", "seed-store"]
+"""Which pricing rules an :class:`Estimator` uses: the fitted rules, or the seeds' store rates."""
 
 # Multipliers the store's setter accepts (seed-behaviours §1: finite and 0.25 < f < 4).
 MULTIPLIER_MIN = 0.25

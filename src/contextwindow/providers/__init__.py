@@ -1,5 +1,5 @@
-"""Providers: the :class:`Provider` protocol, the Anthropic and OpenAI adapters, the overflow
-classifier, and the local provider.
+"""Providers: the :class:`Provider` protocol, the Anthropic and OpenAI adapters and the overflow
+classifier. The local provider lives in :mod:`contextwindow.testing`.
 
 The SDK adapters import their SDK lazily, so ``contextwindow.providers`` imports without either
 installed; :class:`AnthropicProvider` needs ``contextwindow[anthropic]``, :class:`OpenAIProvider`
@@ -8,7 +8,6 @@ installed; :class:`AnthropicProvider` needs ``contextwindow[anthropic]``, :class
 
 from __future__ import annotations
 
-from ..testing import LocalModel, LocalProvider, LocalServer, LocalSettings, serve
 from .anthropic import AnthropicProvider, map_anthropic_error
 from .base import (
     Completion,
@@ -34,10 +33,6 @@ from .overflow import (
 __all__ = [
     "AnthropicProvider",
     "Completion",
-    "LocalModel",
-    "LocalProvider",
-    "LocalServer",
-    "LocalSettings",
     "OpenAIProvider",
     "OutputCapError",
     "Provider",
@@ -55,5 +50,4 @@ __all__ = [
     "normalise_stop_reason",
     "output_cap_error",
     "output_limit_hit",
-    "serve",
 ]

@@ -59,6 +59,7 @@ StopReason: TypeAlias = Literal[
     "content_filter",
     "other",
 ]
+"""Why a reply ended, in one vocabulary whatever the provider called it."""
 
 _STOP_REASONS: dict[str, StopReason] = {
     **{reason: reason for reason in get_args(StopReason)},
@@ -135,6 +136,7 @@ class Stop:
 
 
 ProviderEvent: TypeAlias = TextDelta | ThinkingDelta | ToolCall | UsageSample | Stop
+"""What a provider's stream yields: deltas, tool calls, usage samples, and one final stop."""
 
 
 @runtime_checkable

@@ -39,9 +39,8 @@ from ..errors import ContextOverflow, InvalidInput
 from ..formats import AttachmentLoader, render
 from ..models import ModelProfile, get_profile
 from ..pricing import Estimator
-from ..providers import LocalProvider, LocalSettings
 from ..store import Session, open_store
-from ..testing import LocalModel
+from ..testing import LocalModel, LocalProvider, LocalSettings
 from ..testing.counting import tokenizer_for
 from ..testing.model import Rejection, Reply, WireFormat
 from .report import CallRecord, EventKind, summarize
