@@ -1,4 +1,5 @@
-"""Calibration learning, persistence with pricing epochs, and the epoch-3 predicate (§2; tests 9–12)."""
+"""Calibration learning, persistence with pricing epochs, and the epoch-3 predicate (context-manager's
+rules, https://github.com/anima-research/context-manager/pull/227)."""
 
 from __future__ import annotations
 
@@ -115,7 +116,7 @@ class TestSetter:
 
 
 class TestPersistence:
-    """The eight ``calibration-band`` tests of §2, adapted."""
+    """context-manager's eight ``calibration-band`` tests, adapted."""
 
     def test_1_a_learned_value_is_persisted_with_the_epoch(self) -> None:
         cal, slot = calibrator({"multiplier": 1.8, "at": "t", "pricing": EPOCH})
@@ -200,7 +201,7 @@ class TestPersistence:
         assert isinstance(cal.last_save_error, StoreError)
 
 
-# --- the epoch-3 discard predicate (seed 003) -------------------------------------------------------
+# --- the epoch-3 discard predicate -------------------------------------------------------------------
 
 
 def js_round(x: float) -> int:
@@ -208,7 +209,7 @@ def js_round(x: float) -> int:
 
 
 def prose_raw(chars: int) -> int:
-    """The seed store's prose rate, ceil(L / 2.9), for a block of ``chars`` letters (§1)."""
+    """context-manager's store prose rate, ceil(L / 2.9), for a block of ``chars`` letters."""
     return math.ceil(chars / 2.9)
 
 
@@ -256,7 +257,7 @@ class TestEpoch3Predicate:
 
     def test_the_83_block_message_the_227_bound_kept_is_counted(self) -> None:
         estimate = store_estimate(83, 1, 1.0)
-        assert 1.8 * estimate / 1.0 == pytest.approx(149.4)  # #227's bound: under 150, kept
+        assert 1.8 * estimate / 1.0 == pytest.approx(149.4)  # the first epoch-3 bound: under 150, kept
         assert store_estimate(83, 1, 1.75) > 150  # yet the store priced it past the line at 1.75
         assert epoch3_discards([MessageFigures(estimate=estimate, blocks=83)], cap=100, applied=1.0)
 

@@ -1,14 +1,15 @@
 """Calibration: one pricing multiplier per (model, connection), learned from the provider's real counts.
 
 The estimator prices a request; the provider then counts it. :class:`Calibrator` moves the
-multiplier toward what the provider counted, carefully (context-manager's ``reportRealInputTokens``,
-``seed-behaviours.md`` §2, acceptance tests 9–12):
+multiplier toward what the provider counted, carefully (the ``reportRealInputTokens`` of
+https://github.com/anima-research/context-manager):
 
 - **One sample per compiled request.** :meth:`Calibrator.arm` is called once with the compiled
   request's estimate; :meth:`Calibrator.report_real_input` learns once from the first call's real
   prompt and disarms. Comparing a request that grew through a tool loop with its original estimate
   once drove a multiplier from 1.0 to 2.37 upstream. The real figure is one call's prompt (fresh +
-  cache read + cache write, ``CallUsage.prompt``), never a stream's cumulative sample (seed 001).
+  cache read + cache write, ``CallUsage.prompt``), never a stream's cumulative sample, which holds
+  every call of the stream so far (the mistake https://github.com/anima-research/agent-framework fixed).
 - **Band.** ``ratio = real / estimate``; ``observed = ratio × current`` backs out the multiplier
   already applied. A sample is accepted if ``ratio`` or ``observed`` is within [0.6, 1.8]; otherwise
   it is rejected and the multiplier stays.
@@ -21,8 +22,8 @@ multiplier toward what the provider counted, carefully (context-manager's ``repo
   and the ``reset`` stays through later learning until an operator re-stamps the record
   (:meth:`Calibrator.restamp`); a newer-epoch record is left untouched on disk and not used.
 
-The epoch-3 discard predicate (seed 003) is :func:`epoch3_discards`: a caller that can see the
-stored messages passes it as ``retain_older`` to keep an older multiplier the predicate clears.
+The epoch-3 discard predicate (``docs/concepts.md``) is :func:`epoch3_discards`: a caller that can
+see the stored messages passes it as ``retain_older`` to keep an older multiplier the predicate clears.
 """
 
 from __future__ import annotations
@@ -51,9 +52,10 @@ __all__ = [
 
 CALIBRATION_PRICING_EPOCH = 5
 """The pricing rules' epoch. A multiplier learned under other rules is discarded on load. contextwindow
-adopts the seeds' numbering: 3 is context-manager's epoch after #227 / seed 003 (a capped message
-priced as it renders); 0 is an unstamped record; 4 is the fitted text rule with the non-Latin word
-table (session 2); 5 adds the Latin word table and the byte-pair sums. Bump it whenever pricing
+adopts context-manager's numbering: 3 is its epoch after
+https://github.com/anima-research/context-manager/pull/227 (a capped message priced as it renders);
+0 is an unstamped record; 4 is the fitted text rule with the non-Latin word table; 5 adds the Latin
+word table and the byte-pair sums. Bump it whenever pricing
 changes what a block costs."""
 
 BAND = (0.6, 1.8)
@@ -63,7 +65,8 @@ ALPHA = 0.2
 SET_BOUNDS = (0.25, 4.0)
 """Open interval :meth:`Calibrator.set` accepts (context-manager ``setTokenCalibration``)."""
 UNREPORTED_MULTIPLIER = 0.6
-"""F for a view that reports no usable multiplier in the epoch-3 bound (seed 003; it was 1 in #227)."""
+"""F for a view that reports no usable multiplier in the epoch-3 bound (the band's floor, so the bound
+errs high; context-manager's pull/227 first read it as 1)."""
 
 
 def _clamp(value: float) -> float:
@@ -154,7 +157,7 @@ class Calibrator:
         if not isinstance(saved, Mapping):
             return
         multiplier = _finite_number(saved.get("multiplier"))
-        if multiplier is None:  # used only if its multiplier is finite (§2); the next learn overwrites it
+        if multiplier is None:  # used only if its multiplier is finite; the next learn overwrites it
             return
         epoch = _epoch_of(saved.get("pricing"))
         if epoch == CALIBRATION_PRICING_EPOCH:
@@ -257,7 +260,7 @@ class Calibrator:
             self.last_save_error = err
 
 
-# -- the epoch-3 discard predicate (seed 003) -------------------------------------------------------
+# -- the epoch-3 discard predicate ----------------------------------------------------------------
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -278,7 +281,7 @@ def _applied(applied: object) -> float:
 
 
 def epoch3_bound(estimate: int, blocks: int, applied: object) -> float:
-    """``1.8·(E + n/2)/F + n/2``: never below the message's estimate at 1.8 (seed 003).
+    """``1.8·(E + n/2)/F + n/2``: never below the message's estimate at 1.8.
 
     Each block's estimate at F is within half a token of F times its unrounded price, so
     ``(E + n/2)/F`` is at least the unrounded sum; at 1.8 each block's rounding adds at most half a
