@@ -18,7 +18,8 @@ For every request from the second on, four estimates are compared with that coun
 
 The estimate function is a parameter of :func:`measure`; :func:`main` runs the table twice in the
 same run: with contextwindow's ``Estimator`` (:func:`estimator_estimate`) and with the peers' rule
-:func:`chars4_estimate` (``ceil(chars/4)`` per block, litellm's and flue's fallback).
+:func:`chars4_estimate` (``ceil(chars/4)`` per block, litellm's and https://github.com/withastro/flue's
+fallback).
 
 Run: ``PYTHONPATH=src TIKTOKEN_CACHE_DIR=../shared/tokenizers python -m benchmarks.anchored_accuracy``.
 """

@@ -44,11 +44,11 @@ Reading the use columns honestly:
 
 ``python -m benchmarks.sessions [--scenarios N] [--workers N]`` from the repo root with ``PYTHONPATH=src``; writes
 ``benchmarks/results/sessions.md``. The output reserve (each call's ``max_tokens``) is
-``min(4096, window // 8)``: agent-framework's 4,096 default, smaller on small windows as agents there
-set it. The stream budget (``max_stream_input_tokens``) is off: it is a cost control for providers
-that cache the prompt, and the local provider caches nothing, so every call's whole input is fresh
-and agent-framework's 150k stream budget would restart every other call at 128k without freeing anything; the
-physical window is what is measured here. Scenarios run in parallel, one process per core.
+``min(4096, window // 8)``: the 4,096 default of https://github.com/anima-research/agent-framework, smaller on
+small windows as agents there set it. The stream budget (``max_stream_input_tokens``) is off: it is a cost
+control for providers that cache the prompt, and the local provider caches nothing, so every call's whole
+input is fresh and agent-framework's 150k stream budget would restart every other call at 128k without freeing
+anything; the physical window is what is measured here. Scenarios run in parallel, one process per core.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ UPSTREAM: tuple[tuple[re.Pattern[str], str], ...] = (
 """An upstream project's name, and the public address a module naming it must cite."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Prose:
     """The human-readable text of one file: comments and string literals of Python, all of Markdown."""
 
@@ -135,6 +135,10 @@ class TestTestsAndBenchmarksCiteOnlyWhatAReaderCanOpen:
     @pytest.mark.parametrize("path", TESTS_AND_BENCHMARKS, ids=_id)
     def test_a_test_or_benchmark_cites_no_document_outside_the_repository(self, path: Path) -> None:
         assert foreign_references(_python_prose(path)) == []
+
+    @pytest.mark.parametrize("path", TESTS_AND_BENCHMARKS, ids=_id)
+    def test_a_test_or_benchmark_that_names_an_upstream_project_cites_its_url(self, path: Path) -> None:
+        assert uncited_upstreams(_python_prose(path)) == []
 
 
 class TestDocsCiteOnlyWhatAReaderCanOpen:
