@@ -66,7 +66,8 @@ FoldFailureReason: TypeAlias = Literal[
     "no_safe_completed_span",
     "nothing_to_free",
 ]
-# maka system_note kinds: the five of its protocol epoch 106 and the other three, plus step_limit.
+# maka system_note kinds: the five of its protocol epoch 106, and context_compacted,
+# context_compaction_failed_open and step_limit; context_hard_cut is contextwindow's own.
 NoteKind: TypeAlias = Literal[
     "context_provider_dropping",
     "context_window_suggestion",
