@@ -185,7 +185,7 @@ class WindowFit:
     def observe_round(self, *, real: int, estimate: int) -> bool:
         """The provider counted a round estimated at ``estimate`` (:meth:`price_round`) as ``real``."""
         if self.round_pricing == "seed":
-            return False  # the seed's flat rule is priced as the seed fixes it, never learned
+            return False  # the flat rule of the ``seed`` preset is fixed, never learned
         return self.rounds.observe(real=real, estimate=estimate)
 
     def live_estimator(self) -> Estimator:

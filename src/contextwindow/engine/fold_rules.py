@@ -4,18 +4,22 @@ A fold replaces a prefix of the history with a summary checkpoint written by a s
 call, see :mod:`contextwindow.engine.summarizer`). The rules here are pure:
 
 - :func:`select_safe_prefix`: the largest prefix that does not straddle a tool pair, stops before
-  partial and pinned messages, and is valid for the fold's phase (maka ``selectSafeCompactionPrefix``,
-  seed-behaviours §10, acceptance 32). Otherwise the fold fails open with ``no_safe_completed_span``.
+  partial and pinned messages, and is valid for the fold's phase (maka's
+  ``selectSafeCompactionPrefix``). Otherwise the fold fails open with ``no_safe_completed_span``.
 - :func:`find_summary_defect`: required sections in order, each with content, outside code fences;
   truncation markers rejected; the too-small floor judged from the summariser call's real usage
-  (maka ``findCheckpointSummaryDefect``, seed 002, acceptance 33).
+  (maka's ``findCheckpointSummaryDefect``).
 - :class:`ProactiveTrigger`: fold before a request when the last accepted request's real input +
   output + reply reserve (``min(2 × last output, 8000)``) reaches the *declared* window; at most
-  once per send; once after a reply cut at the output limit (maka #4559/#4634, acceptance 30).
+  once per send; once after a reply cut at the output limit (maka's proactive fold).
+
 - :class:`EscalationLadder`: compaction that frees nothing must not loop. Each rung (evict media,
   archive tool results, fold, hard cut of the oldest turns) is tried at most once per turn, a rung
   that freed nothing moves to the next, and the number of compactions per turn is bounded; past the
   last rung the engine raises.
+
+The maka rules are from https://github.com/apache/maka/pull/4486, its follow-up
+https://github.com/apache/maka/pull/4559 and the later https://github.com/apache/maka/issues/4634.
 """
 
 from __future__ import annotations
@@ -45,11 +49,11 @@ __all__ = [
     "select_safe_prefix",
 ]
 
-# maka history-compact-summarizer.ts: "applies the default output cap" (seed-behaviours §10).
+# maka history-compact-summarizer.ts: "applies the default output cap".
 SUMMARY_MAX_OUTPUT_TOKENS = 8_000
-# maka #4634: replyReserve = min(2 × lastOutput, 8000) (seed-behaviours §9).
+# maka's later proactive trigger: replyReserve = min(2 × lastOutput, 8000).
 REPLY_RESERVE_CAP = 8_000
-# Too-small floor (seed 002, #4559): judged from the summariser's real usage. The earlier rule was
+# Too-small floor (maka's second rule): judged from the summariser's real usage. The earlier rule was
 # "< 800 characters while the covered span is over 10,000 tokens"; 800 characters ≈ 200 tokens.
 TOO_SMALL_INPUT_TOKENS = 10_000
 TOO_SMALL_OUTPUT_TOKENS = 200
@@ -63,12 +67,13 @@ TOO_SMALL_OUTPUT_TOKENS = 200
 # (window − output reserve), so the share sets the floor of the swing. Measured with the sessions
 # benchmark (`--scenarios 4`, usage reported): 0.7 → 64% mean use at 16k/32k; 0.8 → 67.9% / 67.9%
 # (31.8 / 16.5 folds per ~209 calls); 0.85 → 69.8% / 68.8% (38 / 20 folds); 0.9 → 71.9% / 70.5%
-# (47 / 24.5 folds), no rejections with a true window in any. flue keeps a fixed recent budget instead
-# (seed §12), maka folds everything before the turn (seed 002); neither leaves a measured headroom.
+# (47 / 24.5 folds), no rejections with a true window in any. flue (https://github.com/withastro/flue)
+# keeps a fixed recent budget instead, maka folds everything before the turn; neither leaves a measured
+# headroom.
 COVER_TAIL_RATIO = 0.9
 
-# The issue's required sections (issue 8): goal, decisions, files and artefacts, open work, latest
-# state. maka's seed-002 set (Goal/Progress/Next Steps) plays the same role.
+# The sections a checkpoint needs for the agent to carry on: goal, decisions, files and artefacts,
+# open work, latest state. maka's set (Goal/Progress/Next Steps) plays the same role.
 REQUIRED_SECTIONS: tuple[str, ...] = (
     "Goal",
     "Decisions",
@@ -150,13 +155,14 @@ def select_safe_prefix(
     first_partial: int | None = None,
     pinned: Sequence[int] = (),
 ) -> int | FoldFailure:
-    """How many leading messages a fold may cover, or why none (maka ``selectSafeCompactionPrefix``).
+    """How many leading messages a fold may cover, or why none (maka's ``selectSafeCompactionPrefix``).
 
     ``maxCut = min(len − reserve_tail, max_covered, first_partial, first pinned)``; cuts are tried from
     there down to 1 and the first that straddles no tool pair wins. ``head_anchor`` is the index of
-    the message that opened the current turn: pinned in ``pre_turn`` (the fold must stop at or before
-    it: ``0 < covered ≤ head_anchor``) and to be passed in ``mid_turn`` (``covered > head_anchor`` and
-    ``covered ≥ 2``). ``reserve_tail`` is 1 by default and 0 for ``standalone``.
+    the message that opened the current turn (the turn opener, ``docs/concepts.md``): pinned in
+    ``pre_turn`` (the fold must stop at or before it: ``0 < covered ≤ head_anchor``) and to be passed
+    in ``mid_turn`` (``covered > head_anchor`` and ``covered ≥ 2``). ``reserve_tail`` is 1 by default
+    and 0 for ``standalone``.
     """
     if reserve_tail is None:
         reserve_tail = 0 if phase == "standalone" else 1
@@ -210,7 +216,7 @@ def find_summary_defect(
     output_tokens: int | None = None,
     roll_forward: bool = False,
 ) -> FoldFailureReason | None:
-    """The first defect of a summary, or ``None`` when it is usable (acceptance 33).
+    """The first defect of a summary, or ``None`` when it is usable.
 
     - Truncated (``malformed_summary_truncated``): ends in ``:``/``：``/``...``/``…``, or leaves a
       code fence open.
@@ -272,7 +278,7 @@ def find_summary_defect(
 
 @dataclass(slots=True)
 class ProactiveTrigger:
-    """maka's proactive fold (acceptance 30), kept per engine; :meth:`start_send` per user turn.
+    """maka's proactive fold, kept per engine; :meth:`start_send` per user turn.
 
     ``baseline`` is the last accepted request's ``input + max(0, output)`` as the provider counted
     them; it is unknown until a request is accepted, and again after a fold. The fold is due when a
@@ -290,7 +296,7 @@ class ProactiveTrigger:
         self._fired_this_send = False
 
     def seed(self, *, input_tokens: int, output_tokens: int) -> None:
-        """Step 0 of a send: seed the baseline from the persisted anchor of the last accepted request."""
+        """Before a send: start the baseline from the persisted anchor of the last accepted request."""
         self.accepted(input_tokens=input_tokens, output_tokens=output_tokens, finish_reason=None)
 
     def accepted(self, *, input_tokens: int, output_tokens: int, finish_reason: str | None) -> None:

@@ -3,7 +3,8 @@
 ``async for event in engine.run_turn(message)`` runs one user turn to its end. Within a turn the
 rounds (tool results and mid-turn messages from :meth:`Engine.inject`) are appended to the request
 already sent, without recompiling, so the provider's prompt cache stays warm, until one of these says
-recompile (DESIGN.md "Turn engine"; seed-behaviours §6, §9):
+recompile (in the order of agent-framework's tool boundary,
+https://github.com/anima-research/agent-framework/pull/98; the words are defined in ``docs/concepts.md``):
 
 1. ``end_turn`` from a tool ends the turn (it wins over both restarts);
 2. the stream's accumulated fresh input passes ``max_stream_input_tokens``:
@@ -185,7 +186,7 @@ class Engine:
         self.anchors = AnchorBook(LedgerSlot(session, "anchor"))
         stored = self.anchors.latest
         if stored is not None and stored.model == profile.name and stored.connection == connection:
-            # Step 0 of the first send seeds the proactive baseline from the stored anchor (seed 002).
+            # Before the first send, the proactive trigger's baseline starts from the stored usage anchor.
             self.trigger.seed(input_tokens=stored.input_tokens, output_tokens=stored.output_tokens or 0)
             self.fit.counted = True  # the provider counted this route's requests before
         self._previous_request: Request | None = None
@@ -315,7 +316,7 @@ class Engine:
             self._previous_request, self._previous_reply = request, stop.message
             call = self._account(sample, live)
             if call.reported and call.prompt > 0:
-                # Anchor + delta within the stream (DESIGN principle 2): the provider has just counted
+                # Anchor + delta within the stream (real usage is the anchor): the provider has just counted
                 # what was sent, so later rounds of this stream price only what they append to it.
                 live.estimated_tokens = call.prompt
                 live.margins = 0
@@ -374,7 +375,7 @@ class Engine:
             self.last_projection = self.physical.project(appended)
             over = self.physical.over(appended)
             if self.last_projection is None and self.window is not None:
-                # No call on this stream reported a prompt (usage off, or output only): the seed's
+                # No call on this stream reported a prompt (usage off, or output only): the
                 # projection has no real figure to start from, so the engine's own estimate of the
                 # live request stands in for it, raised as compile fits it (the estimator's error on
                 # the whole request) or by the rounds' own margins, whichever is higher. It can only
@@ -518,7 +519,7 @@ class Engine:
             else:
                 raise
         self.fit.live_estimator()
-        # One calibration sample per compiled request, learned from its first call (seed §2).
+        # One calibration sample per compiled request, learned from its first call (see Calibrator).
         self.calibrator.arm(compiled.local_estimate)
         max_tokens = self.settings.max_tokens or compiled.output_reserve
         self.physical.reserve = max_tokens
@@ -536,8 +537,9 @@ class Engine:
         )
 
     def _start_stream(self) -> None:
-        """A recompiled request: the projection starts from nothing (seed 001). The usage tracker
-        follows the provider's own notion of a stream, decided when the request is sent."""
+        """A recompiled request: the projection starts from nothing, or it would inherit the figure that
+        restarted it. The usage tracker follows the provider's own notion of a stream, decided when the
+        request is sent."""
         self.physical.start_stream()
         self._round_base = self._round_probe = None
 

@@ -3,7 +3,9 @@
 Within a turn the engine appends rounds (tool results and mid-turn messages) to the request it already
 sent, without recompiling, so the provider's prompt cache stays warm. Nothing in that path measures the
 growing request, so at every tool boundary the engine asks this module whether the request about to go
-out still fits (seed 001, agent-framework #92/#98, final rule at da42e8b)::
+out still fits (agent-framework's projection: issue
+https://github.com/anima-research/agent-framework/issues/92, pull
+https://github.com/anima-research/agent-framework/pull/98, with each call's own usage)::
 
     projection = real + out + growth + appended + reserve
 
@@ -18,14 +20,14 @@ out still fits (seed 001, agent-framework #92/#98, final rule at da42e8b)::
 
 It runs only with a declared window and once a call on the stream has reported a prompt (``real > 0``):
 before then there is no real figure to project from. All state resets at stream start; without the
-reset a restarted stream inherits the number that restarted it and loops (seed 001).
+reset a restarted stream inherits the number that restarted it and loops.
 
-The appended round (seed 000, final rule) prices everything the round brings in, media of mid-turn
+The appended round prices everything the round brings in, media of mid-turn
 messages included, erring high: a needless recompile costs less than a provider's refusal.
 :class:`RoundPricer` prices it with the same ``Estimator`` as the rest of the library; the ``seed``
 preset reproduces agent-framework's flat rule exactly (``ceil(chars/4) + 1600 × tool-result images +
 20 × (tool results + injected messages)``; mid-turn image or generated image at a valid stamp else
-1,600; document, audio, video 1,000) so the seed vectors can be checked.
+1,600; document, audio, video 1,000) so its known-answer vectors can be checked.
 """
 
 from __future__ import annotations
@@ -72,17 +74,18 @@ __all__ = [
     "truncation_notice",
 ]
 
-# agent-framework DEFAULT_TOOL_RESULT_INLINE_MAX_CHARS: 5000 earlier, 24000 now (seed-behaviours §6).
+# agent-framework DEFAULT_TOOL_RESULT_INLINE_MAX_CHARS: 5000 earlier, 24000 now.
 DEFAULT_TOOL_RESULT_INLINE_MAX_CHARS = 24_000
 # estimateAppendedRoundTokens: each tool result and each injected message carries a 20-token envelope.
 ENVELOPE_TOKENS = 20
-# The store's flat prices the seed-000 projection uses: image 1,600; document/audio/video 1,000.
+# The store's flat prices agent-framework's appended-round rule uses: image 1,600; document/audio/video
+# 1,000.
 SEED_IMAGE_TOKENS = 1_600
 SEED_OTHER_MEDIA_TOKENS = 1_000
 # RoundPricer: the text of an appended round is priced this much over the text rule's estimate. One
 # chunk of text is priced far less surely than a whole request: benchmarks/pricing_accuracy on
 # held-out chunks (o200k_base) puts the rule's |error| at p95 9.7% for prose, 7.8% for JSON, 12% for
-# markdown and 16.7% for code (as measured at the start of session 2). 15% covers nearly
+# markdown and 16.7% for code (as measured when this margin was set). 15% covers nearly
 # every chunk of the common kinds; the price of erring high is a restart one round sooner in the few
 # cases where the projection lands within that share of a round below the window.
 ROUND_TEXT_MARGIN = 0.15
@@ -100,7 +103,7 @@ MAX_ROUND_RATIO = BAND[1]
 
 
 def truncation_notice(original_chars: int) -> str:
-    """agent-framework's notice for a tool result cut with no writable workspace (seed-behaviours §6)."""
+    """agent-framework's notice for a tool result cut with no writable workspace."""
     return (
         f"\n\n[truncated — original was {original_chars} chars; "
         "no writable workspace, full content not retained]"
@@ -110,7 +113,7 @@ def truncation_notice(original_chars: int) -> str:
 def inline_cap_chars(
     max_message_tokens: int | None, desired: int = DEFAULT_TOOL_RESULT_INLINE_MAX_CHARS
 ) -> int:
-    """The inline cap of a tool result: ``min(desired, max_message_tokens × 4)`` (seed-behaviours §6)."""
+    """The inline cap of a tool result: ``min(desired, max_message_tokens × 4)`` (agent-framework's)."""
     if desired <= 0:
         raise InvalidInput("must be > 0", path="desired")
     if max_message_tokens is None:
@@ -203,7 +206,7 @@ class RoundPricer:
     a request (see :data:`ROUND_TEXT_MARGIN`); media is priced by the provider's published rules and
     keeps ``margin``. Measured: a code tool result priced 8% under its real count rejected a request
     by 5 tokens at 32k with one margin of 5% for everything. With ``preset="seed"`` it is
-    agent-framework's flat rule, for the seed vectors.
+    agent-framework's flat rule, for its known-answer vectors.
     """
 
     estimator: BlockPricer | None = None
@@ -321,7 +324,7 @@ class RoundRatios:
 
 
 def _seed_media(block: Block) -> int | None:
-    """Seed 000's price of a mid-turn message's media block, or None for a non-media block."""
+    """The flat rule's price of a mid-turn message's media block, or None for a non-media block."""
     if isinstance(block, Image | GeneratedImage):
         stamp = valid_stamp(block.ref.token_estimate) if block.ref is not None else None
         return math.ceil(stamp) if stamp is not None else SEED_IMAGE_TOKENS
@@ -331,13 +334,13 @@ def _seed_media(block: Block) -> int | None:
 
 
 def seed_round_tokens(tool_results: Sequence[ToolResult], injected: Sequence[Message] = ()) -> int:
-    """agent-framework ``estimateAppendedRoundTokens`` (seed 000 final rule), exactly.
+    """agent-framework ``estimateAppendedRoundTokens`` (with a mid-turn message's media priced), exactly.
 
     ``ceil(chars/4) + 1600 × tool-result images + 20 × (tool results + injected messages)``, where
     ``chars`` is the tool results' text and the injected messages' text; a mid-turn message's image or
     generated image adds its stamp when finite and ≥ 0 (else 1,600), a document, audio or video 1,000.
-    A tool result's non-image media are priced as a mid-turn message's are (erring high: the seed's
-    results carried only images).
+    A tool result's non-image media are priced as a mid-turn message's are (erring high: the
+    upstream rule's results carried only images).
     """
     chars = 0
     media = 0
@@ -379,7 +382,7 @@ def projection(*, real: int, out: int, growth: int, appended: int, reserve: int)
 
 @dataclass(slots=True)
 class PhysicalWindow:
-    """The per-stream state behind the projection (seed 001 final rule).
+    """The per-stream state behind the projection (each call's own usage, never a running total).
 
     ``window`` is the declared physical window (``None``: no projection at all); ``reserve`` the output
     reserve each request asks for, which also bounds an unreported output (``max_tokens``).
