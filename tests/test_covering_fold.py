@@ -20,7 +20,7 @@ from contextwindow.compile import SUMMARY_HEADER, Policy
 from contextwindow.content import Message, Request, Text, ToolResult, ToolUse, message_to_dict
 from contextwindow.engine.compiler import EngineCompiler
 from contextwindow.engine.events import Compacted, CompactionFailed, Event, Note, RequestSent, TurnEnded
-from contextwindow.engine.fold_rules import hard_cut_text
+from contextwindow.engine.ladder import hard_cut_text
 from contextwindow.engine.loop import Engine, EngineSettings
 from contextwindow.engine.summarizer import Summarizer
 from contextwindow.errors import ProviderError

@@ -33,6 +33,7 @@ __all__ = [
     "Compacted",
     "CompactionFailed",
     "Event",
+    "FoldFailure",
     "FoldFailureReason",
     "FoldPhase",
     "Note",
@@ -82,6 +83,14 @@ NoteKind: TypeAlias = Literal[
     "context_output_cap",
     "step_limit",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class FoldFailure:
+    """Why a fold did not happen; the engine fails open (the request goes out unchanged)."""
+
+    reason: FoldFailureReason
+    detail: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -33,19 +33,15 @@ from .events import (
     Compacted,
     CompactionFailed,
     Event,
+    FoldFailure,
     FoldPhase,
     Note,
     NoteBook,
     ToolResultsArchived,
 )
-from .fold_rules import (
-    EscalationLadder,
-    FoldFailure,
-    ProactiveTrigger,
-    Rung,
-    hard_cut_text,
-    select_safe_prefix,
-)
+from .fold_trigger import ProactiveTrigger
+from .ladder import EscalationLadder, Rung, hard_cut_text
+from .safe_prefix import select_safe_prefix
 from .summarizer import Summarizer, Summary
 
 __all__ = ["COVER_ROUNDS", "FoldCounters", "FoldHost", "FoldLimits", "Folding"]
@@ -123,27 +119,29 @@ class Folding:
         self.host = host
         self._log_cache: MessageLog | None = None
 
-    async def maybe_fold(self, phase: FoldPhase, anchor_id: str | None) -> AsyncIterator[Event]:
+    async def maybe_fold(self, phase: FoldPhase, turn_start_id: str | None) -> AsyncIterator[Event]:
         reason = self.host.trigger.due()
         if reason is None:
             return
-        async for event in self.fold(phase, anchor_id):
+        async for event in self.fold(phase, turn_start_id):
             yield event
 
-    async def escalate(self, anchor_id: str | None, *, mid_turn: bool) -> AsyncIterator[Event]:
+    async def escalate(self, turn_start_id: str | None, *, mid_turn: bool) -> AsyncIterator[Event]:
         """Climb the ladder until one rung frees something, within the turn's compaction bound."""
         while True:
             rung = self.host.ladder.next_rung()
             if rung is None:
                 return
             freed = False
-            async for event in self._apply_rung(rung, anchor_id, mid_turn=mid_turn):
+            async for event in self._apply_rung(rung, turn_start_id, mid_turn=mid_turn):
                 freed = freed or not isinstance(event, CompactionFailed | Note)
                 yield event
             if freed:
                 return
 
-    async def _apply_rung(self, rung: Rung, anchor_id: str | None, *, mid_turn: bool) -> AsyncIterator[Event]:
+    async def _apply_rung(
+        self, rung: Rung, turn_start_id: str | None, *, mid_turn: bool
+    ) -> AsyncIterator[Event]:
         self.host.stats.compactions += 1
         if rung in ("evict_media", "archive_tool_results"):
             before = self.host.compile_request()
@@ -166,11 +164,11 @@ class Folding:
             return
         if rung == "fold":
             async for event in self.fold(
-                "mid_turn" if mid_turn else "pre_turn", anchor_id, phase_tag="reactive"
+                "mid_turn" if mid_turn else "pre_turn", turn_start_id, phase_tag="reactive"
             ):
                 yield event
             return
-        async for event in self.hard_cut(anchor_id):
+        async for event in self.hard_cut(turn_start_id):
             yield event
 
     def visible(self) -> tuple[list[Message], str | None]:
@@ -207,7 +205,7 @@ class Folding:
         return math.floor((1 - self.host.settings.cover_tail_ratio) * budget)
 
     async def cover(
-        self, anchor_id: str | None, omitted: Sequence[str], output_reserve: int, *, cut_only: bool
+        self, turn_start_id: str | None, omitted: Sequence[str], output_reserve: int, *, cut_only: bool
     ) -> AsyncIterator[Event]:
         """One covering round: fold (or cut) a prefix reaching past every id compile left out
         (``omitted``), and enough more that the tail fills ``cover_tail_ratio`` of the budget, so the
@@ -225,7 +223,7 @@ class Folding:
             target = max(target, max((index[i] for i in wider if i in index), default=-1) + 1)
         target = min(target, len(messages) - 1)  # the newest message is never covered
         need = min(need, target)
-        anchor = index.get(anchor_id) if anchor_id is not None else None
+        turn_start = index.get(turn_start_id) if turn_start_id is not None else None
         room = self._summary_room(output_reserve)
         stats = self.host.stats
         cut: int | FoldFailure = select_safe_prefix(messages, phase="standalone", max_covered=target)
@@ -241,7 +239,7 @@ class Folding:
         )
         if use_summarizer:
             folded = 0
-            async for event in self._cover_fold(messages, previous, cut, room, anchor):
+            async for event in self._cover_fold(messages, previous, cut, room, turn_start):
                 if isinstance(event, Compacted):
                     folded = len(event.covered_ids)
                 yield event
@@ -249,12 +247,12 @@ class Folding:
                 return
             if folded:  # partial (the summariser's window): the next round rolls it forward
                 return
-        tag: FoldPhase = "pre_turn" if anchor is not None and cut <= anchor else "mid_turn"
+        tag: FoldPhase = "pre_turn" if turn_start is not None and cut <= turn_start else "mid_turn"
         async for event in self._record_cut(messages, previous, cut, tag):
             yield event
 
     async def _cover_fold(
-        self, messages: list[Message], previous: str | None, cut: int, room: int, anchor: int | None
+        self, messages: list[Message], previous: str | None, cut: int, room: int, turn_start: int | None
     ) -> AsyncIterator[Event]:
         """Fold ``messages[:cut]`` (or the largest safe prefix of it the summariser can read)."""
         summarizer = self.host.summarizer
@@ -282,7 +280,7 @@ class Folding:
             if isinstance(smaller, FoldFailure) or smaller >= cut:
                 break
             cut = smaller
-        tag: FoldPhase = "pre_turn" if anchor is not None and cut <= anchor else "mid_turn"
+        tag: FoldPhase = "pre_turn" if turn_start is not None and cut <= turn_start else "mid_turn"
         if isinstance(summary, FoldFailure):
             self.host.stats.summarizer_failed = True
             yield self.host.record_event(CompactionFailed(phase=tag, reason=summary.reason))
@@ -338,18 +336,18 @@ class Folding:
         yield self.host.record_event(Note(kind="context_hard_cut", data={"messages": len(covered)}))
 
     async def fold(
-        self, phase: FoldPhase, anchor_id: str | None, *, phase_tag: FoldPhase | None = None
+        self, phase: FoldPhase, turn_start_id: str | None, *, phase_tag: FoldPhase | None = None
     ) -> AsyncIterator[Event]:
         tag = phase_tag or phase
         messages, previous = self.visible()
         ids = [m.id for m in messages]
-        anchor = ids.index(anchor_id) if anchor_id in ids else None
+        turn_start = ids.index(turn_start_id) if turn_start_id in ids else None
         if self.host.summarizer is None:
             yield self.host.record_event(CompactionFailed(phase=tag, reason="provider_error"))
             return
-        if anchor is None:
+        if turn_start is None:
             phase = "standalone"
-        cut = select_safe_prefix(messages, phase=phase, head_anchor=anchor)
+        cut = select_safe_prefix(messages, phase=phase, turn_start=turn_start)
         summary: Summary | FoldFailure = FoldFailure("no_safe_completed_span")
         for _ in range(self.host.settings.max_fold_halvings + 1):
             if isinstance(cut, FoldFailure):
@@ -360,7 +358,9 @@ class Folding:
             self.host.stats.summarizer_seconds += time.perf_counter() - started
             if not (isinstance(summary, FoldFailure) and summary.reason == "input_too_large"):
                 break
-            cut = select_safe_prefix(messages, phase=phase, head_anchor=anchor, max_covered=max(1, cut // 2))
+            cut = select_safe_prefix(
+                messages, phase=phase, turn_start=turn_start, max_covered=max(1, cut // 2)
+            )
         if isinstance(summary, FoldFailure):
             yield self.host.record_event(CompactionFailed(phase=tag, reason=summary.reason))
             note = self.host.notes.compaction_failed_open({"reason": summary.reason})
@@ -397,15 +397,15 @@ class Folding:
             return str(checkpoint.payload["first_id"])
         return covered[0].id if covered else None
 
-    async def hard_cut(self, anchor_id: str | None) -> AsyncIterator[Event]:
+    async def hard_cut(self, turn_start_id: str | None) -> AsyncIterator[Event]:
         """The last rung: cut the oldest turns without a summary, leaving a note in their place."""
         messages, previous = self.visible()
         ids = [m.id for m in messages]
-        anchor = ids.index(anchor_id) if anchor_id in ids else len(messages)
+        turn_start = ids.index(turn_start_id) if turn_start_id in ids else len(messages)
         # The current turn's own message is never cut: with nothing before it there is nothing to cut.
         cut: int | FoldFailure = (
-            select_safe_prefix(messages, phase="standalone", max_covered=anchor)
-            if anchor > 0
+            select_safe_prefix(messages, phase="standalone", max_covered=turn_start)
+            if turn_start > 0
             else FoldFailure("no_safe_completed_span", "only the current turn is left")
         )
         if isinstance(cut, FoldFailure):

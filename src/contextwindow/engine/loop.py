@@ -58,14 +58,13 @@ from .events import (
     event_to_dict,
 )
 from .fit import WindowFit
-from .fold_rules import (
-    EscalationLadder,
-    ProactiveTrigger,
-)
+from .fold_trigger import ProactiveTrigger
 from .folding import COVER_ROUNDS, Folding
-from .projection import PhysicalWindow, cap_tool_result, inline_cap_chars, storable_tool_result
+from .ladder import EscalationLadder
+from .projection import PhysicalWindow
 from .settings import EngineSettings
 from .summarizer import Summarizer
+from .tool_results import cap_tool_result, inline_cap_chars, storable_tool_result
 
 _E = TypeVar("_E", bound=Event)
 
@@ -219,14 +218,14 @@ class Engine:
         self.notes.start_send()
         self.trigger.start_send()
         self.ladder.start_turn()
-        anchor = self._append(message)
+        turn_start = self._append(message)
         for pending in self._drain_injected():
             self._append(pending)
         first_of_send = True
 
-        async for event in self.folding.maybe_fold("pre_turn", anchor.id):
+        async for event in self.folding.maybe_fold("pre_turn", turn_start.id):
             yield event
-        async for event in self._prepare(anchor.id):
+        async for event in self._prepare(turn_start.id):
             yield event
         live = self._take_prepared()
         self._start_stream()
@@ -280,7 +279,7 @@ class Engine:
                 refit = self._learn_from_rejection(rejection, live)
                 freed = refit and self.compile_request().local_estimate < live.local_estimate
                 if not freed:
-                    async for event in self.folding.escalate(anchor.id, mid_turn=len(live.messages) > 0):
+                    async for event in self.folding.escalate(turn_start.id, mid_turn=len(live.messages) > 0):
                         if isinstance(event, Compacted | AttachmentsEvicted | ToolResultsArchived):
                             freed = True
                         yield event
@@ -288,7 +287,7 @@ class Engine:
                     for note in self._overflow_notes():
                         yield note
                     raise
-                async for event in self._prepare(anchor.id):
+                async for event in self._prepare(turn_start.id):
                     yield event
                 live = self._take_prepared()
                 self._start_stream()
@@ -378,7 +377,9 @@ class Engine:
                 # live request stands in for it, raised as compile fits it (the estimator's error on
                 # the whole request) or by the rounds' own margins, whichever is higher. It can only
                 # ask for a recompile, never refuse.
-                whole = max(self.fit.unanchored(live.estimated_tokens), live.estimated_tokens + live.margins)
+                whole = max(
+                    self.fit.fitted_estimate(live.estimated_tokens), live.estimated_tokens + live.margins
+                )
                 estimated = whole + appended + live.max_tokens
                 over = estimated if estimated > self.window else None
             decision = decide_boundary(
@@ -395,9 +396,9 @@ class Engine:
             if isinstance(decision, StreamRestarted):
                 self.stats.restarts += 1
                 yield self.record_event(decision)
-                async for event in self.folding.maybe_fold("mid_turn", anchor.id):
+                async for event in self.folding.maybe_fold("mid_turn", turn_start.id):
                     yield event
-                async for event in self._prepare(anchor.id):
+                async for event in self._prepare(turn_start.id):
                     yield event
                 live = self._take_prepared()
                 self._start_stream()
@@ -421,11 +422,11 @@ class Engine:
             live.recompiled = False
             yield StreamResumed(injected_messages=len(injected))
             folded = False
-            async for event in self.folding.maybe_fold("mid_turn", anchor.id):
+            async for event in self.folding.maybe_fold("mid_turn", turn_start.id):
                 folded = folded or isinstance(event, Compacted)
                 yield event
             if folded:
-                async for event in self._prepare(anchor.id):
+                async for event in self._prepare(turn_start.id):
                     yield event
                 live = self._take_prepared()
                 self._start_stream()
@@ -542,7 +543,7 @@ class Engine:
 
     def _learn_round(self, call: CallUsage) -> None:
         """Learn what the round appended before ``call`` cost by the provider's count, and keep this
-        call's figures as the base for the next round (:class:`~contextwindow.engine.projection.RoundRatios`).
+        call's figures as the base for the next round (:class:`~contextwindow.engine.rounds.RoundRatios`).
         Only a continued request whose previous call reported its prompt and output measures a round."""
         probe, self._round_probe = self._round_probe, None
         if not (call.reported and call.prompt > 0):
@@ -636,7 +637,7 @@ class Engine:
         assert live is not None
         return live
 
-    async def _prepare(self, anchor_id: str | None) -> AsyncIterator[Event]:
+    async def _prepare(self, turn_start_id: str | None) -> AsyncIterator[Event]:
         """Compile the next request into ``self._prepared``, covering what compile would leave out
         (:meth:`~contextwindow.engine.folding.Folding.cover`) and compiling again: ``[summary] + tail``. At
         most ``COVER_ROUNDS`` rounds per compile, the last one a cut: bounded, never looping."""
@@ -646,7 +647,7 @@ class Engine:
                 break
             changed = False
             async for event in self.folding.cover(
-                anchor_id, live.omitted, live.output_reserve, cut_only=round_ == COVER_ROUNDS - 1
+                turn_start_id, live.omitted, live.output_reserve, cut_only=round_ == COVER_ROUNDS - 1
             ):
                 changed = changed or isinstance(event, Compacted)
                 yield event
