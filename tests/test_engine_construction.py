@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
 from contextwindow.compile import Policy
-from contextwindow.content import Message, Request, Text, ToolSpec, ToolUse
-from contextwindow.engine import Engine, EngineCompiler, Event, TurnEnded
+from contextwindow.content import Message, Request, Text, ToolResult, ToolSpec, ToolUse
+from contextwindow.engine import Engine, EngineCompiler, Event, ToolOutcome, ToolResultReady, TurnEnded
 from contextwindow.errors import InvalidInput, UsageError
 from contextwindow.formats import AttachmentLoader
 from contextwindow.providers import LocalProvider, LocalSettings, ProviderEvent
@@ -88,3 +89,75 @@ class TestTheDefaultCompiler:
         events = run(engine)
         sent = [e for e in events if e.type == "request_sent"]
         assert sent and sent[0].max_tokens == 1_234
+
+
+class TestToolRunners:
+    def _engine(self, runner: Any, *replies: Message) -> Engine:
+        script = replies or (calls("read"), Message.assistant("done"))
+        return Engine(open_store().session("s"), local(*script), "gpt-4o", tools=[READ], tool_runner=runner)
+
+    def _result(self, engine: Engine) -> ToolResult:
+        [message] = [s.message for s in engine.session.messages() if s.message.role == "user"][1:2]
+        block = message.content[0]
+        assert isinstance(block, ToolResult)
+        return block
+
+    def test_a_sync_runner_returning_a_string(self) -> None:
+        engine = self._engine(lambda use: f"contents of {use.name}")
+        events = run(engine)
+        assert isinstance(events[-1], TurnEnded) and events[-1].stop_reason == "end_turn"
+        assert self._result(engine) == ToolResult(tool_use_id="c0", content="contents of read")
+
+    def test_an_async_runner_returning_a_string(self) -> None:
+        async def runner(use: ToolUse) -> str:
+            return "async contents"
+
+        engine = self._engine(runner)
+        run(engine)
+        assert self._result(engine).content == "async contents"
+
+    def test_a_sync_runner_returning_a_tool_result(self) -> None:
+        engine = self._engine(lambda use: ToolResult(tool_use_id=use.id, content="r"))
+        run(engine)
+        assert self._result(engine).content == "r"
+
+    def test_a_sync_runner_returning_an_outcome_that_ends_the_turn(self) -> None:
+        engine = self._engine(
+            lambda use: ToolOutcome(result=ToolResult(tool_use_id=use.id, content="r"), end_turn=True)
+        )
+        events = run(engine)
+        assert isinstance(events[-1], TurnEnded) and events[-1].stop_reason == "end_turn_by_tool"
+
+    def test_a_tool_that_raises_becomes_an_error_result_and_the_turn_goes_on(self) -> None:
+        def runner(use: ToolUse) -> str:
+            raise FileNotFoundError("no such file: notes.txt")
+
+        engine = self._engine(runner)
+        events = run(engine)
+        assert isinstance(events[-1], TurnEnded) and events[-1].stop_reason == "end_turn"
+        result = self._result(engine)
+        assert result.is_error and result.content == "FileNotFoundError: no such file: notes.txt"
+        assert any(isinstance(e, ToolResultReady) and e.tool_use_id == "c0" for e in events)
+
+    def test_an_async_tool_that_raises_becomes_an_error_result(self) -> None:
+        async def runner(use: ToolUse) -> str:
+            raise ValueError("bad part")
+
+        engine = self._engine(runner)
+        run(engine)
+        assert self._result(engine) == ToolResult(
+            tool_use_id="c0", content="ValueError: bad part", is_error=True
+        )
+
+    def test_a_runner_returning_something_else_is_a_usage_error_naming_it(self) -> None:
+        engine = self._engine(lambda use: {"content": "x"})
+        with pytest.raises(UsageError, match=r"returned dict for 'read'"):
+            run(engine)
+
+    def test_a_cancelled_tool_is_not_a_result(self) -> None:
+        async def runner(use: ToolUse) -> str:
+            raise asyncio.CancelledError
+
+        engine = self._engine(runner)
+        with pytest.raises(asyncio.CancelledError):
+            run(engine)

@@ -820,10 +820,19 @@ class Engine:
 
 
 async def _run_tool(runner: ToolRunner, use: ToolUse) -> ToolOutcome:
-    """Run one tool use through the host's runner, sync or async, as a :class:`ToolOutcome`."""
-    value = runner(use)
-    if inspect.isawaitable(value):
-        value = await value
+    """Run one tool use through the host's runner, sync or async, as a :class:`ToolOutcome`.
+
+    A tool that raises is the model's to know about, not the turn's end: the exception becomes an
+    error result naming its type and message (``is_error=True``), and the turn goes on. A runner
+    that returns something other than a :data:`ToolReturn` is the host's mistake: ``UsageError``."""
+    try:
+        value = runner(use)
+        if inspect.isawaitable(value):
+            value = await value
+    except Exception as error:
+        detail = str(error)
+        text = f"{type(error).__name__}: {detail}" if detail else type(error).__name__
+        return ToolOutcome(result=ToolResult(tool_use_id=use.id, content=text, is_error=True))
     if isinstance(value, ToolOutcome):
         return value
     if isinstance(value, ToolResult):
