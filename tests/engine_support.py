@@ -1,8 +1,7 @@
 """Test support for the engine: a scripted provider speaking the Provider protocol and a plain compiler.
 
 The scripted provider replays assistant messages with the usage samples a test gives (cumulative, as
-membrane's are, https://github.com/antra-tess/membrane), and can reject a request for its size like a
-real provider.
+membrane's are, in the seed-001 vectors), and can reject a request for its size like a real provider.
 The compiler here sends every visible message after the latest checkpoint, which is what the engine
 tests need to isolate the engine's own decisions from compile's fitting.
 """
@@ -17,7 +16,7 @@ from typing import Any
 
 from contextwindow.compile import Decisions, Policy
 from contextwindow.content import Message, Request, Text, ToolResult, ToolSpec, ToolUse
-from contextwindow.engine.compiler import EngineCompiler
+from contextwindow.engine.compiler import CompileContext, EngineCompiler
 from contextwindow.engine.loop import Engine, EngineSettings, ToolRunner
 from contextwindow.engine.summarizer import Summarizer
 from contextwindow.errors import ContextOverflow, ProviderError
@@ -25,6 +24,7 @@ from contextwindow.formats import AttachmentLoader
 from contextwindow.models import ModelProfile
 from contextwindow.pricing import Estimator
 from contextwindow.providers import (
+    LocalProvider,
     ProviderEvent,
     Stop,
     TextDelta,
@@ -34,8 +34,7 @@ from contextwindow.providers import (
 )
 from contextwindow.replay.simulate import SUMMARIZE_MARKER, RecordingModel
 from contextwindow.store import Session
-from contextwindow.testing import LocalProvider
-from contextwindow.usage.tracker import Anchor, Usage
+from contextwindow.usage.tracker import Usage
 
 
 @dataclass
@@ -107,16 +106,8 @@ class PlainCompiler:
     calls: int = 0
     multipliers: list[float] = field(default_factory=list)
 
-    def __call__(
-        self,
-        session: Session,
-        profile: ModelProfile,
-        overrides: frozenset[str],
-        *,
-        multiplier: float = 1.0,
-        anchor: Anchor | None = None,
-        connection: str = "default",
-    ) -> PlainCompiled:
+    def __call__(self, context: CompileContext) -> PlainCompiled:
+        session, profile, multiplier = context.session, context.profile, context.multiplier
         self.calls += 1
         self.multipliers.append(multiplier)
         messages = [s.message for s in session.messages()]
