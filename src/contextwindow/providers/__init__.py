@@ -21,15 +21,13 @@ from .base import (
     UsageSample,
     complete,
     normalise_stop_reason,
+    output_limit_hit,
 )
 from .openai import OpenAIProvider, map_openai_error
 from .overflow import (
     OutputCapError,
-    SilentOverflow,
     classify,
     output_cap_error,
-    output_limit_hit,
-    silent_overflow,
 )
 
 __all__ = [
@@ -39,7 +37,6 @@ __all__ = [
     "OutputCapError",
     "Provider",
     "ProviderEvent",
-    "SilentOverflow",
     "Stop",
     "StopReason",
     "TextDelta",
@@ -53,5 +50,4 @@ __all__ = [
     "normalise_stop_reason",
     "output_cap_error",
     "output_limit_hit",
-    "silent_overflow",
 ]
