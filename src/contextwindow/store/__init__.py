@@ -37,6 +37,7 @@ from ._lazy import MessageLog
 from ._ledger import Session, Store
 from ._migrations import SCHEMA_VERSION
 from ._values import Entry, Problem, StoredMessage
+from .slots import LedgerSlot, MemorySlot, StateSlot
 
 __all__ = [
     "DEFAULT_MEDIA_TYPES",
@@ -46,9 +47,12 @@ __all__ = [
     "SCHEMA_VERSION",
     "Budgets",
     "Entry",
+    "LedgerSlot",
+    "MemorySlot",
     "MessageLog",
     "Problem",
     "Session",
+    "StateSlot",
     "Store",
     "StoredMessage",
     "open_store",
