@@ -24,7 +24,6 @@ from contextwindow.formats import AttachmentLoader
 from contextwindow.models import ModelProfile
 from contextwindow.pricing import Estimator
 from contextwindow.providers import (
-    LocalProvider,
     ProviderEvent,
     Stop,
     TextDelta,
@@ -34,6 +33,7 @@ from contextwindow.providers import (
 )
 from contextwindow.replay.simulate import SUMMARIZE_MARKER, RecordingModel
 from contextwindow.store import Session
+from contextwindow.testing import LocalProvider
 from contextwindow.usage.tracker import Usage
 
 

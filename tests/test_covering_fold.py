@@ -26,10 +26,10 @@ from contextwindow.engine.summarizer import Summarizer
 from contextwindow.errors import ProviderError
 from contextwindow.formats import AttachmentLoader
 from contextwindow.models import get_profile
-from contextwindow.providers import LocalProvider, LocalSettings, ProviderEvent
+from contextwindow.providers import ProviderEvent
 from contextwindow.store import Session, open_store
 from contextwindow.store.slots import LedgerSlot
-from contextwindow.testing import LocalModel
+from contextwindow.testing import LocalModel, LocalProvider, LocalSettings
 from contextwindow.usage.tracker import AnchorBook
 
 WINDOW = 8_000

@@ -15,8 +15,9 @@ from contextwindow.content import Message, Request, Text, ToolResult, ToolSpec, 
 from contextwindow.engine import Engine, EngineCompiler, Event, ToolOutcome, ToolResultReady, TurnEnded
 from contextwindow.errors import InvalidInput, UsageError
 from contextwindow.formats import AttachmentLoader
-from contextwindow.providers import LocalProvider, LocalSettings, ProviderEvent
+from contextwindow.providers import ProviderEvent
 from contextwindow.store import open_store
+from contextwindow.testing import LocalProvider, LocalSettings
 
 READ = {"name": "read", "description": "read a file", "input_schema": {"type": "object", "properties": {}}}
 OPENAI_CHAT = {"type": "function", "function": {"name": "grep", "description": "search", "parameters": {}}}
