@@ -19,7 +19,8 @@ objects; NaN and infinities are refused. Old payload formats are upgraded when r
 
 **Guarantees**: a call that raises wrote nothing; appends are atomic and totally ordered even
 across processes; attachment metadata reads never touch bytes, bytes are read one attachment at a
-time and only by sessions that attached them; :meth:`Store.verify` lists any broken invariant.
+time and only by sessions that attached them; bytes are stored once, but the metadata and stamps of an
+attachment belong to each session's link to them; :meth:`Store.verify` lists any broken invariant.
 Every driver error is mapped into :mod:`contextwindow.errors` (``StoreError``, ``StoreBusy``,
 ``SchemaTooNew``); bad input is ``InvalidInput`` naming the field.
 """

@@ -24,6 +24,22 @@ _ATTACHMENT_COLUMNS = (
     "a.id, a.sha256, a.media_type, a.size_bytes, a.width, a.height, a.duration_seconds, a.pages, "
     "a.token_estimate, a.meta, a.created_at"
 )
+_LINK_FIELDS = ("media_type", "width", "height", "duration_seconds", "pages", "token_estimate")
+
+
+def _linked(name: str) -> str:
+    # A link made before schema 2 has no metadata of its own (``meta`` NULL): it reads the shared
+    # row's, which is what that session was given when it attached the bytes.
+    return f"CASE WHEN l.meta IS NULL THEN a.{name} ELSE l.{name} END"
+
+
+_LINKED_COLUMNS = (
+    f"a.id, a.sha256, {_linked('media_type')}, a.size_bytes, {_linked('width')}, {_linked('height')}, "
+    f"{_linked('duration_seconds')}, {_linked('pages')}, {_linked('token_estimate')}, "
+    "COALESCE(l.meta, a.meta), l.created_at"
+)
+"""A session's view of an attachment: the bytes' identity (id, hash, size) from the shared row,
+everything else from the session's own link."""
 
 
 class Cursor(Protocol):
@@ -195,37 +211,46 @@ class SqlBackend(abc.ABC):
     def put_attachment(self, session_id: str, row: AttachmentRow, data: bytes) -> AttachmentRow:
         self._check_writable()
         with self._write() as cur:
-            # Insert-or-ignore: whoever stored these bytes first settles the metadata.
+            # The shared row holds the bytes' identity only; whoever stores them first writes it, and
+            # its metadata columns stay empty (they describe links made before schema 2).
             cur.execute(
                 self._q(
                     "INSERT INTO attachments (id, sha256, media_type, size_bytes, width, height, duration_seconds, "
-                    "pages, token_estimate, meta, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "pages, token_estimate, meta, created_at) VALUES (?, ?, ?, ?, NULL, NULL, NULL, NULL, NULL, "
+                    "'{}', ?) ON CONFLICT DO NOTHING"
+                ),
+                (row.id, row.sha256, row.media_type, row.size_bytes, row.created_at),
+            )
+            if self._rowcount(cur):
+                cur.execute(self._q("INSERT INTO attachment_blobs (id, data) VALUES (?, ?)"), (row.id, data))
+            # The session's own metadata goes on its link; a session that attaches the same bytes
+            # again keeps what it first attached them with.
+            cur.execute(
+                self._q(
+                    "INSERT INTO session_attachments (session_id, attachment_id, created_at, "
+                    f"{', '.join(_LINK_FIELDS)}, meta) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                     "ON CONFLICT DO NOTHING"
                 ),
                 (
+                    session_id,
                     row.id,
-                    row.sha256,
+                    now_iso(),
                     row.media_type,
-                    row.size_bytes,
                     row.width,
                     row.height,
                     row.duration_seconds,
                     row.pages,
                     row.token_estimate,
                     row.meta,
-                    row.created_at,
                 ),
             )
-            if self._rowcount(cur):
-                cur.execute(self._q("INSERT INTO attachment_blobs (id, data) VALUES (?, ?)"), (row.id, data))
             cur.execute(
                 self._q(
-                    "INSERT INTO session_attachments (session_id, attachment_id, created_at) VALUES (?, ?, ?) "
-                    "ON CONFLICT DO NOTHING"
+                    f"SELECT {_LINKED_COLUMNS} FROM attachments a JOIN session_attachments l "
+                    "ON l.attachment_id = a.id WHERE l.session_id = ? AND a.id = ?"
                 ),
-                (session_id, row.id, now_iso()),
+                (session_id, row.id),
             )
-            cur.execute(self._q(f"SELECT {_ATTACHMENT_COLUMNS} FROM attachments a WHERE a.id = ?"), (row.id,))
             return _attachment(cur.fetchone())
 
     @staticmethod
@@ -236,7 +261,7 @@ class SqlBackend(abc.ABC):
         with self._read() as cur:
             cur.execute(
                 self._q(
-                    f"SELECT {_ATTACHMENT_COLUMNS} FROM attachments a JOIN session_attachments l "
+                    f"SELECT {_LINKED_COLUMNS} FROM attachments a JOIN session_attachments l "
                     "ON l.attachment_id = a.id WHERE l.session_id = ? AND a.id = ?"
                 ),
                 (session_id, attachment_id),
@@ -248,7 +273,7 @@ class SqlBackend(abc.ABC):
         with self._read() as cur:
             cur.execute(
                 self._q(
-                    f"SELECT {_ATTACHMENT_COLUMNS} FROM attachments a JOIN session_attachments l "
+                    f"SELECT {_LINKED_COLUMNS} FROM attachments a JOIN session_attachments l "
                     "ON l.attachment_id = a.id WHERE l.session_id = ? ORDER BY l.created_at, a.id"
                 ),
                 (session_id,),
