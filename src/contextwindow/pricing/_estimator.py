@@ -38,6 +38,7 @@ from ..content import (
     valid_stamp,
 )
 from ..errors import InvalidInput
+from ..limits import finite
 from ..models import ModelProfile, get_profile
 from . import _media, _seed_store
 from ._text import Structure, exact_counter, fitted_rule, structure_for
@@ -58,7 +59,7 @@ def _valid_multiplier(value: object) -> bool:
     return (
         not isinstance(value, bool)
         and isinstance(value, int | float)
-        and math.isfinite(value)
+        and finite(value) is not None
         and MULTIPLIER_MIN < value < MULTIPLIER_MAX
     )
 

@@ -14,11 +14,8 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
-
-import pydantic_core
 
 from ..attachments import make_ref, normal_media_type
 from ..content import (
@@ -26,7 +23,7 @@ from ..content import (
     Message,
     ToolUse,
     media_refs,
-    message_to_dict,
+    message_as_data,
     parse_message,
 )
 from ..errors import InvalidInput, StoreError, UsageError
@@ -137,22 +134,21 @@ class Session:
         backend = self._store._backend()
         if not isinstance(message, Message):
             raise InvalidInput(f"must be a Message, got {type(message).__name__}", path="message")
-        prices = check_block_prices(block_prices, len(message.content))
         now = now_iso()
-        if message.created_at is None:
-            message = replace(message, created_at=datetime.fromisoformat(now))
+        data = message_as_data(message)
+        data.pop("id", None)
+        if data["created_at"] is None:
+            data["created_at"] = now
+        # Validated from its fields, never by serialising it first: a wrongly typed field is then
+        # InvalidInput naming it, whatever the warnings filter, and a valid message warns nothing.
+        canonical = parse_message(data, path="message")
+        prices = check_block_prices(block_prices, len(canonical.content))
         # The free-form JSON of a message must be checked before dumping: pydantic's JSON mode would
         # quietly turn a NaN into null.
-        canonical_json(message.metadata, path="message.metadata")
-        for index, block in enumerate(message.content):
+        canonical_json(canonical.metadata, path="message.metadata")
+        for index, block in enumerate(canonical.content):
             if isinstance(block, ToolUse):
                 canonical_json(block.input, path=f"message.content[{index}].input")
-        try:
-            data = message_to_dict(message)
-        except (pydantic_core.PydanticSerializationError, ValueError, TypeError) as exc:
-            raise InvalidInput(f"cannot be stored: {exc}", path="message") from None
-        data.pop("id", None)
-        canonical = parse_message(data, path="message")  # the dataclasses skip validators; this doesn't
         self._check_refs(backend, media_refs(canonical.content))
         entry = NewEntry(
             id=new_id(ID_PREFIXES["message"]),
