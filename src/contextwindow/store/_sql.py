@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from ..errors import SchemaTooNew
+from ..errors import SchemaTooNew, StoreError, UsageError
 from ._migrations import SCHEMA_VERSION, Migration
 from ._rows import GENESIS, AttachmentRow, EntryRow, NewEntry, entry_digest, now_iso
 
@@ -40,6 +40,9 @@ _LINKED_COLUMNS = (
 )
 """A session's view of an attachment: the bytes' identity (id, hash, size) from the shared row,
 everything else from the session's own link."""
+_SCHEMA_ONE_COLUMNS = _ATTACHMENT_COLUMNS.replace("a.created_at", "l.created_at")
+"""The same view in a schema-1 database opened read-only (links had no metadata of their own)."""
+_NOT_A_LEDGER = "not a contextwindow store (no ledger tables in it)"
 
 
 class Cursor(Protocol):
@@ -95,6 +98,33 @@ class SqlBackend(abc.ABC):
     def _lock_migrations(self, cur: Cursor) -> None:  # noqa: B027 - a hook only some dialects need
         """Serialise concurrent migrators (SQLite: ``BEGIN IMMEDIATE`` already does)."""
 
+    read_only: bool = False
+
+    @property
+    def _view(self) -> str:
+        return _LINKED_COLUMNS if self.schema_version >= 2 else _SCHEMA_ONE_COLUMNS
+
+    def _open_read_only(self) -> None:
+        """Read the schema version and migrate nothing: looking into a store never changes it."""
+        self.read_only, self.writable = True, False
+        with self._read() as cur:
+            found = self._found_version(cur)
+        if found is None:
+            raise StoreError(f"{self.url}: {_NOT_A_LEDGER}")
+        self.schema_version = found
+
+    def _found_version(self, cur: Cursor) -> int | None:
+        """The recorded schema version, or ``None`` when the database has no ledger."""
+        if not self._has_table(cur, "schema_migrations"):
+            return None
+        cur.execute("SELECT MAX(version) FROM schema_migrations")
+        found = cur.fetchone()[0]
+        return None if found is None else int(found)
+
+    @abc.abstractmethod
+    def _has_table(self, cur: Cursor, name: str) -> bool:
+        """Whether the database has a table of this name."""
+
     def _migrate(self, migrations: Sequence[Migration]) -> None:
         with self._write() as cur:
             self._lock_migrations(cur)
@@ -119,6 +149,8 @@ class SqlBackend(abc.ABC):
             self.schema_version = SCHEMA_VERSION
 
     def _check_writable(self) -> None:
+        if self.read_only:
+            raise UsageError(f"the store {self.url} was opened read-only")
         if not self.writable:
             raise SchemaTooNew(self.schema_version, SCHEMA_VERSION)
 
@@ -246,7 +278,7 @@ class SqlBackend(abc.ABC):
             )
             cur.execute(
                 self._q(
-                    f"SELECT {_LINKED_COLUMNS} FROM attachments a JOIN session_attachments l "
+                    f"SELECT {self._view} FROM attachments a JOIN session_attachments l "
                     "ON l.attachment_id = a.id WHERE l.session_id = ? AND a.id = ?"
                 ),
                 (session_id, row.id),
@@ -261,7 +293,7 @@ class SqlBackend(abc.ABC):
         with self._read() as cur:
             cur.execute(
                 self._q(
-                    f"SELECT {_LINKED_COLUMNS} FROM attachments a JOIN session_attachments l "
+                    f"SELECT {self._view} FROM attachments a JOIN session_attachments l "
                     "ON l.attachment_id = a.id WHERE l.session_id = ? AND a.id = ?"
                 ),
                 (session_id, attachment_id),
@@ -273,7 +305,7 @@ class SqlBackend(abc.ABC):
         with self._read() as cur:
             cur.execute(
                 self._q(
-                    f"SELECT {_LINKED_COLUMNS} FROM attachments a JOIN session_attachments l "
+                    f"SELECT {self._view} FROM attachments a JOIN session_attachments l "
                     "ON l.attachment_id = a.id WHERE l.session_id = ? ORDER BY l.created_at, a.id"
                 ),
                 (session_id,),
