@@ -22,6 +22,7 @@ from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
 from .errors import InvalidInput, UnknownModel
+from .limits import MAX_TOKENS
 
 __all__ = [
     "AnthropicPatchRule",
@@ -189,8 +190,8 @@ class ModelProfile:
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise InvalidInput(f"must be an integer, got {type(value).__name__}", path=key)
-        if self.context_window <= 0:
-            raise InvalidInput("must be > 0", path="context_window")
+        if not 0 < self.context_window <= MAX_TOKENS:
+            raise InvalidInput(f"must be > 0 and ≤ {MAX_TOKENS}", path="context_window")
         if not 0 < self.max_output_tokens <= self.context_window:
             raise InvalidInput(
                 f"must be > 0 and ≤ context_window ({self.context_window})", path="max_output_tokens"

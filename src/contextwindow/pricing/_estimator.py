@@ -15,7 +15,6 @@ Contract:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -38,6 +37,7 @@ from ..content import (
     valid_stamp,
 )
 from ..errors import InvalidInput
+from ..limits import finite
 from ..models import ModelProfile, get_profile
 from . import _media, _seed_store
 from ._seed_store import js_round
@@ -60,7 +60,7 @@ def _valid_multiplier(value: object) -> bool:
     return (
         not isinstance(value, bool)
         and isinstance(value, int | float)
-        and math.isfinite(value)
+        and finite(value) is not None
         and MULTIPLIER_MIN < value < MULTIPLIER_MAX
     )
 

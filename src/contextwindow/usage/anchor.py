@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidInput
+from ..limits import check_count
 from ..store.slots import StateSlot
 
 __all__ = ["Anchor", "AnchorBook", "AnchoredEstimate", "anchored_estimate", "newest_anchor"]
@@ -56,7 +57,7 @@ def _int(value: Any, path: str, *, minimum: int) -> int:
         raise InvalidInput(f"must be a whole number, got {value!r}", path=path)
     if value < minimum:
         raise InvalidInput(f"must be ≥ {minimum}, got {value}", path=path)
-    return int(value)
+    return check_count(value, path=path)  # and within limits.MAX_TOKENS
 
 
 def _name(value: Any, path: str) -> str:

@@ -26,12 +26,12 @@ Anchors (``{input_tokens, output_tokens, payload_estimate}`` of the last accepte
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Literal, TypeAlias
 
 from ..errors import InvalidInput, UsageError
+from ..limits import check_count
 from .anchor import Anchor, AnchorBook, AnchoredEstimate, anchored_estimate, newest_anchor
 
 __all__ = [
@@ -65,20 +65,11 @@ def _as_mapping(obj: Any, path: str) -> Mapping[str, Any]:
 
 
 def _count(value: Any, path: str) -> int:
-    """A token count: an int ≥ 0 (an integral float from JSON is accepted); ``None`` means 0."""
+    """A token count: a whole number between 0 and ``limits.MAX_TOKENS`` (an integral float from
+    JSON is accepted); ``None`` means 0."""
     if value is None:
         return 0
-    if isinstance(value, bool):
-        raise InvalidInput("must be a token count, not a boolean", path=path)
-    if isinstance(value, float):
-        if not math.isfinite(value) or value != int(value):
-            raise InvalidInput(f"must be a whole number of tokens, got {value!r}", path=path)
-        value = int(value)
-    if not isinstance(value, int):
-        raise InvalidInput(f"must be a token count, got {type(value).__name__}", path=path)
-    if value < 0:
-        raise InvalidInput(f"must be ≥ 0, got {value}", path=path)
-    return value
+    return check_count(value, path=path, what="a token count")
 
 
 def _first(m: Mapping[str, Any], *keys: str) -> tuple[str, Any]:
@@ -104,7 +95,8 @@ def _unwrap(
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Usage:
-    """Token counts a provider reported, normalised; every field is an int ≥ 0."""
+    """Token counts a provider reported, normalised; every field is a whole number between 0 and
+    ``limits.MAX_TOKENS`` (anything else is ``InvalidInput``)."""
 
     fresh_input: int = 0
     """Input tokens neither read from nor written to a prompt cache."""
@@ -119,7 +111,8 @@ class Usage:
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            _count(getattr(self, f.name), f"usage.{f.name}")
+            # Checked and normalised at the edge: an integral float from JSON is stored as an int.
+            object.__setattr__(self, f.name, _count(getattr(self, f.name), f"usage.{f.name}"))
         if self.reasoning > self.output:
             raise InvalidInput(
                 f"reasoning ({self.reasoning}) cannot exceed output ({self.output})", path="usage.reasoning"
