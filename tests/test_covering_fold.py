@@ -26,9 +26,9 @@ from contextwindow.engine.summarizer import Summarizer
 from contextwindow.errors import ProviderError
 from contextwindow.formats import AttachmentLoader
 from contextwindow.models import ModelProfile, get_profile
-from contextwindow.providers import LocalProvider, LocalSettings, ProviderEvent
+from contextwindow.providers import ProviderEvent
 from contextwindow.store import Session, open_store
-from contextwindow.testing import LocalModel
+from contextwindow.testing import LocalModel, LocalProvider, LocalSettings
 from contextwindow.usage.tracker import Anchor
 
 WINDOW = 8_000

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from contextwindow import EngineCompiler, Message, ToolSpec, get_profile, open_store
+from contextwindow import Message, ToolSpec, get_profile, open_store
 from contextwindow.cli import app
+from contextwindow.engine import EngineCompiler
 from contextwindow.errors import InvalidInput
 from contextwindow.formats import tool_specs
 

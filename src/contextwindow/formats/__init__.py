@@ -26,6 +26,7 @@ __all__ = [
 ]
 
 WireFormat: TypeAlias = Literal["anthropic", "openai"]
+"""The wire formats :func:`parse_any` reads and :func:`render` writes."""
 
 _OPENAI_ROLES = frozenset({"system", "developer", "tool"})
 _OPENAI_PARTS = frozenset({"image_url", "input_audio", "file", "refusal"})

@@ -358,7 +358,9 @@ class GuardCore:
                     )
                 )
             )
-            events.extend(engine._usage_notes(call, first_of_send=True, append_only=False))
+            events.extend(
+                engine._usage_notes(call, live.local_estimate, first_of_send=True, append_only=False)
+            )
             self._append(conversation, engine, reply.message, None)
             engine.trigger.accepted(
                 input_tokens=call.prompt,

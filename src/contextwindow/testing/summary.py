@@ -33,6 +33,7 @@ __all__ = [
 ]
 
 SUMMARY_MARKER = "[[contextwindow:summarize"
+"""Written in a system prompt or last user message, asks the local provider for a summary."""
 DEFAULT_TARGET_TOKENS = 400
 DEFAULT_SECTIONS = ("Goal", "Progress", "Next Steps")
 _MARKER = re.compile(r"\[\[contextwindow:summarize(?:\s+target_tokens=(\d+))?\s*\]\]")
