@@ -105,8 +105,9 @@ def _definition(module: str, name: str) -> tuple[str, ast.stmt, str | None]:
                         submodule = f"{source}.{alias.name}"
                         return submodule, stmt, ast.get_docstring(_tree(submodule))
                     return _definition(source, alias.name)
-    if module == "contextwindow" and name in contextwindow._LAZY:
-        return _definition(contextwindow._LAZY[name], name)
+    lazy = getattr(importlib.import_module(module), "_LAZY", {})  # a package that loads names on first use
+    if name in lazy:
+        return _definition(lazy[name], name)
     raise AssertionError(f"{module} exports {name} but neither defines nor imports it")
 
 

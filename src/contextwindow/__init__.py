@@ -59,6 +59,7 @@ from .errors import (
     UnknownModel,
     UsageError,
 )
+from .guard import guard
 from .models import ModelProfile, get_profile, register
 
 if TYPE_CHECKING:  # loaded on first use below; imported here so type checkers and IDEs see them
@@ -112,6 +113,7 @@ __all__ = [
     "Video",
     "count_tokens",
     "get_profile",
+    "guard",
     "open_store",
     "parse_any",
     "register",

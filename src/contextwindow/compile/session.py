@@ -12,10 +12,11 @@ way, so a reopen compiles the same bytes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
 from ..content import Text, ToolSpec
+from ..formats import tool_specs
 from ..models import ModelProfile, get_profile
 from .compiler import CompileCache, compile
 from .policy import Policy
@@ -42,8 +43,8 @@ class SessionCompiler:
     def state(
         self,
         *,
-        system: tuple[Text, ...] | str = (),
-        tools: tuple[ToolSpec, ...] = (),
+        system: Sequence[Text] | str = (),
+        tools: Sequence[ToolSpec | Mapping[str, Any]] = (),
         multiplier: float = 1.0,
         anchor: Any = None,
         connection: str = "default",
@@ -72,12 +73,10 @@ class SessionCompiler:
         eviction = self.session.latest("eviction")
         if eviction is not None:
             watermark = MediaWatermark.from_payload(eviction.payload)
-        if isinstance(system, str):
-            system = (Text(text=system),) if system else ()
         return CompileState(
             messages=_LogView(self._log, self._priced, len(self._log)),
-            system=system,
-            tools=tools,
+            system=((Text(text=system),) if system else ()) if isinstance(system, str) else tuple(system),
+            tools=tool_specs(tools),
             checkpoint=checkpoint,
             archives=tuple(self._archives.values()),
             watermark=watermark,
@@ -92,8 +91,8 @@ class SessionCompiler:
         *,
         model: str | ModelProfile,
         policy: Policy | None = None,
-        system: tuple[Text, ...] | str = (),
-        tools: tuple[ToolSpec, ...] = (),
+        system: Sequence[Text] | str = (),
+        tools: Sequence[ToolSpec | Mapping[str, Any]] = (),
         multiplier: float = 1.0,
         anchor: Any = None,
         connection: str = "default",
@@ -177,8 +176,8 @@ def compile_session(
     *,
     model: str | ModelProfile,
     policy: Policy | None = None,
-    system: tuple[Text, ...] | str = (),
-    tools: tuple[ToolSpec, ...] = (),
+    system: Sequence[Text] | str = (),
+    tools: Sequence[ToolSpec | Mapping[str, Any]] = (),
     multiplier: float = 1.0,
     anchor: Any = None,
     connection: str = "default",

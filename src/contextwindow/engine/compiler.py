@@ -15,15 +15,14 @@ the new entries.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..compile import CompiledRequest, Decisions, Policy, SessionCompiler
 from ..content import Message, Text, ToolSpec
 from ..errors import InvalidInput, OverBudget
-from ..formats import anthropic as _anthropic_wire
-from ..formats import openai as _openai_wire
+from ..formats import ToolDefinition, tool_specs
 from ..models import ModelProfile
 from ..store import Session
 from ..usage.tracker import Anchor, AnchorBook
@@ -43,8 +42,6 @@ __all__ = [
 
 SystemPrompt = str | Sequence[Text]
 """A system prompt as a string or as text blocks."""
-ToolDefinition = ToolSpec | Mapping[str, Any]
-"""A tool as a :class:`~contextwindow.content.ToolSpec` or as an Anthropic or OpenAI wire dict."""
 
 _ESCALATIONS = ("evict_media", "archive_tool_results", "evict_all_media")
 """The cheap escalations compile takes, in order, when the newest message does not fit beside the head."""
@@ -102,27 +99,6 @@ def system_blocks(system: SystemPrompt) -> tuple[Text, ...]:
         if not isinstance(block, Text):
             raise InvalidInput(f"must be a Text block, got {type(block).__name__}", path=f"system[{i}]")
     return blocks
-
-
-def tool_specs(tools: Sequence[ToolDefinition]) -> tuple[ToolSpec, ...]:
-    """Tools as :class:`~contextwindow.content.ToolSpec`: a spec as it is; an OpenAI Chat
-    (``{"type": "function", "function": {...}}``), OpenAI Responses (``{"type": "function", "name":
-    ...}``) or Anthropic (``{"name": ..., "input_schema": ...}``) tool dict read as its format says."""
-    out: list[ToolSpec] = []
-    for i, tool in enumerate(tools):
-        path = f"tools[{i}]"
-        if isinstance(tool, ToolSpec):
-            out.append(tool)
-        elif not isinstance(tool, Mapping):
-            raise InvalidInput(f"must be a ToolSpec or a tool dict, got {type(tool).__name__}", path=path)
-        elif "function" in tool:
-            out.append(_openai_wire._parse_tool(dict(tool), path))
-        elif tool.get("type") == "function":
-            function = {k: v for k, v in tool.items() if k in ("name", "description", "parameters")}
-            out.append(_openai_wire._parse_tool({"type": "function", "function": function}, path))
-        else:
-            out.append(_anthropic_wire._parse_tool(dict(tool), path))
-    return tuple(out)
 
 
 @dataclass
