@@ -18,9 +18,6 @@ import warnings
 import wave
 from typing import Any
 
-from PIL import Image as PILImage
-from PIL import UnidentifiedImageError
-
 from .content import (
     MAX_DIMENSION_PX,
     MAX_DURATION_SECONDS,
@@ -96,6 +93,10 @@ def sniff(data: bytes, media_type: str, *, verify_type: bool = False) -> dict[st
     """
     media_type = normal_media_type(media_type)
     if media_type.startswith("image/"):
+        # Pillow loads with the first image sniffed, not with the library: most stores never see one.
+        from PIL import Image as PILImage
+        from PIL import UnidentifiedImageError
+
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", PILImage.DecompressionBombWarning)
