@@ -68,7 +68,7 @@ MAX_PAGES = 10_000_000
 
 
 def valid_stamp(value: object) -> float | None:
-    """A token stamp counts only when it is a finite number ≥ 0 (seed 000); anything else is absent."""
+    """A token stamp counts only when it is a finite number ≥ 0; anything else is absent."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     try:
@@ -105,10 +105,11 @@ def _pages(value: int | None) -> int | None:
 
 
 def _stamp(value: object) -> float | None:
-    # An invalid stamp is ignored (priced by rule), never propagated: the seeds show a NaN stamp
-    # switching a whole projection off. It runs before type validation, so a string ("12", "NaN"),
-    # a boolean or a list is ignored too rather than coerced or refused: a stamp is advice, and bad
-    # advice must not make a whole message unreadable.
+    # An invalid stamp is ignored (priced by rule), never propagated: a NaN stamp taken as given makes
+    # a whole projection NaN, so the round never restarts (the case agent-framework's projection
+    # fixed, https://github.com/anima-research/agent-framework). It runs before type validation, so a
+    # string ("12", "NaN"), a boolean or a list is ignored too rather than coerced or refused: a stamp
+    # is advice, and bad advice must not make a whole message unreadable.
     return valid_stamp(value)
 
 
@@ -161,7 +162,7 @@ class Image:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class GeneratedImage:
-    """An image the model produced. Priced as an image (later store rule, seed 000)."""
+    """An image the model produced. Priced as an image: formatters send it as one."""
 
     type: Literal["generated_image"] = "generated_image"
     ref: AttachmentRef

@@ -21,7 +21,7 @@ MiB = 1024 * 1024
 
 DEFAULT_MEDIA_TYPES = frozenset(
     {
-        # Images every provider takes (providers.md: Anthropic, OpenAI and Gemini image inputs).
+        # Images every provider takes (the Anthropic, OpenAI and Gemini vision pages list these).
         "image/png",
         "image/jpeg",
         "image/gif",

@@ -6,14 +6,16 @@ in one shape for every provider: ``fresh_input``, ``cache_read``, ``cache_write`
 counted as input, the figure a context window is measured against) is their sum. Anthropic reports
 cache tokens *beside* ``input_tokens``; OpenAI and Gemini report cached tokens *inside* the prompt
 count, so the parsers subtract them out of ``fresh_input`` rather than counting them twice
-(``../shared/reference/providers.md`` §3). ``output`` is everything the model generated, reasoning
-included; ``reasoning`` is the part of it that was reasoning (OpenAI counts it inside
+(https://platform.claude.com/docs/en/build-with-claude/prompt-caching,
+https://platform.openai.com/docs/api-reference/chat/object,
+https://ai.google.dev/gemini-api/docs/tokens). ``output`` is everything the model generated,
+reasoning included; ``reasoning`` is the part of it that was reasoning (OpenAI counts it inside
 ``completion_tokens``; Gemini's ``candidatesTokenCount`` excludes ``thoughtsTokenCount``, so the
 parser adds it back).
 
 :class:`UsageTracker` turns one stream's samples (cumulative across a tool loop, as membrane's
-``usage`` event is, or one per call) into each call's own usage (seed 001, ``seed-behaviours.md``
-§5). A call whose prompt is 0, a repeated cumulative sample included, is *unreported*, not empty; an
+``usage`` event is, https://github.com/antra-tess/membrane, or one per call) into each call's own
+usage. A call whose prompt is 0, a repeated cumulative sample included, is *unreported*, not empty; an
 output of 0 counts as the call's ``max_tokens`` bound, because the call generated something the
 sample did not show. A refused attempt's usage is kept out. A cumulative sample that goes backwards is
 :class:`~contextwindow.errors.InvalidInput`: no per-call figure is ever negative.
@@ -158,8 +160,9 @@ class Usage:
         """Anthropic Messages ``usage``: ``input_tokens`` is fresh input, disjoint from both cache fields.
 
         Source: Anthropic prompt-caching docs, "total_input_tokens = cache_read_input_tokens +
-        cache_creation_input_tokens + input_tokens" (providers.md §3). Anthropic reports no separate
-        thinking count, so ``reasoning`` is 0. A whole ``Message`` is accepted too (its ``usage``).
+        cache_creation_input_tokens + input_tokens"
+        (https://platform.claude.com/docs/en/build-with-claude/prompt-caching). Anthropic reports no
+        separate thinking count, so ``reasoning`` is 0. A whole ``Message`` is accepted too (its ``usage``).
         """
         m, path = _unwrap(
             _as_mapping(obj, path),
@@ -181,7 +184,7 @@ class Usage:
         Chat: ``prompt_tokens``, ``completion_tokens``, ``prompt_tokens_details.cached_tokens``,
         ``completion_tokens_details.reasoning_tokens``. Responses: ``input_tokens``, ``output_tokens``,
         ``input_tokens_details.cached_tokens``, ``output_tokens_details.reasoning_tokens``. Cached
-        tokens are a subset of the prompt (providers.md §3), so ``fresh_input = prompt − cached``; a
+        tokens are a subset of the prompt (OpenAI's usage object), so ``fresh_input = prompt − cached``; a
         ``cache_write_tokens`` detail, where a server sends one, is taken as a subset the same way.
         """
         m, path = _unwrap(
@@ -234,7 +237,7 @@ class Usage:
         """Gemini ``usageMetadata`` (REST camelCase or the python SDK's snake_case).
 
         ``promptTokenCount`` includes ``cachedContentTokenCount``; ``candidatesTokenCount`` excludes
-        ``thoughtsTokenCount`` (providers.md §3), so ``output = candidates + thoughts``. The
+        ``thoughtsTokenCount`` (google-genai's doc comments), so ``output = candidates + thoughts``. The
         ``toolUsePromptTokenCount`` is input the model read, so it is counted as fresh input (it is in
         ``totalTokenCount``), which errs high rather than low.
         """
@@ -299,7 +302,7 @@ class CallUsage:
 
 
 class UsageTracker:
-    """Each call's own usage from one stream's usage samples (seed 001; seed-behaviours.md §5).
+    """Each call's own usage from one stream's usage samples (``docs/concepts.md``, "Usage sample").
 
     ``mode="cumulative"``: every sample is the running total since the stream started (membrane's
     ``usage`` event, Anthropic ``message_delta`` within a call); a call's usage is the field-wise
@@ -324,7 +327,7 @@ class UsageTracker:
         self._next_index = 0
 
     def start_stream(self) -> None:
-        """Forget the previous stream: a restarted stream inherits nothing (seed 001, the reset test)."""
+        """Forget the previous stream: a restarted stream inherits nothing, or it restarts again at once."""
         self._calls.clear()
         self._baseline = _ZERO
         self._baseline_before_last = _ZERO
@@ -419,5 +422,6 @@ class UsageTracker:
 
     @property
     def stream_fresh_input(self) -> int:
-        """Accumulated fresh input of the stream (membrane's ``lastStreamInputTokens``; §5, §6)."""
+        """Accumulated fresh input of the stream: what the stream budget measures (``lastStreamInputTokens``
+        of https://github.com/anima-research/agent-framework)."""
         return self.total.fresh_input
