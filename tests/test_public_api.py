@@ -1,8 +1,9 @@
 """The public API stays curated and honest.
 
-The top level holds the few names an agent author touches, loads its heavy layers on first use, and
-every module's ``__all__`` names only documented, public things that module defines or re-exports
-from its own package.
+The top level holds the few names an agent author touches and loads its heavy layers on first use.
+Every ``__all__`` names public things that exist; every exported class and function is documented,
+and on a layer's surface (the top level, its modules, every package) constants and type aliases are
+too; a package exports only what its own modules define.
 """
 
 from __future__ import annotations

@@ -18,9 +18,6 @@ import warnings
 import wave
 from typing import Any
 
-from PIL import Image as PILImage
-from PIL import UnidentifiedImageError
-
 from .content import (
     MAX_DURATION_SECONDS,
     MAX_PAGES,
@@ -110,6 +107,10 @@ def _image_header(data: bytes, media_type: str) -> tuple[str, int, int] | None:
     at all, so the header is then read by the format's own Pillow reader without that check:
     a bomb still has its dimensions, and the dimension budget, not Pillow, refuses it.
     """
+    # Pillow loads with the first image sniffed, not with the library: most stores never see one.
+    from PIL import Image as PILImage
+    from PIL import UnidentifiedImageError
+
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", PILImage.DecompressionBombWarning)
@@ -122,6 +123,9 @@ def _image_header(data: bytes, media_type: str) -> tuple[str, int, int] | None:
 
 
 def _unchecked_header(data: bytes, media_type: str) -> tuple[str, int, int] | None:
+    from PIL import Image as PILImage
+    from PIL import UnidentifiedImageError
+
     PILImage.init()
     named = _PIL_FORMATS.get(media_type)
     for fmt in dict.fromkeys([*([named] if named else []), *_PIL_MEDIA_TYPES]):
