@@ -304,11 +304,6 @@ class Engine:
         """The projection at the latest tool boundary (``None`` when none could be made)."""
         return self._last_projection
 
-    @property
-    def last_sent_tokens(self) -> list[int]:
-        """The provider's real prompt of each reporting call, for window-use figures."""
-        return self._calls.sent_tokens
-
     def fit_profile(self) -> ModelProfile:
         """The profile compile fits against (:class:`~contextwindow.engine.fit.WindowFit`): the window as
         known (declared, or as the provider proved it), less the fit margin and what it taught."""
