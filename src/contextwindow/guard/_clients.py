@@ -54,6 +54,7 @@ def wrap(
     context_window: int | None = None,
     policy: Policy | None = None,
     settings: EngineSettings | None = None,
+    reread: bool = True,
 ) -> Any:
     """What :func:`contextwindow.guard` does (it loads this module on first use)."""
     kind, is_async = _kind(client)
@@ -81,6 +82,8 @@ def wrap(
         context_window=context_window,
         summary_model=summary_model,
         summarize=summarizer is not False,
+        reread=reread,
+        reply_of=anthropic_reply if kind == "anthropic" else openai_reply,
     )
     summary_client = client if summarizer in (None, False) else summarizer
     if kind == "anthropic":
