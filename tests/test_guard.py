@@ -405,3 +405,37 @@ class TestRereads:
         client = claude(reread=False)
         self._archived_history(client, model)
         assert [t["name"] for t in client.last_exchange.body["tools"]] == ["read_file"]
+
+
+class TestResponses:
+    def test_a_responses_tool_loop_runs_through_the_guard(self, gpt: Any, model: LocalModel) -> None:
+        client = gpt()
+        tools = [
+            {"type": "function", "name": "read_file", "parameters": {"type": "object", "properties": {}}}
+        ]
+        history: list[Any] = []
+        for turn in range(14):
+            model.enqueue(
+                Message.assistant(ToolUse(id=f"call_{turn}", name="read_file", input={})),
+                Message.assistant(f"Read {turn}."),
+            )
+            history.append({"role": "user", "content": f"Turn {turn}: {words(turn)}"})
+            while True:
+                response = client.responses.create(
+                    model=GPT, instructions="Be brief.", tools=tools, input=history, max_output_tokens=512
+                )
+                assert isinstance(response, openai.types.responses.Response)
+                history += [item.model_dump(exclude_none=True) for item in response.output]
+                calls = [item for item in response.output if item.type == "function_call"]
+                if not calls:
+                    break
+                history += [
+                    {"type": "function_call_output", "call_id": c.call_id, "output": "print('hi')\n" * 50}
+                    for c in calls
+                ]
+        assert response.output_text == "Read 13."
+        assert len(client.store.sessions()) == 1
+        session = client.store.session(client.last_exchange.session_id)
+        assert session.latest("checkpoint") is not None  # the provider's 16k window was met by folding
+        sent = client.last_exchange.body
+        assert sent["instructions"] == "Be brief." and sent["input"][0]["role"] == "user"
