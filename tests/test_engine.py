@@ -1,4 +1,6 @@
-"""The turn engine, driven end to end with cumulative usage samples (acceptance 23–27, 30, 34; seeds 000–002)."""
+"""The turn engine, driven end to end with cumulative usage samples (vectors from agent-framework,
+https://github.com/anima-research/agent-framework/pull/98, and apache/maka,
+https://github.com/apache/maka/pull/4559)."""
 
 from __future__ import annotations
 
@@ -176,7 +178,8 @@ def _png(i: int) -> bytes:
 
 
 class TestMidTurnMessages:
-    """Seed 000: round 1 reported a 163k prompt and 2k output; reserve 32k; the projection sits at 197k."""
+    """agent-framework's vector: round 1 reported a 163k prompt and 2k output; reserve 32k; the
+    projection sits at 197k."""
 
     def _engine(self, photos: int) -> tuple[Engine, ScriptedProvider]:
         steps = [

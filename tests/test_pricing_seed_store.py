@@ -1,4 +1,6 @@
-"""Seed acceptance tests 1–8, 28 and 35 (pricing parts): the seed-store preset reproduces the store."""
+"""The seed-store preset reproduces context-manager's message store
+(https://github.com/anima-research/context-manager), and the other projects' image prices
+(https://github.com/apache/maka/pull/4486, https://github.com/withastro/flue/issues/531)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ Left out silently, the model forgets the task's beginning; so what compile leave
 folded into a summary checkpoint through the summariser (rolling the previous summary forward), or,
 when the summariser cannot (it failed, the turn is past ``max_folds_per_turn``, no room for a
 summary), cut with a note in its place. Every original stays in the ledger; a checkpoint only moves
-the start of what compile reads (DESIGN.md "Turn engine"; seed-behaviours §6, §9).
+the start of what compile reads (``docs/concepts.md``, "Folding and recovery").
 
 Besides the covering folds (:meth:`Folding.cover`, driven by the engine's compile loop), this module
 holds the engine's other ways of freeing room: the proactive fold when the last request plus its

@@ -3,7 +3,8 @@
 ``async for event in engine.run_turn(message)`` runs one user turn to its end. Within a turn the
 rounds (tool results and mid-turn messages from :meth:`Engine.inject`) are appended to the request
 already sent, without recompiling, so the provider's prompt cache stays warm, until one of these says
-recompile (DESIGN.md "Turn engine"; seed-behaviours §6, §9):
+recompile (in the order of agent-framework's tool boundary,
+https://github.com/anima-research/agent-framework/pull/98; the words are defined in ``docs/concepts.md``):
 
 1. ``end_turn`` from a tool ends the turn (it wins over both restarts);
 2. the stream's accumulated fresh input passes ``max_stream_input_tokens``:
@@ -292,7 +293,7 @@ class Engine:
         )
         stored = self._anchors.latest
         if stored is not None and stored.model == profile.name and stored.connection == connection:
-            # Step 0 of the first send seeds the proactive baseline from the stored anchor (seed 002).
+            # Step 0 of the first send seeds the proactive baseline from the stored anchor.
             self._trigger.seed(input_tokens=stored.input_tokens, output_tokens=stored.output_tokens or 0)
             self._fit.counted = True  # the provider counted this route's requests before
         # The turn.
@@ -509,7 +510,7 @@ class Engine:
         assert stop is not None
         call = self._account(received.sample, live)
         if call.reported and call.prompt > 0:
-            # Anchor + delta within the stream (DESIGN principle 2): the provider has just counted
+            # Anchor + delta within the stream (the usage anchor, ``docs/concepts.md``): the provider has just counted
             # what was sent, so later rounds of this stream price only what they append to it.
             live.estimated_tokens = call.prompt
             live.margins = 0
@@ -628,7 +629,7 @@ class Engine:
         """Compile the next request afresh, covering what compile would leave out
         (:meth:`~contextwindow.engine.folding.Folding.cover`) and compiling again: ``[summary] + tail``,
         at most ``COVER_ROUNDS`` rounds, the last one a cut: bounded, never looping. A new stream
-        starts on it: the projection starts from nothing (seed 001); the usage tracker follows the
+        starts on it: the projection starts from nothing (a restarted stream must not inherit its numbers); the usage tracker follows the
         provider's own notion of a stream, decided when the request is sent."""
         live = self._compile()
         for round_ in range(COVER_ROUNDS):
@@ -650,7 +651,7 @@ class Engine:
     def _compile(self) -> _Live:
         compiled = self._requests.fitting()
         self._fit.live_estimator()
-        # One calibration sample per compiled request, learned from its first call (seed §2).
+        # One calibration sample per compiled request, learned from its first call.
         self._calibrator.arm(compiled.local_estimate)
         max_tokens = self.settings.max_tokens or compiled.output_reserve
         self._physical.reserve = max_tokens

@@ -12,7 +12,7 @@ from .safe_prefix import COVER_TAIL_RATIO
 
 __all__ = ["DEFAULT_MAX_STREAM_INPUT_TOKENS", "EngineSettings"]
 
-# agent-framework maxStreamTokens default (seed-behaviours §5).
+# agent-framework's maxStreamTokens default (https://github.com/anima-research/agent-framework).
 DEFAULT_MAX_STREAM_INPUT_TOKENS = 150_000
 
 

@@ -24,12 +24,13 @@ __all__ = [
     "truncation_notice",
 ]
 
-# agent-framework DEFAULT_TOOL_RESULT_INLINE_MAX_CHARS: 5000 earlier, 24000 now (seed-behaviours §6).
+# agent-framework DEFAULT_TOOL_RESULT_INLINE_MAX_CHARS: 5000 earlier, 24000 now
+# (https://github.com/anima-research/agent-framework/pull/98).
 DEFAULT_TOOL_RESULT_INLINE_MAX_CHARS = 24_000
 
 
 def truncation_notice(original_chars: int) -> str:
-    """agent-framework's notice for a tool result cut with no writable workspace (seed-behaviours §6)."""
+    """agent-framework's notice for a tool result cut with no writable workspace."""
     return (
         f"\n\n[truncated — original was {original_chars} chars; "
         "no writable workspace, full content not retained]"
@@ -39,7 +40,7 @@ def truncation_notice(original_chars: int) -> str:
 def inline_cap_chars(
     max_message_tokens: int | None, desired: int = DEFAULT_TOOL_RESULT_INLINE_MAX_CHARS
 ) -> int:
-    """The inline cap of a tool result: ``min(desired, max_message_tokens × 4)`` (seed-behaviours §6)."""
+    """The inline cap of a tool result: ``min(desired, max_message_tokens × 4)`` (agent-framework's)."""
     if desired <= 0:
         raise InvalidInput("must be > 0", path="desired")
     if max_message_tokens is None:

@@ -36,7 +36,7 @@ from .wire import anthropic_events, anthropic_message, openai_chunks, openai_com
 
 __all__ = ["LocalServer", "serve"]
 
-_MAX_BODY = 64 * 1024 * 1024  # above Anthropic's 32 MB request limit (providers.md §1.1): 413 past it
+_MAX_BODY = 64 * 1024 * 1024  # above Anthropic's 32 MB request limit (its vision page): 413 past it
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -113,7 +113,8 @@ def anthropic_events(reply: Reply) -> Iterator[bytes]:
         "stop_sequence": None,
     }
     if reply.reported is not None:
-        # message_start's output_tokens is a placeholder (providers.md §3): what came before, plus 1.
+        # message_start's output_tokens is a placeholder (Anthropic's streaming docs): what came before,
+        # plus 1.
         placeholder = Usage(
             fresh_input=reply.reported.fresh_input,
             cache_read=reply.reported.cache_read,
