@@ -268,8 +268,7 @@ class GuardCore:
         # One agent call is one send of the engine's: its per-send state starts afresh.
         engine._stats.reset()
         engine._notes.start_send()
-        engine._trigger.start_send()
-        engine._ladder.start_turn()
+        engine._folding.start_turn()
         engine._requests.overrides.clear()
         for message in canonical.messages[held:]:
             self._append(conversation, engine, message, parsed)
@@ -306,7 +305,7 @@ class GuardCore:
             if count:
                 counted = await Ask(Send(body=sent, purpose="count"))
                 return Exchange(result=counted, body=sent, session_id=conversation.session.id, events=events)
-            engine._usage.start_stream()  # the SDKs report each call's own usage
+            engine._calls.usage.start_stream()  # the SDKs report each call's own usage
             try:
                 result = await Ask(Send(body=sent, purpose="request"))
             except Exception as exc:
@@ -342,12 +341,17 @@ class GuardCore:
                 raw_reason=reply.stop_reason,
                 message=reply.message,
             )
-            engine._stream.request, engine._stream.reply = request, reply.message
+            engine._calls.answered(request, reply.message)
             if not reply.message.content:
                 # Nothing canonical to keep (the agent's own copy is stored when it sends it back):
                 # the usage still anchors, calibrates and sets the proactive fold's baseline.
-                call = engine._account(reply.usage, live)
-                engine._trigger.accepted(
+                call = engine._calls.account(
+                    reply.usage,
+                    max_tokens=live.max_tokens,
+                    local_estimate=live.local_estimate,
+                    multiplier=live.multiplier,
+                )
+                engine._folding.trigger.accepted(
                     input_tokens=call.prompt, output_tokens=call.usage.output, finish_reason=stop.reason
                 )
                 return
