@@ -20,6 +20,7 @@ import json
 
 from ..content import ToolResult, block_to_dict, media_refs
 from .policy import Policy
+from .reread import READ_ARCHIVED
 from .state import ArchiveRecord
 
 __all__ = ["archive_record", "artifact_id", "event_ref", "is_candidate", "placeholder_result", "turn_starts"]
@@ -94,7 +95,7 @@ def placeholder_result(result: ToolResult, record: ArchiveRecord) -> ToolResult:
     media = f", with attachments {', '.join(record.media_ids)}" if record.media_ids else ""
     text = (
         f"[tool result archived as {record.artifact_id}: {record.tool_name or 'tool'} output of about "
-        f"{record.original_estimated_tokens} tokens{media}; ask to re-read it by this id]"
+        f"{record.original_estimated_tokens} tokens{media}; call {READ_ARCHIVED} with this id to read it again]"
     )
     return ToolResult(tool_use_id=result.tool_use_id, content=text, is_error=result.is_error)
 

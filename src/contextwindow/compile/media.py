@@ -31,6 +31,7 @@ from ..content import (
     ToolResult,
     Video,
 )
+from .reread import READ_ARCHIVED
 
 __all__ = [
     "MediaBudget",
@@ -64,7 +65,9 @@ def placeholder(block: MediaLike) -> Text:
     what = "image" if isinstance(block, GeneratedImage) else block.type
     if ref is None:
         return Text(text=f"[{what} dropped from live context]")
-    return Text(text=f"[{what} {ref.id} dropped from live context; listed under available attachments]")
+    return Text(
+        text=f"[{what} {ref.id} dropped from live context; call {READ_ARCHIVED} with its id to see it again]"
+    )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -217,7 +220,10 @@ def manifest_text(entries: Sequence[AttachmentRef], *, max_entries: int) -> str:
     can ask for one again. It names no ledger message id: those are random, minted at
     append, and would make two runs of the same session send different bytes; the attachment id
     (a content hash) is what the model asks by, and the compile decisions keep the message ids."""
-    lines = ["<attachments>", "Not inline in this request; ask for any of them by id:"]
+    lines = [
+        "<attachments>",
+        f"Not inline in this request; call {READ_ARCHIVED} with an id to see one again:",
+    ]
     seen: set[str] = set()
     shown = 0
     hidden = 0
