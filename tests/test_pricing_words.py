@@ -114,5 +114,5 @@ class TestAccuracyOnAlphabeticScripts:
         self, model: str, encoding: str, text: str, bound: float
     ) -> None:
         truth = _tokens(encoding, text)
-        price = Estimator(model).raw_text(text)
+        price = Estimator(model, exact=False).raw_text(text)
         assert abs(price - truth) / truth <= bound, (price, truth)

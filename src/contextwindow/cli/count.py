@@ -32,8 +32,13 @@ def count(
         typer.Option("--model", "-m", help="Model to price for; default: the request's own model."),
     ] = None,
     exact: Annotated[
-        bool, typer.Option(help="Count text exactly with tiktoken (OpenAI models only).")
-    ] = False,
+        bool | None,
+        typer.Option(
+            "--exact/--rule",
+            help="--exact: count text with the model's tokenizer or fail; --rule: always the fitted rule; "
+            "default: exact where the tokenizer is available offline.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the breakdown as JSON.")] = False,
 ) -> None:
     """Price a request file block by block with the model's rules (text, images, documents, framing)."""

@@ -1,4 +1,4 @@
-"""Text rules per tokenizer family: the fitted default, and tiktoken's exact count where installed.
+"""Text rules per tokenizer family: the model's exact tokenizer where available, else the fitted rule.
 
 The fitted rule prices a string as ``sum(c * f)`` over the features of ``_features.py`` with one
 coefficient vector per family and piece (prose, code, CJK, Cyrillic, other scripts, JSON; chosen by
@@ -19,10 +19,9 @@ import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
 
 from ..errors import UsageError
-from ..models import TokenizerFamily
+from ..models import ModelProfile, TokenizerFamily
 from . import _coefficients
 from ._bytepairs import Weights, class_codes
 from ._features import (
@@ -34,12 +33,9 @@ from ._features import (
     ZERO_TAIL,
     measure,
 )
-from .tokenizers import cache_dir, load_encoding
+from .tokenizers import exact_source, missing_reason
 
-__all__ = ["EXACT_ENCODINGS", "Structure", "ceil_nonneg", "exact_counter", "fitted_rule", "structure_for"]
-
-EXACT_ENCODINGS: dict[str, str] = {"o200k": "o200k_base", "cl100k": "cl100k_base"}
-"""Families tiktoken counts exactly (providers.md §5)."""
+__all__ = ["Structure", "ceil_nonneg", "exact_text", "fitted_rule", "structure_for"]
 
 # Families without an offline tokenizer: the o200k fit with a margin so the estimate errs high.
 _MARGIN_FAMILIES: dict[str, float] = {"gemini": 1.15, "deepseek": 1.15, "unknown": 1.25}
@@ -129,33 +125,26 @@ def fitted_rule(family: TokenizerFamily) -> Callable[[str], float]:
     return _linear("o200k", _MARGIN_FAMILIES.get(family, _MARGIN_FAMILIES["unknown"]))
 
 
-@cache
-def exact_counter(family: TokenizerFamily) -> Callable[[str], float]:
-    """tiktoken's exact count for a family it covers; special-token text is counted as text.
+def exact_text(profile: ModelProfile, exact: bool | None) -> Callable[[str], float] | None:
+    """The exact text counter of ``profile`` for an ``exact`` setting, or ``None`` for the rule.
 
-    ``UsageError`` when the family has no public tokenizer (Claude, Gemini) or tiktoken is not
-    installed (``pip install contextwindow[tiktoken]``).
+    ``None``: exact where the model's tokenizer is available offline (tiktoken for the OpenAI
+    families, a ``tokenizer.json`` for open-weight models), else the rule. ``True``: exact, or a
+    ``UsageError`` saying how to get the tokenizer. ``False``: always the rule.
     """
-    name = EXACT_ENCODINGS.get(family)
-    if name is None:
-        raise UsageError(
-            f"no exact tokenizer for the {family!r} family; exact=True needs an OpenAI (tiktoken) model"
-        )
-    encoding: Any = load_encoding(name)
-    if encoding is None:
-        raise UsageError(
-            f"exact=True needs tiktoken ({name}) installed and its file cached offline: "
-            f"pip install 'contextwindow[tiktoken]' and set TIKTOKEN_CACHE_DIR (now {cache_dir()}); "
-            "contextwindow never downloads it"
-        )
+    if exact is False:
+        return None
+    source = exact_source(profile)
+    if source is None:
+        if exact is True:
+            raise UsageError(missing_reason(profile))
+        return None
+    count = source.count
 
-    def count(text: str) -> float:
-        if not text:
-            return 0.0
-        # disallowed_special=() counts "<|endoftext|>" as plain text instead of raising.
-        return float(len(encoding.encode(text, disallowed_special=())))
+    def price(text: str) -> float:
+        return float(count(text))
 
-    return count
+    return price
 
 
 def ceil_nonneg(value: float) -> int:
