@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextwindow.pricing import Estimator, _chartable, _coefficients
+from contextwindow.pricing import Estimator
 from contextwindow.pricing._features import (
     FEATURE_NAMES,
     N_BUCKETS,
@@ -16,6 +16,7 @@ from contextwindow.pricing._features import (
     char_class,
     features,
 )
+from contextwindow.pricing._tables import table
 
 PROSE = (
     "The estimator prices every block an agent sees, so that the window is never overrun. "
@@ -33,7 +34,7 @@ ARABIC = "نافذة السياق تسمح للوكيل بالعمل ضمن حد
 
 
 def _class_of(family: str, ch: str) -> str | None:
-    for cls, chars in _chartable.CHAR_CLASSES[family].items():
+    for cls, chars in table("chartable")["classes"][family].items():
         if ch in chars:
             return cls
     return None
@@ -53,7 +54,7 @@ class TestCharacterTable:
     @pytest.mark.parametrize("family", ["o200k", "cl100k"])
     def test_every_character_is_in_at_most_one_class(self, family: str) -> None:
         seen: set[str] = set()
-        for chars in _chartable.CHAR_CLASSES[family].values():
+        for chars in table("chartable")["classes"][family].values():
             assert not seen & set(chars)
             seen |= set(chars)
         assert len(seen) > 2000  # CJK, Cyrillic and the other scripts of the fit half
@@ -194,7 +195,7 @@ class TestCodeFeatures:
     def test_the_code_piece_prices_a_space_before_punctuation(self, family: str) -> None:
         # " =", " (", " {": the fit found these cost more in code than their characters say
         # (held-out code p95 16.7% -> ~14% against o200k when the feature was added, measured).
-        code = _coefficients.TEXT_COEFFICIENTS[family]["code"]
+        code = table("coefficients")["text"][family]["code"]
         assert code[FEATURE_NAMES.index("space_punct")] > 0
 
     def test_json_with_dense_quotes_takes_the_json_piece(self) -> None:
@@ -233,3 +234,12 @@ class TestScriptBoundaries:
         joined = spaced.replace(" ", "")
         est = Estimator("gpt-4o" if family == "o200k" else "gpt-4", exact=False)
         assert est.raw_text(spaced) > est.raw_text(joined)
+
+
+class TestOneTokenCharacters:
+    @pytest.mark.parametrize("text", ["µµ", "µµµµ"])
+    def test_a_character_that_is_a_token_costs_about_one_a_character_when_repeated(self, text: str) -> None:
+        # "µ" alone is in the word table (one token); repeated it is a word the table lacks, and was
+        # priced at the unknown-character cost (2.3 a character): "µµ" cost six times "µ".
+        est = Estimator("gpt-4o", exact=False)
+        assert est.raw_text(text) <= 1.5 * len(text) + 1

@@ -8,7 +8,7 @@ exactly what runtime computes.
 
 ASCII features follow how BPE pre-tokenizers split text: each letter run, digit group and
 punctuation run is about one pre-token, and a letter run is one token when the family's vocabulary
-has it (``_latinwords_<family>.py``, generated from the tokenizer's own vocabulary: " the",
+has it (``data/latinwords-<family>.json.gz``, generated from the tokenizer's own vocabulary: " the",
 "self", "Error"), several when it does not (rare words, identifiers: priced by their letters);
 escape sequences (``\\xNN``) and hex literals (``0x``) split into short pieces, which is what made
 the stdlib codec tables cost 25–30% more than the rule said. The single-class and class-pair
@@ -18,7 +18,7 @@ eight fixed windows of a longer text and scaled (the numbers of ASCII and non-AS
 exact). Every C pass costs ~1.5 ns a byte on the build machine and tiktoken ~80–180 ns a byte, so
 the number of passes is what decides the speed target (≥ 5× tiktoken).
 
-Non-ASCII characters are priced per character: ``_chartable.py`` (generated offline from the
+Non-ASCII characters are priced per character: ``data/chartable.json.gz`` (generated offline from the
 tokenizers) puts every character seen in the fitting corpus into a cost bucket by its mean token
 share in real text (a common Han character that merges into word tokens costs ~0.5, a rare one
 that falls back to bytes ~2–3), split by script group (CJK, Cyrillic, other) and with uppercase
@@ -30,14 +30,14 @@ number of non-ASCII characters (deterministic sampling).
 
 from __future__ import annotations
 
-import importlib
 import string
 from collections.abc import Sequence
 from functools import cache
 from itertools import filterfalse
 from typing import NamedTuple
 
-from . import _bytepairs, _chartable, _wordtable
+from . import _bytepairs
+from ._tables import table
 
 __all__ = [
     "ASCII_FEATURES",
@@ -70,13 +70,15 @@ often merges into one token), indented_lines ("\n "), space_punct (" =", " (", "
 hex_prefix ("0x"), space_nonascii (a space before a non-ASCII character does not merge into it).
 Scaled to the byte length."""
 LATIN_FEATURES: tuple[str, ...] = (
-    "latin_vocab",  # ASCII letter runs that are one token of the family (``_latinwords_*.py``)
+    "latin_vocab",  # ASCII letter runs that are one token of the family (``data/latinwords-*``)
     "latin_other",  # the other ASCII letter runs (rare words, identifiers): several tokens each
     "latin_other_letters",  # the letters of those other runs
 )
 ASCII_FEATURES: tuple[str, ...] = ("bias", *SINGLE_FEATURES, *PAIR_FEATURES, *LATIN_FEATURES)
 """``bias`` is 1 for non-empty text: the first piece always costs a token."""
-N_BUCKETS = _chartable.N_BUCKETS
+N_BUCKETS = 13
+"""Cost buckets of the character table (``data/chartable.json.gz`` says how many it was made with;
+the fitting script's bucket edges decide it)."""
 GROUPS = ("cjk", "cyrillic", "other")
 FEATURE_NAMES: tuple[str, ...] = (
     ASCII_FEATURES
@@ -144,6 +146,12 @@ _GROUP_LEADS = (
 _GROUP_DROPS = tuple(bytes(b for b in range(256) if b not in leads) for leads in _GROUP_LEADS)
 
 
+_ONE_TOKEN_BUCKET = 6
+"""The cost bucket of a mean share of one token a character (the fitting script's edges put 1.0 in
+bucket 6: (0.85, 1.0])."""
+_GROUP_OF_LEAD = {lead: g for g, leads in enumerate(_GROUP_LEADS) for lead in leads}
+
+
 def char_class(group: int, bucket: int) -> str:
     """The class letter of a (script group, cost bucket); ``bucket == N_BUCKETS`` is uppercase."""
     return chr(_BASE + group * _STRIDE + bucket)
@@ -152,13 +160,33 @@ def char_class(group: int, bucket: int) -> str:
 @cache
 def _translation(family: str) -> list[str]:
     """A 65,536-entry ``str.translate`` table: ASCII deleted, known characters to their class,
-    other BMP characters to ``?``; astral characters fall outside and stay as they are."""
-    table = ["" if c < 128 else _UNKNOWN for c in range(0x10000)]
-    for cls, chars in _chartable.CHAR_CLASSES.get(family, _chartable.CHAR_CLASSES["o200k"]).items():
+    other BMP characters to ``?``; astral characters fall outside and stay as they are.
+
+    A character outside the table that is a token of the family on its own (a one-character entry
+    of the word table: "µ", "ß") is priced as one token a character (:data:`_ONE_TOKEN_BUCKET`),
+    not at the unknown price: "µµ" is two tokens, and pricing it at six made a text cost far more
+    than its parts."""
+    out = ["" if c < 128 else _UNKNOWN for c in range(0x10000)]
+    for word in _vocabulary(family):
+        if len(word) <= 3:  # one BMP character is at most three UTF-8 bytes
+            chars = word.decode("utf-8")
+            if len(chars) == 1:
+                group = _GROUP_OF_LEAD.get(word[0], 2)
+                out[ord(chars)] = char_class(group, N_BUCKETS if chars.isupper() else _ONE_TOKEN_BUCKET)
+    chartable = table("chartable")
+    if chartable["n_buckets"] != N_BUCKETS:
+        from ..errors import DamagedData
+
+        raise DamagedData(
+            f"the character table has {chartable['n_buckets']} cost buckets, the rule reads {N_BUCKETS}: "
+            "refit with benchmarks/fit_text_rule.py"
+        )
+    classes: dict[str, dict[str, str]] = chartable["classes"]
+    for cls, chars in classes.get(family, classes["o200k"]).items():
         for ch in chars:
             if ord(ch) < 0x10000:
-                table[ord(ch)] = cls
-    return table
+                out[ord(ch)] = cls
+    return out
 
 
 def _class_counts(chars: str, family: str) -> tuple[dict[str, int], int, float]:
@@ -177,8 +205,9 @@ def _class_counts(chars: str, family: str) -> tuple[dict[str, int], int, float]:
 
 @cache
 def _vocabulary(family: str) -> frozenset[bytes]:
-    """The UTF-8 of every non-Latin word that is one token of the family (``_wordtable.py``)."""
-    return frozenset(_wordtable.WORDS.get(family, _wordtable.WORDS["o200k"]).encode("utf-8").split())
+    """The UTF-8 of every non-Latin word that is one token of the family (``data/wordtable``)."""
+    words: dict[str, str] = table("wordtable")
+    return frozenset(words.get(family, words["o200k"]).encode("utf-8").split())
 
 
 _LOOKUP_ALL = 8
@@ -192,11 +221,10 @@ faster (the split, not the lookups, is most of the cost; measured)."""
 
 @cache
 def _latin_vocabulary(family: str) -> frozenset[bytes]:
-    """Every ASCII letter run that is one token of the family (``_latinwords_<family>.py``,
+    """Every ASCII letter run that is one token of the family (``data/latinwords-<family>``,
     generated from the tokenizer's vocabulary); families without a table use o200k's."""
     name = family if family in ("o200k", "cl100k") else "o200k"
-    module = importlib.import_module(f".{'_latinwords_' + name}", __package__)
-    words: str = module.WORDS
+    words: str = table(f"latinwords-{name}")
     return frozenset(words.encode("ascii").split())
 
 
@@ -231,7 +259,7 @@ def _nonascii(data: bytes, family: str, nonascii: int) -> list[float]:
     """Bucket counts, uppercase, group totals, unknown and astral counts, then the numbers of
     vocabulary and other words, of the non-ASCII part of ``data`` (a text's UTF-8).
 
-    Its non-ASCII words (``_words``) that are one token of the family (``_wordtable.py``) count as
+    Its non-ASCII words (``_words``) that are one token of the family (``data/wordtable``) count as
     ``vocab_words``; only the characters of the other words go to the cost buckets (a
     ``str.translate``, a Python-level lookup per character, on at most :data:`SAMPLE_ABOVE` of
     them). The group totals count every non-ASCII character (they pick the piece). Every count
@@ -328,7 +356,7 @@ def measure(text: str, family: str = "o200k") -> Measure | None:
     k = ascii_total / in_sample if in_sample else 0.0
     punct = len(raw.translate(None, _NOT_PUNCT)) * k
     quote = raw.count(b'"') * k
-    # Letter runs: one token each when the family's vocabulary has the run (``_latinwords_*``);
+    # Letter runs: one token each when the family's vocabulary has the run (``data/latinwords-*``);
     # the lookups (~90 ns each, the costliest step) are made on every other run and scaled.
     runs = raw.translate(_LATIN_TABLE).split()
     looked = runs[::_LOOKUP_STRIDE] if len(runs) > _LOOKUP_ALL else runs

@@ -2,7 +2,7 @@
 
 The fitted rule prices a string as ``sum(c * f)`` over the features of ``_features.py`` with one
 coefficient vector per family and piece (prose, code, CJK, Cyrillic, other scripts, JSON; chosen by
-``_features.piece_of``), in ``_coefficients.py``, fitted by ``benchmarks/fit_text_rule.py``
+``_features.piece_of``), in ``data/coefficients.json.gz``, fitted by ``benchmarks/fit_text_rule.py``
 against tiktoken. Claude's tokenizer is not public, so a Claude
 family prices text as the o200k rule times a ratio fitted per generation against real Claude usage
 (``benchmarks/fit_claude_rule.py``); Gemini and other families without an offline tokenizer use
@@ -19,12 +19,13 @@ import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 from ..errors import UsageError
 from ..models import ModelProfile, TokenizerFamily
-from . import _coefficients
 from ._bytepairs import Weights, class_codes
 from ._features import (
+    FEATURE_NAMES,
     LATIN_FEATURES,
     N_FEATURES,
     PAIR_FEATURES,
@@ -33,6 +34,7 @@ from ._features import (
     ZERO_TAIL,
     measure,
 )
+from ._tables import table
 from .tokenizers import exact_source, missing_reason
 
 __all__ = ["Structure", "ceil_nonneg", "exact_text", "fitted_rule", "structure_for"]
@@ -63,33 +65,42 @@ class Structure:
 _OPENAI = Structure(
     message=3, request=3, text_block=0, tool_use=8, tool_result=6, tool_spec=10, media_block=0
 )
-# Claude: fitted against real Claude Code sessions (see _coefficients and fit_claude_rule.py).
-_CLAUDE = {
-    family: Structure(
-        message=c["message"],
-        request=0,
-        text_block=c["text_block"],
-        tool_use=c["tool_use"],
-        tool_result=c["tool_result"],
-        tool_spec=c["tool_use"],
-        media_block=0,  # rounds with media were left out of the fit: no framing was measured
-    )
-    for family, c in _coefficients.CLAUDE_STRUCTURE.items()
-}
 
 
-def structure_for(family: TokenizerFamily) -> Structure:
-    """The framing of a family; families without published framing use OpenAI's, which is small."""
-    return _CLAUDE.get(family, _OPENAI)
-
-
-def _linear(family: str, scale: float) -> Callable[[str], float]:
-    pieces = _coefficients.TEXT_COEFFICIENTS[family]
-    if tuple(pieces) != PIECES or any(len(c) != N_FEATURES for c in pieces.values()):
-        # a stale generated file: refit rather than misprice
+def _coefficients() -> dict[str, Any]:
+    """The fitted coefficients (``data/coefficients.json.gz``), checked against the feature set."""
+    data: dict[str, Any] = table("coefficients")
+    if tuple(data["features"]) != FEATURE_NAMES or any(
+        set(pieces) != set(PIECES) or any(len(c) != N_FEATURES for c in pieces.values())
+        for pieces in data["text"].values()
+    ):
+        # a stale generated table: refit rather than misprice
         raise RuntimeError(
             "pricing coefficients do not match the feature set; run benchmarks/fit_text_rule.py"
         )
+    return data
+
+
+@cache
+def structure_for(family: TokenizerFamily) -> Structure:
+    """The framing of a family. Claude's is fitted against real Claude Code sessions
+    (``benchmarks/fit_claude_rule.py``); families without published framing use OpenAI's, which is small."""
+    claude = _coefficients()["claude_structure"].get(family)
+    if claude is None:
+        return _OPENAI
+    return Structure(
+        message=claude["message"],
+        request=0,
+        text_block=claude["text_block"],
+        tool_use=claude["tool_use"],
+        tool_result=claude["tool_result"],
+        tool_spec=claude["tool_use"],
+        media_block=0,  # rounds with media were left out of the fit: no framing was measured
+    )
+
+
+def _linear(family: str, scale: float) -> Callable[[str], float]:
+    pieces = _coefficients()["text"][family]
     singles = slice(1, 1 + len(SINGLE_FEATURES))
     pairs = slice(singles.stop, singles.stop + len(PAIR_FEATURES))
     latin = slice(pairs.stop, pairs.stop + len(LATIN_FEATURES))
@@ -118,10 +129,11 @@ def _linear(family: str, scale: float) -> Callable[[str], float]:
 @cache
 def fitted_rule(family: TokenizerFamily) -> Callable[[str], float]:
     """The default text rule of a family: unrounded tokens of a string."""
-    if family in _coefficients.TEXT_COEFFICIENTS:
+    data = _coefficients()
+    if family in data["text"]:
         return _linear(family, 1.0)
-    if family in _coefficients.CLAUDE_TEXT_RATIO:
-        return _linear("o200k", _coefficients.CLAUDE_TEXT_RATIO[family])
+    if family in data["claude_ratio"]:
+        return _linear("o200k", data["claude_ratio"][family])
     return _linear("o200k", _MARGIN_FAMILIES.get(family, _MARGIN_FAMILIES["unknown"]))
 
 
