@@ -35,17 +35,19 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks import _corpus
+from benchmarks import _corpus, _languages
 
 DATA = Path(__file__).resolve().parent.parent / "src" / "contextwindow" / "pricing" / "data"
 """Where the generated tables go, as ``<name>.json.gz`` (``contextwindow.pricing._tables``)."""
 FAMILIES = {"o200k": "o200k_base", "cl100k": "cl100k_base"}
 
 
-def fit_chunks(per_kind: int = 500, seed: int = 11) -> list[_corpus.Chunk]:
-    """Fit chunks with log-uniform lengths, 20 to 6,000 characters."""
+def fit_chunks(per_kind: int = 500, per_language: int = 150, seed: int = 11) -> list[_corpus.Chunk]:
+    """Fit chunks with log-uniform lengths, 20 to 6,000 characters: every kind of ``_corpus`` and
+    every language of ``_languages`` (their fit sources only)."""
     rng = random.Random(seed)
     base = _corpus.chunks("fit", per_kind=per_kind, seed=seed)
+    base += _languages.chunks("fit", per_language=per_language, seed=seed)
     out = []
     for chunk in base:
         size = int(math.exp(rng.uniform(math.log(20), math.log(6000))))
@@ -97,8 +99,11 @@ IN_PIECE_WEIGHT = 10.0  # a piece's own chunks weigh this much more than the res
 
 
 def script_group(ch: str) -> int:
-    """0 CJK (Han, kana, Hangul, CJK punctuation, full-width forms), 1 Cyrillic, 2 anything else."""
+    """0 CJK (Han, kana, Hangul, CJK punctuation, full-width forms), 1 Cyrillic, 3 accented Latin
+    (U+00C0–U+027F, U+1E00–U+1EFF), 2 anything else (``_features.GROUPS``)."""
     c = ord(ch)
+    if 0x00C0 <= c <= 0x027F or 0x1E00 <= c <= 0x1EFF:
+        return 3
     if (
         0x1100 <= c <= 0x11FF
         or 0x2E80 <= c <= 0x9FFF
@@ -133,17 +138,73 @@ def char_shares(enc: Any, texts: list[str]) -> dict[str, tuple[int, float]]:
     return {ch: (int(v[0]), v[1] / v[0]) for ch, v in seen.items()}
 
 
-def char_classes(shares: dict[str, tuple[int, float]]) -> dict[str, str]:
-    """Class letter -> the characters in it, for the generated ``chartable`` table."""
+def char_classes(
+    shares: dict[str, tuple[int, float]], inferred: dict[str, float] | None = None
+) -> dict[str, str]:
+    """Class letter -> the characters in it, for the generated ``chartable`` table: the characters
+    seen in the fit corpus by their measured share, then the others ``inferred`` from the
+    tokenizer's vocabulary (``vocabulary_shares``)."""
     from contextwindow.pricing._features import char_class
 
+    measured = {ch: mean for ch, (n, mean) in shares.items() if n >= MIN_OCCURRENCES}
     out: dict[str, list[str]] = {}
-    for ch, (n, mean) in sorted(shares.items()):
-        if n < MIN_OCCURRENCES or ord(ch) >= 0x10000:
+    for ch, mean in sorted({**(inferred or {}), **measured}.items()):
+        if ord(ch) >= 0x10000:
             continue
         bucket = len(BUCKET_EDGES) + 1 if ch.isupper() else sum(mean > e for e in BUCKET_EDGES)
         out.setdefault(char_class(script_group(ch), bucket), []).append(ch)
     return {k: "".join(v) for k, v in sorted(out.items())}
+
+
+INFERRED_QUANTILE = 0.75
+"""The share given to a character the corpus lacks: this quantile of the measured shares of the
+characters as present in the vocabulary (errs high, by a little)."""
+
+
+def vocabulary_shares(enc: Any, shares: dict[str, tuple[int, float]]) -> dict[str, float]:
+    """The running-text share of every BMP letter or mark the fit corpus lacks, inferred from the
+    tokenizer's own vocabulary: a character that many tokens contain merges into words (Malayalam
+    and Kannada in o200k), one that none contains falls back to bytes. The characters of the corpus
+    are binned by how many tokens contain them (log2) within their script group; an unseen
+    character gets the :data:`INFERRED_QUANTILE` of the measured shares of its bin. So a script
+    the corpus has never seen is priced by how the tokenizer treats it, not at a flat figure."""
+    import unicodedata
+    from collections import Counter
+
+    containing: Counter[str] = Counter()
+    for piece in enc.token_byte_values():
+        try:
+            text = piece.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        containing.update(ch for ch in set(text) if ord(ch) >= 0x80)
+
+    def bin_of(ch: str) -> int:
+        return int(math.log2(containing.get(ch, 0) + 1))
+
+    measured: dict[tuple[int, int], list[float]] = {}
+    for ch, (n, mean) in shares.items():
+        if n >= MIN_OCCURRENCES and ord(ch) < 0x10000:
+            measured.setdefault((script_group(ch), bin_of(ch)), []).append(mean)
+            measured.setdefault((-1, bin_of(ch)), []).append(mean)
+    quantile = {
+        key: sorted(v)[int(INFERRED_QUANTILE * len(v))] for key, v in measured.items() if len(v) >= 20
+    }
+    out: dict[str, float] = {}
+    for code in range(0x80, 0x10000):
+        ch = chr(code)
+        if ch in shares and shares[ch][0] >= MIN_OCCURRENCES:
+            continue
+        if unicodedata.category(ch)[0] not in "LM":
+            continue
+        b = bin_of(ch)
+        for group in (script_group(ch), -1):
+            bins = [k[1] for k in quantile if k[0] == group]
+            if bins:
+                nearest = min(bins, key=lambda x: (abs(x - b), -x))
+                out[ch] = quantile[(group, nearest)]
+                break
+    return out
 
 
 def _non_latin_word(word: str) -> bool:
@@ -236,6 +297,27 @@ def standalone_costs(enc: Any, table: dict[str, str]) -> dict[str, float]:
     return {"unknown_bmp": mean(range(0x80, 0x10000)), "astral": mean(astral)}
 
 
+UNSEEN_SCRIPT_LANGUAGES = (
+    "greek", "armenian", "georgian", "arabic", "hebrew", "persian", "hindi", "bengali", "tamil",
+    "telugu", "thai", "khmer",
+)  # fmt: skip
+
+
+def unseen_script_cost(enc: Any, chunks: list[_corpus.Chunk]) -> float:
+    """The price of a character outside the table: the highest mean token share of a non-ASCII
+    character in running text over the alphabetic and Brahmic scripts of the fit corpus. A script
+    the fit has never seen is then priced like the costliest script it has seen: it errs high by a
+    little, not by the standalone cost of a lone character (two or three tokens, six times the
+    running-text cost of Armenian or Tamil)."""
+    worst = 0.0
+    for language in UNSEEN_SCRIPT_LANGUAGES:
+        shares = char_shares(enc, [c.text for c in chunks if c.kind == language])
+        total = sum(n for n, _ in shares.values())
+        if total:
+            worst = max(worst, sum(n * mean for n, mean in shares.values()) / total)
+    return worst
+
+
 def main() -> None:
     import tiktoken
 
@@ -245,7 +327,10 @@ def main() -> None:
     write_wordtable({f: vocabulary_words(enc) for f, enc in encodings.items()})
     for f, enc in encodings.items():
         write_latinwords(f, latin_words(enc))
-    tables = {f: char_classes(char_shares(enc, [c.text for c in chunks])) for f, enc in encodings.items()}
+    tables = {}
+    for f, enc in encodings.items():
+        shares = char_shares(enc, [c.text for c in chunks])
+        tables[f] = char_classes(shares, vocabulary_shares(enc, shares))
     write_chartable(tables)
     reload_rule()
     from contextwindow.pricing import _features
@@ -260,7 +345,8 @@ def main() -> None:
         fitted[family] = {}
         pred = np.zeros(len(y))
         fixed = standalone_costs(enc, tables[family])
-        print(f"{family}: standalone costs {fixed}")
+        fixed["unknown_bmp"] = unseen_script_cost(enc, chunks)
+        print(f"{family}: fixed costs {fixed}")
         cols = [_features.FEATURE_NAMES.index(name) for name in FIXED]
         free = [i for i in range(x.shape[1]) if i not in cols]
         y_free = y - x[:, cols] @ np.array([fixed[n] for n in FIXED])
@@ -274,7 +360,7 @@ def main() -> None:
             pred[mine] = x[mine] @ beta
         rel = np.abs(pred - y) / np.maximum(y, 1.0)
         print(f"\n{family}: in-sample relative error by kind (median / p95); pieces chosen")
-        for kind in _corpus.KINDS:
+        for kind in (*_corpus.KINDS, *_languages.LANGUAGES):
             m = kinds == kind
             if m.any():
                 chosen = {p: int((pieces[m] == i).sum()) for i, p in enumerate(_features.PIECES)}

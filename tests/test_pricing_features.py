@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _shared import encoding
 from contextwindow.pricing import Estimator
 from contextwindow.pricing._features import (
     FEATURE_NAMES,
@@ -61,8 +62,8 @@ class TestCharacterTable:
 
     @pytest.mark.parametrize(
         ("ch", "group"),
-        [("的", 0), ("の", 0), ("한", 0), ("д", 1), ("ع", 2), ("é", 2)],
-        ids=["han", "kana", "hangul", "cyrillic", "arabic", "latin-1"],
+        [("的", 0), ("の", 0), ("한", 0), ("д", 1), ("ع", 2), ("é", 3), ("ế", 3)],
+        ids=["han", "kana", "hangul", "cyrillic", "arabic", "latin-1", "vietnamese"],
     )
     def test_characters_sit_in_their_script_group(self, ch: str, group: int) -> None:
         cls = _class_of("o200k", ch)
@@ -75,11 +76,44 @@ class TestCharacterTable:
         # cl100k splits most ideographs into byte tokens; the commonest ones are single tokens.
         assert _bucket("cl100k", "的") < _bucket("cl100k", "窗")
 
-    def test_a_character_outside_the_table_is_priced_at_its_standalone_cost(self) -> None:
+    def test_a_character_the_corpus_lacks_is_priced_by_how_the_vocabulary_treats_it(self) -> None:
         est = Estimator("gpt-4o", exact=False)
-        rare = "\u4db5"  # CJK extension A, not in any fit text
-        assert _class_of("o200k", rare) is None
-        assert est.raw_text(rare * 10) > est.raw_text("的" * 10)
+        rare = "\u4db5"  # CJK extension A: in no fit text and in no o200k token, so it falls back to bytes
+        assert _class_of("o200k", rare) is not None
+        assert est.raw_text(rare * 10) > 2 * est.raw_text("的" * 10)
+
+
+class TestLanguages:
+    """The rule (``exact=False``) on languages the old corpus lacked; o200k counts them exactly."""
+
+    @pytest.mark.parametrize(
+        ("text", "low", "high"),
+        [
+            pytest.param(
+                "Le modèle doit rester dans sa fenêtre de contexte, même quand la conversation devient très longue. ",
+                -0.15,
+                0.15,
+                id="french",
+            ),
+            pytest.param(
+                "Tiếng Việt là ngôn ngữ chính thức của Việt Nam, được hơn chín mươi triệu người sử dụng. ",
+                -0.15,
+                0.15,
+                id="vietnamese",
+            ),
+            pytest.param("Հայերենը հնդեվրոպական լեզվաընտանիքի առանձին ճյուղ է։ ", -0.15, 0.15, id="armenian"),
+            # Malayalam is in no fit source: priced from how the vocabulary treats its characters,
+            # it errs high, and by far less than the six times a flat unknown price cost.
+            pytest.param(
+                "മലയാളം ഒരു ദ്രാവിഡ ഭാഷയാണ്. കേരളത്തിലെ ഔദ്യോഗിക ഭാഷയാണ് മലയാളം. ", 0.0, 1.0, id="malayalam-unseen"
+            ),
+        ],
+    )
+    def test_is_near_o200k(self, text: str, low: float, high: float) -> None:
+        enc = encoding("o200k_base")
+        truth = len(enc.encode(text * 10))
+        error = (Estimator("gpt-4o", exact=False).raw_text(text * 10) - truth) / truth
+        assert low <= error <= high, error
 
 
 class TestPieceClassifier:

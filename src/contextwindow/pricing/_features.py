@@ -79,7 +79,9 @@ ASCII_FEATURES: tuple[str, ...] = ("bias", *SINGLE_FEATURES, *PAIR_FEATURES, *LA
 N_BUCKETS = 13
 """Cost buckets of the character table (``data/chartable.json.gz`` says how many it was made with;
 the fitting script's bucket edges decide it)."""
-GROUPS = ("cjk", "cyrillic", "other")
+GROUPS = ("cjk", "cyrillic", "other", "latin")
+"""Script groups of non-ASCII characters: "latin" is the accented Latin letters (U+00C0–U+027F and
+U+1E00–U+1EFF: French, German, Polish, Turkish, Vietnamese, ...)."""
 FEATURE_NAMES: tuple[str, ...] = (
     ASCII_FEATURES
     + tuple(f"bucket_{i}" for i in range(N_BUCKETS))
@@ -89,7 +91,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     + ("vocab_words", "other_words")
 )
 N_FEATURES = len(FEATURE_NAMES)
-PIECES: tuple[str, ...] = ("prose", "code", "cjk", "cyrillic", "script", "json")
+PIECES: tuple[str, ...] = ("prose", "code", "cjk", "cyrillic", "script", "json", "latin")
 """Pieces of the piecewise rule, in the order ``piece_of`` returns their index."""
 
 SAMPLE_ABOVE = 256
@@ -116,6 +118,7 @@ window edges cost about what the wider spread gains), so eight stay."""
 _JSON_QUOTES = 0.3  # double quotes above this share of the ASCII punctuation: the JSON piece
 _SCRIPT_SHARE = 0.25  # non-ASCII characters above this share of the text: a script piece
 _CODE_PUNCT = 0.075  # ASCII punctuation above this share of the text: the code piece
+_LATIN_SHARE = 0.01  # accented Latin letters above this share of a prose text: the Latin piece
 
 _NOT_PUNCT = bytes(b for b in range(256) if chr(b) not in string.punctuation)
 # ASCII letters stay, every other byte becomes a space: ``split()`` then yields the letter runs.
@@ -136,13 +139,18 @@ _COUNTED = frozenset((*_CLASS_INDEX, _UNKNOWN))
 _SEPARATORS = bytes(b if b >= 0x80 else 0x20 for b in range(256))
 _NOT_LEAD = bytes(range(0xC0))
 # Lead bytes of each script group: CJK U+3000–U+DFFF (E3–ED: CJK, kana, Hangul) and U+F000–U+FFFF
-# (EF: compatibility and full-width forms); Cyrillic U+0400–U+04FF (D0–D3); every other two- and
-# three-byte character. Four-byte (astral) characters are in no group, as in the character table.
+# (EF: compatibility and full-width forms); Cyrillic U+0400–U+04FF (D0–D3); accented Latin
+# U+00C0–U+027F (C3–C9); every other two- and three-byte character. The Latin Extended Additional
+# block (U+1E00–U+1EFF, Vietnamese) shares its lead byte E1 with other scripts: it is moved from
+# "other" to "latin" by its two-byte prefixes (:data:`_LATIN_ADDITIONAL`). Four-byte (astral)
+# characters are in no group, as in the character table.
 _GROUP_LEADS = (
     bytes([*range(0xE3, 0xEE), 0xEF]),
     bytes(range(0xD0, 0xD4)),
-    bytes([*range(0xC2, 0xD0), *range(0xD4, 0xE3), 0xEE]),
+    bytes([0xC2, *range(0xCA, 0xD0), *range(0xD4, 0xE3), 0xEE]),
+    bytes(range(0xC3, 0xCA)),
 )
+_LATIN_ADDITIONAL = (b"\xe1\xb8", b"\xe1\xb9", b"\xe1\xba", b"\xe1\xbb")
 _GROUP_DROPS = tuple(bytes(b for b in range(256) if b not in leads) for leads in _GROUP_LEADS)
 
 
@@ -286,6 +294,9 @@ def _nonascii(data: bytes, family: str, nonascii: int) -> list[float]:
     # to within rare blocks.
     joined = b"".join(words)
     groups = [len(joined.translate(None, drop)) for drop in _GROUP_DROPS]
+    additional = sum(map(joined.count, _LATIN_ADDITIONAL))
+    groups[2] -= additional
+    groups[3] += additional
     scale = nonascii / seen if seen else 0.0
     hits = len(words) - len(misses)
     return [x * scale for x in (*buckets, upper, *groups, unknown, astral, hits, len(misses))]
@@ -395,13 +406,19 @@ _GROUP_AT = len(ASCII_FEATURES) + N_BUCKETS + 1  # index of group_cjk within the
 def piece_of(length: int, punct: float, quote: float, nonascii: int, tail: Sequence[float]) -> int:
     """Index into :data:`PIECES`: a script piece when non-ASCII characters are more than a quarter
     of the text (the largest script group decides), else code or JSON when ASCII punctuation is
-    dense (JSON when double quotes are a large share of it)."""
+    dense (JSON when double quotes are a large share of it), else the Latin piece when accented
+    Latin letters are more than :data:`_LATIN_SHARE` of the text (French, Polish, Vietnamese
+    prose: their words split where English words do not), else prose."""
+    g = _GROUP_AT - len(ASCII_FEATURES)
     if nonascii > _SCRIPT_SHARE * length:
-        g = _GROUP_AT - len(ASCII_FEATURES)
-        cjk, cyr, other = tail[g], tail[g + 1], tail[g + 2]
-        if cjk >= cyr and cjk >= other:
+        cjk, cyr, other, latin = tail[g], tail[g + 1], tail[g + 2], tail[g + 3]
+        if cjk >= cyr and cjk >= other and cjk >= latin:
             return 2
-        return 3 if cyr >= other else 4
-    if punct <= _CODE_PUNCT * length:
-        return 0
-    return 5 if quote > _JSON_QUOTES * punct else 1
+        if cyr >= other and cyr >= latin:
+            return 3
+        return 6 if latin >= other else 4
+    if punct > _CODE_PUNCT * length:
+        return 5 if quote > _JSON_QUOTES * punct else 1
+    if nonascii and tail[g + 3] > _LATIN_SHARE * length:
+        return 6
+    return 0
