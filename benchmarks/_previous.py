@@ -32,7 +32,11 @@ jobs = pickle.load(sys.stdin.buffer)
 kw = {"exact": False} if "exact" in inspect.signature(Estimator).parameters else {}
 out = []
 for kind, model, items in jobs:
-    est = Estimator(model, **kw)
+    try:
+        est = Estimator(model, **kw)
+    except Exception:  # a model that commit did not know
+        out.append(None)
+        continue
     if kind == "text":
         out.append([float(est.raw_text(t)) for t in items])
     else:
@@ -41,9 +45,10 @@ pickle.dump(out, sys.stdout.buffer)
 """
 
 
-def prices(jobs: list[tuple[str, str, list[Any]]], rev: str = BASE) -> list[list[float]] | None:
+def prices(jobs: list[tuple[str, str, list[Any]]], rev: str = BASE) -> list[list[float] | None] | None:
     """Per job ``(kind, model, items)`` (kind ``text``: strings, ``messages``: tuples of messages),
-    the prices under ``rev``'s rules; ``None`` when the commit cannot be read (a shallow clone)."""
+    the prices under ``rev``'s rules (``None`` for a model that commit did not know); ``None`` when
+    the commit cannot be read (a shallow clone)."""
     try:
         archive = subprocess.run(
             ["git", "-C", str(ROOT), "archive", rev, "src"], capture_output=True, check=True
@@ -60,7 +65,7 @@ def prices(jobs: list[tuple[str, str, list[Any]]], rev: str = BASE) -> list[list
             check=True,
             env={**_env(), "PYTHONPATH": str(Path(tmp) / "src")},
         )
-    result: list[list[float]] = pickle.loads(done.stdout)
+    result: list[list[float] | None] = pickle.loads(done.stdout)
     return result
 
 

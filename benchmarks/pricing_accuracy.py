@@ -123,8 +123,8 @@ def text_tables() -> str:
             "default": [float(Estimator(model).raw_text(t)) for t in texts],
             "rule (exact=False)": [Estimator(model, exact=False).raw_text(t) for t in texts],
         }
-        if previous is not None:
-            columns["previous rule"] = previous[index]
+        if previous is not None and previous[index] is not None:
+            columns["previous rule"] = previous[index]  # type: ignore[assignment]
         columns["chars/4"] = [len(t) / 4 for t in texts]
         if family != "deepseek":
             columns["seed-store"] = [float(seed_estimate_text(t)) for t in texts]
@@ -190,7 +190,7 @@ def claude_table() -> str:
         "default rule": lambda i, r: float(Estimator(r.model).messages(r.messages)),
     }
     if previous is not None:
-        methods["previous rule"] = lambda i, r: previous[i][0]
+        methods["previous rule"] = lambda i, r: (previous[i] or [float("nan")])[0]
     methods["chars/4"] = lambda i, r: r.chars / 4
     methods["seed-store"] = lambda i, r: float(Estimator(r.model, preset="seed-store").messages(r.messages))
     if ll is not None:

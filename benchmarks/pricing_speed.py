@@ -106,7 +106,7 @@ def _call_seconds() -> dict[tuple[str, int], float]:
             if isinstance(message, dict) and message.get("id") and message["id"] not in seen:
                 seen.add(message["id"])
                 if previous is not None:
-                    out[(str(path), number)] = (stamp - previous).total_seconds()
+                    out[(str(path.relative_to(sessions.ROOT)), number)] = (stamp - previous).total_seconds()
             previous = stamp
     return out
 

@@ -39,6 +39,13 @@ from .tokenizers import exact_source, missing_reason
 
 __all__ = ["Structure", "ceil_nonneg", "exact_text", "fitted_rule", "structure_for"]
 
+_CJK_AS_OLDER: dict[str, str] = {"claude-2026": "claude"}
+"""The newer Claude tokenizer (Opus 4.7 and later) counts about 30% more tokens than the earlier one
+on the same English text ("approximately 30% more tokens",
+https://platform.claude.com/docs/en/build-with-claude/token-counting; ~1.37× in the fit on real
+sessions) but, by third-party measurements, about as many on CJK text: the CJK piece of the newer
+family keeps the older family's ratio. The sessions the ratios are fitted on hold almost no CJK."""
+
 # Families without an offline tokenizer: the o200k fit with a margin so the estimate errs high.
 _MARGIN_FAMILIES: dict[str, float] = {"gemini": 1.15, "deepseek": 1.15, "unknown": 1.25}
 
@@ -99,13 +106,17 @@ def structure_for(family: TokenizerFamily) -> Structure:
     )
 
 
-def _linear(family: str, scale: float) -> Callable[[str], float]:
+def _linear(
+    family: str, scale: float, piece_scales: dict[str, float] | None = None
+) -> Callable[[str], float]:
+    """The fitted rule of ``family`` times ``scale`` (``piece_scales`` overrides it per piece)."""
     pieces = _coefficients()["text"][family]
     singles = slice(1, 1 + len(SINGLE_FEATURES))
     pairs = slice(singles.stop, singles.stop + len(PAIR_FEATURES))
     latin = slice(pairs.stop, pairs.stop + len(LATIN_FEATURES))
     rest = slice(latin.stop, N_FEATURES)
-    vectors = [tuple(c * scale for c in pieces[p]) for p in PIECES]
+    scales = {p: (piece_scales or {}).get(p, scale) for p in PIECES}
+    vectors = [tuple(c * scales[p] for c in pieces[p]) for p in PIECES]
     # per piece: bias, the single and pair features as weight tables, the Latin and tail vectors
     table = tuple((v[0], Weights.of(v[singles], v[pairs]), v[latin], v[rest]) for v in vectors)
 
@@ -121,7 +132,7 @@ def _linear(family: str, scale: float) -> Callable[[str], float]:
         )
         if m.tail is not ZERO_TAIL:
             total += sum(map(operator.mul, rest_c, m.tail))
-        return max(total, scale)  # non-empty text is at least one token
+        return max(total, 1.0)  # non-empty text is at least one token
 
     return price
 
@@ -133,7 +144,10 @@ def fitted_rule(family: TokenizerFamily) -> Callable[[str], float]:
     if family in data["text"]:
         return _linear(family, 1.0)
     if family in data["claude_ratio"]:
-        return _linear("o200k", data["claude_ratio"][family])
+        ratio = data["claude_ratio"][family]
+        same = _CJK_AS_OLDER.get(family)
+        cjk = {"cjk": data["claude_ratio"][same]} if same in data["claude_ratio"] else None
+        return _linear("o200k", ratio, cjk)
     return _linear("o200k", _MARGIN_FAMILIES.get(family, _MARGIN_FAMILIES["unknown"]))
 
 
