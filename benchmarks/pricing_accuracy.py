@@ -31,6 +31,7 @@ from contextwindow.content import Text, ToolResult, ToolUse
 from contextwindow.pricing import Estimator, seed_estimate_text
 
 RESULTS = Path(__file__).resolve().parent / "results" / "pricing_accuracy.md"
+os.environ.setdefault("CONTEXTWINDOW_TOKENIZER_DIR", str(TOKENIZERS))  # DeepSeek's tokenizer.json
 Counter = Callable[[str], float]
 
 
@@ -69,7 +70,12 @@ def _litellm(model: str) -> Counter | None:
             os.environ["TIKTOKEN_CACHE_DIR"] = cache
 
     def count(text: str) -> float:
-        return float(litellm.token_counter(model=model, text=text))
+        saved = os.environ.get("TIKTOKEN_CACHE_DIR")
+        try:
+            return float(litellm.token_counter(model=model, text=text))
+        finally:  # litellm re-points tiktoken at its bundled files when it counts
+            if saved is not None:
+                os.environ["TIKTOKEN_CACHE_DIR"] = saved
 
     return count
 
