@@ -6,7 +6,9 @@ import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
+SHARED = Path(
+    os.environ.get("CONTEXTWINDOW_SHARED") or ROOT.parent / "shared"
+)  # a worktree elsewhere can point at it
 TOKENIZERS = SHARED / "tokenizers"
 CLAUDE_SESSIONS = SHARED / "data" / "claude-code-sessions"
 RESULTS = ROOT / "benchmarks" / "results"

@@ -9,7 +9,7 @@ For each tiktoken family (``o200k_base``, ``cl100k_base``) it cuts chunks of eve
 characters, so short blocks are priced well too) and:
 
 1. measures every non-ASCII character's mean token share in those chunks (a token's count spread
-   over its bytes) and writes the per-character class table ``_chartable.py`` (script group ×
+   over its bytes) and writes the per-character class table ``chartable`` (script group ×
    cost bucket, uppercase apart);
 2. computes the feature vector and piece the runtime computes (``_features.features``), counts
    the chunk exactly with tiktoken, and fits one non-negative coefficient vector per piece,
@@ -17,37 +17,37 @@ characters, so short blocks are priced well too) and:
    do not pull the rule), the piece's own chunks weighted 10× the rest; characters outside the
    table and astral ones are priced at their standalone cost, not fitted.
 
-It writes ``src/contextwindow/pricing/_chartable.py`` and ``_coefficients.py``; the Claude ratios in
-the latter come from ``benchmarks/fit_claude_rule.py`` and are kept when this script rewrites it.
-Run ``ruff format`` on the two files afterwards. Held-out text is never read here.
+It writes the tables under ``src/contextwindow/pricing/data/`` (``wordtable``, ``latinwords-<family>``,
+``chartable``, ``coefficients``; gzipped JSON with a format version and a checksum, read by
+``contextwindow.pricing._tables``); the Claude part of ``coefficients`` comes from
+``benchmarks/fit_claude_rule.py`` and is kept when this script rewrites it. Held-out text is never
+read here.
 
 numpy is needed here only (it comes with matplotlib); the runtime rule is plain Python.
 """
 
 from __future__ import annotations
 
-import importlib
 import math
 import random
-import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from benchmarks import _corpus
+from benchmarks import _corpus, _languages
 
-OUT = Path(__file__).resolve().parent.parent / "src" / "contextwindow" / "pricing" / "_coefficients.py"
-CHARTABLE = OUT.with_name("_chartable.py")
-WORDTABLE = OUT.with_name("_wordtable.py")
-LATINWORDS = OUT.with_name("_latinwords_{family}.py")
+DATA = Path(__file__).resolve().parent.parent / "src" / "contextwindow" / "pricing" / "data"
+"""Where the generated tables go, as ``<name>.json.gz`` (``contextwindow.pricing._tables``)."""
 FAMILIES = {"o200k": "o200k_base", "cl100k": "cl100k_base"}
 
 
-def fit_chunks(per_kind: int = 500, seed: int = 11) -> list[_corpus.Chunk]:
-    """Fit chunks with log-uniform lengths, 20 to 6,000 characters."""
+def fit_chunks(per_kind: int = 500, per_language: int = 150, seed: int = 11) -> list[_corpus.Chunk]:
+    """Fit chunks with log-uniform lengths, 20 to 6,000 characters: every kind of ``_corpus`` and
+    every language of ``_languages`` (their fit sources only)."""
     rng = random.Random(seed)
     base = _corpus.chunks("fit", per_kind=per_kind, seed=seed)
+    base += _languages.chunks("fit", per_language=per_language, seed=seed)
     out = []
     for chunk in base:
         size = int(math.exp(rng.uniform(math.log(20), math.log(6000))))
@@ -99,8 +99,11 @@ IN_PIECE_WEIGHT = 10.0  # a piece's own chunks weigh this much more than the res
 
 
 def script_group(ch: str) -> int:
-    """0 CJK (Han, kana, Hangul, CJK punctuation, full-width forms), 1 Cyrillic, 2 anything else."""
+    """0 CJK (Han, kana, Hangul, CJK punctuation, full-width forms), 1 Cyrillic, 3 accented Latin
+    (U+00C0–U+027F, U+1E00–U+1EFF), 2 anything else (``_features.GROUPS``)."""
     c = ord(ch)
+    if 0x00C0 <= c <= 0x027F or 0x1E00 <= c <= 0x1EFF:
+        return 3
     if (
         0x1100 <= c <= 0x11FF
         or 0x2E80 <= c <= 0x9FFF
@@ -135,17 +138,73 @@ def char_shares(enc: Any, texts: list[str]) -> dict[str, tuple[int, float]]:
     return {ch: (int(v[0]), v[1] / v[0]) for ch, v in seen.items()}
 
 
-def char_classes(shares: dict[str, tuple[int, float]]) -> dict[str, str]:
-    """Class letter -> the characters in it, for the generated ``_chartable.py``."""
+def char_classes(
+    shares: dict[str, tuple[int, float]], inferred: dict[str, float] | None = None
+) -> dict[str, str]:
+    """Class letter -> the characters in it, for the generated ``chartable`` table: the characters
+    seen in the fit corpus by their measured share, then the others ``inferred`` from the
+    tokenizer's vocabulary (``vocabulary_shares``)."""
     from contextwindow.pricing._features import char_class
 
+    measured = {ch: mean for ch, (n, mean) in shares.items() if n >= MIN_OCCURRENCES}
     out: dict[str, list[str]] = {}
-    for ch, (n, mean) in sorted(shares.items()):
-        if n < MIN_OCCURRENCES or ord(ch) >= 0x10000:
+    for ch, mean in sorted({**(inferred or {}), **measured}.items()):
+        if ord(ch) >= 0x10000:
             continue
         bucket = len(BUCKET_EDGES) + 1 if ch.isupper() else sum(mean > e for e in BUCKET_EDGES)
         out.setdefault(char_class(script_group(ch), bucket), []).append(ch)
     return {k: "".join(v) for k, v in sorted(out.items())}
+
+
+INFERRED_QUANTILE = 0.75
+"""The share given to a character the corpus lacks: this quantile of the measured shares of the
+characters as present in the vocabulary (errs high, by a little)."""
+
+
+def vocabulary_shares(enc: Any, shares: dict[str, tuple[int, float]]) -> dict[str, float]:
+    """The running-text share of every BMP letter or mark the fit corpus lacks, inferred from the
+    tokenizer's own vocabulary: a character that many tokens contain merges into words (Malayalam
+    and Kannada in o200k), one that none contains falls back to bytes. The characters of the corpus
+    are binned by how many tokens contain them (log2) within their script group; an unseen
+    character gets the :data:`INFERRED_QUANTILE` of the measured shares of its bin. So a script
+    the corpus has never seen is priced by how the tokenizer treats it, not at a flat figure."""
+    import unicodedata
+    from collections import Counter
+
+    containing: Counter[str] = Counter()
+    for piece in enc.token_byte_values():
+        try:
+            text = piece.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        containing.update(ch for ch in set(text) if ord(ch) >= 0x80)
+
+    def bin_of(ch: str) -> int:
+        return int(math.log2(containing.get(ch, 0) + 1))
+
+    measured: dict[tuple[int, int], list[float]] = {}
+    for ch, (n, mean) in shares.items():
+        if n >= MIN_OCCURRENCES and ord(ch) < 0x10000:
+            measured.setdefault((script_group(ch), bin_of(ch)), []).append(mean)
+            measured.setdefault((-1, bin_of(ch)), []).append(mean)
+    quantile = {
+        key: sorted(v)[int(INFERRED_QUANTILE * len(v))] for key, v in measured.items() if len(v) >= 20
+    }
+    out: dict[str, float] = {}
+    for code in range(0x80, 0x10000):
+        ch = chr(code)
+        if ch in shares and shares[ch][0] >= MIN_OCCURRENCES:
+            continue
+        if unicodedata.category(ch)[0] not in "LM":
+            continue
+        b = bin_of(ch)
+        for group in (script_group(ch), -1):
+            bins = [k[1] for k in quantile if k[0] == group]
+            if bins:
+                nearest = min(bins, key=lambda x: (abs(x - b), -x))
+                out[ch] = quantile[(group, nearest)]
+                break
+    return out
 
 
 def _non_latin_word(word: str) -> bool:
@@ -181,45 +240,20 @@ def vocabulary_words(enc: Any) -> list[str]:
     return sorted(words)
 
 
-def _wrapped(words: list[str], *, width: int, indent: int) -> list[str]:
-    """Space-separated ``words`` (with a trailing space) as string-literal lines of about ``width``
-    characters, broken after a space, for a generated module."""
-    text = " ".join(words) + " "
-    lines = []
-    i = 0
-    while i < len(text):
-        j = min(len(text), i + width)
-        while j < len(text) and text[j - 1] != " ":
-            j += 1
-        lines.append(" " * indent + repr(text[i:j]))
-        i = j
-    return lines
+def write_table(name: str, payload: Any) -> None:
+    """Write one generated table as the package reads it (format, version, checksum: ``_tables``)."""
+    from contextwindow.pricing import _tables
+
+    path = DATA / f"{name}.json.gz"
+    DATA.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(_tables.encode(name, payload))
+    _tables.table.cache_clear()
+    print(f"wrote {path} ({path.stat().st_size:,} bytes)")
 
 
 def write_wordtable(tables: dict[str, list[str]]) -> None:
-    lines = [
-        '"""Non-Latin words that are one token of each tiktoken family. GENERATED by ``benchmarks/fit_text_rule.py``.',
-        "",
-        "Every token of the encoding's vocabulary that decodes to a run of non-Latin letters (after an",
-        "optional leading space): Cyrillic, Greek, Arabic, Hebrew, Indic, Thai, CJK, kana, Hangul, ...",
-        "``_features`` counts such a word as one token and prices only the other words by character.",
-        "Read from the vocabulary itself (``Encoding.token_byte_values``), not from any corpus.",
-        "Words are separated by spaces. Re-run the script; do not edit by hand.",
-        '"""',
-        "",
-        "from __future__ import annotations",
-        "",
-        '__all__ = ["WORDS"]',
-        "",
-        "WORDS: dict[str, str] = {",
-    ]
-    for family, words in tables.items():
-        lines.append(f"    {family!r}: (")
-        lines += _wrapped(words, width=80, indent=8)
-        lines.append("    ),")
-    lines.append("}")
-    WORDTABLE.write_text("\n".join(lines) + "\n")
-    print(f"wrote {WORDTABLE} ({', '.join(f'{f}: {len(w)} words' for f, w in tables.items())})")
+    """Every non-Latin word that is one token of each family (``vocabulary_words``), space-separated."""
+    write_table("wordtable", {family: " ".join(words) for family, words in tables.items()})
 
 
 def latin_words(enc: Any) -> list[str]:
@@ -238,26 +272,8 @@ def latin_words(enc: Any) -> list[str]:
 
 
 def write_latinwords(family: str, words: list[str]) -> None:
-    path = Path(str(LATINWORDS).format(family=family))
-    lines = [
-        f'"""ASCII letter runs that are one token of the {family} family. GENERATED by ``benchmarks/fit_text_rule.py``.',
-        "",
-        "Every token of the encoding's vocabulary that decodes to a run of ASCII letters, after an optional",
-        "leading space (``Encoding.token_byte_values``; not from any corpus). ``_features`` counts such a",
-        "run of a text as one token and prices only the other runs by their letters. Words are separated",
-        "by spaces. Re-run the script; do not edit by hand.",
-        '"""',
-        "",
-        "from __future__ import annotations",
-        "",
-        '__all__ = ["WORDS"]',
-        "",
-        "WORDS = (",
-    ]
-    lines += _wrapped(words, width=96, indent=4)
-    lines.append(")")
-    path.write_text("\n".join(lines) + "\n")
-    print(f"wrote {path} ({len(words)} words)")
+    """Every ASCII letter run that is one token of ``family`` (``latin_words``), space-separated."""
+    write_table(f"latinwords-{family}", " ".join(words))
 
 
 FIXED = ("unknown_bmp", "astral")
@@ -281,6 +297,27 @@ def standalone_costs(enc: Any, table: dict[str, str]) -> dict[str, float]:
     return {"unknown_bmp": mean(range(0x80, 0x10000)), "astral": mean(astral)}
 
 
+UNSEEN_SCRIPT_LANGUAGES = (
+    "greek", "armenian", "georgian", "arabic", "hebrew", "persian", "hindi", "bengali", "tamil",
+    "telugu", "thai", "khmer",
+)  # fmt: skip
+
+
+def unseen_script_cost(enc: Any, chunks: list[_corpus.Chunk]) -> float:
+    """The price of a character outside the table: the highest mean token share of a non-ASCII
+    character in running text over the alphabetic and Brahmic scripts of the fit corpus. A script
+    the fit has never seen is then priced like the costliest script it has seen: it errs high by a
+    little, not by the standalone cost of a lone character (two or three tokens, six times the
+    running-text cost of Armenian or Tamil)."""
+    worst = 0.0
+    for language in UNSEEN_SCRIPT_LANGUAGES:
+        shares = char_shares(enc, [c.text for c in chunks if c.kind == language])
+        total = sum(n for n, _ in shares.values())
+        if total:
+            worst = max(worst, sum(n * mean for n, mean in shares.values()) / total)
+    return worst
+
+
 def main() -> None:
     import tiktoken
 
@@ -290,13 +327,14 @@ def main() -> None:
     write_wordtable({f: vocabulary_words(enc) for f, enc in encodings.items()})
     for f, enc in encodings.items():
         write_latinwords(f, latin_words(enc))
-    tables = {f: char_classes(char_shares(enc, [c.text for c in chunks])) for f, enc in encodings.items()}
+    tables = {}
+    for f, enc in encodings.items():
+        shares = char_shares(enc, [c.text for c in chunks])
+        tables[f] = char_classes(shares, vocabulary_shares(enc, shares))
     write_chartable(tables)
-    from contextwindow.pricing import _chartable, _features, _wordtable
+    reload_rule()
+    from contextwindow.pricing import _features
 
-    importlib.reload(_wordtable)
-    importlib.reload(_chartable)
-    importlib.reload(_features)
     kinds = np.array([c.kind for c in chunks])
     fitted: dict[str, dict[str, list[float]]] = {}
     for family, enc in encodings.items():
@@ -307,7 +345,8 @@ def main() -> None:
         fitted[family] = {}
         pred = np.zeros(len(y))
         fixed = standalone_costs(enc, tables[family])
-        print(f"{family}: standalone costs {fixed}")
+        fixed["unknown_bmp"] = unseen_script_cost(enc, chunks)
+        print(f"{family}: fixed costs {fixed}")
         cols = [_features.FEATURE_NAMES.index(name) for name in FIXED]
         free = [i for i in range(x.shape[1]) if i not in cols]
         y_free = y - x[:, cols] @ np.array([fixed[n] for n in FIXED])
@@ -321,7 +360,7 @@ def main() -> None:
             pred[mine] = x[mine] @ beta
         rel = np.abs(pred - y) / np.maximum(y, 1.0)
         print(f"\n{family}: in-sample relative error by kind (median / p95); pieces chosen")
-        for kind in _corpus.KINDS:
+        for kind in (*_corpus.KINDS, *_languages.LANGUAGES):
             m = kinds == kind
             if m.any():
                 chosen = {p: int((pieces[m] == i).sum()) for i, p in enumerate(_features.PIECES)}
@@ -333,73 +372,45 @@ def main() -> None:
 
 
 def write_chartable(tables: dict[str, dict[str, str]]) -> None:
-    lines = [
-        '"""Per-character cost classes of the default text rule. GENERATED by ``benchmarks/fit_text_rule.py``.',
-        "",
-        "For each tiktoken family, every non-ASCII BMP character seen at least"
-        f" {MIN_OCCURRENCES} times in the ``fit`` half",
-        "of the corpus (``benchmarks/_corpus.py``) is put in a class by its script group and its mean",
-        "token share in that text (a token's count spread evenly over its bytes), with bucket edges",
-        f"{BUCKET_EDGES}; uppercase letters form a class of their own.",
-        "``_features.char_class(group, bucket)`` names the classes. Re-run the script; do not edit by hand.",
-        '"""',
-        "",
-        "from __future__ import annotations",
-        "",
-        '__all__ = ["CHAR_CLASSES", "N_BUCKETS"]',
-        "",
-        f"N_BUCKETS = {len(BUCKET_EDGES) + 1}",
-        "CHAR_CLASSES: dict[str, dict[str, str]] = {",
-    ]
-    for family, classes in tables.items():
-        lines.append(f"    {family!r}: {{")
-        for cls, chars in classes.items():
-            lines.append(f"        {cls!r}: (")
-            for i in range(0, len(chars), 60):
-                lines.append(f"            {chars[i : i + 60]!r}")
-            lines.append("        ),")
-        lines.append("    },")
-    lines.append("}")
-    CHARTABLE.write_text("\n".join(lines) + "\n")
-    print(f"wrote {CHARTABLE}")
+    """The per-character cost classes of each family: every non-ASCII BMP character seen at least
+    ``MIN_OCCURRENCES`` times in the fit half, by script group and by its mean token share
+    (``BUCKET_EDGES``), uppercase letters apart (``_features.char_class`` names the classes)."""
+    from contextwindow.pricing._features import N_BUCKETS
+
+    if len(BUCKET_EDGES) + 1 != N_BUCKETS:
+        raise SystemExit(f"{len(BUCKET_EDGES) + 1} buckets: set _features.N_BUCKETS to match")
+    write_table("chartable", {"n_buckets": N_BUCKETS, "classes": tables})
 
 
 def write(fitted: dict[str, dict[str, list[float]]]) -> None:
-    keep = ""
-    if OUT.exists():
-        match = re.search(r"# --- claude ---\n.*", OUT.read_text(), flags=re.S)
-        keep = match.group(0) if match else ""
+    """The coefficients table; the Claude part (``fit_claude_rule.py``) is kept as it was."""
     from contextwindow.pricing._features import FEATURE_NAMES
+    from contextwindow.pricing._tables import table
 
-    lines = [
-        '"""Fitted coefficients of the default text rule. GENERATED by ``benchmarks/fit_text_rule.py``.',
-        "",
-        "Per family and per piece (``_features.PIECES``), a vector prices a string as ``sum(c * f)`` over",
-        "``_features.FEATURE_NAMES``. Obtained by a non-negative, relative-error least-squares fit against",
-        "tiktoken's exact counts on the ``fit`` half of the corpus described in ``benchmarks/_corpus.py``",
-        "(real text on the build machine: licences, the Python standard library, JSON, Markdown docs,",
-        "gettext catalogues in many scripts), each piece weighting its own chunks",
-        f"{IN_PIECE_WEIGHT:g}× the rest. Re-run the script to refit; do not edit by hand.",
-        '"""',
-        "",
-        "from __future__ import annotations",
-        "",
-        '__all__ = ["CLAUDE_STRUCTURE", "CLAUDE_TEXT_RATIO", "TEXT_COEFFICIENTS"]',
-        "",
-        "TEXT_COEFFICIENTS: dict[str, dict[str, tuple[float, ...]]] = {",
-    ]
-    for family, pieces in fitted.items():
-        lines.append(f"    {family!r}: {{")
-        for piece, beta in pieces.items():
-            lines.append(f"        {piece!r}: (")
-            for name, value in zip(FEATURE_NAMES, beta, strict=True):
-                lines.append(f"            {value:.6f},  # {name}")
-            lines.append("        ),")
-        lines.append("    },")
-    lines.append("}")
-    lines.append("")
-    OUT.write_text("\n".join(lines) + ("\n" + keep if keep else ""))
-    print(f"\nwrote {OUT}")
+    try:
+        old = table("coefficients")
+    except Exception:  # no table yet, or a damaged one: the Claude part must be refitted
+        old = {"claude_ratio": {}, "claude_structure": {}}
+    write_table(
+        "coefficients",
+        {
+            "features": list(FEATURE_NAMES),
+            "text": fitted,
+            "claude_ratio": old["claude_ratio"],
+            "claude_structure": old["claude_structure"],
+        },
+    )
+
+
+def reload_rule() -> None:
+    """Forget every table and rule the runtime cached, so the next price reads the new tables."""
+    from contextwindow.pricing import _features, _tables, _text
+
+    _tables.table.cache_clear()
+    for cached in (_features._translation, _features._vocabulary, _features._latin_vocabulary):
+        cached.cache_clear()
+    _text.fitted_rule.cache_clear()
+    _text.structure_for.cache_clear()
 
 
 if __name__ == "__main__":

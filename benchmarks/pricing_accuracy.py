@@ -1,35 +1,46 @@
 """Pricing accuracy on text and Claude rounds NOT used for fitting, against peers in the same run.
 
-Run from the repo root::
+Run from the repo root (``pip install '.[bench]'`` first: the language corpus and litellm)::
 
     PYTHONPATH=src TIKTOKEN_CACHE_DIR=/work/shared/tokenizers python -m benchmarks.pricing_accuracy
 
-Text: ``holdout`` chunks (300–6,000 characters) of every kind from ``benchmarks/_corpus.py``;
-median and p95 absolute relative error against ``o200k_base`` and ``cl100k_base`` for the default
-rule, ``chars/4``, the seed-store rates and LangChain's ``count_tokens_approximately``.
+Text: ``holdout`` chunks (300–6,000 characters) of every kind of ``benchmarks/_corpus.py`` and of
+every language of ``benchmarks/_languages.py`` (held-out sources only; four scripts never fitted);
+median and p95 absolute relative error against ``o200k_base``, ``cl100k_base`` and DeepSeek-V3's
+``tokenizer.json`` for: the default (exact where the tokenizer is available, so 0 here), the rule
+(``exact=False``: what Claude and Gemini are priced with), the previous rule (the commit in
+``_previous.BASE``), ``chars/4``, LangChain's ``count_tokens_approximately`` and litellm's
+``token_counter``.
 Claude: the held-out sessions' appended rounds of ≥ 500 tokens, priced with ``Estimator.messages``
-against Anthropic's real prompt delta; median and p90 relative error, ``chars/4`` beside it.
+against Anthropic's real prompt delta; median and p90 relative error, with the previous rule,
+``chars/4``, the seed-store rates and litellm beside it.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from benchmarks import _claude_sessions as sessions
-from benchmarks import _corpus
+from benchmarks import _corpus, _languages, _previous
+from benchmarks._paths import TOKENIZERS
+from contextwindow.content import Text, ToolResult, ToolUse
 from contextwindow.pricing import Estimator, seed_estimate_text
 
 RESULTS = Path(__file__).resolve().parent / "results" / "pricing_accuracy.md"
+os.environ.setdefault("CONTEXTWINDOW_TOKENIZER_DIR", str(TOKENIZERS))  # DeepSeek's tokenizer.json
+Counter = Callable[[str], float]
 
 
-def _pct(values: list[float], q: float) -> float:
+def _pct(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def _langchain() -> Callable[[str], float] | None:
+def _langchain() -> Counter | None:
     try:
         from langchain_core.messages import HumanMessage
         from langchain_core.messages.utils import count_tokens_approximately
@@ -46,45 +57,130 @@ def _langchain() -> Callable[[str], float] | None:
     return count
 
 
-def text_table() -> str:
+def _litellm(model: str) -> Counter | None:
+    """litellm's ``token_counter`` for ``model`` (its bundled model map: no download)."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    cache = os.environ.get("TIKTOKEN_CACHE_DIR")
+    try:
+        import litellm
+    except ImportError:
+        return None
+    finally:  # litellm points tiktoken at its own bundled files; keep ours
+        if cache is not None:
+            os.environ["TIKTOKEN_CACHE_DIR"] = cache
+
+    def count(text: str) -> float:
+        saved = os.environ.get("TIKTOKEN_CACHE_DIR")
+        try:
+            return float(litellm.token_counter(model=model, text=text))
+        finally:  # litellm re-points tiktoken at its bundled files when it counts
+            if saved is not None:
+                os.environ["TIKTOKEN_CACHE_DIR"] = saved
+
+    return count
+
+
+def _truths() -> dict[str, tuple[str, Counter]]:
+    """family -> (the model priced, the real tokenizer's count)."""
     import tiktoken
 
-    chunks = _corpus.chunks("holdout", per_kind=200)
-    rules: dict[str, Callable[[str], float]] = {
-        "default rule": lambda t: 0.0,  # per family below
-        "chars/4": lambda t: len(t) / 4,
-        "seed-store": lambda t: float(seed_estimate_text(t)),
-    }
-    lc = _langchain()
-    if lc is not None:
-        rules["langchain approx"] = lc
+    out: dict[str, tuple[str, Counter]] = {}
+    for family, encoding, model in (("o200k", "o200k_base", "gpt-4o"), ("cl100k", "cl100k_base", "gpt-4")):
+        enc = tiktoken.get_encoding(encoding)
+        out[family] = (model, lambda t, enc=enc: float(len(enc.encode(t, disallowed_special=()))))
+    path = TOKENIZERS / "deepseek" / "tokenizer.json"
+    if path.is_file():
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(str(path))
+        out["deepseek"] = (
+            "deepseek-chat",
+            lambda t: float(len(tok.encode(t, add_special_tokens=False).ids)),
+        )
+    return out
+
+
+_LITELLM_NAMES = {"gpt-4o": "gpt-4o", "gpt-4": "gpt-4", "deepseek-chat": "deepseek/deepseek-chat"}
+
+
+def _cell(errors: list[float]) -> str:
+    return f"{statistics.median(errors):.1%} / {_pct(errors, 0.95):.1%}" if errors else "–"
+
+
+def text_tables() -> str:
+    corpus = _corpus.chunks("holdout", per_kind=200)
+    languages = _languages.chunks("holdout", per_language=60)
+    texts = [c.text for c in corpus] + [c.text for c in languages]
     lines = [
         "### Text: held-out chunks, |relative error| median / p95",
         "",
-        f"{len(chunks)} chunks, {sum(len(c.text) for c in chunks):,} characters, none used for fitting.",
+        f"{len(corpus)} chunks of agent-like kinds and {len(languages)} in {len(_languages.LANGUAGES)} languages"
+        f" ({sum(len(t) for t in texts):,} characters), none used for fitting; the languages' sources"
+        f" ({', '.join(sorted(_languages.HOLDOUT_SOURCES))}) were never read by the fit, and"
+        f" {', '.join(sorted(_languages.UNSEEN))} are scripts it has never seen.",
         "",
     ]
-    for family, encoding in (("o200k", "o200k_base"), ("cl100k", "cl100k_base")):
-        enc = tiktoken.get_encoding(encoding)
-        model = "gpt-4o" if family == "o200k" else "gpt-4"
-        est = Estimator(model)
-        rules["default rule"] = est.raw_text
-        truth = [len(enc.encode(c.text, disallowed_special=())) for c in chunks]
-        lines += [
-            f"**{encoding}**",
-            "",
-            "| kind | " + " | ".join(rules) + " |",
-            "|---" * (len(rules) + 1) + "|",
+    truths = _truths()
+    previous = _previous.prices([("text", model, texts) for model, _ in truths.values()])
+    lc = _langchain()
+    for index, (family, (model, truth_of)) in enumerate(truths.items()):
+        truth = [truth_of(t) for t in texts]
+        columns: dict[str, list[float]] = {
+            "default": [float(Estimator(model).raw_text(t)) for t in texts],
+            "rule (exact=False)": [Estimator(model, exact=False).raw_text(t) for t in texts],
+        }
+        if previous is not None and previous[index] is not None:
+            columns["previous rule"] = previous[index]  # type: ignore[assignment]
+        columns["chars/4"] = [len(t) / 4 for t in texts]
+        if family != "deepseek":
+            columns["seed-store"] = [float(seed_estimate_text(t)) for t in texts]
+        if lc is not None:
+            columns["langchain approx"] = [lc(t) for t in texts]
+        ll = _litellm(_LITELLM_NAMES[model])
+        if ll is not None:
+            columns["litellm token_counter"] = [ll(t) for t in texts]
+        errors = {
+            name: [abs(p - y) / y if y else 0.0 for p, y in zip(prices, truth, strict=True)]
+            for name, prices in columns.items()
+        }
+        header = "| text | " + " | ".join(columns) + " |"
+        lines += [f"**{family}** (`{model}`)", "", header, "|---" * (len(columns) + 1) + "|"]
+        kinds = [c.kind for c in corpus] + [f"lang:{c.kind}" for c in languages]
+        rows: list[tuple[str, list[int]]] = [
+            (k, [i for i, kk in enumerate(kinds) if kk == k]) for k in _corpus.KINDS
         ]
-        for kind in _corpus.KINDS:
-            idx = [i for i, c in enumerate(chunks) if c.kind == kind]
-            cells = []
-            for rule in rules.values():
-                errs = [abs(rule(chunks[i].text) - truth[i]) / truth[i] for i in idx if truth[i]]
-                cells.append(f"{statistics.median(errs):.1%} / {_pct(errs, 0.95):.1%}" if errs else "–")
-            lines.append(f"| {kind} ({len(idx)}) | " + " | ".join(cells) + " |")
+        for group, members in _languages.GROUPS.items():
+            idx = [
+                i
+                for i, kk in enumerate(kinds)
+                if kk.removeprefix("lang:") in members and kk.startswith("lang:")
+            ]
+            rows.append((f"**{group}** (all)", idx))
+            if len(members) > 1:
+                rows += [(f"  {m}", [i for i, kk in enumerate(kinds) if kk == f"lang:{m}"]) for m in members]
+        for name, idx in rows:
+            if not idx:
+                continue
+            cells = [_cell([errors[c][i] for i in idx]) for c in columns]
+            lines.append(f"| {name} ({len(idx)}) | " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)
+
+
+def _round_text(r: sessions.Round) -> str:
+    parts: list[str] = []
+    for message in r.messages:
+        for block in message.content:
+            if isinstance(block, Text):
+                parts.append(block.text)
+            elif isinstance(block, ToolUse):
+                parts += [block.name, json.dumps(dict(block.input))]
+            elif isinstance(block, ToolResult):
+                if isinstance(block.content, str):
+                    parts.append(block.content)
+                else:
+                    parts += [b.text for b in block.content if isinstance(b, Text)]
+    return "\n".join(parts)
 
 
 def claude_table() -> str:
@@ -93,6 +189,19 @@ def claude_table() -> str:
     injected = {reason: sum(reason in r.injected for r in held) for reason in sessions.INJECTIONS}
     band = sum(not r.injected and not sessions.explained(r) for r in held)
     rebuilt = sum("todo reminder" in r.added for r in held)
+    previous_jobs = [("messages", r.model, [r.messages]) for r in held]
+    previous = _previous.prices(previous_jobs)
+    ll = _litellm("claude-sonnet-4-5")
+    methods: dict[str, Callable[[int, sessions.Round], float]] = {
+        "default rule": lambda i, r: float(Estimator(r.model).messages(r.messages)),
+    }
+    if previous is not None:
+        methods["previous rule"] = lambda i, r: (previous[i] or [float("nan")])[0]
+    methods["chars/4"] = lambda i, r: r.chars / 4
+    methods["seed-store"] = lambda i, r: float(Estimator(r.model, preset="seed-store").messages(r.messages))
+    if ll is not None:
+        methods["litellm token_counter"] = lambda i, r: ll(_round_text(r))
+    prices = {name: [fn(i, r) for i, r in enumerate(held)] for name, fn in methods.items()}
     lines = [
         "### Claude: held-out appended rounds ≥ 500 tokens, |relative error| median / p90 (signed median)",
         "",
@@ -103,8 +212,8 @@ def claude_table() -> str:
         " see ``_claude_sessions.explained``. Claude Code's unlogged TodoWrite reminder is rebuilt by its"
         f" rule (``_claude_todo``, chosen on the fit half) in {rebuilt} of these rounds.",
         "",
-        "| generation | rounds | default rule | chars/4 | seed-store |",
-        "|---|---|---|---|---|",
+        "| generation | rounds | " + " | ".join(methods) + " |",
+        "|---|---|" + "---|" * len(methods),
     ]
     for family, subset in (
         ("claude", "all"),
@@ -115,35 +224,36 @@ def claude_table() -> str:
         ("all generations", "explained"),
     ):
         found = [
-            r
-            for r in held
+            i
+            for i, r in enumerate(held)
             if family in ("all generations", sessions.generation(r.model))
             and (subset == "all" or sessions.explained(r))
         ]
         if not found:
             continue
         cells = []
-        for name in ("default", "chars4", "seed"):
-            errs, signed = [], []
-            for r in found:
-                if name == "default":
-                    price = float(Estimator(r.model).messages(r.messages))
-                elif name == "seed":
-                    price = float(Estimator(r.model, preset="seed-store").messages(r.messages))
-                else:
-                    price = r.chars / 4
-                signed.append((price - r.delta) / r.delta)
-                errs.append(abs(signed[-1]))
+        for name in methods:
+            signed = [(prices[name][i] - held[i].delta) / held[i].delta for i in found]
+            errs = [abs(s) for s in signed]
             cells.append(
                 f"{statistics.median(errs):.1%} / {_pct(errs, 0.90):.1%} ({statistics.median(signed):+.1%})"
             )
         lines.append(f"| {family}, {subset} | {len(found)} | " + " | ".join(cells) + " |")
-    lines.append("")
+    tail = sorted((abs(prices["default rule"][i] - r.delta) / r.delta, i) for i, r in enumerate(held))[
+        int(0.9 * len(held)) :
+    ]
+    flagged = sum(1 for _, i in tail if held[i].injected or not sessions.explained(held[i]))
+    lines += [
+        "",
+        f"Of the {len(tail)} rounds in the default rule's worst 10%, {flagged} are rounds where the log shows"
+        " unlogged injected content or whose logged characters per real token are outside the band.",
+        "",
+    ]
     return "\n".join(lines)
 
 
 def main() -> None:
-    table = "## Pricing accuracy\n\n" + text_table() + "\n" + claude_table()
+    table = "## Pricing accuracy\n\n" + text_tables() + "\n" + claude_table()
     print(table)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(table)

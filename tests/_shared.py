@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
+SHARED = Path(
+    os.environ.get("CONTEXTWINDOW_SHARED") or ROOT.parent / "shared"
+)  # a worktree elsewhere can point at it
 TOKENIZERS = SHARED / "tokenizers"
 CLAUDE_SESSIONS = SHARED / "data" / "claude-code-sessions"
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import random
+import string
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -47,17 +49,22 @@ def _hex(lines: int, seed: str) -> str:
 
 
 def _near(target: float, chars: int, seed: str) -> str:
-    """About ``chars`` characters of gibberish and hex mixed in the share whose count/price ratio is
-    nearest ``target`` (measured here, so a change of the text rule moves the mix)."""
+    """About ``chars`` characters of gibberish and hex (or a run of random letters) mixed in the share
+    whose count/price ratio is nearest ``target`` (measured here, so a change of the text rule moves
+    the mix)."""
     profile = get_profile(MODEL)
     tok, estimator = tokenizer_for(profile), Estimator(profile)
+    letters = random.Random(seed)
+    run = "".join(letters.choice(string.ascii_lowercase) for _ in range(chars))  # counted far over its price
     candidates = []
     for step in range(51):
         share = step / 50
-        text = gibberish(round(share * chars), seed) + "\n" + _hex(round((1 - share) * chars / 65) + 1, seed)
-        block = ToolResult(tool_use_id="t", content=text)
-        ratio = block_tokens(block, profile, tok)[1] / estimator.block(block)
-        candidates.append((abs(ratio - target), step, text))
+        rest = round((1 - share) * chars)
+        for tail in (_hex(rest // 65 + 1, seed), run[: rest + 1]):
+            text = gibberish(round(share * chars), seed) + "\n" + tail
+            block = ToolResult(tool_use_id="t", content=text)
+            ratio = block_tokens(block, profile, tok)[1] / estimator.block(block)
+            candidates.append((abs(ratio - target), step, text))
     return min(candidates)[2]
 
 

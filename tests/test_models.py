@@ -173,7 +173,7 @@ class TestBuiltInProfiles:
         assert 8_000 <= profile.context_window <= 2_000_000
         assert 4_000 <= profile.max_output_tokens <= profile.context_window
         assert profile.name == profile.name.strip().lower()
-        assert profile.provider in ("anthropic", "openai", "gemini")
+        assert profile.provider in ("anthropic", "openai", "gemini", "other")
         assert isinstance(profile.image_rule, RULES)
 
     @pytest.mark.parametrize("profile", BUILTIN, ids=lambda p: p.name)
@@ -190,7 +190,7 @@ class TestBuiltInProfiles:
         assert len(names) == len(set(names))
 
     def test_every_provider_has_models(self) -> None:
-        assert {p.provider for p in BUILTIN} == {"anthropic", "openai", "gemini"}
+        assert {p.provider for p in BUILTIN} == {"anthropic", "openai", "gemini", "other"}
 
     @pytest.mark.parametrize(
         ("name", "window", "output"),

@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextwindow.pricing import _coefficients
 from contextwindow.pricing._bytepairs import (
     PAIR_FEATURES,
     SINGLE_FEATURES,
@@ -18,6 +17,7 @@ from contextwindow.pricing._bytepairs import (
     pair_codes,
 )
 from contextwindow.pricing._features import FEATURE_NAMES, PIECES, features
+from contextwindow.pricing._tables import table
 from contextwindow.pricing._text import fitted_rule
 
 
@@ -89,13 +89,13 @@ class TestWeightedSums:
         # The rule never builds the feature vector; it must still price exactly what was fitted.
         rng = random.Random(7)
         base = "o200k" if family == "claude" else family
-        ratio = _coefficients.CLAUDE_TEXT_RATIO["claude"] if family == "claude" else 1.0
+        ratio = table("coefficients")["claude_ratio"]["claude"] if family == "claude" else 1.0
         rule = fitted_rule(family)  # type: ignore[arg-type]
         words = ["def", "value", "0x1F", "文件", "Окно", '"key":', "\\n", "  ", "\n", "(", "GetX", "12345"]
         for _ in range(40):
             text = " ".join(rng.choice(words) for _ in range(rng.randint(1, 900)))
             piece, vector = features(text, base)
-            coefficients = _coefficients.TEXT_COEFFICIENTS[base][PIECES[piece]]
+            coefficients = table("coefficients")["text"][base][PIECES[piece]]
             dot = sum(c * f for c, f in zip(coefficients, vector, strict=True)) * ratio
             assert rule(text) == pytest.approx(max(dot, ratio), rel=2e-3, abs=0.05)
             assert len(vector) == len(FEATURE_NAMES)

@@ -31,6 +31,9 @@ CHINESE = "上下文窗口让智能体在模型的上下文限制内运行，同
 
 
 class TestFittedTextRule:
+    """The rule (``exact=False``): what Claude and Gemini are priced with, checked on OpenAI families
+    where the real count is known."""
+
     @pytest.mark.parametrize(
         ("text", "tolerance"),
         [
@@ -43,36 +46,40 @@ class TestFittedTextRule:
     def test_is_near_o200k_on_real_text(self, text: str, tolerance: float) -> None:
         enc = tiktoken_or_skip()
         exact = len(enc.encode(text, disallowed_special=()))  # type: ignore[attr-defined]
-        assert abs(Estimator("gpt-4o").text(text) - exact) / exact < tolerance
+        assert abs(Estimator("gpt-4o", exact=False).text(text) - exact) / exact < tolerance
 
     def test_chinese_costs_far_more_per_character_than_chars_over_4(self) -> None:
-        assert Estimator("gpt-4o").text(CHINESE) > 2 * len(CHINESE) / 4
+        assert Estimator("gpt-4o", exact=False).text(CHINESE) > 2 * len(CHINESE) / 4
 
     def test_claude_2026_prices_more_than_claude(self) -> None:
         assert Estimator("claude-opus-4-7").text(CODE) > 1.3 * Estimator("claude-sonnet-4-5").text(CODE)
+
+    def test_claude_2026_prices_cjk_as_the_older_claude(self) -> None:
+        # the newer tokenizer's ~30% more tokens is on English and code, not on CJK text
+        assert Estimator("claude-opus-4-7").text(CHINESE) == Estimator("claude-sonnet-4-5").text(CHINESE)
 
     @given(st.text(max_size=300))
     @settings(max_examples=200)
     def test_never_negative_never_nan_and_non_empty_costs_at_least_one(self, text: str) -> None:
         for model in ("gpt-4o", "gpt-4", "claude-sonnet-4-5", "claude-opus-4-7", "gemini-2.5-pro"):
-            raw = Estimator(model).raw_text(text)
+            raw = Estimator(model, exact=False).raw_text(text)
             assert math.isfinite(raw) and raw >= 0
             assert (raw >= 1) == bool(text)
 
     @given(st.text(max_size=200), st.text(max_size=200))
     def test_concatenation_costs_about_the_sum(self, a: str, b: str) -> None:
-        est = Estimator("gpt-4o")
+        est = Estimator("gpt-4o", exact=False)
         assert est.raw_text(a + b) <= est.raw_text(a) + est.raw_text(b) + 3
 
     def test_a_megabyte_of_one_character(self) -> None:
-        assert 0 < Estimator("gpt-4o").text("x" * 1_000_000) < 1_000_000
+        assert 0 < Estimator("gpt-4o", exact=False).text("x" * 1_000_000) < 1_000_000
 
     def test_lone_surrogates_are_priced_not_raised(self) -> None:
-        assert Estimator("gpt-4o").text("\ud800abc") >= 1
+        assert Estimator("gpt-4o", exact=False).text("\ud800abc") >= 1
 
     def test_non_string_text_names_the_field(self) -> None:
         with pytest.raises(InvalidInput) as err:
-            Estimator("gpt-4o").block(Text(text=123))  # type: ignore[arg-type]
+            Estimator("gpt-4o", exact=False).block(Text(text=123))  # type: ignore[arg-type]
         assert err.value.path == "text"
 
 
@@ -82,9 +89,62 @@ class TestExactMode:
         text = "hello <|endoftext|> world"
         assert Estimator("gpt-4o", exact=True).text(text) == len(enc.encode(text, disallowed_special=()))  # type: ignore[attr-defined]
 
-    def test_claude_has_no_exact_mode(self) -> None:
-        with pytest.raises(UsageError):
+    @pytest.mark.parametrize("model", ["gpt-4o", "gpt-4"])
+    def test_is_the_default_for_openai_models_where_tiktoken_is_cached(self, model: str) -> None:
+        tiktoken_or_skip()
+        text = "Le modèle compte les jetons exactement: «très bien». Привет, 世界! " * 5
+        est = Estimator(model)
+        assert est.exact
+        name = "o200k_base" if model == "gpt-4o" else "cl100k_base"
+        import tiktoken
+
+        truth = len(tiktoken.get_encoding(name).encode(text, disallowed_special=()))
+        assert est.text(text) == truth
+        assert count_tokens(text, model=model) == truth
+        assert count_tokens(text, model=model, exact=False) == Estimator(model, exact=False).text(text)
+
+    def test_false_always_prices_with_the_rule(self) -> None:
+        tiktoken_or_skip()
+        est = Estimator("gpt-4o", exact=False)
+        assert not est.exact
+        text = "a rule, not the tokenizer " * 40
+        assert est.raw_text(text) != Estimator("gpt-4o").raw_text(text)
+
+    def test_none_falls_back_to_the_rule_without_a_tokenizer(self) -> None:
+        est = Estimator("claude-sonnet-4-5")
+        assert not est.exact
+        assert est.text("hello world") == Estimator("claude-sonnet-4-5", exact=False).text("hello world")
+
+    def test_claude_has_no_exact_mode_and_the_error_says_what_to_do(self) -> None:
+        with pytest.raises(UsageError, match="not public") as err:
             Estimator("claude-sonnet-4-5", exact=True)
+        assert "tokenizer_file" in str(err.value)
+        with pytest.raises(UsageError):
+            count_tokens("hi", model="claude-sonnet-4-5", exact=True)
+
+    def test_true_without_the_cached_file_says_how_to_get_it(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from contextwindow.pricing.tokenizers import load_encoding
+
+        monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+        load_encoding.cache_clear()
+        try:
+            with pytest.raises(UsageError, match="TIKTOKEN_CACHE_DIR"):
+                Estimator("gpt-4o", exact=True)
+            assert not Estimator("gpt-4o").exact  # None: the rule, silently
+        finally:
+            monkeypatch.undo()
+            load_encoding.cache_clear()
+
+    def test_the_seed_store_preset_refuses_exact(self) -> None:
+        with pytest.raises(UsageError):
+            Estimator("gpt-4o", preset="seed-store", exact=True)
+        assert not Estimator("gpt-4o", preset="seed-store").exact
+
+    def test_a_bad_setting_is_refused(self) -> None:
+        with pytest.raises(InvalidInput):
+            Estimator("gpt-4o", exact="yes")  # type: ignore[arg-type]
 
 
 class TestRoundingAndFraming:

@@ -9,6 +9,7 @@ error that can escape a public call is mapped into this tree (a test proves it):
      ├── UsageError              the developer called the API wrong (unknown model, closed store, ...)
      │    └── UnknownModel       no profile for a model name; says how to declare one
      ├── OverBudget              the reserved head alone does not fit; carries the makeup
+     ├── DamagedData             a data file shipped with contextwindow fails its check (reinstall)
      ├── StoreError              the ledger failed
      │    ├── StoreBusy          contention outlasted the busy timeout
      │    └── SchemaTooNew       the database was written by a newer library; refused for writing
@@ -28,6 +29,7 @@ from typing import Any
 __all__ = [
     "ContextOverflow",
     "ContextWindowError",
+    "DamagedData",
     "InvalidInput",
     "OverBudget",
     "ProviderError",
@@ -95,6 +97,11 @@ class OverBudget(ContextWindowError):
         self.required = required
         self.makeup = dict(makeup)
         super().__init__(f"{message} (required {required} > budget {budget}; makeup {self.makeup})")
+
+
+class DamagedData(ContextWindowError, RuntimeError):
+    """A data file shipped inside the package (the pricing tables) is damaged, truncated or of another
+    format version: the installation is broken, and reinstalling contextwindow repairs it."""
 
 
 class StoreError(ContextWindowError):

@@ -48,7 +48,7 @@ TokenizerFamily: TypeAlias = Literal[
     "claude",  # Claude 3 .. 4.6 (not public; fitted against real usage)
     "claude-2026",  # Opus 4.7 and later: the newer tokenizer, ~30% more tokens (Anthropic's docs)
     "gemini",  # not public offline; priced with a margin
-    "deepseek",
+    "deepseek",  # DeepSeek-V3 and R1: a public Hugging Face tokenizer.json
     "unknown",
 ]
 """Which tokenizer a model counts text with: exact where a tokenizer file exists, else a fitted rule."""
@@ -182,6 +182,10 @@ class ModelProfile:
     image_rule: ImageRule = field(default_factory=FlatImageRule)
     source: str = ""
     """Where the figures come from."""
+    tokenizer_file: str | None = None
+    """A Hugging Face ``tokenizer.json`` for this model (an open-weight model's own tokenizer): text
+    is then counted exactly with it. ``None``: the family's tokenizer where one is available offline
+    (``contextwindow.pricing.tokenizers``)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -190,6 +194,10 @@ class ModelProfile:
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise InvalidInput(f"must be an integer, got {type(value).__name__}", path=key)
+        if self.tokenizer_file is not None and (
+            not isinstance(self.tokenizer_file, str) or not self.tokenizer_file
+        ):
+            raise InvalidInput("must be a path to a tokenizer.json, or None", path="tokenizer_file")
         if not 0 < self.context_window <= MAX_TOKENS:
             raise InvalidInput(f"must be > 0 and ≤ {MAX_TOKENS}", path="context_window")
         if not 0 < self.max_output_tokens <= self.context_window:
@@ -286,6 +294,20 @@ _PATCH_55 = (("low", 512, 256), ("high", 2048, 2500), ("auto", 2048, 2500), ("or
 _PATCH_54 = (("low", 2048, 6144), ("high", 2048, 2500), ("auto", 2048, 2500), ("original", 6000, 10_000))
 _PATCH_56 = (("low", 512, 256), ("high", 2048, 2500), ("auto", 65_535, 0), ("original", 65_535, 0))
 
+_DEEPSEEK_DOC = "https://api-docs.deepseek.com/quick_start/pricing (models and context length)"
+
+
+def _deepseek(name: str, window: int, output: int) -> ModelProfile:
+    return ModelProfile(
+        name=name,
+        provider="other",
+        context_window=window,
+        max_output_tokens=output,
+        tokenizer="deepseek",
+        source=_DEEPSEEK_DOC,
+    )
+
+
 _BUILTIN: tuple[ModelProfile, ...] = (
     # Anthropic (models overview page)
     _claude("claude-3-5-haiku", 200_000, 8_192),
@@ -335,6 +357,9 @@ _BUILTIN: tuple[ModelProfile, ...] = (
     _gemini("gemini-2.5-flash-lite", 1_048_576, 65_536, GeminiTileRule()),
     _gemini("gemini-3-pro", 1_048_576, 65_536, GeminiMediaResolutionRule()),
     _gemini("gemini-3-flash", 1_048_576, 65_536, GeminiMediaResolutionRule()),
+    # DeepSeek (text only): the API's deepseek-chat and deepseek-reasoner, both on the V3 tokenizer
+    _deepseek("deepseek-chat", 128_000, 8_192),
+    _deepseek("deepseek-reasoner", 128_000, 65_536),
 )
 
 _lock = threading.Lock()

@@ -2,20 +2,31 @@
 
 The file is an Anthropic Messages or OpenAI Chat Completions request (or a bare message list),
 detected from its content. The model comes from ``--model`` or the request's own ``model``.
+``--provider anthropic|openai`` also asks the provider to count the request with its own counter
+(``messages.count_tokens``, ``responses.input_tokens.count``) through the official SDK, which reads
+its key and base URL from the environment (or ``--base-url``), and prints it beside the estimate.
 """
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..formats import parse_any
+from ..content import Request
+from ..errors import UsageError
+from ..formats import AttachmentLoader, parse_any
 from ..models import get_profile
 from ..pricing import Estimator
+
+if TYPE_CHECKING:
+    from ..providers.anthropic import AnthropicProvider
+    from ..providers.openai import OpenAIProvider
 from . import app
 from ._common import EXIT_BAD_INPUT, emit_json, fail, guarded, read_json
 
@@ -32,8 +43,24 @@ def count(
         typer.Option("--model", "-m", help="Model to price for; default: the request's own model."),
     ] = None,
     exact: Annotated[
-        bool, typer.Option(help="Count text exactly with tiktoken (OpenAI models only).")
-    ] = False,
+        bool | None,
+        typer.Option(
+            "--exact/--rule",
+            help="--exact: count text with the model's tokenizer or fail; --rule: always the fitted rule; "
+            "default: exact where the tokenizer is available offline.",
+        ),
+    ] = None,
+    provider: Annotated[
+        str | None,
+        typer.Option(
+            "--provider",
+            help="Also ask the provider to count the request: anthropic (messages.count_tokens) or openai "
+            "(responses.input_tokens.count); the SDK reads its key from the environment.",
+        ),
+    ] = None,
+    base_url: Annotated[
+        str | None, typer.Option("--base-url", help="The provider's base URL (default: the SDK's).")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the breakdown as JSON.")] = False,
 ) -> None:
     """Price a request file block by block with the model's rules (text, images, documents, framing)."""
@@ -46,6 +73,12 @@ def count(
         profile = get_profile(name)
         estimator = Estimator(profile, exact=exact)
         breakdown = estimator.breakdown(parsed.request)
+        counted = None
+        if provider is not None:
+            if provider not in ("anthropic", "openai"):
+                fail(f"--provider must be anthropic or openai, not {provider!r}", EXIT_BAD_INPUT)
+            request = parsed.request if parsed.request.model else replace(parsed.request, model=profile.name)
+            counted = asyncio.run(_provider_count(provider, base_url, request, parsed.loader()))  # type: ignore[arg-type]
     rows = [
         {"segment": r.segment, "message": r.message, "block": r.block, "kind": r.kind, "tokens": r.tokens}
         for r in breakdown.rows
@@ -58,6 +91,9 @@ def count(
                 "model": profile.name,
                 "context_window": profile.context_window,
                 "total": breakdown.total,
+                "exact": estimator.exact,
+                "provider_count": counted,
+                "provider": provider,
                 "by_kind": breakdown.by_kind(),
                 "rows": rows,
             }
@@ -89,3 +125,36 @@ def count(
     console.print(
         f"total [bold]{breakdown.total:,}[/] tokens ({share:.1%} of the {profile.context_window:,}-token window): {kinds}"
     )
+    if counted is not None:
+        console.print(
+            f"{provider} counts [bold]{counted:,}[/] input tokens ({counted - breakdown.total:+,} vs the estimate)"
+        )
+
+
+async def _provider_count(
+    provider: Literal["anthropic", "openai"], base_url: str | None, request: Request, load: AttachmentLoader
+) -> int:
+    """The provider's own count of ``request`` through its official SDK (errors mapped)."""
+    counter: AnthropicProvider | OpenAIProvider
+    if provider == "anthropic":
+        import anthropic
+
+        try:
+            client = anthropic.AsyncAnthropic(base_url=base_url)
+        except anthropic.AnthropicError as exc:
+            raise UsageError(f"--provider anthropic: {exc}") from None
+        from ..providers.anthropic import AnthropicProvider
+
+        counter = AnthropicProvider(client, cache_breakpoints=False)
+    else:
+        import openai
+
+        try:
+            openai_client = openai.AsyncOpenAI(base_url=base_url)
+        except openai.OpenAIError as exc:
+            raise UsageError(f"--provider openai: {exc}") from None
+        from ..providers.openai import OpenAIProvider
+
+        counter = OpenAIProvider(openai_client)
+    async with counter.client:
+        return await counter.count_input_tokens(request, load=load)

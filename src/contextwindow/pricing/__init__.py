@@ -1,10 +1,11 @@
 """Pricing: how many tokens a block, a message, a request costs, for one model.
 
-One ruler for the whole library (``docs/concepts.md``, "Estimator"). :class:`Estimator` prices with the
-fitted, content-aware text rule of the model's tokenizer family and the provider's media rules
-(``preset="default"``), optionally counting text exactly with tiktoken (``exact=True``), or with
-the message-store rates of https://github.com/anima-research/context-manager (``preset="seed-store"``).
-:func:`image_tokens` is the pure image rule; :func:`count_tokens` is the one-call convenience.
+One ruler for the whole library. :class:`Estimator` counts text with the model's own tokenizer
+where it is available offline (tiktoken for OpenAI families, a Hugging Face ``tokenizer.json`` for
+open-weight models) and with the fitted, content-aware rule of its tokenizer family elsewhere, and
+prices media by the provider's rules (``preset="default"``); ``preset="seed-store"`` reproduces the
+message-store rates of https://github.com/anima-research/context-manager. :func:`image_tokens` is the pure image rule; :func:`count_tokens` is the
+one-call convenience.
 """
 
 from __future__ import annotations

@@ -16,8 +16,11 @@ __all__ = ["count_tokens"]
 _BLOCK_TYPES: tuple[type, ...] = tuple(get_args(get_args(Block)[0]))
 
 
-def count_tokens(obj: Any, *, model: str | ModelProfile | None = None) -> int:
-    """Tokens of ``obj`` under the default rule of ``model``.
+def count_tokens(obj: Any, *, model: str | ModelProfile | None = None, exact: bool | None = None) -> int:
+    """Tokens of ``obj`` for ``model``: exact where its tokenizer is available, else the fitted rule.
+
+    ``exact`` as for :class:`Estimator`: ``None`` exact where available, else the rule; ``True``
+    exact or a ``UsageError`` saying how to get the tokenizer; ``False`` always the rule.
 
     ``obj`` is a string, a block, a ``Message``, a list of messages, a canonical ``Request``, or a
     whole request (dict) or message list in Anthropic or OpenAI wire format, detected by
@@ -49,7 +52,7 @@ def count_tokens(obj: Any, *, model: str | ModelProfile | None = None) -> int:
             model = obj.model
         else:
             raise UsageError("count_tokens needs model=... (a model name or a ModelProfile)")
-    estimator = Estimator(model)
+    estimator = Estimator(model, exact=exact)
     if isinstance(obj, str):
         return estimator.text(obj)
     if isinstance(obj, Message):

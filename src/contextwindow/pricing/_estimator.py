@@ -36,12 +36,12 @@ from ..content import (
     Video,
     valid_stamp,
 )
-from ..errors import InvalidInput
+from ..errors import InvalidInput, UsageError
 from ..limits import finite
 from ..models import ModelProfile, get_profile
 from . import _media, _seed_store
 from ._seed_store import js_round
-from ._text import Structure, exact_counter, fitted_rule, structure_for
+from ._text import Structure, exact_text, fitted_rule, structure_for
 
 __all__ = ["Breakdown", "BreakdownRow", "Estimator", "Preset", "js_round"]
 
@@ -99,11 +99,15 @@ class Breakdown:
 class Estimator:
     """Prices blocks, messages and requests for one model profile.
 
-    ``preset="default"`` is the fitted, content-aware rule of the profile's tokenizer family with
-    the provider's media rules; ``exact=True`` counts text with tiktoken for OpenAI families.
-    ``preset="seed-store"`` reproduces context-manager's message-store rates exactly. ``image_flat``
-    prices every image (and generated image) without a stamp at a fixed figure, as the 2,000-token
-    ruler of https://github.com/apache/maka/pull/4486 does.
+    ``preset="default"`` counts text with the model's own tokenizer where it is available offline
+    (tiktoken for OpenAI families, a ``tokenizer.json`` for open-weight models) and with the
+    fitted, content-aware rule of its tokenizer family elsewhere, with the provider's media rules.
+    ``exact``: ``None`` (the default) exact where available, else the rule; ``True`` exact or a
+    ``UsageError`` saying how to get the tokenizer; ``False`` always the rule. Blocks are priced
+    once, at admission, so exact counting is paid once per block.
+    ``preset="seed-store"`` reproduces context-manager's message-store rates exactly (``exact=True``
+    is refused). ``image_flat`` prices every image (and generated image) without a stamp at a fixed
+    figure, as the 2,000-token ruler of https://github.com/apache/maka/pull/4486 does.
     """
 
     __slots__ = ("_exact", "_image_flat", "_multiplier", "_preset", "_profile", "_structure", "_text")
@@ -114,7 +118,7 @@ class Estimator:
         multiplier: float = 1.0,
         *,
         preset: Preset = "default",
-        exact: bool = False,
+        exact: bool | None = None,
         image_flat: float | None = None,
     ) -> None:
         if not _valid_multiplier(multiplier):
@@ -124,20 +128,26 @@ class Estimator:
             )
         if preset not in ("default", "seed-store"):
             raise InvalidInput("must be 'default' or 'seed-store'", path="preset")
+        if exact not in (None, True, False):
+            raise InvalidInput("must be None, True or False", path="exact")
         if image_flat is not None and valid_stamp(image_flat) is None:
             raise InvalidInput("must be a finite number ≥ 0", path="image_flat")
         self._profile = get_profile(profile)
         self._multiplier = float(multiplier)
         self._preset: Preset = preset
-        self._exact = exact
         self._image_flat = image_flat
         family = self._profile.tokenizer
         self._text: Callable[[str], float]
         if preset == "seed-store":
+            if exact is True:
+                raise UsageError("the seed-store preset prices text by its rates: it has no exact mode")
             self._text = _seed_text
             self._structure = _SEED_STRUCTURE
+            self._exact = False
         else:
-            self._text = exact_counter(family) if exact else fitted_rule(family)
+            counter = exact_text(self._profile, exact)
+            self._text = counter or fitted_rule(family)
+            self._exact = counter is not None
             self._structure = structure_for(family)
 
     # -- identity -----------------------------------------------------------------------------
@@ -156,6 +166,7 @@ class Estimator:
 
     @property
     def exact(self) -> bool:
+        """Whether text is counted with the model's real tokenizer (else by the fitted rule)."""
         return self._exact
 
     def with_multiplier(self, multiplier: float) -> Estimator:

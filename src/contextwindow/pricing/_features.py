@@ -8,7 +8,7 @@ exactly what runtime computes.
 
 ASCII features follow how BPE pre-tokenizers split text: each letter run, digit group and
 punctuation run is about one pre-token, and a letter run is one token when the family's vocabulary
-has it (``_latinwords_<family>.py``, generated from the tokenizer's own vocabulary: " the",
+has it (``data/latinwords-<family>.json.gz``, generated from the tokenizer's own vocabulary: " the",
 "self", "Error"), several when it does not (rare words, identifiers: priced by their letters);
 escape sequences (``\\xNN``) and hex literals (``0x``) split into short pieces, which is what made
 the stdlib codec tables cost 25–30% more than the rule said. The single-class and class-pair
@@ -18,7 +18,7 @@ eight fixed windows of a longer text and scaled (the numbers of ASCII and non-AS
 exact). Every C pass costs ~1.5 ns a byte on the build machine and tiktoken ~80–180 ns a byte, so
 the number of passes is what decides the speed target (≥ 5× tiktoken).
 
-Non-ASCII characters are priced per character: ``_chartable.py`` (generated offline from the
+Non-ASCII characters are priced per character: ``data/chartable.json.gz`` (generated offline from the
 tokenizers) puts every character seen in the fitting corpus into a cost bucket by its mean token
 share in real text (a common Han character that merges into word tokens costs ~0.5, a rare one
 that falls back to bytes ~2–3), split by script group (CJK, Cyrillic, other) and with uppercase
@@ -30,14 +30,14 @@ number of non-ASCII characters (deterministic sampling).
 
 from __future__ import annotations
 
-import importlib
 import string
 from collections.abc import Sequence
 from functools import cache
 from itertools import filterfalse
 from typing import NamedTuple
 
-from . import _bytepairs, _chartable, _wordtable
+from . import _bytepairs
+from ._tables import table
 
 __all__ = [
     "ASCII_FEATURES",
@@ -70,14 +70,18 @@ often merges into one token), indented_lines ("\n "), space_punct (" =", " (", "
 hex_prefix ("0x"), space_nonascii (a space before a non-ASCII character does not merge into it).
 Scaled to the byte length."""
 LATIN_FEATURES: tuple[str, ...] = (
-    "latin_vocab",  # ASCII letter runs that are one token of the family (``_latinwords_*.py``)
+    "latin_vocab",  # ASCII letter runs that are one token of the family (``data/latinwords-*``)
     "latin_other",  # the other ASCII letter runs (rare words, identifiers): several tokens each
     "latin_other_letters",  # the letters of those other runs
 )
 ASCII_FEATURES: tuple[str, ...] = ("bias", *SINGLE_FEATURES, *PAIR_FEATURES, *LATIN_FEATURES)
 """``bias`` is 1 for non-empty text: the first piece always costs a token."""
-N_BUCKETS = _chartable.N_BUCKETS
-GROUPS = ("cjk", "cyrillic", "other")
+N_BUCKETS = 13
+"""Cost buckets of the character table (``data/chartable.json.gz`` says how many it was made with;
+the fitting script's bucket edges decide it)."""
+GROUPS = ("cjk", "cyrillic", "other", "latin")
+"""Script groups of non-ASCII characters: "latin" is the accented Latin letters (U+00C0–U+027F and
+U+1E00–U+1EFF: French, German, Polish, Turkish, Vietnamese, ...)."""
 FEATURE_NAMES: tuple[str, ...] = (
     ASCII_FEATURES
     + tuple(f"bucket_{i}" for i in range(N_BUCKETS))
@@ -87,7 +91,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     + ("vocab_words", "other_words")
 )
 N_FEATURES = len(FEATURE_NAMES)
-PIECES: tuple[str, ...] = ("prose", "code", "cjk", "cyrillic", "script", "json")
+PIECES: tuple[str, ...] = ("prose", "code", "cjk", "cyrillic", "script", "json", "latin")
 """Pieces of the piecewise rule, in the order ``piece_of`` returns their index."""
 
 SAMPLE_ABOVE = 256
@@ -114,6 +118,7 @@ window edges cost about what the wider spread gains), so eight stay."""
 _JSON_QUOTES = 0.3  # double quotes above this share of the ASCII punctuation: the JSON piece
 _SCRIPT_SHARE = 0.25  # non-ASCII characters above this share of the text: a script piece
 _CODE_PUNCT = 0.075  # ASCII punctuation above this share of the text: the code piece
+_LATIN_SHARE = 0.01  # accented Latin letters above this share of a prose text: the Latin piece
 
 _NOT_PUNCT = bytes(b for b in range(256) if chr(b) not in string.punctuation)
 # ASCII letters stay, every other byte becomes a space: ``split()`` then yields the letter runs.
@@ -134,14 +139,25 @@ _COUNTED = frozenset((*_CLASS_INDEX, _UNKNOWN))
 _SEPARATORS = bytes(b if b >= 0x80 else 0x20 for b in range(256))
 _NOT_LEAD = bytes(range(0xC0))
 # Lead bytes of each script group: CJK U+3000–U+DFFF (E3–ED: CJK, kana, Hangul) and U+F000–U+FFFF
-# (EF: compatibility and full-width forms); Cyrillic U+0400–U+04FF (D0–D3); every other two- and
-# three-byte character. Four-byte (astral) characters are in no group, as in the character table.
+# (EF: compatibility and full-width forms); Cyrillic U+0400–U+04FF (D0–D3); accented Latin
+# U+00C0–U+027F (C3–C9); every other two- and three-byte character. The Latin Extended Additional
+# block (U+1E00–U+1EFF, Vietnamese) shares its lead byte E1 with other scripts: it is moved from
+# "other" to "latin" by its two-byte prefixes (:data:`_LATIN_ADDITIONAL`). Four-byte (astral)
+# characters are in no group, as in the character table.
 _GROUP_LEADS = (
     bytes([*range(0xE3, 0xEE), 0xEF]),
     bytes(range(0xD0, 0xD4)),
-    bytes([*range(0xC2, 0xD0), *range(0xD4, 0xE3), 0xEE]),
+    bytes([0xC2, *range(0xCA, 0xD0), *range(0xD4, 0xE3), 0xEE]),
+    bytes(range(0xC3, 0xCA)),
 )
+_LATIN_ADDITIONAL = (b"\xe1\xb8", b"\xe1\xb9", b"\xe1\xba", b"\xe1\xbb")
 _GROUP_DROPS = tuple(bytes(b for b in range(256) if b not in leads) for leads in _GROUP_LEADS)
+
+
+_ONE_TOKEN_BUCKET = 6
+"""The cost bucket of a mean share of one token a character (the fitting script's edges put 1.0 in
+bucket 6: (0.85, 1.0])."""
+_GROUP_OF_LEAD = {lead: g for g, leads in enumerate(_GROUP_LEADS) for lead in leads}
 
 
 def char_class(group: int, bucket: int) -> str:
@@ -152,13 +168,33 @@ def char_class(group: int, bucket: int) -> str:
 @cache
 def _translation(family: str) -> list[str]:
     """A 65,536-entry ``str.translate`` table: ASCII deleted, known characters to their class,
-    other BMP characters to ``?``; astral characters fall outside and stay as they are."""
-    table = ["" if c < 128 else _UNKNOWN for c in range(0x10000)]
-    for cls, chars in _chartable.CHAR_CLASSES.get(family, _chartable.CHAR_CLASSES["o200k"]).items():
+    other BMP characters to ``?``; astral characters fall outside and stay as they are.
+
+    A character outside the table that is a token of the family on its own (a one-character entry
+    of the word table: "µ", "ß") is priced as one token a character (:data:`_ONE_TOKEN_BUCKET`),
+    not at the unknown price: "µµ" is two tokens, and pricing it at six made a text cost far more
+    than its parts."""
+    out = ["" if c < 128 else _UNKNOWN for c in range(0x10000)]
+    for word in _vocabulary(family):
+        if len(word) <= 3:  # one BMP character is at most three UTF-8 bytes
+            chars = word.decode("utf-8")
+            if len(chars) == 1:
+                group = _GROUP_OF_LEAD.get(word[0], 2)
+                out[ord(chars)] = char_class(group, N_BUCKETS if chars.isupper() else _ONE_TOKEN_BUCKET)
+    chartable = table("chartable")
+    if chartable["n_buckets"] != N_BUCKETS:
+        from ..errors import DamagedData
+
+        raise DamagedData(
+            f"the character table has {chartable['n_buckets']} cost buckets, the rule reads {N_BUCKETS}: "
+            "refit with benchmarks/fit_text_rule.py"
+        )
+    classes: dict[str, dict[str, str]] = chartable["classes"]
+    for cls, chars in classes.get(family, classes["o200k"]).items():
         for ch in chars:
             if ord(ch) < 0x10000:
-                table[ord(ch)] = cls
-    return table
+                out[ord(ch)] = cls
+    return out
 
 
 def _class_counts(chars: str, family: str) -> tuple[dict[str, int], int, float]:
@@ -177,8 +213,9 @@ def _class_counts(chars: str, family: str) -> tuple[dict[str, int], int, float]:
 
 @cache
 def _vocabulary(family: str) -> frozenset[bytes]:
-    """The UTF-8 of every non-Latin word that is one token of the family (``_wordtable.py``)."""
-    return frozenset(_wordtable.WORDS.get(family, _wordtable.WORDS["o200k"]).encode("utf-8").split())
+    """The UTF-8 of every non-Latin word that is one token of the family (``data/wordtable``)."""
+    words: dict[str, str] = table("wordtable")
+    return frozenset(words.get(family, words["o200k"]).encode("utf-8").split())
 
 
 _LOOKUP_ALL = 8
@@ -192,11 +229,10 @@ faster (the split, not the lookups, is most of the cost; measured)."""
 
 @cache
 def _latin_vocabulary(family: str) -> frozenset[bytes]:
-    """Every ASCII letter run that is one token of the family (``_latinwords_<family>.py``,
+    """Every ASCII letter run that is one token of the family (``data/latinwords-<family>``,
     generated from the tokenizer's vocabulary); families without a table use o200k's."""
     name = family if family in ("o200k", "cl100k") else "o200k"
-    module = importlib.import_module(f".{'_latinwords_' + name}", __package__)
-    words: str = module.WORDS
+    words: str = table(f"latinwords-{name}")
     return frozenset(words.encode("ascii").split())
 
 
@@ -231,7 +267,7 @@ def _nonascii(data: bytes, family: str, nonascii: int) -> list[float]:
     """Bucket counts, uppercase, group totals, unknown and astral counts, then the numbers of
     vocabulary and other words, of the non-ASCII part of ``data`` (a text's UTF-8).
 
-    Its non-ASCII words (``_words``) that are one token of the family (``_wordtable.py``) count as
+    Its non-ASCII words (``_words``) that are one token of the family (``data/wordtable``) count as
     ``vocab_words``; only the characters of the other words go to the cost buckets (a
     ``str.translate``, a Python-level lookup per character, on at most :data:`SAMPLE_ABOVE` of
     them). The group totals count every non-ASCII character (they pick the piece). Every count
@@ -258,6 +294,9 @@ def _nonascii(data: bytes, family: str, nonascii: int) -> list[float]:
     # to within rare blocks.
     joined = b"".join(words)
     groups = [len(joined.translate(None, drop)) for drop in _GROUP_DROPS]
+    additional = sum(map(joined.count, _LATIN_ADDITIONAL))
+    groups[2] -= additional
+    groups[3] += additional
     scale = nonascii / seen if seen else 0.0
     hits = len(words) - len(misses)
     return [x * scale for x in (*buckets, upper, *groups, unknown, astral, hits, len(misses))]
@@ -328,7 +367,7 @@ def measure(text: str, family: str = "o200k") -> Measure | None:
     k = ascii_total / in_sample if in_sample else 0.0
     punct = len(raw.translate(None, _NOT_PUNCT)) * k
     quote = raw.count(b'"') * k
-    # Letter runs: one token each when the family's vocabulary has the run (``_latinwords_*``);
+    # Letter runs: one token each when the family's vocabulary has the run (``data/latinwords-*``);
     # the lookups (~90 ns each, the costliest step) are made on every other run and scaled.
     runs = raw.translate(_LATIN_TABLE).split()
     looked = runs[::_LOOKUP_STRIDE] if len(runs) > _LOOKUP_ALL else runs
@@ -367,13 +406,19 @@ _GROUP_AT = len(ASCII_FEATURES) + N_BUCKETS + 1  # index of group_cjk within the
 def piece_of(length: int, punct: float, quote: float, nonascii: int, tail: Sequence[float]) -> int:
     """Index into :data:`PIECES`: a script piece when non-ASCII characters are more than a quarter
     of the text (the largest script group decides), else code or JSON when ASCII punctuation is
-    dense (JSON when double quotes are a large share of it)."""
+    dense (JSON when double quotes are a large share of it), else the Latin piece when accented
+    Latin letters are more than :data:`_LATIN_SHARE` of the text (French, Polish, Vietnamese
+    prose: their words split where English words do not), else prose."""
+    g = _GROUP_AT - len(ASCII_FEATURES)
     if nonascii > _SCRIPT_SHARE * length:
-        g = _GROUP_AT - len(ASCII_FEATURES)
-        cjk, cyr, other = tail[g], tail[g + 1], tail[g + 2]
-        if cjk >= cyr and cjk >= other:
+        cjk, cyr, other, latin = tail[g], tail[g + 1], tail[g + 2], tail[g + 3]
+        if cjk >= cyr and cjk >= other and cjk >= latin:
             return 2
-        return 3 if cyr >= other else 4
-    if punct <= _CODE_PUNCT * length:
-        return 0
-    return 5 if quote > _JSON_QUOTES * punct else 1
+        if cyr >= other and cyr >= latin:
+            return 3
+        return 6 if latin >= other else 4
+    if punct > _CODE_PUNCT * length:
+        return 5 if quote > _JSON_QUOTES * punct else 1
+    if nonascii and tail[g + 3] > _LATIN_SHARE * length:
+        return 6
+    return 0

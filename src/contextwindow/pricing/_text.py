@@ -1,8 +1,8 @@
-"""Text rules per tokenizer family: the fitted default, and tiktoken's exact count where installed.
+"""Text rules per tokenizer family: the model's exact tokenizer where available, else the fitted rule.
 
 The fitted rule prices a string as ``sum(c * f)`` over the features of ``_features.py`` with one
 coefficient vector per family and piece (prose, code, CJK, Cyrillic, other scripts, JSON; chosen by
-``_features.piece_of``), in ``_coefficients.py``, fitted by ``benchmarks/fit_text_rule.py``
+``_features.piece_of``), in ``data/coefficients.json.gz``, fitted by ``benchmarks/fit_text_rule.py``
 against tiktoken. Claude's tokenizer is not public, so a Claude
 family prices text as the o200k rule times a ratio fitted per generation against real Claude usage
 (``benchmarks/fit_claude_rule.py``); Gemini and other families without an offline tokenizer use
@@ -22,10 +22,10 @@ from functools import cache
 from typing import Any
 
 from ..errors import UsageError
-from ..models import TokenizerFamily
-from . import _coefficients
+from ..models import ModelProfile, TokenizerFamily
 from ._bytepairs import Weights, class_codes
 from ._features import (
+    FEATURE_NAMES,
     LATIN_FEATURES,
     N_FEATURES,
     PAIR_FEATURES,
@@ -34,12 +34,17 @@ from ._features import (
     ZERO_TAIL,
     measure,
 )
-from .tokenizers import cache_dir, load_encoding
+from ._tables import table
+from .tokenizers import exact_source, missing_reason
 
-__all__ = ["EXACT_ENCODINGS", "Structure", "ceil_nonneg", "exact_counter", "fitted_rule", "structure_for"]
+__all__ = ["Structure", "ceil_nonneg", "exact_text", "fitted_rule", "structure_for"]
 
-EXACT_ENCODINGS: dict[str, str] = {"o200k": "o200k_base", "cl100k": "cl100k_base"}
-"""Families tiktoken counts exactly (its model table: https://github.com/openai/tiktoken)."""
+_CJK_AS_OLDER: dict[str, str] = {"claude-2026": "claude"}
+"""The newer Claude tokenizer (Opus 4.7 and later) counts about 30% more tokens than the earlier one
+on the same English text ("approximately 30% more tokens",
+https://platform.claude.com/docs/en/build-with-claude/token-counting; ~1.37× in the fit on real
+sessions) but, by third-party measurements, about as many on CJK text: the CJK piece of the newer
+family keeps the older family's ratio. The sessions the ratios are fitted on hold almost no CJK."""
 
 # Families without an offline tokenizer: the o200k fit with a margin so the estimate errs high.
 _MARGIN_FAMILIES: dict[str, float] = {"gemini": 1.15, "deepseek": 1.15, "unknown": 1.25}
@@ -68,38 +73,51 @@ class Structure:
 _OPENAI = Structure(
     message=3, request=3, text_block=0, tool_use=8, tool_result=6, tool_spec=10, media_block=0
 )
-# Claude: fitted against real Claude Code sessions (see _coefficients and fit_claude_rule.py).
-_CLAUDE = {
-    family: Structure(
-        message=c["message"],
-        request=0,
-        text_block=c["text_block"],
-        tool_use=c["tool_use"],
-        tool_result=c["tool_result"],
-        tool_spec=c["tool_use"],
-        media_block=0,  # rounds with media were left out of the fit: no framing was measured
-    )
-    for family, c in _coefficients.CLAUDE_STRUCTURE.items()
-}
 
 
-def structure_for(family: TokenizerFamily) -> Structure:
-    """The framing of a family; families without published framing use OpenAI's, which is small."""
-    return _CLAUDE.get(family, _OPENAI)
-
-
-def _linear(family: str, scale: float) -> Callable[[str], float]:
-    pieces = _coefficients.TEXT_COEFFICIENTS[family]
-    if tuple(pieces) != PIECES or any(len(c) != N_FEATURES for c in pieces.values()):
-        # a stale generated file: refit rather than misprice
+def _coefficients() -> dict[str, Any]:
+    """The fitted coefficients (``data/coefficients.json.gz``), checked against the feature set."""
+    data: dict[str, Any] = table("coefficients")
+    if tuple(data["features"]) != FEATURE_NAMES or any(
+        set(pieces) != set(PIECES) or any(len(c) != N_FEATURES for c in pieces.values())
+        for pieces in data["text"].values()
+    ):
+        # a stale generated table: refit rather than misprice
         raise RuntimeError(
             "pricing coefficients do not match the feature set; run benchmarks/fit_text_rule.py"
         )
+    return data
+
+
+@cache
+def structure_for(family: TokenizerFamily) -> Structure:
+    """The framing of a family. Claude's is fitted against real Claude Code sessions
+    (``benchmarks/fit_claude_rule.py``); families without published framing use OpenAI's, which is small."""
+    claude = _coefficients()["claude_structure"].get(family)
+    if claude is None:
+        return _OPENAI
+    return Structure(
+        message=claude["message"],
+        request=0,
+        text_block=claude["text_block"],
+        tool_use=claude["tool_use"],
+        tool_result=claude["tool_result"],
+        tool_spec=claude["tool_use"],
+        media_block=0,  # rounds with media were left out of the fit: no framing was measured
+    )
+
+
+def _linear(
+    family: str, scale: float, piece_scales: dict[str, float] | None = None
+) -> Callable[[str], float]:
+    """The fitted rule of ``family`` times ``scale`` (``piece_scales`` overrides it per piece)."""
+    pieces = _coefficients()["text"][family]
     singles = slice(1, 1 + len(SINGLE_FEATURES))
     pairs = slice(singles.stop, singles.stop + len(PAIR_FEATURES))
     latin = slice(pairs.stop, pairs.stop + len(LATIN_FEATURES))
     rest = slice(latin.stop, N_FEATURES)
-    vectors = [tuple(c * scale for c in pieces[p]) for p in PIECES]
+    scales = {p: (piece_scales or {}).get(p, scale) for p in PIECES}
+    vectors = [tuple(c * scales[p] for c in pieces[p]) for p in PIECES]
     # per piece: bias, the single and pair features as weight tables, the Latin and tail vectors
     table = tuple((v[0], Weights.of(v[singles], v[pairs]), v[latin], v[rest]) for v in vectors)
 
@@ -115,7 +133,7 @@ def _linear(family: str, scale: float) -> Callable[[str], float]:
         )
         if m.tail is not ZERO_TAIL:
             total += sum(map(operator.mul, rest_c, m.tail))
-        return max(total, scale)  # non-empty text is at least one token
+        return max(total, 1.0)  # non-empty text is at least one token
 
     return price
 
@@ -123,40 +141,37 @@ def _linear(family: str, scale: float) -> Callable[[str], float]:
 @cache
 def fitted_rule(family: TokenizerFamily) -> Callable[[str], float]:
     """The default text rule of a family: unrounded tokens of a string."""
-    if family in _coefficients.TEXT_COEFFICIENTS:
+    data = _coefficients()
+    if family in data["text"]:
         return _linear(family, 1.0)
-    if family in _coefficients.CLAUDE_TEXT_RATIO:
-        return _linear("o200k", _coefficients.CLAUDE_TEXT_RATIO[family])
+    if family in data["claude_ratio"]:
+        ratio = data["claude_ratio"][family]
+        same = _CJK_AS_OLDER.get(family)
+        cjk = {"cjk": data["claude_ratio"][same]} if same in data["claude_ratio"] else None
+        return _linear("o200k", ratio, cjk)
     return _linear("o200k", _MARGIN_FAMILIES.get(family, _MARGIN_FAMILIES["unknown"]))
 
 
-@cache
-def exact_counter(family: TokenizerFamily) -> Callable[[str], float]:
-    """tiktoken's exact count for a family it covers; special-token text is counted as text.
+def exact_text(profile: ModelProfile, exact: bool | None) -> Callable[[str], float] | None:
+    """The exact text counter of ``profile`` for an ``exact`` setting, or ``None`` for the rule.
 
-    ``UsageError`` when the family has no public tokenizer (Claude, Gemini) or tiktoken is not
-    installed (``pip install contextwindow[tiktoken]``).
+    ``None``: exact where the model's tokenizer is available offline (tiktoken for the OpenAI
+    families, a ``tokenizer.json`` for open-weight models), else the rule. ``True``: exact, or a
+    ``UsageError`` saying how to get the tokenizer. ``False``: always the rule.
     """
-    name = EXACT_ENCODINGS.get(family)
-    if name is None:
-        raise UsageError(
-            f"no exact tokenizer for the {family!r} family; exact=True needs an OpenAI (tiktoken) model"
-        )
-    encoding: Any = load_encoding(name)
-    if encoding is None:
-        raise UsageError(
-            f"exact=True needs tiktoken ({name}) installed and its file cached offline: "
-            f"pip install 'contextwindow[tiktoken]' and set TIKTOKEN_CACHE_DIR (now {cache_dir()}); "
-            "contextwindow never downloads it"
-        )
+    if exact is False:
+        return None
+    source = exact_source(profile)
+    if source is None:
+        if exact is True:
+            raise UsageError(missing_reason(profile))
+        return None
+    count = source.count
 
-    def count(text: str) -> float:
-        if not text:
-            return 0.0
-        # disallowed_special=() counts "<|endoftext|>" as plain text instead of raising.
-        return float(len(encoding.encode(text, disallowed_special=())))
+    def price(text: str) -> float:
+        return float(count(text))
 
-    return count
+    return price
 
 
 def ceil_nonneg(value: float) -> int:

@@ -90,6 +90,20 @@ class AnthropicProvider:
             _mark_cache_breakpoints(body)
         return body
 
+    async def count_input_tokens(self, request: Request, *, load: AttachmentLoader) -> int:
+        """The provider's own count of ``request``'s input, by ``messages.count_tokens``
+        (https://platform.claude.com/docs/en/build-with-claude/token-counting): exact for Claude,
+        whose tokenizer is not public; nothing is generated or billed."""
+        import anthropic
+
+        body = self.body(request, max_tokens=1, load=load)
+        allowed = ("messages", "model", "system", "tools", "tool_choice", "thinking")
+        try:
+            counted = await self.client.messages.count_tokens(**{k: body[k] for k in allowed if k in body})
+        except anthropic.AnthropicError as exc:
+            raise map_anthropic_error(exc) from exc
+        return int(counted.input_tokens)
+
     async def stream(
         self, request: Request, *, max_tokens: int, load: AttachmentLoader
     ) -> AsyncIterator[ProviderEvent]:

@@ -39,7 +39,7 @@ from .base import (
 if TYPE_CHECKING:
     import openai
 
-__all__ = ["OpenAIProvider", "map_openai_error"]
+__all__ = ["OpenAIProvider", "map_openai_error", "responses_input", "responses_tool"]
 
 
 def map_openai_error(exc: BaseException) -> ProviderError:
@@ -90,6 +90,22 @@ class OpenAIProvider:
         body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
         return body
 
+    async def count_input_tokens(self, request: Request, *, load: AttachmentLoader) -> int:
+        """The provider's own count of ``request``'s input, by the Responses API's
+        ``responses.input_tokens.count`` (https://platform.openai.com/docs/api-reference/responses/input-tokens):
+        it includes the formatting tokens and the images, files and tools tiktoken cannot count."""
+        import openai
+
+        body = self.body(request, max_tokens=1, load=load)
+        arguments: dict[str, Any] = {"model": body["model"], "input": responses_input(body["messages"])}
+        if body.get("tools"):
+            arguments["tools"] = [responses_tool(t) for t in body["tools"]]
+        try:
+            counted = await self.client.responses.input_tokens.count(**arguments)
+        except openai.OpenAIError as exc:
+            raise map_openai_error(exc) from exc
+        return int(counted.input_tokens)
+
     async def stream(
         self, request: Request, *, max_tokens: int, load: AttachmentLoader
     ) -> AsyncIterator[ProviderEvent]:
@@ -136,6 +152,61 @@ class OpenAIProvider:
             builder.tool_use(use)
             yield ToolCall(tool_use=use)
         yield Stop(reason=normalise_stop_reason(raw_stop), raw_reason=raw_stop, message=builder.message())
+
+
+def responses_input(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chat Completions messages as Responses API input items: a message keeps its role and
+    content (text parts become ``input_text`` / ``output_text``, images ``input_image``); an
+    assistant's tool calls become ``function_call`` items and a tool message a
+    ``function_call_output`` (https://platform.openai.com/docs/guides/migrate-to-responses)."""
+    items: list[dict[str, Any]] = []
+    for message in messages:
+        role = message.get("role")
+        if role == "tool":
+            output = message.get("content")
+            if not isinstance(output, str):
+                output = "".join(p.get("text", "") for p in output or () if isinstance(p, dict))
+            items.append(
+                {"type": "function_call_output", "call_id": message["tool_call_id"], "output": output}
+            )
+            continue
+        content = message.get("content")
+        if content:
+            kind = "output_text" if role == "assistant" else "input_text"
+            if isinstance(content, str):
+                parts: list[dict[str, Any]] = [{"type": kind, "text": content}]
+            else:
+                parts = [_responses_part(p, kind) for p in content]
+            items.append({"role": role, "content": parts})
+        for call in message.get("tool_calls") or ():
+            function = call["function"]
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": call["id"],
+                    "name": function["name"],
+                    "arguments": function["arguments"],
+                }
+            )
+    return items
+
+
+def _responses_part(part: dict[str, Any], text_kind: str) -> dict[str, Any]:
+    if part.get("type") == "image_url":
+        image = part["image_url"]
+        return {"type": "input_image", "image_url": image["url"], "detail": image.get("detail", "auto")}
+    return {"type": text_kind, "text": part.get("text", "")}
+
+
+def responses_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    """A Chat Completions tool definition as a Responses API function tool."""
+    function = tool.get("function", {})
+    return {
+        "type": "function",
+        "name": function.get("name"),
+        "description": function.get("description"),
+        "parameters": function.get("parameters", {}),
+    }
 
 
 def _tool_use(call: dict[str, str]) -> ToolUse:

@@ -5,6 +5,8 @@ transfer for streams) so it runs wherever contextwindow does. Endpoints:
 
 - ``POST /v1/messages`` — Anthropic Messages, JSON or SSE (``"stream": true``);
 - ``POST /v1/messages/count_tokens`` — ``{"input_tokens": N}`` as the local provider counts;
+- ``POST /v1/responses/input_tokens`` — OpenAI's Responses input count, ``{"object":
+  "response.input_tokens", "input_tokens": N}``, counted as the equivalent Chat Completions request;
 - ``POST /v1/chat/completions`` — OpenAI Chat Completions, JSON or SSE, usage chunk with
   ``stream_options.include_usage``;
 - ``POST /v1/responses`` — OpenAI Responses, JSON (not streamed);
@@ -32,7 +34,14 @@ from ..formats import openai as openai_format
 from ..formats import responses as responses_format
 from .counting import tokenizer_for
 from .model import LocalModel, LocalSettings, Rejection, Reply, UsageReport, WireFormat, error_json
-from .wire import anthropic_events, anthropic_message, openai_chunks, openai_completion, responses_object
+from .wire import (
+    anthropic_events,
+    anthropic_message,
+    chat_from_responses,
+    openai_chunks,
+    openai_completion,
+    responses_object,
+)
 
 __all__ = ["LocalServer", "serve"]
 
@@ -61,8 +70,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         path = self.path.split("?", 1)[0].rstrip("/")
-        wire: WireFormat = "openai" if path.endswith(("/chat/completions", "/responses")) else "anthropic"
-        if path not in ("/v1/messages", "/v1/messages/count_tokens", "/v1/chat/completions", "/v1/responses"):
+        responses_count = path == "/v1/responses/input_tokens"
+        wire: WireFormat = (
+            "openai" if path.endswith(("/chat/completions", "/responses")) or responses_count else "anthropic"
+        )
+        if (
+            path not in ("/v1/messages", "/v1/messages/count_tokens", "/v1/chat/completions", "/v1/responses")
+            and not responses_count
+        ):
             self._reject(wire, 404, "not_found_error", f"no route for POST {self.path}")
             return
         length = int(self.headers.get("content-length") or 0)
@@ -79,6 +94,8 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(data, dict):
             self._reject(wire, 400, "invalid_request_error", "The request body must be a JSON object.")
             return
+        if responses_count:
+            data = chat_from_responses(data)
         try:
             reader = (
                 responses_format
@@ -97,9 +114,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._reject(wire, 404, "not_found_error", f"model: {parsed.request.model}")
             return
         tokenizer = tokenizer_for(profile).name
-        if path.endswith("/count_tokens"):
-            count = model.count(parsed.request, parsed.loader())
-            self._json(200, {"input_tokens": count.input_tokens}, {"x-contextwindow-tokenizer": tokenizer})
+        if path.endswith("/count_tokens") or responses_count:
+            count = model.count(parsed.request, parsed.loader(), wire=wire)
+            body: dict[str, Any] = {"input_tokens": count.input_tokens}
+            if responses_count:
+                body["object"] = "response.input_tokens"
+            self._json(200, body, {"x-contextwindow-tokenizer": tokenizer})
             return
         max_tokens = parsed.request.max_tokens
         if wire == "anthropic" and max_tokens is None:

@@ -30,6 +30,7 @@ __all__ = [
     "anthropic_events",
     "anthropic_message",
     "anthropic_usage",
+    "chat_from_responses",
     "openai_chunks",
     "openai_completion",
     "openai_usage",
@@ -284,3 +285,66 @@ def openai_chunks(reply: Reply, *, include_usage: bool) -> Iterator[bytes]:
     if include_usage and reply.reported is not None:
         yield sse({**head, "choices": [], "usage": openai_usage(reply.reported)})
     yield sse("[DONE]")
+
+
+def chat_from_responses(data: dict[str, Any]) -> dict[str, Any]:
+    """A Responses API ``input_tokens`` body (``model``, ``input``, ``instructions``, ``tools``) as
+    the Chat Completions request it stands for, so the local provider counts both alike:
+    ``input_text`` / ``output_text`` parts become text, ``input_image`` an ``image_url`` part,
+    ``function_call`` items the assistant's ``tool_calls`` and ``function_call_output`` a tool
+    message. Shapes it does not know are left for the Chat Completions parser to refuse."""
+    messages: list[dict[str, Any]] = []
+    if isinstance(data.get("instructions"), str):
+        messages.append({"role": "system", "content": data["instructions"]})
+    items = data.get("input")
+    if isinstance(items, str):
+        items = [{"role": "user", "content": items}]
+    for item in items if isinstance(items, list) else ():
+        if not isinstance(item, dict):
+            messages.append(item)
+            continue
+        kind = item.get("type", "message")
+        if kind == "function_call":
+            call = {
+                "id": item.get("call_id"),
+                "type": "function",
+                "function": {"name": item.get("name"), "arguments": item.get("arguments")},
+            }
+            if messages and messages[-1].get("role") == "assistant" and "tool_calls" in messages[-1]:
+                messages[-1]["tool_calls"].append(call)
+            else:
+                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == "function_call_output":
+            messages.append(
+                {"role": "tool", "tool_call_id": item.get("call_id"), "content": item.get("output")}
+            )
+        else:
+            content = item.get("content")
+            if isinstance(content, list):
+                content = [_chat_part(p) for p in content]
+            messages.append({"role": item.get("role"), "content": content})
+    tools = [
+        {
+            "type": "function",
+            "function": {k: t.get(k) for k in ("name", "description", "parameters") if t.get(k) is not None},
+        }
+        for t in data.get("tools") or ()
+        if isinstance(t, dict) and t.get("type") == "function"
+    ]
+    out: dict[str, Any] = {"model": data.get("model"), "messages": messages}
+    if tools:
+        out["tools"] = tools
+    return out
+
+
+def _chat_part(part: Any) -> Any:
+    if not isinstance(part, dict):
+        return part
+    if part.get("type") in ("input_text", "output_text"):
+        return {"type": "text", "text": part.get("text")}
+    if part.get("type") == "input_image":
+        return {
+            "type": "image_url",
+            "image_url": {"url": part.get("image_url"), "detail": part.get("detail", "auto")},
+        }
+    return part
