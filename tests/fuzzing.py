@@ -288,6 +288,67 @@ _meta = st.dictionaries(
     max_size=3,
 )
 
+_COUNT_FIELDS = ["fresh_input", "cache_read", "cache_write", "output", "reasoning"]
+_bad_numbers = (
+    st.sampled_from([math.nan, math.inf, -math.inf, HUGE, -HUGE, 1.5, "3", b"1", True])
+    | st.integers(max_value=-1)
+    | st.integers(min_value=10**12 + 1)
+)
+_poisoned_usage = st.builds(lambda f, p: {f: p}, st.sampled_from(_COUNT_FIELDS), _bad_numbers)
+
+
+@st.composite
+def _poisoned_append(draw: st.DrawFn) -> tuple[Any, ...]:
+    blocks = tuple(Text(text=str(k)) for k in range(draw(st.integers(1, 4))))
+    kind = draw(st.sampled_from(["price", "surrogate", "metadata"]))
+    if kind == "price":
+        prices: list[Any] = [1.0] * len(blocks)
+        prices[draw(st.integers(0, len(blocks) - 1))] = draw(
+            _bad_numbers.filter(lambda p: p is not True and p != 1.5)
+        )
+        return ("user", blocks, {}, prices)
+    if kind == "surrogate":
+        return ("user", (Text(text=draw(st.sampled_from(["\ud800", "a\udfff", "\udc00z"]))),), {}, None)
+    return ("user", blocks, {"k": [draw(st.sampled_from([math.nan, math.inf, -math.inf]))]}, None)
+
+
+def _png_header(width: int, height: int) -> bytes:
+    """A PNG whose header claims a size and holds no pixels (a decompression bomb's header)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", b"") + chunk(b"IEND", b"")
+
+
+_poisoned_attach = st.one_of(
+    st.tuples(st.just(b""), st.sampled_from(["image/png", "text/plain", "application/pdf"]), st.just({})),
+    st.tuples(st.just(PNG), st.sampled_from(["image/jpeg", "image/gif", "image/webp"]), st.just({})),
+    st.tuples(
+        st.just(PNG),
+        st.just("image/png"),
+        st.builds(lambda w: {"width": w}, st.integers(1, 10**6).filter(lambda w: w != 4)),
+    ),
+    st.tuples(
+        st.builds(_png_header, st.integers(65_536, 2**31 - 1), st.integers(1, 2**31 - 1)),
+        st.just("image/png"),
+        st.just({}),
+    ),
+    st.tuples(
+        st.binary(min_size=1, max_size=40).filter(lambda b: not b.startswith(b"\x89PNG")),
+        st.just("image/png"),
+        st.just({}),
+    ),
+    st.tuples(
+        st.just(b"x"),
+        st.just("text/plain"),
+        st.builds(lambda p: {"duration_seconds": p}, st.sampled_from([math.nan, -1.0, HUGE, math.inf])),
+    ),
+)
+
 BOUNDARIES: list[Boundary] = [
     Boundary(
         "Message()",
@@ -307,9 +368,7 @@ BOUNDARIES: list[Boundary] = [
             st.sampled_from(["fresh_input", "cache_read", "cache_write", "output", "reasoning"]), hostile
         ),
         lambda v, _: Usage(**v),
-        poisoned=st.builds(
-            lambda p: {"fresh_input": p}, st.sampled_from([math.nan, HUGE, -1, 1.5, "3", 10**13])
-        ),
+        poisoned=_poisoned_usage,
     ),
     Boundary("parse_message", hostile, lambda v, _: parse_message(v)),
     Boundary("parse_block", st.one_of(hostile, wire_blocks()), lambda v, _: parse_block(v)),
@@ -317,12 +376,7 @@ BOUNDARIES: list[Boundary] = [
         "Session.append",
         st.tuples(st.sampled_from(["user", "assistant"]) | hostile, hostile, hostile, hostile),
         _append,
-        poisoned=st.tuples(
-            st.just("user"),
-            st.just((Text(text="x"),)),
-            st.just({}),
-            st.sampled_from([math.nan, HUGE, -1.0, "1"]).map(lambda p: [p]),
-        ),
+        poisoned=_poisoned_append(),
         writes=True,
     ),
     Boundary(
@@ -337,16 +391,7 @@ BOUNDARIES: list[Boundary] = [
         "Session.attach",
         st.tuples(st.one_of(st.binary(max_size=64), st.just(PNG), st.just(b"")), _media_types, _meta),
         _attach,
-        poisoned=st.one_of(
-            st.tuples(st.just(b""), st.sampled_from(["image/png", "text/plain"]), st.just({})),
-            st.tuples(st.just(PNG), st.just("image/jpeg"), st.just({})),
-            st.tuples(st.just(PNG), st.just("image/png"), st.just({"width": 9, "height": 3})),
-            st.tuples(
-                st.just(b"x"),
-                st.just("text/plain"),
-                st.builds(lambda p: {"duration_seconds": p}, st.sampled_from([math.nan, -1.0, HUGE])),
-            ),
-        ),
+        poisoned=_poisoned_attach,
         writes=True,
     ),
     Boundary(
