@@ -95,6 +95,9 @@ def _ours(boundary: Boundary, examples: int) -> dict[str, int]:
     }
 
 
+BARE_TYPES: Counter[str] = Counter()
+
+
 def _langchain(value: Any) -> str:
     from langchain_core.messages import convert_to_messages
     from langchain_core.messages.utils import count_tokens_approximately
@@ -115,7 +118,8 @@ def _peer(examples: int) -> dict[str, int] | None:
     except ImportError:
         return None
     plain = _run(wire_requests(), examples, _langchain)
-    poisoned = _run(poisoned_wire(), max(1, examples // 3), _langchain)
+    # Only poison the peer reads: it takes the messages, not max_tokens.
+    poisoned = _run(poisoned_wire(numbers=False), max(1, examples // 3), _langchain)
     both = plain + poisoned
     return {
         "tried": both["tried"],
@@ -182,6 +186,11 @@ def main(argv: list[str] | None = None) -> str:
             )
     finally:
         signal.signal(signal.SIGALRM, previous)
+    if BARE_TYPES:
+        lines.append("")
+        lines.append(
+            "Peer's bare exceptions: " + ", ".join(f"{n}× {name}" for name, n in BARE_TYPES.most_common())
+        )
     table = "\n".join(lines)
     print(table)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

@@ -27,7 +27,16 @@ from typing import Any
 from hypothesis import strategies as st
 from PIL import Image as PILImage
 
-from contextwindow.content import Image, Message, Text, ToolResult, ToolUse, parse_block, parse_message
+from contextwindow.content import (
+    Image,
+    Message,
+    Text,
+    ToolResult,
+    ToolUse,
+    message_to_dict,
+    parse_block,
+    parse_message,
+)
 from contextwindow.errors import ContextWindowError
 from contextwindow.formats import parse_any
 from contextwindow.limits import MAX_DOCUMENT_DEPTH
@@ -36,6 +45,7 @@ from contextwindow.replay.importers import import_chat
 from contextwindow.replay.scenario_file import loads_scenario
 from contextwindow.store import Store, open_store
 from contextwindow.usage.tracker import Usage
+from strategies import anthropic_wire, messages, openai_wire
 
 # ---------------------------------------------------------------------------------------------------
 # values
@@ -178,11 +188,12 @@ VALID_WIRE: list[Any] = [
 
 
 @st.composite
-def poisoned_wire(draw: st.DrawFn) -> Any:
+def poisoned_wire(draw: st.DrawFn, *, numbers: bool = True) -> Any:
     """A valid request with one known-bad part planted in it, which the boundary must refuse: nesting
-    past the document limit anywhere, or a ``max_tokens`` past a float or the count bound."""
+    past the document limit anywhere, or (with ``numbers``) a ``max_tokens`` past a float or the
+    count bound."""
     base = draw(st.sampled_from(VALID_WIRE))
-    if draw(st.booleans()):
+    if numbers and draw(st.booleans()):
         return {**base, "max_tokens": draw(st.sampled_from([HUGE, 10**13, -1, 0, math.nan, True]))}
     return plant(base, draw(deep), draw(st.lists(st.integers(0, 5), min_size=1, max_size=6)))
 
@@ -276,7 +287,9 @@ _bytes_for_cli = st.one_of(
     st.binary(max_size=200),
     st.builds(lambda s: s.encode("utf-16"), st.text(max_size=50)),
     st.builds(lambda n: _deep_text(n).encode(), st.integers(MAX_DOCUMENT_DEPTH + 1, 20_000)),
-    wire_requests().map(lambda r: json.dumps(r, default=str).encode("utf-8", "surrogatepass")),
+    st.one_of(wire_requests(), st.deferred(lambda: mutated(valid_wire))).map(
+        lambda r: json.dumps(r, default=str).encode("utf-8", "surrogatepass")
+    ),
 )
 
 _media_types = st.sampled_from(
@@ -349,6 +362,34 @@ _poisoned_attach = st.one_of(
     ),
 )
 
+
+def mutated(valid: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """Valid values, as they are or with one hostile part planted at a random place: reaches the
+    code behind the first type check, where a wholly random value never gets."""
+    paths = st.lists(st.integers(0, 7), min_size=1, max_size=7)
+    return valid | st.builds(plant, valid, hostile, paths)
+
+
+valid_wire = st.one_of(anthropic_wire(), openai_wire(), st.sampled_from(VALID_WIRE))
+valid_message_data = messages().map(message_to_dict)
+VALID_SCENARIO: list[dict[str, Any]] = [
+    {"type": "meta", "name": "fuzz", "model": "gpt-4o", "window": 8000},
+    {"type": "system", "text": "You are a coding agent."},
+    {
+        "type": "tools",
+        "tools": [{"name": "read", "description": "read a file", "input_schema": {"type": "object"}}],
+    },
+    {"type": "user", "content": "Why does the test fail?"},
+    {
+        "type": "assistant",
+        "content": [{"type": "tool_use", "id": "t1", "name": "read", "input": {"path": "a.py"}}],
+    },
+    {"type": "tool_result", "tool_use_id": "t1", "content": "def f(): pass"},
+    {"type": "inject", "content": [{"type": "image", "generate": "photo", "width": 64, "height": 48}]},
+    {"type": "assistant", "content": "The fixture is stale."},
+]
+
+
 BOUNDARIES: list[Boundary] = [
     Boundary(
         "Message()",
@@ -370,7 +411,7 @@ BOUNDARIES: list[Boundary] = [
         lambda v, _: Usage(**v),
         poisoned=_poisoned_usage,
     ),
-    Boundary("parse_message", hostile, lambda v, _: parse_message(v)),
+    Boundary("parse_message", st.one_of(hostile, mutated(valid_message_data)), lambda v, _: parse_message(v)),
     Boundary("parse_block", st.one_of(hostile, wire_blocks()), lambda v, _: parse_block(v)),
     Boundary(
         "Session.append",
@@ -408,14 +449,19 @@ BOUNDARIES: list[Boundary] = [
     ),
     Boundary(
         "count_tokens",
-        st.one_of(hostile, wire_requests(), wire_blocks()),
+        st.one_of(hostile, wire_requests(), wire_blocks(), mutated(valid_wire)),
         lambda v, _: count_tokens(v, model="gpt-4o"),
         poisoned=poisoned_wire(),
     ),
     Boundary(
-        "parse_any", st.one_of(hostile, wire_requests()), lambda v, _: parse_any(v), poisoned=poisoned_wire()
+        "parse_any",
+        st.one_of(hostile, wire_requests(), mutated(valid_wire)),
+        lambda v, _: parse_any(v),
+        poisoned=poisoned_wire(),
     ),
-    Boundary("import_chat", st.one_of(hostile, wire_requests()), lambda v, _: import_chat(v)),
+    Boundary(
+        "import_chat", st.one_of(hostile, wire_requests(), mutated(valid_wire)), lambda v, _: import_chat(v)
+    ),
     Boundary(
         "loads_scenario",
         st.lists(
@@ -431,7 +477,8 @@ BOUNDARIES: list[Boundary] = [
                 ),
             ),
             max_size=4,
-        ),
+        )
+        | mutated(st.just(VALID_SCENARIO)),
         _scenario,
     ),
     Boundary("cli count/show", st.tuples(_bytes_for_cli, st.sampled_from(["count", "show"])), _cli),
