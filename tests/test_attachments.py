@@ -178,3 +178,69 @@ class TestMakeRef:
     def test_data_must_be_bytes(self) -> None:
         with pytest.raises(InvalidInput):
             make_ref("text", "text/plain")  # type: ignore[arg-type]
+
+
+class TestOneMediaRuleForAttachAndTheWire:
+    """``Session.attach`` and ``parse_any`` refuse the same media for the same reasons."""
+
+    @staticmethod
+    def via_wire(data: bytes, media_type: str) -> object:
+        from contextwindow.formats import parse_any
+
+        source = {"type": "base64", "media_type": media_type, "data": base64.b64encode(data).decode()}
+        kind = "document" if media_type == "application/pdf" else "image"
+        return parse_any(
+            {"system": "s", "messages": [{"role": "user", "content": [{"type": kind, "source": source}]}]}
+        )
+
+    @staticmethod
+    def via_attach(data: bytes, media_type: str) -> object:
+        from contextwindow.store import open_store
+
+        return open_store(None).session("s").attach(data, media_type)
+
+    @pytest.mark.parametrize(
+        ("data", "media_type", "reason"),
+        [
+            (b"", "image/png", "empty"),
+            (png_header(3, 3), "image/jpeg", "not image/jpeg"),
+            (b"not an image", "image/png", "not a image/png"),
+            (png_header(70_000, 70_000), "image/png", "budget"),
+            (png_header(10**9, 10**9), "image/png", "budget"),
+            (b"plain words", "application/pdf", "not a PDF"),
+        ],
+        ids=["empty", "png-as-jpeg", "junk-png", "bomb", "giant", "junk-pdf"],
+    )
+    @pytest.mark.parametrize("entry", ["attach", "wire"])
+    def test_refused_the_same_way(self, data: bytes, media_type: str, reason: str, entry: str) -> None:
+        call = self.via_attach if entry == "attach" else self.via_wire
+        with pytest.raises(InvalidInput, match=reason):
+            call(data, media_type)
+
+    def test_the_wire_names_the_field_that_held_the_media_type(self) -> None:
+        with pytest.raises(InvalidInput) as caught:
+            self.via_wire(png_header(3, 3), "image/jpeg")
+        assert caught.value.path == "messages[0].content[0].source.media_type"
+
+    def test_valid_media_get_the_same_figures_both_ways(self) -> None:
+        data, media_type, (width, height) = IMAGES[0]
+        ref = self.via_attach(data, media_type)
+        parsed = self.via_wire(data, media_type)
+        wire_ref = parsed.request.messages[0].content[0].ref  # type: ignore[attr-defined]
+        assert (ref.width, ref.height) == (wire_ref.width, wire_ref.height) == (width, height)  # type: ignore[attr-defined]
+
+
+class TestBudgetsAndPolicyBounds:
+    def test_budgets_past_the_size_bound_are_invalid_input(self) -> None:
+        from contextwindow.store import Budgets
+
+        with pytest.raises(InvalidInput, match=r"budgets\.max_attachment_bytes"):
+            Budgets(max_attachment_bytes=10**400)
+
+    def test_policy_figures_past_their_bound_are_invalid_input(self) -> None:
+        from contextwindow.compile import Policy
+
+        with pytest.raises(InvalidInput, match=r"policy\.inline_media_bytes"):
+            Policy(inline_media_bytes=10**400)
+        with pytest.raises(InvalidInput, match="media_hysteresis_ratio"):
+            Policy(media_hysteresis_ratio=10**400)

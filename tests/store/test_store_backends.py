@@ -201,13 +201,27 @@ class TestVerify:
                 "UPDATE entries SET payload = '{\"message\": 3}' WHERE position = 1",
                 ["digest_mismatch", "unreadable_entry"],
             ),
+            (
+                "UPDATE entries SET payload = '" + "[" * 5000 + "]" * 5000 + "' WHERE position = 1",
+                ["digest_mismatch", "unreadable_entry"],
+            ),
             ("UPDATE sessions SET length = 99", ["head_mismatch"]),
             ("UPDATE attachments SET size_bytes = 3 WHERE id = 'ATT'", ["size_mismatch"]),
             ("DELETE FROM attachment_blobs", ["missing_blob"]),
             ("UPDATE session_attachments SET width = -4", ["bad_attachment_meta"]),
             ("UPDATE session_attachments SET meta = '[1]'", ["bad_attachment_meta"]),
         ],
-        ids=["edited", "dropped", "unparseable", "head", "size", "bytes-gone", "link-figure", "link-meta"],
+        ids=[
+            "edited",
+            "dropped",
+            "unparseable",
+            "too-deep",
+            "head",
+            "size",
+            "bytes-gone",
+            "link-figure",
+            "link-meta",
+        ],
     )
     def test_each_broken_invariant_is_listed(
         self, durable_target: Target, sql: str, codes: list[str]

@@ -8,11 +8,11 @@ projects the defaults come from use that convention (``maxLiveImages: 0`` = unli
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import InvalidInput
+from ..limits import MAX_BYTES, finite, shown
 
 __all__ = ["MiB", "Policy"]
 
@@ -22,8 +22,10 @@ MiB = 1024 * 1024
 def _check_int(name: str, value: object, *, minimum: int = 0, optional: bool = False) -> None:
     if optional and value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidInput(f"must be an integer ≥ {minimum}, got {value!r}", path=f"policy.{name}")
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= MAX_BYTES:
+        raise InvalidInput(
+            f"must be an integer between {minimum} and {MAX_BYTES}, got {shown(value)}", path=f"policy.{name}"
+        )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -105,7 +107,7 @@ class Policy:
         if ratio is not None and (
             isinstance(ratio, bool)
             or not isinstance(ratio, int | float)
-            or not math.isfinite(ratio)
+            or finite(ratio) is None
             or not 0 < ratio < 1
         ):
             raise InvalidInput(
@@ -116,7 +118,7 @@ class Policy:
         if (
             isinstance(grace, bool)
             or not isinstance(grace, int | float)
-            or not math.isfinite(grace)
+            or finite(grace) is None
             or not 0 <= grace < 1
         ):
             raise InvalidInput(

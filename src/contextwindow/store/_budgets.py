@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from ..attachments import MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE, check_image
 from ..content import AttachmentRef
 from ..errors import InvalidInput
+from ..limits import MAX_BYTES, shown
 
 __all__ = ["DEFAULT_MEDIA_TYPES", "Budgets"]
 
@@ -77,8 +78,11 @@ class Budgets:
             "max_image_pixels",
         ):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InvalidInput(f"must be an integer ≥ 0, got {value!r}", path=f"budgets.{name}")
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_BYTES:
+                raise InvalidInput(
+                    f"must be an integer between 0 and {MAX_BYTES}, got {shown(value)}",
+                    path=f"budgets.{name}",
+                )
 
     def check_media_type(self, media_type: str) -> None:
         """A well-formed media type on the allowed list."""

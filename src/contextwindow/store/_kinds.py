@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from ..errors import InvalidInput, SchemaTooNew
-from ..limits import MAX_DOCUMENT_DEPTH, check_depth
+from ..limits import MAX_DOCUMENT_DEPTH, check_depth, shown
 
 __all__ = [
     "ENTRY_KINDS",
@@ -158,10 +158,10 @@ def _check_json(value: Any, path: str) -> None:
 
 def check_payload(kind: str, payload: object) -> dict[str, Any]:
     """A record payload checked for its kind: a JSON object (checkpoint: with summary and range)."""
-    if kind not in RECORD_KINDS:
+    if not isinstance(kind, str) or kind not in RECORD_KINDS:
         allowed = ", ".join(sorted(RECORD_KINDS))
         hint = " (append messages with session.append)" if kind == "message" else ""
-        raise InvalidInput(f"unknown entry kind {kind!r}; one of {allowed}{hint}", path="kind")
+        raise InvalidInput(f"unknown entry kind {shown(kind)}; one of {allowed}{hint}", path="kind")
     if not isinstance(payload, Mapping):
         raise InvalidInput(f"must be a JSON object, got {type(payload).__name__}", path="payload")
     data = dict(payload)

@@ -27,6 +27,7 @@ from ..content import (
     parse_message,
 )
 from ..errors import InvalidInput, StoreError, UsageError
+from ..limits import shown
 from ._backend import Backend
 from ._budgets import Budgets
 from ._codec import check_block_prices, decode_entry, decode_message, encode_message, ref_from_row
@@ -270,14 +271,16 @@ class Session:
 
     @staticmethod
     def _kinds(kinds: Iterable[str]) -> list[str]:
-        if isinstance(kinds, str):
+        if isinstance(kinds, str) or not isinstance(kinds, Iterable):
             raise InvalidInput("must be a collection of kinds, not one string", path="kinds")
-        out = list(dict.fromkeys(kinds))
-        for kind in out:
-            if kind not in ENTRY_KINDS:
+        out: list[str] = []
+        for kind in kinds:
+            if not isinstance(kind, str) or kind not in ENTRY_KINDS:
                 raise InvalidInput(
-                    f"unknown entry kind {kind!r}; one of {', '.join(sorted(ENTRY_KINDS))}", path="kinds"
+                    f"unknown entry kind {shown(kind)}; one of {', '.join(sorted(ENTRY_KINDS))}", path="kinds"
                 )
+            if kind not in out:
+                out.append(kind)
         return out
 
     # -- attachments ------------------------------------------------------------------------------
