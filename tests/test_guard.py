@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -439,3 +440,29 @@ class TestResponses:
         assert session.latest("checkpoint") is not None  # the provider's 16k window was met by folding
         sent = client.last_exchange.body
         assert sent["instructions"] == "Be brief." and sent["input"][0]["role"] == "user"
+
+
+class TestPromptCache:
+    @staticmethod
+    def _unmarked(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        out = []
+        for message in messages:
+            content = [{k: v for k, v in b.items() if k != "cache_control"} for b in message["content"]]
+            out.append({**message, "content": content})
+        return out
+
+    def test_consecutive_requests_keep_their_prefix_and_mark_the_last_block(self, claude: Any) -> None:
+        client = claude()
+        history: list[dict[str, Any]] = []
+        bodies = []
+        for turn in range(6):
+            history.append({"role": "user", "content": f"Turn {turn}: tell me more."})
+            response = client.messages.create(
+                model=CLAUDE, max_tokens=256, system="Be brief.", messages=history
+            )
+            history.append({"role": "assistant", "content": response.content})
+            bodies.append(client.last_exchange.body["messages"])
+        for before, after in itertools.pairwise(bodies):
+            assert self._unmarked(after)[: len(before)] == self._unmarked(before)
+            marked = [b for m in after for b in m["content"] if "cache_control" in b]
+            assert marked == [after[-1]["content"][-1]]
