@@ -466,3 +466,38 @@ class TestPromptCache:
             assert self._unmarked(after)[: len(before)] == self._unmarked(before)
             marked = [b for m in after for b in m["content"] if "cache_control" in b]
             assert marked == [after[-1]["content"][-1]]
+
+
+class TestPassThrough:
+    def test_thinking_signatures_and_images_reach_the_provider_intact(
+        self, claude: Any, model: LocalModel
+    ) -> None:
+        import base64
+
+        from contextwindow import Thinking
+        from contextwindow.replay.synthetic_media import screenshot
+
+        client = claude()
+        model.enqueue(
+            Message.assistant(Thinking(thinking="Let me look.", signature="sig-abc"), "A screenshot.")
+        )
+        png = base64.b64encode(screenshot(320, 200, seed=1)).decode()
+        image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}}
+        history: list[dict[str, Any]] = [
+            {"role": "user", "content": [{"type": "text", "text": "What is this?"}, image]}
+        ]
+        response = client.messages.create(model=CLAUDE, max_tokens=256, messages=history)
+        assert response.content[0].type == "thinking" and response.content[0].signature == "sig-abc"
+        history += [
+            {"role": "assistant", "content": response.content},
+            {"role": "user", "content": "And now?"},
+        ]
+        client.messages.create(model=CLAUDE, max_tokens=256, messages=history)
+        sent = client.last_exchange.body["messages"]
+        assert sent[0]["content"][1]["source"]["data"] == png
+        assert sent[1]["content"][0] == {
+            "type": "thinking",
+            "thinking": "Let me look.",
+            "signature": "sig-abc",
+        }
+        assert len(client.store.sessions()) == 1
