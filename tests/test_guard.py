@@ -501,3 +501,21 @@ class TestPassThrough:
             "signature": "sig-abc",
         }
         assert len(client.store.sessions()) == 1
+
+
+class TestMistakes:
+    def test_a_client_the_guard_does_not_know_is_a_usage_error_naming_it(self) -> None:
+        from contextwindow import UsageError
+
+        with pytest.raises(UsageError) as raised:
+            contextwindow.guard(object(), store=":memory:")
+        assert "object" in str(raised.value)
+
+    def test_a_summariser_client_of_another_kind_is_refused(self, server: LocalServer) -> None:
+        from contextwindow import UsageError
+
+        with (
+            anthropic.Anthropic(api_key="l", base_url=server.url) as sync_client,
+            pytest.raises(UsageError),
+        ):
+            contextwindow.guard(sync_client, store=":memory:", summarizer=openai.OpenAI(api_key="l"))
