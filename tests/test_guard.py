@@ -519,3 +519,20 @@ class TestMistakes:
             pytest.raises(UsageError),
         ):
             contextwindow.guard(sync_client, store=":memory:", summarizer=openai.OpenAI(api_key="l"))
+
+
+class TestAsyncStreams:
+    def test_an_async_stream_is_the_sdks_and_its_reply_is_recorded(self, server: LocalServer) -> None:
+        async def main() -> tuple[bool, int, list[str]]:
+            async with openai.AsyncOpenAI(api_key="l", base_url=server.url + "/v1") as raw:
+                client = contextwindow.guard(raw, store=":memory:")
+                stream = await client.chat.completions.create(
+                    model=GPT, stream=True, messages=[{"role": "user", "content": "hello"}]
+                )
+                is_sdk = isinstance(stream, openai.AsyncStream)
+                pieces = [c.choices[0].delta.content or "" async for c in stream if c.choices]
+                session = client.store.session(client.last_exchange.session_id)
+                return is_sdk, len(session.messages()), pieces
+
+        is_sdk, stored, pieces = asyncio.run(main())
+        assert is_sdk and stored == 2 and "".join(pieces).startswith("Local reply")
