@@ -10,16 +10,17 @@ read from the ledger, where nothing is ever deleted.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..content import Document, Image, NestedBlock, ToolResult, ToolSpec
+from ..content import Document, Image, Message, NestedBlock, Text, ToolResult, ToolSpec
 from ..errors import InvalidInput
 from .state import ArchiveRecord
 
 if TYPE_CHECKING:
     from ..store import Session
 
-__all__ = ["READ_ARCHIVED", "READ_ARCHIVED_TOOL", "read_archived"]
+__all__ = ["READ_ARCHIVED", "READ_ARCHIVED_TOOL", "names_reread", "read_archived"]
 
 READ_ARCHIVED = "read_archived"
 """The re-read tool's name, as the placeholders spell it."""
@@ -64,3 +65,20 @@ def read_archived(session: Session, ident: str) -> str | tuple[NestedBlock, ...]
                     return block.content
         break
     raise InvalidInput(f"no archived result or attachment {ident!r} in this session", path="id")
+
+
+def names_reread(messages: Sequence[Message]) -> bool:
+    """Whether a placeholder in ``messages`` tells the model to call the re-read tool (so a host
+    offers it only when there is something to read again)."""
+    for message in messages:
+        for block in message.content:
+            if isinstance(block, Text) and READ_ARCHIVED in block.text:
+                return True
+            if isinstance(block, ToolResult):
+                content = block.content
+                if isinstance(content, str):
+                    if READ_ARCHIVED in content:
+                        return True
+                elif any(isinstance(b, Text) and READ_ARCHIVED in b.text for b in content):
+                    return True
+    return False

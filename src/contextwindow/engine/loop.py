@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from ..compile import Policy
+from ..compile.reread import READ_ARCHIVED, READ_ARCHIVED_TOOL, names_reread, read_archived
 from ..content import Message, Request, Text, ToolResult, ToolSpec, ToolUse
 from ..errors import ContextOverflow, InvalidInput, ProviderError, UsageError
 from ..models import ModelProfile, get_profile
@@ -533,11 +534,15 @@ class Engine:
     async def _run_tools(self, tool_uses: Sequence[ToolUse], round_: _Round) -> AsyncIterator[Event]:
         """Run each tool use; its result rides into the round with storable text, within the inline cap."""
         cap = inline_cap_chars(self.settings.max_message_tokens, self.settings.tool_result_inline_chars)
+        offered = self._live is not None and READ_ARCHIVED_TOOL in self._live.tools
         for use in tool_uses:
-            if self.tool_runner is None:
-                raise UsageError("the model called a tool and the engine has no tool_runner")
             self._stats.pause()
-            outcome = await run_tool(self.tool_runner, use)
+            if use.name == READ_ARCHIVED and offered:
+                outcome = ToolOutcome(result=self._reread(use))
+            elif self.tool_runner is None:
+                raise UsageError("the model called a tool and the engine has no tool_runner")
+            else:
+                outcome = await run_tool(self.tool_runner, use)
             self._stats.resume()
             stored = storable_tool_result(outcome.result)
             capped = cap_tool_result(stored, cap)
@@ -546,6 +551,15 @@ class Engine:
             yield ToolResultReady(
                 tool_use_id=use.id, truncated=capped is not stored, end_turn=outcome.end_turn
             )
+
+    def _reread(self, use: ToolUse) -> ToolResult:
+        """The model asked to read an archived result or an attachment again: the original, from the
+        ledger (:func:`~contextwindow.compile.reread.read_archived`); an unknown id is an error result."""
+        try:
+            content = read_archived(self.session, str(use.input.get("id", "")))
+        except InvalidInput as exc:
+            return ToolResult(tool_use_id=use.id, content=str(exc), is_error=True)
+        return ToolResult(tool_use_id=use.id, content=content)
 
     def _projected_over(self, live: _Live, appended: int) -> int | None:
         """The projection of the request with the round appended when it crosses the window, else
@@ -610,14 +624,22 @@ class Engine:
         # One calibration sample per compiled request, learned from its first call.
         self._calibrator.arm(compiled.local_estimate)
         max_tokens = self.settings.max_tokens or compiled.output_reserve
+        tools, extra = compiled.tools, 0
+        if (
+            self.settings.reread
+            and all(t.name != READ_ARCHIVED for t in tools)
+            and names_reread(compiled.messages)
+        ):
+            tools = (*tools, READ_ARCHIVED_TOOL)
+            extra = self._fit.live_estimator().tool_spec(READ_ARCHIVED_TOOL)
         self._physical.reserve = max_tokens
         self._fit.reserve = compiled.output_reserve
         return _Live(
             system=compiled.system,
-            tools=compiled.tools,
+            tools=tools,
             messages=list(compiled.messages),
-            estimated_tokens=compiled.estimated_tokens,
-            local_estimate=compiled.local_estimate,
+            estimated_tokens=compiled.estimated_tokens + extra,
+            local_estimate=compiled.local_estimate + extra,
             max_tokens=max_tokens,
             output_reserve=compiled.output_reserve,
             multiplier=self._fit.multiplier(),

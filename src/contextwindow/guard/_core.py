@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..compile import Policy
-from ..compile.reread import READ_ARCHIVED, READ_ARCHIVED_TOOL, read_archived
-from ..content import Message, Request, Text, ToolResult, ToolUse, media_refs
+from ..compile.reread import READ_ARCHIVED, READ_ARCHIVED_TOOL, names_reread, read_archived
+from ..content import Message, Request, ToolResult, ToolUse, media_refs
 from ..engine.compiler import EngineCompiler
 from ..engine.events import (
     Event,
@@ -293,7 +293,7 @@ class GuardCore:
                 and not count
                 and not body.get("stream")
                 and all(t.name != READ_ARCHIVED for t in canonical.tools)
-                and _names_reread(live.messages)
+                and names_reread(live.messages)
             )
             sent = self.wire.render(
                 body,
@@ -403,20 +403,3 @@ class GuardCore:
 
 MAX_REREADS = 3
 """Re-read rounds the guard answers within one agent call before handing the reply over as it is."""
-
-
-def _names_reread(messages: Sequence[Message]) -> bool:
-    """Whether a placeholder in ``messages`` tells the model to call the re-read tool."""
-    for message in messages:
-        for block in message.content:
-            if isinstance(block, Text) and READ_ARCHIVED in block.text:
-                return True
-            if isinstance(block, ToolResult):
-                content = block.content
-                if isinstance(content, str) and READ_ARCHIVED in content:
-                    return True
-                if not isinstance(content, str) and any(
-                    isinstance(b, Text) and READ_ARCHIVED in b.text for b in content
-                ):
-                    return True
-    return False
