@@ -32,6 +32,7 @@ _SUMMARY_ROWS = (
     ("rejections", "rejected by the provider"),
     ("recovered", "rejections recovered"),
     ("failed_turns", "turns lost"),
+    ("cut_replies", "replies cut at max_tokens"),
     ("restarts", "stream restarts (recompiles)"),
     ("compactions", "compactions"),
     ("evictions", "requests that evicted media"),

@@ -6,8 +6,10 @@ newest anchor (so the estimate is anchored on the provider's real count). The es
 as ``overrides`` and tighten the policy for the rest of the turn: ``evict_media`` keeps only the
 newest image inline, within a quarter of the byte budget; ``archive_tool_results`` archives every
 stale result outside the newest turn, text over 256 tokens included; ``evict_all_media`` (taken only
-when the newest message alone does not fit) sends no media inline at all. One incremental compiler is kept
-per session, so a compile after an append reads only the new entries.
+when the newest message alone does not fit) sends no media inline at all. Stale tool results are
+archived under pressure only: a compile that fits the whole visible history without new archives is
+sent as it is. One incremental compiler is kept per session, so a compile after an append reads only
+the new entries.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Protocol
 
 from ..compile import CompiledRequest, Decisions, Policy, SessionCompiler
 from ..content import Message, Text, ToolSpec
+from ..errors import OverBudget
 from ..models import ModelProfile
 from ..store import Session
 from ..usage.tracker import Anchor
@@ -102,12 +105,27 @@ class EngineCompiler:
         compiler = self._compilers.get(session.id)
         if compiler is None or compiler.session is not session:
             compiler = self._compilers[session.id] = SessionCompiler(session)
-        return compiler.compile(
-            model=profile,
-            policy=self.policy_for(overrides),
-            system=tuple(self.system),
-            tools=tuple(self.tools),
-            multiplier=multiplier,
-            anchor=anchor,
-            connection=connection,
-        )
+        policy = self.policy_for(overrides)
+
+        def run(policy: Policy) -> CompiledRequest:
+            return compiler.compile(
+                model=profile,
+                policy=policy,
+                system=tuple(self.system),
+                tools=tuple(self.tools),
+                multiplier=multiplier,
+                anchor=anchor,
+                connection=connection,
+            )
+
+        if policy.archive_stale_results and "archive_tool_results" not in overrides:
+            # Archive under pressure only: while the history fits without archiving anything new,
+            # stale results stay whole (archives already recorded stay in force, for a stable prefix).
+            try:
+                whole = run(policy.with_(archive_stale_results=False))
+            except OverBudget:
+                pass
+            else:
+                if not whole.decisions.omitted:
+                    return whole
+        return run(policy)
