@@ -23,7 +23,15 @@ from contextwindow.errors import ContextOverflow
 from contextwindow.formats import AttachmentLoader
 from contextwindow.models import ModelProfile
 from contextwindow.pricing import Estimator
-from contextwindow.providers import LocalProvider, ProviderEvent, Stop, TextDelta, ToolCall, UsageSample
+from contextwindow.providers import (
+    LocalProvider,
+    ProviderEvent,
+    Stop,
+    TextDelta,
+    ToolCall,
+    UsageSample,
+    normalise_stop_reason,
+)
 from contextwindow.replay.simulate import SUMMARIZE_MARKER, RecordingModel
 from contextwindow.store import Session
 from contextwindow.usage.tracker import Anchor, Usage
@@ -36,6 +44,8 @@ class Step:
     reply: Message
     sample: Usage | None = None
     reject: ContextOverflow | None = None
+    stop_reason: str | None = None
+    """The provider's own stop reason (``None``: ``tool_use`` when the reply calls tools, else ``end_turn``)."""
 
 
 @dataclass
@@ -66,8 +76,10 @@ class ScriptedProvider:
                 yield ToolCall(tool_use=block)
         if step.sample is not None:
             yield UsageSample(usage=step.sample)
-        reason = "tool_use" if any(isinstance(b, ToolUse) for b in step.reply.content) else "end_turn"
-        yield Stop(reason=reason, raw_reason=reason, message=step.reply)
+        raw = step.stop_reason or (
+            "tool_use" if any(isinstance(b, ToolUse) for b in step.reply.content) else "end_turn"
+        )
+        yield Stop(reason=normalise_stop_reason(raw), raw_reason=raw, message=step.reply)
 
     def stream(
         self, request: Request, *, max_tokens: int, load: AttachmentLoader

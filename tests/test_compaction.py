@@ -243,6 +243,13 @@ class TestProactiveTrigger:
         assert trigger.due() == "length"
         assert trigger.due() is None
 
+    @pytest.mark.parametrize("reason", ["max_tokens", "context_window"])
+    def test_a_normalised_cut_reply_folds_once(self, reason: str) -> None:
+        trigger = ProactiveTrigger(declared_window=None)
+        trigger.accepted(input_tokens=10, output_tokens=4_096, finish_reason=reason)
+        assert trigger.due() == "length"
+        assert trigger.due() is None
+
 
 class TestFlue:
     @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from contextwindow.content import Image, Message, ToolResult, ToolUse
+from contextwindow.content import Image, Message, Text, ToolResult, ToolUse
 from contextwindow.engine.events import (
     Compacted,
     Event,
@@ -302,6 +302,18 @@ class TestProactiveFold:
         assert len(compacted) == 1 and compacted[0].phase == "pre_turn"
         assert engine.session.latest("checkpoint") is not None
 
+    @pytest.mark.parametrize("raw", ["max_tokens", "length", "model_context_window_exceeded"])
+    def test_a_turn_after_a_reply_cut_at_its_limit_folds_first(self, raw: str) -> None:
+        # Far from the window, but the reply was cut: the next turn folds before it sends.
+        steps = [Step(DONE, U(3_000, out=1_000), stop_reason=raw), Step(DONE, U(2_000, out=10))]
+        summarizer_provider = ScriptedProvider([Step(Message.assistant(SUMMARY), U(5_000, out=300))])
+        engine, _ = engine_for(steps, summarizer=Summarizer(summarizer_provider, PROFILE))
+        first = run(engine, Message.user("first " + "words " * 100))
+        assert isinstance(first[-1], TurnEnded) and first[-1].stop_reason in ("max_tokens", "context_window")
+        events = run(engine, Message.user("second"))
+        compacted = [e for e in events if isinstance(e, Compacted)]
+        assert len(compacted) == 1 and compacted[0].phase == "pre_turn"
+
     def test_no_fold_without_a_declared_window(self) -> None:
         settings = EngineSettings(
             max_tokens=32_000, round_pricing="seed", max_stream_input_tokens=None, use_physical_window=False
@@ -312,6 +324,35 @@ class TestProactiveFold:
         run(engine, Message.user("first"))
         events = run(engine, Message.user("second"))
         assert not any(isinstance(e, Compacted) for e in events)
+
+
+class TestToolResultsWithLoneSurrogates:
+    def test_a_lone_surrogate_in_a_tool_result_is_stored_as_a_replacement_character(self) -> None:
+        # A tool that decoded bytes with errors="surrogateescape" hands back "\udcff": no UTF-8 store
+        # takes it, and measuring it as UTF-16 raised; the turn goes on with U+FFFD in its place.
+        async def undecodable(use: ToolUse) -> ToolResult:
+            return ToolResult(tool_use_id=use.id, content="read \udcff byte")
+
+        steps = [Step(blob_call(0), U(1_000, out=10)), Step(DONE, U(1_100, out=10))]
+        engine, provider = engine_for(steps)
+        engine.tool_runner = undecodable
+        events = run(engine, Message.user("read it"))
+        assert isinstance(events[-1], TurnEnded) and events[-1].stop_reason == "end_turn"
+        stored = [s.message for s in engine.session.messages()][2].content[0]
+        assert isinstance(stored, ToolResult) and stored.content == "read \ufffd byte"
+        sent = provider.requests[1].messages[-1].content[0]
+        assert isinstance(sent, ToolResult) and sent.content == "read \ufffd byte"
+
+    def test_a_surrogate_pair_in_a_list_result_becomes_its_character(self) -> None:
+        async def paired(use: ToolUse) -> ToolResult:
+            return ToolResult(tool_use_id=use.id, content=(Text(text="smile \ud83d\ude00"),))
+
+        steps = [Step(blob_call(0), U(1_000, out=10)), Step(DONE, U(1_100, out=10))]
+        engine, _ = engine_for(steps)
+        engine.tool_runner = paired
+        run(engine, Message.user("read it"))
+        stored = [s.message for s in engine.session.messages()][2].content[0]
+        assert isinstance(stored, ToolResult) and stored.content == (Text(text="smile 😀"),)
 
 
 class TestLedger:

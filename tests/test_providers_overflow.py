@@ -12,7 +12,6 @@ from contextwindow.errors import ContextOverflow
 from contextwindow.providers.overflow import (
     classify,
     output_cap_error,
-    output_limit_hit,
     silent_overflow,
 )
 
@@ -404,16 +403,6 @@ class TestOutputLimits:
 
     def test_an_overflow_is_not_an_output_cap_rejection(self) -> None:
         assert output_cap_error(400, OVERFLOWS[0][2]) is None
-
-    @pytest.mark.parametrize(
-        "reason", ["max_tokens", "model_context_window_exceeded", "length", "max_output_tokens", "MAX_TOKENS"]
-    )
-    def test_stop_reasons_that_mean_cut_at_the_limit(self, reason: str) -> None:
-        assert output_limit_hit(reason)
-
-    @pytest.mark.parametrize("reason", ["end_turn", "stop", "tool_use", "tool_calls", "STOP", None])
-    def test_stop_reasons_that_mean_finished(self, reason: str | None) -> None:
-        assert not output_limit_hit(reason)
 
 
 class TestSilentOverflow:

@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from ..content import ToolUse
+from ..providers.base import TextDelta, ThinkingDelta, ToolCall
 from ..usage.tracker import Usage
 
 __all__ = [
@@ -76,32 +78,6 @@ NoteKind: TypeAlias = Literal[
     "context_hard_cut",
     "step_limit",
 ]
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TextDelta:
-    """Text the model is writing."""
-
-    type: Literal["text_delta"] = "text_delta"
-    text: str
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ThinkingDelta:
-    """Reasoning the model is writing."""
-
-    type: Literal["thinking_delta"] = "thinking_delta"
-    thinking: str
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ToolCall:
-    """The model asked for a tool; the engine runs it through the host's tool runner."""
-
-    type: Literal["tool_call"] = "tool_call"
-    id: str
-    name: str
-    input: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -250,9 +226,9 @@ def event_to_dict(event: Event) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in dataclasses.fields(event):
         value = getattr(event, f.name)
-        if isinstance(value, Usage):
+        if isinstance(value, Usage | ToolUse):
             value = dataclasses.asdict(value)
-        elif isinstance(value, Mapping):
+        if isinstance(value, Mapping):
             value = dict(value)
         elif isinstance(value, tuple):
             value = list(value)

@@ -29,6 +29,7 @@ from typing import Literal, TypeAlias
 
 from ..content import Message, ToolResult, ToolUse
 from ..errors import InvalidInput
+from ..providers.base import output_limit_hit
 from .events import FoldFailureReason, FoldPhase
 
 __all__ = [
@@ -307,7 +308,7 @@ class ProactiveTrigger:
         """A request was accepted: its real prompt and output become the baseline."""
         self.baseline_input = input_tokens if input_tokens > 0 else None
         self.baseline_output = max(0, output_tokens)
-        if finish_reason in ("length", "max_tokens"):
+        if output_limit_hit(finish_reason):
             self._length_pending = True
 
     def folded(self) -> None:

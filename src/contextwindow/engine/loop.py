@@ -32,10 +32,7 @@ from ..content import Message, Request, Text, ToolResult, ToolSpec, ToolUse
 from ..errors import ContextOverflow, InvalidInput, OverBudget, UsageError
 from ..models import ModelProfile
 from ..pricing import Estimator
-from ..providers import Provider, Stop, UsageSample
-from ..providers import TextDelta as PTextDelta
-from ..providers import ThinkingDelta as PThinkingDelta
-from ..providers import ToolCall as PToolCall
+from ..providers import Provider, Stop, TextDelta, ThinkingDelta, ToolCall, UsageSample
 from ..providers.streams import continues_stream
 from ..store import Session
 from ..store.slots import LedgerSlot
@@ -52,9 +49,6 @@ from .events import (
     RequestSent,
     StreamRestarted,
     StreamResumed,
-    TextDelta,
-    ThinkingDelta,
-    ToolCall,
     ToolResultReady,
     ToolResultsArchived,
     TurnEnded,
@@ -68,7 +62,7 @@ from .fold_rules import (
     ProactiveTrigger,
 )
 from .folding import COVER_ROUNDS, Folding
-from .projection import PhysicalWindow, cap_tool_result, inline_cap_chars
+from .projection import PhysicalWindow, cap_tool_result, inline_cap_chars, storable_tool_result
 from .settings import EngineSettings
 from .summarizer import Summarizer
 
@@ -261,13 +255,8 @@ class Engine:
                 async for pevent in self.provider.stream(
                     request, max_tokens=live.max_tokens, load=self.session.read_attachment
                 ):
-                    if isinstance(pevent, PTextDelta):
-                        yield TextDelta(text=pevent.text)
-                    elif isinstance(pevent, PThinkingDelta):
-                        yield ThinkingDelta(thinking=pevent.thinking)
-                    elif isinstance(pevent, PToolCall):
-                        tu = pevent.tool_use
-                        yield ToolCall(id=tu.id, name=tu.name, input=tu.input)
+                    if isinstance(pevent, TextDelta | ThinkingDelta | ToolCall):
+                        yield pevent
                     elif isinstance(pevent, UsageSample):
                         sample = pevent.usage
                     elif isinstance(pevent, Stop):
@@ -355,11 +344,12 @@ class Engine:
                 clock = time.perf_counter()
                 if isinstance(outcome, ToolResult):
                     outcome = ToolOutcome(result=outcome)
-                capped = cap_tool_result(outcome.result, cap)
+                stored = storable_tool_result(outcome.result)
+                capped = cap_tool_result(stored, cap)
                 end_turn = end_turn or outcome.end_turn
                 results.append(capped)
                 yield ToolResultReady(
-                    tool_use_id=use.id, truncated=capped is not outcome.result, end_turn=outcome.end_turn
+                    tool_use_id=use.id, truncated=capped is not stored, end_turn=outcome.end_turn
                 )
             injected = self._drain_injected()
             results_message = Message(role="user", content=tuple(results))

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
+from ..compile.truncate import safe_slice
 from ..content import (
     Audio,
     Block,
@@ -50,6 +51,7 @@ from ..content import (
     valid_stamp,
 )
 from ..errors import InvalidInput
+from ..pricing import utf16_len
 from ..usage.calibration import BAND
 
 __all__ = [
@@ -66,6 +68,7 @@ __all__ = [
     "inline_cap_chars",
     "projection",
     "seed_round_tokens",
+    "storable_tool_result",
     "truncation_notice",
 ]
 
@@ -96,25 +99,6 @@ ROUND_RATIO_HISTORY = 16
 MAX_ROUND_RATIO = BAND[1]
 
 
-def _utf16_len(text: str) -> int:
-    """JS ``.length``: UTF-16 code units (the seeds' character counts are JS lengths)."""
-    return len(text.encode("utf-16-le")) // 2
-
-
-def _utf16_prefix(text: str, units: int) -> str:
-    """The longest prefix of ``text`` within ``units`` UTF-16 code units, never splitting a pair."""
-    if _utf16_len(text) <= units:
-        return text
-    out, used = [], 0
-    for ch in text:
-        width = 2 if ord(ch) > 0xFFFF else 1
-        if used + width > units:
-            break
-        out.append(ch)
-        used += width
-    return "".join(out)
-
-
 def truncation_notice(original_chars: int) -> str:
     """agent-framework's notice for a tool result cut with no writable workspace (seed-behaviours §6)."""
     return (
@@ -136,6 +120,32 @@ def inline_cap_chars(
     return min(desired, max_message_tokens * 4)
 
 
+def _valid_unicode(text: str) -> str:
+    """``text`` with each lone surrogate (a tool's undecodable byte, ``"\\udcff"``) as U+FFFD; a
+    surrogate pair written as two code points becomes its character."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text
+
+
+def storable_tool_result(result: ToolResult) -> ToolResult:
+    """The result with text the ledger can store: a lone surrogate, which no UTF-8 store accepts,
+    becomes U+FFFD (the tool's own output is kept; only the undecodable unit is replaced)."""
+    if isinstance(result.content, str):
+        text = _valid_unicode(result.content)
+        return result if text is result.content else replace(result, content=text)
+    blocks = tuple(
+        replace(b, text=_valid_unicode(b.text)) if isinstance(b, Text) and not b.text.isascii() else b
+        for b in result.content
+    )
+    changed = any(a is not b for a, b in zip(blocks, result.content, strict=True))
+    return replace(result, content=blocks) if changed else result
+
+
 def cap_tool_result(result: ToolResult, cap_chars: int) -> ToolResult:
     """The result as it rides into the next round: text beyond ``cap_chars`` cut with the notice.
 
@@ -144,11 +154,11 @@ def cap_tool_result(result: ToolResult, cap_chars: int) -> ToolResult:
     priced by its own rule. The notice names the original length so the model knows what it lost.
     """
     if isinstance(result.content, str):
-        total = _utf16_len(result.content)
+        total = utf16_len(result.content)
         if total <= cap_chars:
             return result
-        return replace(result, content=_utf16_prefix(result.content, cap_chars) + truncation_notice(total))
-    total = sum(_utf16_len(b.text) for b in result.content if isinstance(b, Text))
+        return replace(result, content=safe_slice(result.content, cap_chars) + truncation_notice(total))
+    total = sum(utf16_len(b.text) for b in result.content if isinstance(b, Text))
     if total <= cap_chars:
         return result
     kept: list[Block] = []
@@ -160,12 +170,12 @@ def cap_tool_result(result: ToolResult, cap_chars: int) -> ToolResult:
             continue
         if cut:
             continue
-        length = _utf16_len(block.text)
+        length = utf16_len(block.text)
         if length <= room:
             kept.append(block)
             room -= length
             continue
-        kept.append(Text(text=_utf16_prefix(block.text, room) + truncation_notice(total)))
+        kept.append(Text(text=safe_slice(block.text, room) + truncation_notice(total)))
         cut = True
     return replace(result, content=tuple(kept))  # type: ignore[arg-type]
 
@@ -343,11 +353,11 @@ def seed_round_tokens(tool_results: Sequence[ToolResult], injected: Sequence[Mes
     media = 0
     for result in tool_results:
         if isinstance(result.content, str):
-            chars += _utf16_len(result.content)
+            chars += utf16_len(result.content)
             continue
         for nested in result.content:
             if isinstance(nested, Text):
-                chars += _utf16_len(nested.text)
+                chars += utf16_len(nested.text)
             elif isinstance(nested, Image | GeneratedImage):
                 media += SEED_IMAGE_TOKENS
             else:
@@ -355,7 +365,7 @@ def seed_round_tokens(tool_results: Sequence[ToolResult], injected: Sequence[Mes
     for message in injected:
         for block in message.content:
             if isinstance(block, Text):
-                chars += _utf16_len(block.text)
+                chars += utf16_len(block.text)
                 continue
             price = _seed_media(block)
             if price is not None:

@@ -22,6 +22,7 @@ from .base import (
     UsageSample,
     complete,
     normalise_stop_reason,
+    output_limit_hit,
 )
 from .openai import OpenAIProvider, map_openai_error
 from .overflow import (
@@ -29,7 +30,6 @@ from .overflow import (
     SilentOverflow,
     classify,
     output_cap_error,
-    output_limit_hit,
     silent_overflow,
 )
 

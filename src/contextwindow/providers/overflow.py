@@ -36,7 +36,6 @@ __all__ = [
     "classify",
     "error_text",
     "output_cap_error",
-    "output_limit_hit",
     "silent_overflow",
 ]
 
@@ -348,28 +347,6 @@ def output_cap_error(status: int | None, body_or_message: Any) -> OutputCapError
         if match:
             return OutputCapError(requested=_number(match.group(1)), cap=_number(match.group(2)))
     return None
-
-
-# Stop reasons that mean "the output was cut at a limit", across providers (providers.md §4, §8).
-_CUT_STOPS = frozenset(
-    {
-        "max_tokens",  # Anthropic, and the normalised form
-        "model_context_window_exceeded",  # Anthropic Sonnet 4.5+: input + output reached the window
-        "context_window",  # the normalised form of the above
-        "length",  # OpenAI Chat finish_reason
-        "max_output_tokens",  # OpenAI Responses incomplete_details.reason
-        "incomplete",  # OpenAI Responses status
-    }
-)
-
-
-def output_limit_hit(stop_reason: str | None) -> bool:
-    """True when a stop (or finish) reason says the output was cut at its limit, not finished.
-
-    Covers Anthropic ``max_tokens`` / ``model_context_window_exceeded``, OpenAI Chat ``length``,
-    OpenAI Responses ``max_output_tokens`` and Gemini ``MAX_TOKENS``.
-    """
-    return stop_reason is not None and stop_reason.lower() in _CUT_STOPS
 
 
 # The calibration band is 0.6–1.8 (seed-behaviours.md §2): a real count below 0.6 × the estimate is
