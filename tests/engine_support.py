@@ -19,7 +19,7 @@ from contextwindow.content import Message, Request, Text, ToolResult, ToolSpec, 
 from contextwindow.engine.compiler import EngineCompiler
 from contextwindow.engine.loop import Engine, EngineSettings, ToolRunner
 from contextwindow.engine.summarizer import Summarizer
-from contextwindow.errors import ContextOverflow
+from contextwindow.errors import ContextOverflow, ProviderError
 from contextwindow.formats import AttachmentLoader
 from contextwindow.models import ModelProfile
 from contextwindow.pricing import Estimator
@@ -43,7 +43,7 @@ class Step:
 
     reply: Message
     sample: Usage | None = None
-    reject: ContextOverflow | None = None
+    reject: ProviderError | None = None
     stop_reason: str | None = None
     """The provider's own stop reason (``None``: ``tool_use`` when the reply calls tools, else ``end_turn``)."""
 

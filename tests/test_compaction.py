@@ -14,9 +14,6 @@ from contextwindow.engine.fold_rules import (
     FoldFailure,
     ProactiveTrigger,
     find_summary_defect,
-    flue_cut_point,
-    flue_reserve,
-    flue_should_compact,
     select_safe_prefix,
 )
 from contextwindow.errors import InvalidInput
@@ -251,34 +248,6 @@ class TestProactiveTrigger:
         assert trigger.due() is None
 
 
-class TestFlue:
-    @pytest.mark.parametrize(
-        ("window", "max_tokens", "reserve"),
-        [
-            (200_000, 64_000, 20_000),
-            (200_000, 8_000, 8_000),
-            (32_000, 32_000, 10_666),
-            (2_000, 4_096, 1_024),
-            (200_000, 0, 20_000),
-        ],
-    )
-    def test_the_reserve(self, window: int, max_tokens: int, reserve: int) -> None:
-        assert flue_reserve(window, max_tokens) == reserve
-
-    def test_the_threshold_is_strictly_past_window_minus_reserve(self) -> None:
-        assert not flue_should_compact(180_000, 200_000, 20_000)
-        assert flue_should_compact(180_001, 200_000, 20_000)
-        assert not flue_should_compact(10**9, 0, 20_000)
-
-    def test_a_cut_never_lands_on_a_tool_result(self) -> None:
-        history = [user(), call("a"), result("a"), assistant(), user()]
-        # Walking back from the newest, 8,000 is reached at the tool result (index 2); the cut moves on.
-        assert flue_cut_point(history, [5_000, 5_000, 7_000, 1_000, 1_000], keep_recent=8_000) == 3
-
-    def test_nothing_is_cut_when_everything_fits_the_recent_budget(self) -> None:
-        assert flue_cut_point([user(), assistant()], [10, 10], keep_recent=8_000) == 0
-
-
 class TestEscalationLadder:
     def test_each_rung_once_in_order_then_nothing(self) -> None:
         ladder = EscalationLadder(max_compactions=10)
@@ -298,7 +267,3 @@ class TestEscalationLadder:
             pass
         ladder.start_turn()
         assert ladder.next_rung() == "evict_media"
-
-    def test_rungs_that_cannot_help_are_skipped(self) -> None:
-        ladder = EscalationLadder()
-        assert ladder.next_rung(skip=["evict_media", "archive_tool_results"]) == "fold"

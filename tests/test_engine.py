@@ -20,7 +20,7 @@ from contextwindow.engine.events import (
 )
 from contextwindow.engine.loop import Engine, EngineSettings, ToolOutcome
 from contextwindow.engine.summarizer import Summarizer
-from contextwindow.errors import ContextOverflow
+from contextwindow.errors import ContextOverflow, ProviderError
 from contextwindow.models import ModelProfile
 from contextwindow.store import open_store
 from contextwindow.usage.tracker import Usage
@@ -353,6 +353,49 @@ class TestToolResultsWithLoneSurrogates:
         run(engine, Message.user("read it"))
         stored = [s.message for s in engine.session.messages()][2].content[0]
         assert isinstance(stored, ToolResult) and stored.content == (Text(text="smile 😀"),)
+
+
+class TestProviderNotes:
+    def test_a_max_tokens_above_the_models_cap_is_a_note_before_the_error(self) -> None:
+        refused = ProviderError(
+            "max_tokens: 100000 > 64000, which is the maximum allowed number of output tokens for claude-x",
+            status=400,
+        )
+        engine, _ = engine_for([Step(DONE, reject=refused)])
+        seen: list[Event] = []
+
+        async def go() -> None:
+            async for event in engine.run_turn(Message.user("hi")):
+                seen.append(event)
+
+        with pytest.raises(ProviderError):
+            asyncio.run(go())
+        notes = [e for e in seen if isinstance(e, Note)]
+        assert [(n.kind, dict(n.data)) for n in notes] == [
+            ("context_output_cap", {"max_tokens": 100_000, "output_cap": 64_000})
+        ]
+        kinds = [e.payload["event"].get("kind") for e in engine.session.entries(["note"])]
+        assert "context_output_cap" in kinds
+
+    def test_another_provider_error_is_raised_without_a_note(self) -> None:
+        engine, _ = engine_for([Step(DONE, reject=ProviderError("bad request", status=400))])
+        seen: list[Event] = []
+
+        async def go() -> None:
+            async for event in engine.run_turn(Message.user("hi")):
+                seen.append(event)
+
+        with pytest.raises(ProviderError, match="bad request"):
+            asyncio.run(go())
+        assert not any(isinstance(e, Note) for e in seen)
+
+    def test_a_provider_counting_far_less_than_was_sent_is_a_note(self) -> None:
+        # The request holds a 30,000-character tool result; the provider says it read 500 tokens.
+        steps = [Step(blob_call(0), U(9_000, out=10)), Step(DONE, U(500, out=10))]
+        engine, _ = engine_for(steps, EngineSettings(max_tokens=32_000, round_pricing="seed"))
+        events = run(engine, Message.user("go"))
+        truncated = [e for e in events if isinstance(e, Note) and e.kind == "context_provider_truncated"]
+        assert len(truncated) == 1 and truncated[0].data["input_tokens"] == 500
 
 
 class TestLedger:

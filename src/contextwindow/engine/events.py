@@ -23,9 +23,11 @@ from typing import Any, Literal, TypeAlias
 
 from ..content import ToolUse
 from ..providers.base import TextDelta, ThinkingDelta, ToolCall
+from ..usage.calibration import BAND
 from ..usage.tracker import Usage
 
 __all__ = [
+    "TRUNCATION_RATIO",
     "AttachmentsEvicted",
     "BoundaryDecision",
     "Compacted",
@@ -76,6 +78,8 @@ NoteKind: TypeAlias = Literal[
     "context_compacted",
     "context_compaction_failed_open",
     "context_hard_cut",
+    "context_provider_truncated",
+    "context_output_cap",
     "step_limit",
 ]
 
@@ -236,6 +240,11 @@ def event_to_dict(event: Event) -> dict[str, Any]:
     return out
 
 
+TRUNCATION_RATIO = BAND[0]
+"""A reported input below this share of the estimate is more than calibration explains (its band
+starts here): the provider most likely dropped part of the request."""
+
+
 BoundaryDecision: TypeAlias = Literal["end_turn", "continue"] | StreamRestarted
 
 
@@ -347,6 +356,24 @@ class NoteBook:
             kind="context_reported_window_exceeded",
             data={"used_tokens": used_tokens, "reported_context_window": reported_window},
         )
+
+    def provider_truncated(self, *, input_tokens: int, expected_input: int) -> Note | None:
+        """``context_provider_truncated``: the provider accepted a request and counted far less input
+        than was sent, below :data:`TRUNCATION_RATIO` of the engine's estimate (more than calibration
+        can explain), so it most likely dropped part of it without saying so (Ollama truncating to
+        ``num_ctx``, OpenRouter's middle-out). Once per send."""
+        if expected_input <= 0 or not 0 < input_tokens < expected_input * TRUNCATION_RATIO:
+            return None
+        return self._once_per_send(
+            "context_provider_truncated",
+            {"input_tokens": input_tokens, "expected_input_tokens": expected_input},
+        )
+
+    def output_cap(self, *, max_tokens: int, output_cap: int) -> Note:
+        """``context_output_cap``: the provider refused the request's ``max_tokens`` as above the
+        model's own output cap. Compaction cannot fix that: the host lowers ``max_tokens`` (or the
+        profile's ``max_output_tokens``) to the cap the provider named."""
+        return Note(kind="context_output_cap", data={"max_tokens": max_tokens, "output_cap": output_cap})
 
     def overflow_after_compaction(self) -> Note | None:
         """A fold was applied in this send and the provider still rejected. Once per send."""

@@ -12,8 +12,6 @@ call, see :mod:`contextwindow.engine.summarizer`). The rules here are pure:
 - :class:`ProactiveTrigger`: fold before a request when the last accepted request's real input +
   output + reply reserve (``min(2 × last output, 8000)``) reaches the *declared* window; at most
   once per send; once after a reply cut at the output limit (maka #4559/#4634, acceptance 30).
-- :func:`flue_reserve`, :func:`flue_should_compact`, :func:`flue_cut_point`: flue's threshold and
-  cut point (seed 004, acceptance 35).
 - :class:`EscalationLadder`: compaction that frees nothing must not loop. Each rung (evict media,
   archive tool results, fold, hard cut of the oldest turns) is tried at most once per turn, a rung
   that freed nothing moves to the next, and the number of compactions per turn is bounded; past the
@@ -43,11 +41,7 @@ __all__ = [
     "ProactiveTrigger",
     "Rung",
     "find_summary_defect",
-    "flue_cut_point",
-    "flue_reserve",
-    "flue_should_compact",
     "hard_cut_text",
-    "is_tool_result_message",
     "select_safe_prefix",
 ]
 
@@ -119,11 +113,6 @@ class FoldFailure:
 
     reason: FoldFailureReason
     detail: str = ""
-
-
-def is_tool_result_message(message: Message) -> bool:
-    """A message made only of tool results: never a cut point (flue), never a fold's first kept message."""
-    return bool(message.content) and all(isinstance(b, ToolResult) for b in message.content)
 
 
 def _tool_positions(messages: Sequence[Message]) -> tuple[dict[str, int], dict[str, int]]:
@@ -332,41 +321,6 @@ class ProactiveTrigger:
         return None
 
 
-def flue_reserve(window: int, max_tokens: int) -> int:
-    """flue's reserve: ``min(20000, max_tokens or 20000)``, or ``max(1024, window // 3)`` when the
-    reserve would take half the window (seed-behaviours §12)."""
-    reserve = min(20_000, max_tokens if max_tokens > 0 else 20_000)
-    if reserve * 2 >= window:
-        reserve = max(1_024, window // 3)
-    return reserve
-
-
-def flue_should_compact(tokens: int, window: int, reserve: int) -> bool:
-    """flue's threshold: ``tokens > window − reserve``, never when the window is ≤ 0."""
-    return window > 0 and tokens > window - reserve
-
-
-def flue_cut_point(messages: Sequence[Message], estimates: Sequence[int], keep_recent: int = 8_000) -> int:
-    """Index of the first kept message: walk back from the newest until ``keep_recent`` is reached,
-    then cut at the first valid cut point at or after that position (a user or assistant message,
-    never a tool result). 0 means nothing can be cut."""
-    if len(messages) != len(estimates):
-        raise InvalidInput("one estimate per message", path="estimates")
-    total = 0
-    start = 0
-    for i in range(len(messages) - 1, -1, -1):
-        total += estimates[i]
-        if total >= keep_recent:
-            start = i
-            break
-    else:
-        return 0
-    for i in range(start, len(messages)):
-        if not is_tool_result_message(messages[i]):
-            return i
-    return 0
-
-
 _CUT_NOTE = re.compile(
     r"\n*\[(\d+) earlier messages were cut to fit the context window without a summary; "
     r"ids (\S+) … (\S+) remain in the ledger\]\s*$"
@@ -407,23 +361,18 @@ class EscalationLadder:
 
     max_compactions: int = 4
     tried: list[Rung] = field(default_factory=list)
-    freed: dict[str, int] = field(default_factory=dict)
 
     def start_turn(self) -> None:
         self.tried.clear()
-        self.freed.clear()
 
-    def next_rung(self, *, skip: Sequence[Rung] = ()) -> Rung | None:
-        if len(self.tried) >= self.max_compactions:
+    def next_rung(self) -> Rung | None:
+        if self.exhausted:
             return None
         for rung in RUNGS:
-            if rung not in self.tried and rung not in skip:
+            if rung not in self.tried:
                 self.tried.append(rung)
                 return rung
         return None
-
-    def record(self, rung: Rung, freed_tokens: int) -> None:
-        self.freed[rung] = self.freed.get(rung, 0) + max(0, freed_tokens)
 
     @property
     def exhausted(self) -> bool:

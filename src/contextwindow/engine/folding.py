@@ -150,7 +150,6 @@ class Folding:
             self.host.stats.overrides.add(rung)
             after = self.host.compile_request()
             freed = before.local_estimate - after.local_estimate
-            self.host.ladder.record(rung, freed)
             if freed <= 0:
                 yield self.host.record_event(CompactionFailed(phase="reactive", reason="nothing_to_free"))
                 return
@@ -376,7 +375,6 @@ class Folding:
         self.host.session.record_checkpoint(summary.text, first_id=first_id, last_id=last_id, phase=tag)
         self.host.trigger.folded()
         freed = self.host.estimator.messages(covered) - self.host.estimator.text(summary.text)
-        self.host.ladder.record("fold", freed)
         yield self.host.record_event(
             Compacted(
                 phase=tag,

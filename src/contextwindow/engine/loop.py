@@ -29,14 +29,15 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from ..content import Message, Request, Text, ToolResult, ToolSpec, ToolUse
-from ..errors import ContextOverflow, InvalidInput, OverBudget, UsageError
+from ..errors import ContextOverflow, InvalidInput, OverBudget, ProviderError, UsageError
 from ..models import ModelProfile
 from ..pricing import Estimator
 from ..providers import Provider, Stop, TextDelta, ThinkingDelta, ToolCall, UsageSample
+from ..providers.overflow import output_cap_error
 from ..providers.streams import continues_stream
 from ..store import Session
 from ..store.slots import LedgerSlot
-from ..usage.calibration import Calibrator
+from ..usage.calibration import Calibrator, stored_prices_unchanged
 from ..usage.tracker import Anchor, AnchorBook, CallUsage, Usage, UsageTracker
 from .compiler import Compiled, Compiler
 from .events import (
@@ -168,6 +169,7 @@ class Engine:
             LedgerSlot(session, "calibration", match={"model": profile.name, "connection": connection}),
             model=profile.name,
             connection=connection,
+            prices_unchanged=lambda: stored_prices_unchanged(session.messages(), self.estimator.raw_block),
         )
         self.fit = WindowFit(
             profile,
@@ -294,6 +296,15 @@ class Engine:
                     OverflowRecovered(requested=rejection.requested, limit=rejection.limit)
                 )
                 continue
+            except ProviderError as failure:
+                refused = output_cap_error(
+                    failure.status, failure.body if failure.body is not None else str(failure)
+                )
+                if refused is not None:
+                    yield self.record_event(
+                        self.notes.output_cap(max_tokens=refused.requested, output_cap=refused.cap)
+                    )
+                raise
             clock = time.perf_counter()
             self.stats.calls += 1
             overflowed_this_step = False
@@ -315,7 +326,9 @@ class Engine:
                     stream_total=self.tracker.total,
                 )
             )
-            for note in self._usage_notes(call, first_of_send=first_of_send, append_only=not live.recompiled):
+            for note in self._usage_notes(
+                call, live.local_estimate, first_of_send=first_of_send, append_only=not live.recompiled
+            ):
                 yield note
             first_of_send = False
             self._append(stop.message)
@@ -584,7 +597,9 @@ class Engine:
             self.calibrator.arm(0)  # a grown request must never be compared with the first estimate
         return call
 
-    def _usage_notes(self, call: CallUsage, *, first_of_send: bool, append_only: bool) -> list[Note]:
+    def _usage_notes(
+        self, call: CallUsage, expected_input: int, *, first_of_send: bool, append_only: bool
+    ) -> list[Note]:
         notes: list[Note] = []
         if call.reported:
             dropping = self.notes.provider_dropping(
@@ -598,7 +613,8 @@ class Engine:
             exceeded = self.notes.reported_window_exceeded(
                 used_tokens=used, previous_used=self._previous_used, reported_window=self.reported_window
             )
-            notes.extend(n for n in (dropping, overrun, exceeded) if n is not None)
+            truncated = self.notes.provider_truncated(input_tokens=call.prompt, expected_input=expected_input)
+            notes.extend(n for n in (dropping, overrun, exceeded, truncated) if n is not None)
             self._prior_input = call.prompt
             self._previous_used = used
         return [self.record_event(n) for n in notes]

@@ -219,26 +219,16 @@ class RoundPricer:
             if not 0 <= getattr(self, name) < 1:
                 raise InvalidInput("must be ≥ 0 and < 1", path=name)
 
-    def price(
-        self, tool_results: Sequence[ToolResult], injected: Sequence[Message] = (), *, factor: float = 1.0
-    ) -> int:
-        """Tokens the round adds to the request: the results as capped, then the injected messages.
-
-        Each part of the estimate (:meth:`parts`) is raised by its margin, or by ``factor`` when that
-        is larger: the most the provider has lately counted a round at over its estimate
-        (:class:`RoundRatios`). The seed preset is the seed's flat rule, untouched by either."""
-        return self.price_and_estimate(tool_results, injected, factor=factor)[0]
-
-    def estimate(self, tool_results: Sequence[ToolResult], injected: Sequence[Message] = ()) -> int:
-        """The round's estimate without any margin (the seed preset's figure for the seed preset)."""
-        return self.price_and_estimate(tool_results, injected)[1]
-
     def price_and_estimate(
         self, tool_results: Sequence[ToolResult], injected: Sequence[Message] = (), *, factor: float = 1.0
     ) -> tuple[int, int]:
-        """``(price, estimate)`` of the round (:meth:`price`, :meth:`estimate`) from one pricing of
-        its blocks: the engine needs both at every tool boundary, and a round can be a large tool
-        result."""
+        """``(price, estimate)`` of the round from one pricing of its blocks: the engine needs both at
+        every tool boundary, and a round can be a large tool result.
+
+        The price is the estimate with each part (:meth:`parts`) raised by its margin, or by
+        ``factor`` when that is larger: the most the provider has lately counted a round at over its
+        estimate (:class:`RoundRatios`). The estimate has no margin. The seed preset gives the seed's
+        flat rule for both, untouched by either."""
         if self.preset == "seed":
             flat = seed_round_tokens(tool_results, injected)
             return flat, flat
@@ -281,7 +271,7 @@ class RoundPricer:
 @dataclass(slots=True)
 class RoundRatios:
     """How far the provider counted recent appended rounds over their estimate: the factor the next
-    round is priced at (:meth:`RoundPricer.price`).
+    round is priced at (:meth:`RoundPricer.price_and_estimate`).
 
     A text rule is right on average over content kinds, not for each: a chunk of source code can be
     counted 10% over its estimate while a JSON report is counted 40% under, and the calibration

@@ -27,10 +27,8 @@ from .base import (
 from .openai import OpenAIProvider, map_openai_error
 from .overflow import (
     OutputCapError,
-    SilentOverflow,
     classify,
     output_cap_error,
-    silent_overflow,
 )
 
 __all__ = [
@@ -44,7 +42,6 @@ __all__ = [
     "OutputCapError",
     "Provider",
     "ProviderEvent",
-    "SilentOverflow",
     "Stop",
     "StopReason",
     "TextDelta",
@@ -59,5 +56,4 @@ __all__ = [
     "output_cap_error",
     "output_limit_hit",
     "serve",
-    "silent_overflow",
 ]
