@@ -187,6 +187,13 @@ class Engine:
             # Step 0 of the first send seeds the proactive baseline from the stored anchor (seed 002).
             self.trigger.seed(input_tokens=stored.input_tokens, output_tokens=stored.output_tokens or 0)
             self.fit.counted = True  # the provider counted this route's requests before
+            if stored.payload_estimate:
+                # ... and its count against the estimate sizes this engine's fit from the first compile.
+                self.fit.observe(
+                    prompt=stored.input_tokens,
+                    local_estimate=stored.payload_estimate,
+                    multiplier=self.fit.multiplier(),
+                )
         self._previous_request: Request | None = None
         self._previous_reply: Message | None = None
         self._previous_used: int | None = None
@@ -521,6 +528,7 @@ class Engine:
         self.calibrator.arm(compiled.local_estimate)
         max_tokens = self.settings.max_tokens or compiled.output_reserve
         self.physical.reserve = max_tokens
+        self.trigger.max_tokens = max_tokens
         self.fit.reserve = compiled.output_reserve
         return _Live(
             system=compiled.system,

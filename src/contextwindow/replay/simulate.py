@@ -362,6 +362,8 @@ async def _run(
             message = Message.user(CONTINUE_AFTER_CUT)
     summary = summarize(records, tokenizer=tokenizer_for(profile).name)
     summary["cut_replies"] = cut
+    learned = engine.window
+    summary["window_learned"] = learned if learned is not None and learned != profile.context_window else None
     summary["failed_turns"] = failed
     summary["model"] = profile.name
     summary["window"] = profile.context_window
