@@ -16,7 +16,7 @@ from typing import Any
 
 from contextwindow.compile import Decisions, Policy
 from contextwindow.content import Message, Request, Text, ToolResult, ToolSpec, ToolUse
-from contextwindow.engine.compiler import EngineCompiler
+from contextwindow.engine.compiler import CompileContext, EngineCompiler
 from contextwindow.engine.loop import Engine, EngineSettings, ToolRunner
 from contextwindow.engine.summarizer import Summarizer
 from contextwindow.errors import ContextOverflow, ProviderError
@@ -34,7 +34,7 @@ from contextwindow.providers import (
 )
 from contextwindow.replay.simulate import SUMMARIZE_MARKER, RecordingModel
 from contextwindow.store import Session
-from contextwindow.usage.tracker import Anchor, Usage
+from contextwindow.usage.tracker import Usage
 
 
 @dataclass
@@ -106,16 +106,8 @@ class PlainCompiler:
     calls: int = 0
     multipliers: list[float] = field(default_factory=list)
 
-    def __call__(
-        self,
-        session: Session,
-        profile: ModelProfile,
-        overrides: frozenset[str],
-        *,
-        multiplier: float = 1.0,
-        anchor: Anchor | None = None,
-        connection: str = "default",
-    ) -> PlainCompiled:
+    def __call__(self, context: CompileContext) -> PlainCompiled:
+        session, profile, multiplier = context.session, context.profile, context.multiplier
         self.calls += 1
         self.multipliers.append(multiplier)
         messages = [s.message for s in session.messages()]

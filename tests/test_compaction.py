@@ -7,15 +7,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contextwindow.content import Message, ToolResult, ToolUse
-from contextwindow.engine.fold_rules import (
-    DEFAULT_SUMMARY_PROMPT,
-    REQUIRED_SECTIONS,
-    EscalationLadder,
-    FoldFailure,
-    ProactiveTrigger,
-    find_summary_defect,
-    select_safe_prefix,
-)
+from contextwindow.engine.events import FoldFailure
+from contextwindow.engine.fold_trigger import ProactiveTrigger
+from contextwindow.engine.ladder import EscalationLadder
+from contextwindow.engine.safe_prefix import select_safe_prefix
+from contextwindow.engine.summary_rules import DEFAULT_SUMMARY_PROMPT, REQUIRED_SECTIONS, find_summary_defect
 from contextwindow.errors import InvalidInput
 
 
@@ -63,31 +59,31 @@ class TestSafePrefix:
         assert select_safe_prefix(history, phase="standalone", first_partial=3) == 3
         assert select_safe_prefix(history, phase="standalone", pinned=[4, 2]) == 2
 
-    def test_pre_turn_covers_at_most_up_to_the_head_anchor(self) -> None:
+    def test_pre_turn_covers_at_most_up_to_the_turn_start(self) -> None:
         history = [user(), assistant(), user(), assistant(), user("now")]
-        assert select_safe_prefix(history, phase="pre_turn", head_anchor=4) == 4
-        assert select_safe_prefix(history, phase="pre_turn", head_anchor=2) == 2
+        assert select_safe_prefix(history, phase="pre_turn", turn_start=4) == 4
+        assert select_safe_prefix(history, phase="pre_turn", turn_start=2) == 2
 
     def test_pre_turn_with_the_anchor_first_fails_open(self) -> None:
         history = [user("now"), assistant()]
-        failure = select_safe_prefix(history, phase="pre_turn", head_anchor=0)
+        failure = select_safe_prefix(history, phase="pre_turn", turn_start=0)
         assert isinstance(failure, FoldFailure) and failure.reason == "no_safe_completed_span"
 
     def test_mid_turn_must_cover_past_the_anchor_and_at_least_two(self) -> None:
         history = [user(), assistant(), user("now"), call("a"), result("a"), call("b"), result("b")]
-        assert select_safe_prefix(history, phase="mid_turn", head_anchor=2) == 5
-        failure = select_safe_prefix(history, phase="mid_turn", head_anchor=2, max_covered=2)
+        assert select_safe_prefix(history, phase="mid_turn", turn_start=2) == 5
+        failure = select_safe_prefix(history, phase="mid_turn", turn_start=2, max_covered=2)
         assert isinstance(failure, FoldFailure)
         assert isinstance(
-            select_safe_prefix([user("now"), user()], phase="mid_turn", head_anchor=0), FoldFailure
+            select_safe_prefix([user("now"), user()], phase="mid_turn", turn_start=0), FoldFailure
         )
 
     def test_mid_turn_with_only_an_open_call_after_the_anchor_fails_open(self) -> None:
         history = [user("now"), call("open"), user("late")]
-        assert isinstance(select_safe_prefix(history, phase="mid_turn", head_anchor=0), FoldFailure)
+        assert isinstance(select_safe_prefix(history, phase="mid_turn", turn_start=0), FoldFailure)
 
     def test_a_turn_phase_needs_its_anchor(self) -> None:
-        with pytest.raises(InvalidInput, match="head_anchor"):
+        with pytest.raises(InvalidInput, match="turn_start"):
             select_safe_prefix([user()], phase="mid_turn")
 
     @given(st.lists(st.sampled_from(["u", "a", "c", "r"]), max_size=30))

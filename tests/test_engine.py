@@ -35,7 +35,7 @@ PROFILE = ModelProfile(
     tokenizer="claude",
 )
 SETTINGS = EngineSettings(
-    max_tokens=32_000, round_pricing="seed", max_stream_input_tokens=None, usage_mode="cumulative"
+    max_tokens=32_000, round_pricing="flat", max_stream_input_tokens=None, usage_mode="cumulative"
 )
 DONE = Message.assistant("done")
 
@@ -124,7 +124,7 @@ class TestPhysicalWindowThroughTheEngine:
     def test_no_window_means_no_projection_and_one_stream(self) -> None:
         settings = EngineSettings(
             max_tokens=32_000,
-            round_pricing="seed",
+            round_pricing="flat",
             max_stream_input_tokens=None,
             usage_mode="cumulative",
             use_physical_window=False,
@@ -146,7 +146,7 @@ class TestPhysicalWindowThroughTheEngine:
 
     def test_the_stream_budget_takes_precedence_over_the_window(self) -> None:
         settings = EngineSettings(
-            max_tokens=32_000, round_pricing="seed", max_stream_input_tokens=150_000, usage_mode="cumulative"
+            max_tokens=32_000, round_pricing="flat", max_stream_input_tokens=150_000, usage_mode="cumulative"
         )
         engine, _ = engine_for(
             vector_steps([U(80_000, out=30_000), U(190_000, out=10_000)], restart=True), settings
@@ -309,7 +309,7 @@ class TestProactiveFold:
 
     def test_no_fold_without_a_declared_window(self) -> None:
         settings = EngineSettings(
-            max_tokens=32_000, round_pricing="seed", max_stream_input_tokens=None, use_physical_window=False
+            max_tokens=32_000, round_pricing="flat", max_stream_input_tokens=None, use_physical_window=False
         )
         steps = [Step(DONE, U(195_000, out=1_000)), Step(DONE, U(30_000, out=10))]
         summarizer_provider = ScriptedProvider([])
@@ -385,7 +385,7 @@ class TestProviderNotes:
     def test_a_provider_counting_far_less_than_was_sent_is_a_note(self) -> None:
         # The request holds a 30,000-character tool result; the provider says it read 500 tokens.
         steps = [Step(blob_call(0), U(9_000, out=10)), Step(DONE, U(500, out=10))]
-        engine, _ = engine_for(steps, EngineSettings(max_tokens=32_000, round_pricing="seed"))
+        engine, _ = engine_for(steps, EngineSettings(max_tokens=32_000, round_pricing="flat"))
         events = run(engine, Message.user("go"))
         truncated = [e for e in events if isinstance(e, Note) and e.kind == "context_provider_truncated"]
         assert len(truncated) == 1 and truncated[0].data["input_tokens"] == 500
@@ -447,7 +447,7 @@ class TestCalibrationAndAnchors:
             PROFILE,
             compiler=compiler,
             tool_runner=blob_tool,
-            settings=EngineSettings(max_tokens=32_000, round_pricing="seed", max_stream_input_tokens=None),
+            settings=EngineSettings(max_tokens=32_000, round_pricing="flat", max_stream_input_tokens=None),
         )
         return engine, provider, compiler
 
@@ -513,7 +513,7 @@ class TestCalibrationAndAnchors:
 class TestReportedWindowNote:
     def test_crossing_the_models_reported_window_without_a_declared_one_is_noted(self) -> None:
         settings = EngineSettings(
-            max_tokens=32_000, round_pricing="seed", max_stream_input_tokens=None, use_physical_window=False
+            max_tokens=32_000, round_pricing="flat", max_stream_input_tokens=None, use_physical_window=False
         )
         engine, _ = engine_for([Step(DONE, U(150_000, out=1_000))], settings)
         assert not [e for e in run(engine, Message.user("a")) if isinstance(e, Note)]
@@ -571,7 +571,7 @@ class TestStreamsWithoutAReportedPrompt:
         assert engine.last_projection is None  # the new stream has no reporting call yet
 
     def test_without_usage_the_engines_estimate_stands_in_for_the_projection(self) -> None:
-        settings = EngineSettings(max_tokens=32_000, round_pricing="seed", max_stream_input_tokens=None)
+        settings = EngineSettings(max_tokens=32_000, round_pricing="flat", max_stream_input_tokens=None)
         steps = [Step(blob_call(i), None) for i in range(30)] + [Step(DONE, None)]
         engine, _ = engine_for(steps, settings)
         events = run(engine, Message.user("go"))
@@ -587,6 +587,6 @@ class TestStreamsWithoutAReportedPrompt:
         first = Message.user("calibrate " * 300)
         estimate = Estimator(PROFILE).messages((first,))
         steps = [Step(blob_call(0), None), Step(DONE, U(round(1.5 * estimate), out=10))]
-        engine, _ = engine_for(steps, EngineSettings(max_tokens=32_000, round_pricing="seed"))
+        engine, _ = engine_for(steps, EngineSettings(max_tokens=32_000, round_pricing="flat"))
         run(engine, first)
         assert engine.calibrator.multiplier == 1.0  # the grown request was never compared with the estimate

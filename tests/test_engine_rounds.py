@@ -20,7 +20,7 @@ import pytest
 from contextwindow.content import AttachmentRef, Image, Message, Text, ToolResult, ToolUse
 from contextwindow.engine.events import Event, OverflowRecovered, StreamRestarted, TurnEnded
 from contextwindow.engine.loop import Engine, EngineSettings
-from contextwindow.engine.projection import ENVELOPE_TOKENS, ROUND_TEXT_MARGIN, RoundPricer, RoundRatios
+from contextwindow.engine.rounds import ENVELOPE_TOKENS, ROUND_TEXT_MARGIN, RoundPricer, RoundRatios
 from contextwindow.errors import InvalidInput
 from contextwindow.models import get_profile
 from contextwindow.pricing import Estimator
@@ -84,7 +84,7 @@ class TestRoundPricerMargins:
 
     def test_the_seed_preset_ignores_margins_and_factors(self) -> None:
         result = ToolResult(tool_use_id="t", content="x" * 400)
-        seed = RoundPricer(preset="seed", text_margin=0.5)
+        seed = RoundPricer(preset="flat", text_margin=0.5)
         assert (
             seed.price_and_estimate([result], factor=1.7)[0]
             == 100 + ENVELOPE_TOKENS

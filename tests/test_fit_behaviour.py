@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from contextwindow.content import Message, ToolResult, ToolSpec, ToolUse
-from contextwindow.engine.fold_rules import ProactiveTrigger
+from contextwindow.engine.fold_trigger import ProactiveTrigger
 from contextwindow.replay.demo import DEMO_SERVED_SHARE, DEMO_WINDOW, build_demo
 from contextwindow.replay.report import EVENT_LEGEND, format_value, write_report
 from contextwindow.replay.scenario import Scenario, ScenarioBuilder

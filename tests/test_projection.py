@@ -20,14 +20,9 @@ from contextwindow.content import (
     ToolResult,
     Video,
 )
-from contextwindow.engine.projection import (
-    PhysicalWindow,
-    RoundPricer,
-    cap_tool_result,
-    inline_cap_chars,
-    projection,
-    truncation_notice,
-)
+from contextwindow.engine.projection import PhysicalWindow, projection
+from contextwindow.engine.rounds import RoundPricer
+from contextwindow.engine.tool_results import cap_tool_result, inline_cap_chars, truncation_notice
 from contextwindow.errors import InvalidInput
 
 WINDOW = 200_000
@@ -54,7 +49,7 @@ class TestAppendedRoundSeedRule:
         assert isinstance(capped.content, str)
         assert len(capped.content) == 24_090
         assert capped.content.endswith(truncation_notice(30_011))
-        assert RoundPricer(preset="seed").price_and_estimate([capped])[0] == ROUND
+        assert RoundPricer(preset="flat").price_and_estimate([capped])[0] == ROUND
 
     def test_the_inline_cap_is_the_smaller_of_desired_and_four_times_the_message_cap(self) -> None:
         assert inline_cap_chars(None) == 24_000
@@ -86,7 +81,7 @@ class TestAppendedRoundSeedRule:
         result = ToolResult(
             tool_use_id="t", content=(Text(text="abcd"), Image(ref=_ref()), Image(ref=_ref()))
         )
-        assert RoundPricer(preset="seed").price_and_estimate([result])[0] == 1 + 3_200 + 20
+        assert RoundPricer(preset="flat").price_and_estimate([result])[0] == 1 + 3_200 + 20
 
     @pytest.mark.parametrize(
         ("blocks", "media"),
@@ -108,13 +103,13 @@ class TestAppendedRoundSeedRule:
         message = Message.user("look at these", *blocks)  # type: ignore[arg-type]
         result = ToolResult(tool_use_id="t", content="ok")
         expected = math.ceil((2 + len("look at these")) / 4) + media + 40
-        assert RoundPricer(preset="seed").price_and_estimate([result], [message])[0] == expected
+        assert RoundPricer(preset="flat").price_and_estimate([result], [message])[0] == expected
 
     def test_an_invalid_stamp_built_past_the_edge_is_still_priced_as_absent(self) -> None:
         # A ref constructed directly skips the edge's validation; the pricer re-checks the stamp.
         assert math.isnan(_ref(float("nan")).token_estimate or 0.0)
         message = Message.user(Image(ref=_ref(float("nan"))))
-        assert RoundPricer(preset="seed").price_and_estimate([], [message])[0] == 1_600 + 20
+        assert RoundPricer(preset="flat").price_and_estimate([], [message])[0] == 1_600 + 20
 
 
 class _FlatPricer:

@@ -1,31 +1,54 @@
-"""What the engine asks of a compiler (:class:`Compiler`, :class:`Compiled`), and its default one: compile's incremental :class:`~contextwindow.compile.SessionCompiler`
-with the engine's per-turn escalations mapped onto the policy.
+"""What the engine asks of a compiler (:class:`Compiler`, :class:`CompileContext`, :class:`Compiled`), its
+default one (:class:`EngineCompiler`), and how the engine compiles its next request
+(:class:`RequestCompiler`).
 
-The engine hands over what a compile needs beyond the ledger: the calibration multiplier and the
-newest anchor (so the estimate is anchored on the provider's real count). The escalation rungs arrive
-as ``overrides`` and tighten the policy for the rest of the turn: ``evict_media`` keeps only the
-newest image inline, within a quarter of the byte budget; ``archive_tool_results`` archives every
-stale result outside the newest turn, text over 256 tokens included; ``evict_all_media`` (taken only
-when the newest message alone does not fit) sends no media inline at all. Stale tool results are
-archived under pressure only: a compile that fits the whole visible history without new archives is
-sent as it is. One incremental compiler is kept per session, so a compile after an append reads only
-the new entries.
+A compiler gets one :class:`CompileContext`: the session, the profile to fit, the turn's escalations
+(``overrides``), the calibration multiplier and the newest anchor (so the estimate is anchored on the
+provider's real count). :class:`EngineCompiler` is compile's incremental
+:class:`~contextwindow.compile.SessionCompiler` with the escalations mapped onto the policy:
+``evict_media`` keeps only the newest image inline, within a quarter of the byte budget;
+``archive_tool_results`` archives every stale result outside the newest turn, text over 256 tokens
+included; ``evict_all_media`` (taken only when the newest message alone does not fit) sends no media
+inline at all. Stale tool results are archived under pressure only: a compile that fits the whole
+visible history without new archives is sent as it is. One incremental compiler is kept per session,
+so a compile after an append reads only the new entries.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..compile import CompiledRequest, Decisions, Policy, SessionCompiler
 from ..content import Message, Text, ToolSpec
-from ..errors import OverBudget
+from ..errors import InvalidInput, OverBudget
+from ..formats import anthropic as _anthropic_wire
+from ..formats import openai as _openai_wire
 from ..models import ModelProfile
 from ..store import Session
-from ..usage.tracker import Anchor
+from ..usage.tracker import Anchor, AnchorBook
+from .fit import WindowFit
 
-__all__ = ["Compiled", "Compiler", "EngineCompiler"]
+__all__ = [
+    "CompileContext",
+    "Compiled",
+    "Compiler",
+    "EngineCompiler",
+    "RequestCompiler",
+    "SystemPrompt",
+    "ToolDefinition",
+    "system_blocks",
+    "tool_specs",
+]
+
+SystemPrompt = str | Sequence[Text]
+"""A system prompt as a string or as text blocks."""
+ToolDefinition = ToolSpec | Mapping[str, Any]
+"""A tool as a :class:`~contextwindow.content.ToolSpec` or as an Anthropic or OpenAI wire dict."""
+
+_ESCALATIONS = ("evict_media", "archive_tool_results", "evict_all_media")
+"""The cheap escalations compile takes, in order, when the newest message does not fit beside the head."""
 
 
 class Compiled(Protocol):
@@ -47,35 +70,76 @@ class Compiled(Protocol):
     def decisions(self) -> Decisions: ...
 
 
-class Compiler(Protocol):
-    """Fits the session's next request: ``(session, profile, overrides, *, multiplier, anchor,
-    connection) -> Compiled`` (:class:`~contextwindow.engine.compiler.EngineCompiler` by default).
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CompileContext:
+    """Everything a compile of the session's next request is given.
 
-    ``overrides`` are the engine's per-turn escalations (``evict_media``, ``archive_tool_results``)
-    for the compile policy; ``multiplier`` the calibration learned so far; ``anchor`` the newest
-    anchor, on which the estimate is anchored.
+    ``overrides`` are the engine's escalations for the rest of the turn (``evict_media``,
+    ``archive_tool_results``, ``evict_all_media``); ``multiplier`` the calibration learned so far;
+    ``anchor`` the newest anchor, on which the estimate is anchored.
     """
 
-    def __call__(
-        self,
-        session: Session,
-        profile: ModelProfile,
-        overrides: frozenset[str],
-        *,
-        multiplier: float,
-        anchor: Anchor | None,
-        connection: str,
-    ) -> Compiled: ...
+    session: Session
+    profile: ModelProfile
+    overrides: frozenset[str] = frozenset()
+    multiplier: float = 1.0
+    anchor: Anchor | None = None
+    connection: str = "default"
+
+
+class Compiler(Protocol):
+    """Fits the session's next request: ``compiler(context) -> Compiled``
+    (:class:`EngineCompiler` by default)."""
+
+    def __call__(self, context: CompileContext) -> Compiled: ...
+
+
+def system_blocks(system: SystemPrompt) -> tuple[Text, ...]:
+    """A system prompt as text blocks (an empty string is no block)."""
+    if isinstance(system, str):
+        return (Text(text=system),) if system else ()
+    blocks = tuple(system)
+    for i, block in enumerate(blocks):
+        if not isinstance(block, Text):
+            raise InvalidInput(f"must be a Text block, got {type(block).__name__}", path=f"system[{i}]")
+    return blocks
+
+
+def tool_specs(tools: Sequence[ToolDefinition]) -> tuple[ToolSpec, ...]:
+    """Tools as :class:`~contextwindow.content.ToolSpec`: a spec as it is; an OpenAI Chat
+    (``{"type": "function", "function": {...}}``), OpenAI Responses (``{"type": "function", "name":
+    ...}``) or Anthropic (``{"name": ..., "input_schema": ...}``) tool dict read as its format says."""
+    out: list[ToolSpec] = []
+    for i, tool in enumerate(tools):
+        path = f"tools[{i}]"
+        if isinstance(tool, ToolSpec):
+            out.append(tool)
+        elif not isinstance(tool, Mapping):
+            raise InvalidInput(f"must be a ToolSpec or a tool dict, got {type(tool).__name__}", path=path)
+        elif "function" in tool:
+            out.append(_openai_wire._parse_tool(dict(tool), path))
+        elif tool.get("type") == "function":
+            function = {k: v for k, v in tool.items() if k in ("name", "description", "parameters")}
+            out.append(_openai_wire._parse_tool({"type": "function", "function": function}, path))
+        else:
+            out.append(_anthropic_wire._parse_tool(dict(tool), path))
+    return tuple(out)
 
 
 @dataclass
 class EngineCompiler:
-    """``EngineCompiler(policy, system=..., tools=...)`` is a ``Compiler`` for :class:`~contextwindow.engine.loop.Engine`."""
+    """``EngineCompiler(policy, system=..., tools=...)`` is a ``Compiler`` for
+    :class:`~contextwindow.engine.loop.Engine`; ``system`` is a string or text blocks, ``tools`` specs
+    or wire dicts (:func:`tool_specs`)."""
 
     policy: Policy = field(default_factory=Policy)
-    system: Sequence[Text] = ()
-    tools: Sequence[ToolSpec] = ()
+    system: SystemPrompt = ()
+    tools: Sequence[ToolDefinition] = ()
     _compilers: dict[str, SessionCompiler] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.system = system_blocks(self.system)
+        self.tools = tool_specs(self.tools)
 
     def policy_for(self, overrides: frozenset[str]) -> Policy:
         """The policy with the turn's escalations applied."""
@@ -92,33 +156,25 @@ class EngineCompiler:
             )
         return policy
 
-    def __call__(
-        self,
-        session: Session,
-        profile: ModelProfile,
-        overrides: frozenset[str],
-        *,
-        multiplier: float = 1.0,
-        anchor: Anchor | None = None,
-        connection: str = "default",
-    ) -> CompiledRequest:
+    def __call__(self, context: CompileContext) -> CompiledRequest:
+        session = context.session
         compiler = self._compilers.get(session.id)
         if compiler is None or compiler.session is not session:
             compiler = self._compilers[session.id] = SessionCompiler(session)
-        policy = self.policy_for(overrides)
+        policy = self.policy_for(context.overrides)
 
         def run(policy: Policy) -> CompiledRequest:
             return compiler.compile(
-                model=profile,
+                model=context.profile,
                 policy=policy,
-                system=tuple(self.system),
-                tools=tuple(self.tools),
-                multiplier=multiplier,
-                anchor=anchor,
-                connection=connection,
+                system=system_blocks(self.system),
+                tools=tool_specs(self.tools),
+                multiplier=context.multiplier,
+                anchor=context.anchor,
+                connection=context.connection,
             )
 
-        if policy.archive_stale_results and "archive_tool_results" not in overrides:
+        if policy.archive_stale_results and "archive_tool_results" not in context.overrides:
             # Archive under pressure only: while the history fits without archiving anything new,
             # stale results stay whole (archives already recorded stay in force, for a stable prefix).
             try:
@@ -129,3 +185,63 @@ class EngineCompiler:
                 if not whole.decisions.omitted:
                     return whole
         return run(policy)
+
+
+class RequestCompiler:
+    """How the engine compiles the session's next request: at the profile compile fits against (the
+    window as known, less what :class:`~contextwindow.engine.fit.WindowFit` keeps free), with the
+    turn's escalations, the calibration multiplier and the newest anchor."""
+
+    def __init__(
+        self,
+        session: Session,
+        compiler: Compiler,
+        fit: WindowFit,
+        anchors: AnchorBook,
+        *,
+        window: int,
+        connection: str,
+    ) -> None:
+        self.session = session
+        self.compiler = compiler
+        self.fit = fit
+        self.anchors = anchors
+        self.window = window
+        """The window as known: declared, or as a rejection proved it."""
+        self.connection = connection
+        self.overrides: set[str] = set()
+        """The turn's escalations (cleared at each turn)."""
+
+    def fit_profile(self) -> ModelProfile:
+        """The profile compile fits against: the window as known, less the fit margin and what
+        rejections taught."""
+        return self.fit.fit_profile(self.window)
+
+    def __call__(self, profile: ModelProfile | None = None) -> Compiled:
+        """Compile at ``profile`` (default: :meth:`fit_profile`)."""
+        return self.compiler(
+            CompileContext(
+                session=self.session,
+                profile=self.fit_profile() if profile is None else profile,
+                overrides=frozenset(self.overrides),
+                multiplier=self.fit.multiplier(),
+                anchor=self.anchors.latest,
+                connection=self.connection,
+            )
+        )
+
+    def fitting(self) -> Compiled:
+        """Compile; when the newest message does not fit beside the head as things stand, take the
+        cheap escalations (media out of line, stale results archived, then no media inline at all) for
+        the rest of the turn. If even that does not fit, the message alone is too large: it raises
+        :class:`~contextwindow.errors.OverBudget`."""
+        try:
+            return self()
+        except OverBudget:
+            for rung in _ESCALATIONS:
+                self.overrides.add(rung)
+                try:
+                    return self()
+                except OverBudget:
+                    continue
+            raise

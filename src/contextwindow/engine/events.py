@@ -19,10 +19,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, TypeVar
 
 from ..content import ToolUse
 from ..providers.base import TextDelta, ThinkingDelta, ToolCall
+from ..store import Session
 from ..usage.calibration import BAND
 from ..usage.tracker import Usage
 
@@ -33,6 +34,7 @@ __all__ = [
     "Compacted",
     "CompactionFailed",
     "Event",
+    "FoldFailure",
     "FoldFailureReason",
     "FoldPhase",
     "Note",
@@ -52,6 +54,7 @@ __all__ = [
     "UsageReported",
     "decide_boundary",
     "event_to_dict",
+    "record_event",
 ]
 
 RestartReason: TypeAlias = Literal["context_budget", "physical_window"]
@@ -82,6 +85,14 @@ NoteKind: TypeAlias = Literal[
     "context_output_cap",
     "step_limit",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class FoldFailure:
+    """Why a fold did not happen; the engine fails open (the request goes out unchanged)."""
+
+    reason: FoldFailureReason
+    detail: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -243,6 +254,15 @@ def event_to_dict(event: Event) -> dict[str, Any]:
 TRUNCATION_RATIO = BAND[0]
 """A reported input below this share of the estimate is more than calibration explains (its band
 starts here): the provider most likely dropped part of the request."""
+
+
+_E = TypeVar("_E", bound=Event)
+
+
+def record_event(session: Session, event: _E) -> _E:
+    """Record ``event`` in the session's ledger as a ``note`` record and return it."""
+    session.record("note", {"event": event_to_dict(event)})
+    return event
 
 
 BoundaryDecision: TypeAlias = Literal["end_turn", "continue"] | StreamRestarted

@@ -9,7 +9,7 @@ through (maka's history-compact summariser, seed-behaviours §10, acceptance 33)
   ``<previous_summary>`` tags) on a roll-forward;
 - the output is capped at 8,000 tokens; a reply cut at the cap gets one retry with a shortened
   prompt that says it was "cut off at the output limit";
-- a malformed reply (:func:`~contextwindow.engine.fold_rules.find_summary_defect`) gets one stricter repair;
+- a malformed reply (:func:`~contextwindow.engine.summary_rules.find_summary_defect`) gets one stricter repair;
   never more than two provider calls in all;
 - the summariser's own input must fit its window: when its estimate is over, or its provider rejects
   the input for size, the result is ``input_too_large`` and the caller folds less (halves).
@@ -41,11 +41,11 @@ from ..models import ModelProfile
 from ..pricing import Estimator
 from ..providers import Provider, complete, output_limit_hit
 from ..usage.tracker import Usage
-from .fold_rules import (
+from .events import FoldFailure
+from .summary_rules import (
     DEFAULT_SUMMARY_PROMPT,
     REQUIRED_SECTIONS,
     SUMMARY_MAX_OUTPUT_TOKENS,
-    FoldFailure,
     find_summary_defect,
 )
 
