@@ -17,6 +17,7 @@ from contextwindow.engine.events import (
     StreamRestarted,
     StreamResumed,
     TurnEnded,
+    UsageReported,
 )
 from contextwindow.engine.loop import Engine, EngineSettings, ToolOutcome
 from contextwindow.engine.summarizer import Summarizer
@@ -432,7 +433,8 @@ class TestWithTheLocalProviderAndRealCompile:
         assert events[-1].calls == 31
         assert not any(isinstance(e, OverflowRecovered) for e in events)
         assert any(isinstance(e, StreamRestarted) for e in events)
-        assert max(engine.last_sent_tokens) <= 16_000
+        sent = [e.usage.prompt for e in events if isinstance(e, UsageReported) and e.reported]
+        assert sent and max(sent) <= 16_000
 
 
 class TestCalibrationAndAnchors:

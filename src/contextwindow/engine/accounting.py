@@ -72,8 +72,6 @@ class CallAccounting:
         self.anchors = anchors
         self.physical = physical
         self.notes = notes
-        self.sent_tokens: list[int] = []
-        """The provider's real prompt of each reporting call, for window-use figures."""
         self._calls = _Calls()
 
     # -- the stream -------------------------------------------------------------------------------
@@ -137,7 +135,6 @@ class CallAccounting:
         }
         self.session.record("usage", payload)
         if call.reported:
-            self.sent_tokens.append(call.prompt)
             self.fit.observe(prompt=call.prompt, local_estimate=local_estimate, multiplier=multiplier)
             self._calls.last_accepted = call.usage
             if self.calibrator.armed:

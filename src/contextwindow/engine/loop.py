@@ -68,7 +68,6 @@ from .events import (
 from .fit import WindowFit
 from .fold_trigger import ProactiveTrigger
 from .folding import COVER_ROUNDS, Folding
-from .ladder import EscalationLadder
 from .projection import PhysicalWindow
 from .settings import EngineSettings
 from .summarizer import Summarizer
@@ -216,16 +215,7 @@ class Engine:
             connection=connection,
             prices_unchanged=lambda: stored_prices_unchanged(session.messages(), self._estimator.raw_block),
         )
-        self._fit = WindowFit(
-            profile,
-            self._calibrator,
-            fit_margin=settings.fit_margin,
-            multiplier_step=settings.multiplier_step,
-            estimator=self._estimator,
-            round_pricing=settings.round_pricing,
-            round_text_margin=settings.round_text_margin,
-            uncounted_margin=settings.uncounted_margin,
-        )
+        self._fit = WindowFit(profile, self._calibrator, estimator=self._estimator, settings=settings)
         self._anchors = AnchorBook(LedgerSlot(session, "anchor"))
         self._requests = RequestCompiler(
             session,
@@ -250,25 +240,24 @@ class Engine:
             notes=self._notes,
         )
         self._last_projection: int | None = None
-        # Keeping history inside the window: the proactive trigger, the ladder, the folds.
+        # Keeping history inside the window: the folds (with their trigger and ladder).
         self._stats = _TurnStats()
-        self._trigger = ProactiveTrigger(declared_window=self._window)
-        self._ladder = EscalationLadder(max_compactions=settings.max_compactions_per_turn)
         self._folding = Folding(
             session,
             self._requests,
             estimator=self._estimator,
             limits=settings,
             counters=self._stats,
-            trigger=self._trigger,
-            ladder=self._ladder,
             notes=self._notes,
+            declared_window=self._window,
             summarizer=summarizer,
         )
         stored = self._anchors.latest
         if stored is not None and stored.model == profile.name and stored.connection == connection:
             # Step 0 of the first send seeds the proactive baseline from the stored anchor (seed 002).
-            self._trigger.seed(input_tokens=stored.input_tokens, output_tokens=stored.output_tokens or 0)
+            self._folding.trigger.seed(
+                input_tokens=stored.input_tokens, output_tokens=stored.output_tokens or 0
+            )
             self._fit.counted = True  # the provider counted this route's requests before
             if stored.payload_estimate:
                 # ... and its count against the estimate sizes this engine's fit from the first compile.
@@ -305,7 +294,7 @@ class Engine:
     @property
     def trigger(self) -> ProactiveTrigger:
         """When the next fold is due (its baseline is the last accepted request)."""
-        return self._trigger
+        return self._folding.trigger
 
     @property
     def stats(self) -> _TurnStats:
@@ -321,11 +310,6 @@ class Engine:
     def last_projection(self) -> int | None:
         """The projection at the latest tool boundary (``None`` when none could be made)."""
         return self._last_projection
-
-    @property
-    def last_sent_tokens(self) -> list[int]:
-        """The provider's real prompt of each reporting call, for window-use figures."""
-        return self._calls.sent_tokens
 
     def fit_profile(self) -> ModelProfile:
         """The profile compile fits against (:class:`~contextwindow.engine.fit.WindowFit`): the window as
@@ -352,8 +336,7 @@ class Engine:
         stats.reset()
         stats.resume()
         self._notes.start_send()
-        self._trigger.start_send()
-        self._ladder.start_turn()
+        self._folding.start_turn()
         self._requests.overrides.clear()
         turn_start = self._append(message)
         for pending in self._drain_injected():
@@ -519,7 +502,7 @@ class Engine:
         reply_tokens = self._fit.live_estimator().message(stop.message)
         live.estimated_tokens += reply_tokens
         live.local_estimate += reply_tokens
-        self._trigger.accepted(
+        self._folding.trigger.accepted(
             input_tokens=call.prompt, output_tokens=call.usage.output, finish_reason=stop.reason
         )
 
@@ -671,7 +654,7 @@ class Engine:
             self._window = limit
             self._requests.window = limit
             self._physical.window = limit
-            self._trigger.declared_window = limit
+            self._folding.trigger.declared_window = limit
         return learned is not None or refit
 
     # -- the ledger -------------------------------------------------------------------------------
