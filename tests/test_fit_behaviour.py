@@ -117,3 +117,19 @@ class TestDemoShowsRecovery:
         assert (
             format_value(0.6904) == "69.0%" and format_value(22080) == "22,080" and format_value(None) == "—"
         )
+
+
+class TestEstimatesHold:
+    def test_from_the_second_request_on_estimates_are_within_five_percent_and_not_under(self) -> None:
+        # Claude's rule prices this text above the local provider's o200k count: calibration learns
+        # it on the first call, and the anchor after it must be in the units the next compile uses.
+        result = simulate_sync(_session(8), model="claude-sonnet-4-5", window=64_000, usage="per-call")
+        errors = [
+            (r.estimated_tokens - r.provider_input_tokens) / r.provider_input_tokens
+            for r in result.records[1:]
+            if r.provider_input_tokens
+        ]
+        assert len(errors) >= 30
+        ordered = sorted(abs(e) for e in errors)
+        assert ordered[math.ceil(0.95 * len(ordered)) - 1] <= 0.05  # p95
+        assert min(errors) >= -0.03

@@ -617,7 +617,7 @@ class Engine:
         self._calibrator.arm(compiled.local_estimate)
         max_tokens = self.settings.max_tokens or compiled.output_reserve
         self._physical.reserve = max_tokens
-        self._trigger.max_tokens = max_tokens
+        self._folding.trigger.max_tokens = max_tokens
         self._fit.reserve = compiled.output_reserve
         return _Live(
             system=compiled.system,
