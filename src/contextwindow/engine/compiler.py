@@ -136,6 +136,9 @@ class EngineCompiler:
     system: SystemPrompt = ()
     tools: Sequence[ToolDefinition] = ()
     _compilers: dict[str, SessionCompiler] = field(default_factory=dict, repr=False)
+    _pressure: dict[tuple[str, int], str] = field(default_factory=dict, repr=False)
+    """Per session and window: the latest checkpoint when the history last did not fit without new
+    archives (see :meth:`__call__`)."""
 
     def __post_init__(self) -> None:
         self.system = system_blocks(self.system)
@@ -177,13 +180,20 @@ class EngineCompiler:
         if policy.archive_stale_results and "archive_tool_results" not in context.overrides:
             # Archive under pressure only: while the history fits without archiving anything new,
             # stale results stay whole (archives already recorded stay in force, for a stable prefix).
-            try:
-                whole = run(policy.with_(archive_stale_results=False))
-            except OverBudget:
-                pass
-            else:
-                if not whole.decisions.omitted:
-                    return whole
+            # History only grows until a checkpoint moves its start, so once it did not fit at this
+            # window it will not fit again before the next checkpoint: that compile is not repeated.
+            latest = session.latest("checkpoint")
+            key = (session.id, context.profile.context_window)
+            mark = latest.id if latest is not None else ""
+            if self._pressure.get(key) != mark:
+                try:
+                    whole = run(policy.with_(archive_stale_results=False))
+                except OverBudget:
+                    pass
+                else:
+                    if not whole.decisions.omitted:
+                        return whole
+                self._pressure[key] = mark
         return run(policy)
 
 
