@@ -6,9 +6,8 @@ import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(
-    os.environ.get("CONTEXTWINDOW_SHARED") or ROOT.parent / "shared"
-)  # a worktree elsewhere can point at it
+# ``../shared`` beside the checkout; a git worktree elsewhere names it with CONTEXTWINDOW_SHARED.
+SHARED = Path(os.environ.get("CONTEXTWINDOW_SHARED") or ROOT.parent / "shared")
 TOKENIZERS = SHARED / "tokenizers"
 CLAUDE_SESSIONS = SHARED / "data" / "claude-code-sessions"
 RESULTS = ROOT / "benchmarks" / "results"

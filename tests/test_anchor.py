@@ -85,6 +85,13 @@ class TestAnchoredEstimate:
         shrunk = anchored_estimate(anchor(), **ROUTE, estimate_now=8_000)
         assert (shrunk.value, shrunk.delta) == (9_000, -1_000)
 
+    def test_a_shrunk_request_is_never_below_its_estimate_at_the_anchors_ratio(self) -> None:
+        # The estimator priced the anchored payload 10,000 where the provider counted 6,000: taking
+        # 5,000 of its own tokens out would leave 1,000, a sixth of what the rest really costs.
+        high = anchor(input_tokens=6_000, payload_estimate=10_000)
+        shrunk = anchored_estimate(high, **ROUTE, estimate_now=5_000)
+        assert (shrunk.value, shrunk.cold, shrunk.delta) == (3_000, False, -5_000)
+
     @pytest.mark.parametrize(
         ("the_anchor", "route", "estimate_now", "reason"),
         [

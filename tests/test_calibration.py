@@ -21,12 +21,17 @@ from contextwindow.store.slots import LedgerSlot, MemorySlot
 from contextwindow.testing import LocalProvider
 from contextwindow.usage.calibration import (
     CALIBRATION_PRICING_EPOCH,
+    FULL_SAMPLE_TOKENS,
+    MIN_SAMPLE_TOKENS,
     Calibrator,
     stored_prices_unchanged,
 )
 
 EPOCH = CALIBRATION_PRICING_EPOCH
 T0 = datetime(2026, 9, 1, 12, 0, tzinfo=UTC)
+FIRST = 1 + (1_000 / FULL_SAMPLE_TOKENS) * (1.5 - 1)
+"""A fresh multiplier after its first sample, a 1,000-token request counted 1.5x: a running mean's first
+step (alpha 1) weighted by the sample's size."""
 
 
 def calibrator(record: dict[str, Any] | None = None, **kw: Any) -> tuple[Calibrator, MemorySlot]:
@@ -56,8 +61,10 @@ class TestLearning:
     def test_learns_once_per_armed_request(self) -> None:
         cal, _ = calibrator()
         cal.arm(1_000)
-        assert cal.report_real_input(1_500) == pytest.approx(1.1)
-        assert cal.report_real_input(1_500) == pytest.approx(1.1)  # a later call of the same turn is ignored
+        assert cal.report_real_input(1_500) == pytest.approx(FIRST)
+        assert cal.report_real_input(1_500) == pytest.approx(
+            FIRST
+        )  # a later call of the same turn is ignored
         assert not cal.armed
 
     @pytest.mark.parametrize("estimate", [0, -5, math.nan, math.inf], ids=["zero", "negative", "nan", "inf"])
@@ -76,12 +83,12 @@ class TestLearning:
         cal.arm(1_000)
         assert cal.report_real_input(real) == 1.0  # type: ignore[arg-type]
         assert cal.armed
-        assert cal.report_real_input(1_500) == pytest.approx(1.1)
+        assert cal.report_real_input(1_500) == pytest.approx(FIRST)
 
     def test_accepts_by_observed_when_the_ratio_is_out_of_band(self) -> None:
         # at 0.6, real = 2.5x the estimate: ratio 2.5 is out, observed 1.5 is in
         cal, _ = calibrator({"multiplier": 0.6, "at": "t", "pricing": EPOCH})
-        assert learn(cal, 1_000, 2_500) == pytest.approx(0.6 + 0.2 * (1.5 - 0.6))
+        assert learn(cal, 4_000, 10_000) == pytest.approx(0.6 + 0.2 * (1.5 - 0.6))
 
     def test_accepts_by_ratio_when_observed_is_out_of_band(self) -> None:
         # at 1.8, real = 1.5x: observed 2.7 is out, ratio 1.5 is in; the update clamps at 1.8
@@ -94,6 +101,30 @@ class TestLearning:
     ) -> None:
         cal, _ = calibrator({"multiplier": start, "at": "t", "pricing": EPOCH})
         assert 0.6 <= learn(cal, est, est * k) <= 1.8
+
+
+class TestConvergence:
+    def test_a_sample_too_small_to_say_anything_is_ignored(self) -> None:
+        cal, slot = calibrator()
+        assert learn(cal, 4, 7) == 1.0  # a 4-token estimate against a count of 7
+        assert learn(cal, MIN_SAMPLE_TOKENS - 1, 2 * MIN_SAMPLE_TOKENS) == 1.0
+        assert slot.history == [] and not cal.armed
+
+    def test_a_small_sample_counts_in_proportion_to_its_size(self) -> None:
+        small, _ = calibrator()
+        large, _ = calibrator()
+        assert 1.0 < learn(small, FULL_SAMPLE_TOKENS // 4, FULL_SAMPLE_TOKENS // 4 * 0.8 + 300) < 1.2
+        assert learn(large, 4 * FULL_SAMPLE_TOKENS, 4 * FULL_SAMPLE_TOKENS * 1.2) == pytest.approx(1.2)
+
+    def test_a_fresh_multiplier_converges_within_a_few_calls(self) -> None:
+        cal, _ = calibrator()
+        for estimate in (3_000, 5_000, 8_000):  # each request counted at 0.8 of its estimate at 1.0
+            learn(cal, round(estimate * cal.multiplier), estimate * 0.8)
+        assert cal.multiplier == pytest.approx(0.8, abs=0.01)
+
+    def test_a_stored_multiplier_moves_by_the_moving_average(self) -> None:
+        cal, _ = calibrator({"multiplier": 1.0, "at": "t", "pricing": EPOCH})
+        assert learn(cal, 10_000, 8_000) == pytest.approx(0.96)
 
 
 class TestSetter:
@@ -125,7 +156,7 @@ class TestPersistence:
 
     def test_1_a_learned_value_is_persisted_with_the_epoch(self) -> None:
         cal, slot = calibrator({"multiplier": 1.8, "at": "t", "pricing": EPOCH})
-        learn(cal, 1_800, 1_000)
+        learn(cal, 18_000, 10_000)
         assert slot.load() == {"multiplier": pytest.approx(1.64), "at": T0.isoformat(), "pricing": EPOCH}
 
     def test_2_a_rejected_sample_writes_nothing(self) -> None:
@@ -163,7 +194,7 @@ class TestPersistence:
     def test_6_a_learned_value_survives_a_reopen(self) -> None:
         cal, slot = calibrator()
         learn(cal, 1_000, 1_500)
-        assert Calibrator(slot).multiplier == pytest.approx(1.1)
+        assert Calibrator(slot).multiplier == pytest.approx(FIRST)
 
     def test_7_a_discard_stays_visible_through_learning_and_restarts_until_restamped(self) -> None:
         cal, slot = calibrator({"multiplier": 0.6, "at": "t"})
@@ -171,7 +202,7 @@ class TestPersistence:
         assert (cal.reset.discarded_multiplier, cal.reset.from_epoch) == (0.6, 0)
         learn(cal, 1_000, 1_500)
         reopened = Calibrator(slot)
-        assert reopened.reset == cal.reset and reopened.multiplier == pytest.approx(1.1)
+        assert reopened.reset == cal.reset and reopened.multiplier == pytest.approx(FIRST)
         reopened.restamp()
         assert "reset" not in (slot.load() or {})
         assert Calibrator(slot).reset is None
@@ -202,7 +233,7 @@ class TestPersistence:
                 raise StoreError("disk full")
 
         cal = Calibrator(Broken(), model="m")
-        assert learn(cal, 1_000, 1_500) == pytest.approx(1.1)
+        assert learn(cal, 1_000, 1_500) == pytest.approx(FIRST)
         assert isinstance(cal.last_save_error, StoreError)
 
 

@@ -82,12 +82,34 @@ class TestSimulate:
         lines = [json.loads(line) for line in sink.getvalue().splitlines()]
         assert [line["call"] for line in lines] == list(range(len(result.records)))
         profile = get_profile("gpt-4o").with_(context_window=6_000, max_output_tokens=3_000)
-        for line in lines:
-            assert set(line) == {"call", "format", "request", "provider_input_tokens", "rejected"}
+        keys = {"call", "format", "request", "provider_input_tokens", "estimated_tokens", "rejected"}
+        for line, record in zip(lines, result.records, strict=True):
+            assert set(line) == keys
+            assert line["estimated_tokens"] == record.estimated_tokens > 0
             assert line["format"] == "openai"
             parsed = parse_any(line["request"])
             independent = count_request(parsed.request, profile, loader_from(parsed.attachments))
             assert independent.input_tokens == line["provider_input_tokens"]
+
+    def test_a_reply_longer_than_max_tokens_is_cut_and_the_replay_stays_on_its_script(self) -> None:
+        b = ScenarioBuilder(name="long replies")
+        b.tools([ToolSpec(name="read", description="read a file")])
+        b.user(Message.user("Audit the parser."))
+        for r in range(4):
+            said = PROSE * (3 if r == 1 else 1)  # the second reply is longer than max_tokens
+            b.assistant(Message.assistant(said, ToolUse(id=f"r{r}", name="read", input={"part": r})))
+            b.tool_result(ToolResult(tool_use_id=f"r{r}", content=f"part {r}"))
+        b.assistant(Message.assistant("Parser audited."))
+        b.user(Message.user("Now the printer."))
+        b.assistant(Message.assistant("Printer audited."))
+        scenario = b.build()
+        result = simulate_sync(scenario, model="gpt-4o", window=32_000, reserve=1_000)
+        assert result.summary["cut_replies"] == 1
+        assert result.failed_turns == 0
+        # every scripted reply answered one call, in order: the second turn got its own reply
+        assert len(result.records) == scenario.calls
+        replies = [e for e in result.events if e.type == "turn_ended"]
+        assert len(replies) == 3  # the cut turn, its continuation, the second turn
 
     def test_appended_rounds_are_priced_from_the_providers_last_count(self) -> None:
         # Claude's rule prices ~20% above the local provider's o200k count; within a stream the engine

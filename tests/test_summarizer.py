@@ -190,10 +190,18 @@ class TestInputTooLargeThroughTheEngine:
         async def turn(text: str) -> list[object]:
             return [e async for e in engine.run_turn(Message.user(text))]
 
-        asyncio.run(turn("first"))  # 197,000 + 1,000 + 2,000 reaches the window: the next turn folds first
-        events = asyncio.run(turn("second"))
+        asyncio.run(turn("first"))
+        # The rejection ladder's fold before the next turn (a compiler that fits nothing leaves no tail
+        # to keep, so the reactive fold covers everything before the turn, as far as the summariser reads).
+        second = session.append(Message.user("second")).message
+        assert second.id is not None
+
+        async def fold() -> list[object]:
+            return [e async for e in engine._folding.fold("pre_turn", second.id, phase_tag="reactive")]
+
+        events = asyncio.run(fold())
         compacted = [e for e in events if isinstance(e, Compacted)]
-        assert len(compacted) == 1 and compacted[0].phase == "pre_turn"
+        assert len(compacted) == 1 and compacted[0].phase == "reactive"
         # 34 visible messages before "second": 34 → 17 → 8 covered; each refusal halves the span.
         assert summariser_provider.covered[0] > 8 and summariser_provider.covered[-1] <= 8
         assert len(summariser_provider.covered) == 3

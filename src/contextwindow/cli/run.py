@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from pathlib import Path
 from typing import IO, Annotated, Any
@@ -20,6 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..errors import ScenarioError
+from ..replay.report import SUMMARY_ROWS, format_value
 from ..replay.simulate import SimulationResult, UsageMode, simulate
 from . import app
 from ._common import EXIT_BAD_INPUT, EXIT_FOUND_PROBLEM, emit_json, fail, guarded
@@ -27,20 +29,6 @@ from ._common import EXIT_BAD_INPUT, EXIT_FOUND_PROBLEM, emit_json, fail, guarde
 __all__ = ["demo", "simulate_command"]
 
 _USAGE_MODES = ("cumulative", "per-call", "output-only", "none")
-_SUMMARY_ROWS = (
-    ("calls", "provider calls"),
-    ("rejections", "rejected by the provider"),
-    ("recovered", "rejections recovered"),
-    ("failed_turns", "turns lost"),
-    ("restarts", "stream restarts (recompiles)"),
-    ("compactions", "compactions"),
-    ("evictions", "requests that evicted media"),
-    ("archived", "requests that archived tool results"),
-    ("window_use_mean", "window use, mean"),
-    ("window_use_p5", "window use, 5th percentile"),
-    ("estimate_error_p95", "estimate error, p95"),
-    ("tokenizer", "provider's tokenizer"),
-)
 
 
 def _run(scenario: Any, console: Console | None, record: IO[str] | None, **options: Any) -> SimulationResult:
@@ -59,15 +47,8 @@ def _summary_table(result: SimulationResult, title: str) -> Table:
     table = Table(title=title)
     table.add_column("")
     table.add_column("value", justify="right")
-    for key, label in _SUMMARY_ROWS:
-        value = result.summary.get(key)
-        if isinstance(value, float):
-            text = f"{value:.1%}"
-        elif isinstance(value, int):
-            text = f"{value:,}"
-        else:
-            text = "—" if value is None else str(value)
-        table.add_row(label, text)
+    for key, label in SUMMARY_ROWS:
+        table.add_row(label, format_value(result.summary.get(key)))
     return table
 
 
@@ -160,7 +141,7 @@ def demo(
     seed: Annotated[int, typer.Option(help="Seed of the bundled scenario.")] = 0,
 ) -> None:
     """Run the bundled long agent scenario on a small window and write a report with a chart."""
-    from ..replay.demo import DEMO_WINDOW, build_demo
+    from ..replay.demo import DEMO_SERVED_SHARE, DEMO_WINDOW, build_demo
     from ..replay.report import write_report
 
     console = Console()
@@ -170,12 +151,16 @@ def demo(
     )
     scenario = build_demo(seed=seed)
     declared = window or DEMO_WINDOW
+    served = math.floor(declared * DEMO_SERVED_SHARE)
     console.print(
         f"{scenario.calls} scripted provider calls, {len(scenario.attachment_refs())} attachments; "
-        f"model {model}, declared window {declared:,} tokens, enforced by the local provider"
+        f"model {model}, declared window {declared:,} tokens; the local provider serves {served:,} "
+        "(a little less, as real ones sometimes do: the engine recovers and learns it)"
     )
     with guarded():
-        result = _run(scenario, console, None, model=model, window=declared, usage="per-call")
+        result = _run(
+            scenario, console, None, model=model, window=declared, usage="per-call", provider_window=served
+        )
         title = f"contextwindow demo — {scenario.name}"
         subtitle = f"{model}, window {declared:,} tokens, {result.summary['calls']} calls"
         path = write_report(result.records, result.summary, out, title=title, subtitle=subtitle)

@@ -139,13 +139,18 @@ class CallAccounting:
             self._calls.last_accepted = call.usage
             if self.calibrator.armed:
                 self.calibrator.report_real_input(call.prompt)
+            # The anchor's payload in the units the next compile prices in: the multiplier this
+            # call may just have moved. Left at the old one, the next delta would carry the change of
+            # units over the whole payload (35% under on a real session while calibration converged).
+            now = self.fit.multiplier()
+            rescaled = round(local_estimate * now / multiplier) if multiplier > 0 else local_estimate
             self.anchors.record(
                 Anchor(
                     model=self.profile.name,
                     connection=self.connection,
                     input_tokens=call.prompt,
                     output_tokens=call.usage.output,
-                    payload_estimate=local_estimate,
+                    payload_estimate=rescaled,
                 )
             )
         else:

@@ -9,8 +9,9 @@ provider's real count). :class:`EngineCompiler` is compile's incremental
 ``evict_media`` keeps only the newest image inline, within a quarter of the byte budget;
 ``archive_tool_results`` archives every stale result outside the newest turn, text over 256 tokens
 included; ``evict_all_media`` (taken only when the newest message alone does not fit) sends no media
-inline at all. One incremental compiler is kept per session, so a compile after an append reads only
-the new entries.
+inline at all. Stale tool results are archived under pressure only: a compile that fits the whole
+visible history without new archives is sent as it is. One incremental compiler is kept per session,
+so a compile after an append reads only the new entries.
 """
 
 from __future__ import annotations
@@ -111,6 +112,9 @@ class EngineCompiler:
     system: SystemPrompt = ()
     tools: Sequence[ToolDefinition] = ()
     _compilers: dict[str, SessionCompiler] = field(default_factory=dict, repr=False)
+    _pressure: dict[tuple[str, int], str] = field(default_factory=dict, repr=False)
+    """Per session and window: the latest checkpoint when the history last did not fit without new
+    archives (see :meth:`__call__`)."""
 
     def __post_init__(self) -> None:
         self.system = system_blocks(self.system)
@@ -136,15 +140,37 @@ class EngineCompiler:
         compiler = self._compilers.get(session.id)
         if compiler is None or compiler.session is not session:
             compiler = self._compilers[session.id] = SessionCompiler(session)
-        return compiler.compile(
-            model=context.profile,
-            policy=self.policy_for(context.overrides),
-            system=system_blocks(self.system),
-            tools=tool_specs(self.tools),
-            multiplier=context.multiplier,
-            anchor=context.anchor,
-            connection=context.connection,
-        )
+        policy = self.policy_for(context.overrides)
+
+        def run(policy: Policy) -> CompiledRequest:
+            return compiler.compile(
+                model=context.profile,
+                policy=policy,
+                system=system_blocks(self.system),
+                tools=tool_specs(self.tools),
+                multiplier=context.multiplier,
+                anchor=context.anchor,
+                connection=context.connection,
+            )
+
+        if policy.archive_stale_results and "archive_tool_results" not in context.overrides:
+            # Archive under pressure only: while the history fits without archiving anything new,
+            # stale results stay whole (archives already recorded stay in force, for a stable prefix).
+            # History only grows until a checkpoint moves its start, so once it did not fit at this
+            # window it will not fit again before the next checkpoint: that compile is not repeated.
+            latest = session.latest("checkpoint")
+            key = (session.id, context.profile.context_window)
+            mark = latest.id if latest is not None else ""
+            if self._pressure.get(key) != mark:
+                try:
+                    whole = run(policy.with_(archive_stale_results=False))
+                except OverBudget:
+                    pass
+                else:
+                    if not whole.decisions.omitted:
+                        return whole
+                self._pressure[key] = mark
+        return run(policy)
 
 
 class RequestCompiler:

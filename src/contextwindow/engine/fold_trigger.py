@@ -27,10 +27,13 @@ class ProactiveTrigger:
     ``baseline`` is the last accepted request's ``input + max(0, output)`` as the provider counted
     them; it is unknown until a request is accepted, and again after a fold. The fold is due when a
     window is declared and ``baseline + min(2 × last output, 8000) ≥ window``, at most once per send;
-    and, separately, once before the next request after a reply cut at the output limit.
+    and, separately, once before the next request after a reply cut at the output limit. The reply
+    reserve never exceeds ``max_tokens``, the next call's own output bound when the engine knows it:
+    a reply cannot be longer, so a larger reserve would fold before anything needs the room.
     """
 
     declared_window: int | None
+    max_tokens: int | None = None
     baseline_input: int | None = None
     baseline_output: int = 0
     _fired_this_send: bool = False
@@ -56,7 +59,8 @@ class ProactiveTrigger:
         self._length_pending = False
 
     def reply_reserve(self) -> int:
-        return min(2 * self.baseline_output, REPLY_RESERVE_CAP)
+        reserve = min(2 * self.baseline_output, REPLY_RESERVE_CAP)
+        return reserve if self.max_tokens is None else min(reserve, self.max_tokens)
 
     def due(self) -> Literal["proactive", "length"] | None:
         """Whether to fold before the next request, and why (marks the once-per-send budget spent)."""

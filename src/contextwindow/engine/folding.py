@@ -53,6 +53,9 @@ COVER_ROUNDS = 3
 # The smallest output cap worth giving the summariser (the local and real summaries of five short
 # sections need a few hundred tokens); below it the fold is not tried and the prefix is cut.
 _MIN_SUMMARY_TOKENS = 256
+# A covering fold's tail under this share of the budget has hit a large message just outside it
+# (see ``Folding._cover_target``); the share target is 0.9, so this is a third of the way to empty.
+_CLIFF_SHARE = 0.6
 
 _E = TypeVar("_E", bound=Event)
 
@@ -186,8 +189,14 @@ class Folding:
     def _cover_target(self, output_reserve: int) -> tuple[str, ...] | None:
         """What compile would leave out if the request might fill only ``cover_tail_ratio`` of its
         budget: the ids a covering fold takes. Priced by compile itself (archives, media placeholders,
-        per-message caps), at a window whose budget is that share of the real one; ``None`` when even
-        the newest message does not fit there."""
+        per-message caps, anchored on the provider's last count), at a window whose budget is that
+        share of the real one; ``None`` when even the newest message does not fit there.
+
+        No cliff at one large message: the tail is contiguous, so a message just outside it that does
+        not fit the share would leave the tail far below it (27k → 9k tokens at 32k). When the share's
+        tail is under :data:`_CLIFF_SHARE` of the budget, the tail compile fits at the whole budget is
+        kept instead (the large message taken in): the request stays full, and the next fold, with
+        newer history after that message, finds a fuller tail."""
         fit = self.requests.fit_profile()
         reserve = output_reserve
         budget = fit.context_window - reserve
@@ -197,7 +206,15 @@ class Folding:
             probe = self.requests(profile)
         except OverBudget:
             return None
-        return tuple(probe.decisions.omitted)
+        omitted = tuple(probe.decisions.omitted)
+        if omitted and probe.estimated_tokens < _CLIFF_SHARE * budget:
+            try:
+                whole = self.requests()
+            except OverBudget:
+                return omitted
+            if whole.estimated_tokens > probe.estimated_tokens:
+                return tuple(whole.decisions.omitted)
+        return omitted
 
     def _summary_room(self, output_reserve: int) -> int:
         """The output cap for a covering summary: the share of the budget the kept tail leaves free."""
@@ -205,11 +222,18 @@ class Folding:
         return math.floor((1 - self.limits.cover_tail_ratio) * budget)
 
     async def cover(
-        self, turn_start_id: str | None, omitted: Sequence[str], output_reserve: int, *, cut_only: bool
+        self,
+        turn_start_id: str | None,
+        omitted: Sequence[str],
+        output_reserve: int,
+        *,
+        cut_only: bool,
+        tag: FoldPhase | None = None,
     ) -> AsyncIterator[Event]:
         """One covering round: fold (or cut) a prefix reaching past every id compile left out
         (``omitted``), and enough more that the tail fills ``cover_tail_ratio`` of the budget, so the
-        next calls need none. ``cut_only``: the compile's last round, cut without the summariser."""
+        next calls need none. ``cut_only``: the compile's last round, cut without the summariser;
+        ``tag``: the phase the events carry (default: by where the cut falls against the turn)."""
         messages, previous = self.visible()
         ids = [m.id for m in messages]
         index = {message_id: i for i, message_id in enumerate(ids)}
@@ -239,7 +263,7 @@ class Folding:
         )
         if use_summarizer:
             folded = 0
-            async for event in self._cover_fold(messages, previous, cut, room, turn_start):
+            async for event in self._cover_fold(messages, previous, cut, room, turn_start, tag):
                 if isinstance(event, Compacted):
                     folded = len(event.covered_ids)
                 yield event
@@ -247,12 +271,18 @@ class Folding:
                 return
             if folded:  # partial (the summariser's window): the next round rolls it forward
                 return
-        tag: FoldPhase = "pre_turn" if turn_start is not None and cut <= turn_start else "mid_turn"
-        async for event in self._record_cut(messages, previous, cut, tag):
+        phase: FoldPhase = tag or ("pre_turn" if turn_start is not None and cut <= turn_start else "mid_turn")
+        async for event in self._record_cut(messages, previous, cut, phase):
             yield event
 
     async def _cover_fold(
-        self, messages: list[Message], previous: str | None, cut: int, room: int, turn_start: int | None
+        self,
+        messages: list[Message],
+        previous: str | None,
+        cut: int,
+        room: int,
+        turn_start: int | None,
+        phase: FoldPhase | None = None,
     ) -> AsyncIterator[Event]:
         """Fold ``messages[:cut]`` (or the largest safe prefix of it the summariser can read)."""
         summarizer = self.summarizer
@@ -280,7 +310,7 @@ class Folding:
             if isinstance(smaller, FoldFailure) or smaller >= cut:
                 break
             cut = smaller
-        tag: FoldPhase = "pre_turn" if turn_start is not None and cut <= turn_start else "mid_turn"
+        tag: FoldPhase = phase or ("pre_turn" if turn_start is not None and cut <= turn_start else "mid_turn")
         if isinstance(summary, FoldFailure):
             self.counters.summarizer_failed = True
             yield self._record(CompactionFailed(phase=tag, reason=summary.reason))
@@ -310,13 +340,56 @@ class Folding:
     async def fold(
         self, phase: FoldPhase, turn_start_id: str | None, *, phase_tag: FoldPhase | None = None
     ) -> AsyncIterator[Event]:
+        """An ordinary fold, whatever asks for it (a reply cut at its limit, the proactive trigger, a
+        restart, the rejection ladder): it keeps the newest history that fills ``cover_tail_ratio`` of
+        the budget and folds only what is older, as a covering fold does (:meth:`cover`: the same
+        target, sized by compile from the provider's last count, and the same room for the summary).
+        When the history already fits that share it folds nothing, except after a rejection
+        (``phase_tag="reactive"``), where the provider said the request does not fit: then it folds
+        everything before the turn, as far as the summariser's window allows."""
         tag = phase_tag or phase
-        messages, previous = self.visible()
-        ids = [m.id for m in messages]
-        turn_start = ids.index(turn_start_id) if turn_start_id in ids else None
         if self.summarizer is None:
             yield self._record(CompactionFailed(phase=tag, reason="provider_error"))
             return
+        reserve = self._output_reserve()
+        target = self._cover_target(reserve) if reserve is not None else None
+        if target is None and reserve is not None:
+            # Not even the newest message fits the target tail (as the provider counts): the tail is
+            # the newest message alone, and everything older folds.
+            messages, _ = self.visible()
+            target = tuple(m.id for m in messages[:-1] if m.id is not None)
+        if target and reserve is not None:
+            folded = False
+            async for event in self.cover(turn_start_id, target, reserve, cut_only=False, tag=phase_tag):
+                folded = folded or isinstance(event, Compacted)
+                yield event
+            if folded:
+                if phase_tag == "reactive":
+                    self.counters.compactions -= 1  # the ladder's rung counted this compaction
+                note = self.notes.compacted({"phase": tag})
+                if note is not None:
+                    yield self._record(note)
+            return
+        if phase_tag != "reactive":
+            return  # the history fits the target tail: nothing to fold
+        async for event in self._fold_before_turn(phase, turn_start_id, tag):
+            yield event
+
+    def _output_reserve(self) -> int | None:
+        """The output reserve of the request compile would send now (``None``: nothing fits)."""
+        try:
+            return self.requests().output_reserve
+        except OverBudget:
+            return None
+
+    async def _fold_before_turn(
+        self, phase: FoldPhase, turn_start_id: str | None, tag: FoldPhase
+    ) -> AsyncIterator[Event]:
+        """Fold everything a ``phase`` fold may cover (halving while the summariser cannot read it)."""
+        assert self.summarizer is not None
+        messages, previous = self.visible()
+        ids = [m.id for m in messages]
+        turn_start = ids.index(turn_start_id) if turn_start_id in ids else None
         if turn_start is None:
             phase = "standalone"
         cut = select_safe_prefix(messages, phase=phase, turn_start=turn_start)
@@ -348,7 +421,6 @@ class Folding:
             summarizer_calls=summary.calls,
             summary_tokens=summary.usage.output if summary.usage else None,
         )
-        self.counters.compactions += 0 if phase_tag == "reactive" else 1
         note = self.notes.compacted({"phase": tag})
         if note is not None:
             yield self._record(note)

@@ -261,6 +261,13 @@ class Engine:
                 input_tokens=stored.input_tokens, output_tokens=stored.output_tokens or 0
             )
             self._fit.counted = True  # the provider counted this route's requests before
+            if stored.payload_estimate:
+                # ... and its count against the estimate sizes this engine's fit from the first compile.
+                self._fit.observe(
+                    prompt=stored.input_tokens,
+                    local_estimate=stored.payload_estimate,
+                    multiplier=self._fit.multiplier(),
+                )
         # The turn.
         self._injected: list[Message] = []
         self._live: _Live | None = None
@@ -633,6 +640,7 @@ class Engine:
             tools = (*tools, READ_ARCHIVED_TOOL)
             extra = self._fit.live_estimator().tool_spec(READ_ARCHIVED_TOOL)
         self._physical.reserve = max_tokens
+        self._folding.trigger.max_tokens = max_tokens
         self._fit.reserve = compiled.output_reserve
         return _Live(
             system=compiled.system,

@@ -3,9 +3,10 @@
 It talks to any :class:`~contextwindow.providers.Provider`, the same protocol the engine sends turns
 through (maka's history-compact summariser, https://github.com/apache/maka/pull/4559):
 
-- the covered span is rendered as a transcript inside one user message that ends with the
-  instruction (the request always ends with a user instruction; thinking is skipped; media become
-  their attachment ids), after the previous checkpoint's summary on a roll-forward;
+- the covered span is rendered as a transcript inside ``<transcript>`` tags in one user message that
+  ends with the instruction (the request always ends with a user instruction; thinking is skipped;
+  media become their attachment ids), after the previous checkpoint's summary (inside
+  ``<previous_summary>`` tags) on a roll-forward;
 - the output is capped at 8,000 tokens; a reply cut at the cap gets one retry with a shortened
   prompt that says it was "cut off at the output limit";
 - a malformed reply (:func:`~contextwindow.engine.summary_rules.find_summary_defect`) gets one stricter repair;
@@ -141,8 +142,12 @@ class Summarizer:
     ) -> Request:
         parts = []
         if previous:
-            parts.append("Summary of the conversation before this span:\n" + previous)
-        parts.append("The conversation to summarise:\n" + transcript)
+            parts.append(
+                "Summary of the conversation before this span:\n<previous_summary>\n"
+                + previous
+                + "\n</previous_summary>"
+            )
+        parts.append("The conversation to summarise:\n<transcript>\n" + transcript + "\n</transcript>")
         instruction = self.prompt if extra is None else f"{self.prompt}\n\n{extra}"
         if self.instruction_suffix:
             instruction += "\n" + self.instruction_suffix

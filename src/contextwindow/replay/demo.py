@@ -26,10 +26,15 @@ from ..content import Document, Image, Message, Text, ToolResult, ToolSpec, Tool
 from . import synthetic_media
 from .scenario import Scenario, ScenarioBuilder
 
-__all__ = ["DEMO_WINDOW", "build_demo", "stdlib_sources"]
+__all__ = ["DEMO_SERVED_SHARE", "DEMO_WINDOW", "build_demo", "stdlib_sources"]
 
 DEMO_WINDOW = 24_000
 """The window the demo is meant to be replayed on: small enough that ~200 calls overflow it often."""
+
+DEMO_SERVED_SHARE = 0.92
+"""The share of the declared window the demo's provider really serves: a little less, as a provider
+behind a proxy or with a smaller deployed context sometimes does, so the demo shows one rejection
+recovered and the window learned from it."""
 
 _MIN_BYTES, _MAX_BYTES = 3_000, 60_000
 _CHUNK_LINES = 90

@@ -24,7 +24,17 @@ from typing import Any, Literal, TypeAlias
 from ..compile.state import SEGMENTS
 from ..errors import InvalidInput
 
-__all__ = ["EVENTS", "CallRecord", "EventKind", "percentile", "summarize", "write_report"]
+__all__ = [
+    "EVENTS",
+    "EVENT_LEGEND",
+    "SUMMARY_ROWS",
+    "CallRecord",
+    "EventKind",
+    "format_value",
+    "percentile",
+    "summarize",
+    "write_report",
+]
 
 
 EventKind: TypeAlias = Literal["restarted", "compacted", "evicted", "archived"]
@@ -48,6 +58,46 @@ _MARKERS: dict[str, tuple[str, str]] = {
     "archived": ("s", "#4c566a"),
     "rejected": ("X", "#a3000b"),
 }
+
+
+SUMMARY_ROWS: tuple[tuple[str, str], ...] = (
+    ("calls", "provider calls"),
+    ("rejections", "rejected by the provider"),
+    ("recovered", "rejections recovered"),
+    ("window_learned", "window learned from a rejection"),
+    ("failed_turns", "turns lost"),
+    ("cut_replies", "replies cut at max_tokens"),
+    ("restarts", "stream restarts (recompiles)"),
+    ("compactions", "compactions"),
+    ("evictions", "requests that evicted media"),
+    ("archived", "requests that archived tool results"),
+    ("window_use_mean", "window use, mean"),
+    ("window_use_p5", "window use, 5th percentile"),
+    ("estimate_error_p95", "estimate error, p95"),
+    ("tokenizer", "provider's tokenizer"),
+)
+"""The run summary's rows as people read them (the CLI's table and the HTML report), in order."""
+
+EVENT_LEGEND = (
+    "A restart recompiles the request from the ledger because the next round would not fit the window; "
+    "a fold replaces the oldest history with a summary checkpoint (the originals stay in the ledger); "
+    "an eviction sends an image as a short placeholder naming its attachment id; an archive sends a "
+    "stale tool result as a placeholder the model can ask to read again."
+)
+"""One line saying what the events marked per request are."""
+
+
+def format_value(value: Any) -> str:
+    """A summary value as people read it: shares as percentages ("69.0%"), counts with separators."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.1%}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -250,7 +300,10 @@ def _chart(records: Sequence[CallRecord], path: Path, labels: _Labels) -> None:
 
 def _html(records: Sequence[CallRecord], summary: Mapping[str, Any], title: str, subtitle: str) -> str:
     e = html.escape
-    rows = "".join(f"<tr><th>{e(str(k))}</th><td>{e(_fmt(v))}</td></tr>" for k, v in summary.items())
+    labelled = [(label, summary.get(key)) for key, label in SUMMARY_ROWS if key in summary]
+    known = {key for key, _ in SUMMARY_ROWS}
+    labelled += [(str(k).replace("_", " "), v) for k, v in summary.items() if k not in known]
+    rows = "".join(f"<tr><th>{e(label)}</th><td>{e(format_value(v))}</td></tr>" for label, v in labelled)
     head = "".join(f"<th>{e(s.replace('_', ' '))}</th>" for s in SEGMENTS)
     calls = []
     for r in records:
@@ -273,16 +326,9 @@ th{{text-align:left}} tr.rejected{{background:#fbe9eb}} .calls th{{position:stic
 <h1>{e(title)}</h1><p>{e(subtitle)}</p>
 <img src="makeup.png" alt="Each request's makeup by segment against the window">
 <h2>Summary</h2><table>{rows}</table>
+<p>{e(EVENT_LEGEND)}</p>
 <h2>Calls</h2><table class="calls"><tr><th>call</th><th>turn</th>{head}<th>estimated</th><th>provider</th>
 <th>window</th><th>use</th><th>events</th></tr>
 {"".join(calls)}
 </table></body></html>
 """
-
-
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)

@@ -6,7 +6,13 @@ SQLite or PostgreSQL), and the local provider enforcing a hard window with a rea
 request the provider receives becomes a :class:`~contextwindow.replay.report.CallRecord`: the engine's
 estimate and its makeup by segment, the provider's own count, whether it was refused, and what the
 engine did just before it (restarted, compacted, evicted, archived). ``record`` writes each request
-exactly as sent, one JSON object a line.
+exactly as sent, one JSON object a line, beside the provider's count of it (``provider_input_tokens``)
+and the engine's own estimate (``estimated_tokens``).
+
+The replay stays on its script: a recorded reply longer than the call's ``max_tokens`` is cut there as
+a provider cuts it, which ends the turn early; the replay then asks the model to continue
+(:data:`CONTINUE_AFTER_CUT`) and the rest of the turn's script answers in order. The summary's
+``cut_replies`` says how many replies were cut.
 
 The makeup splits the engine's own estimate of each request by segment, in the proportions of the
 makeup of the compile it came from (``CompiledRequest.makeup``) with the rounds appended since priced
@@ -31,6 +37,7 @@ from ..engine.events import (
     Event,
     StreamRestarted,
     ToolResultsArchived,
+    TurnEnded,
     UsageReported,
 )
 from ..engine.loop import Engine, EngineSettings
@@ -39,6 +46,7 @@ from ..errors import ContextOverflow, InvalidInput
 from ..formats import AttachmentLoader, render
 from ..models import ModelProfile, get_profile
 from ..pricing import Estimator
+from ..providers import output_limit_hit
 from ..store import Session, open_store
 from ..testing import LocalModel, LocalProvider, LocalSettings
 from ..testing.counting import tokenizer_for
@@ -50,7 +58,9 @@ __all__ = ["RecordingModel", "SimulationResult", "UsageMode", "simulate", "simul
 
 UsageMode = Literal["cumulative", "per-call", "output-only", "none"]
 SUMMARIZE_MARKER = "[[contextwindow:summarize]]"
-"""What the local provider recognises as a request for a summary (see ``providers/local``)."""
+"""What the local provider recognises as a request for a summary (see ``contextwindow.testing.summary``)."""
+CONTINUE_AFTER_CUT = "Your last reply was cut at the output limit. Continue from where it stopped."
+"""What the replay sends when a scripted reply was cut at ``max_tokens`` and its turn has more script."""
 
 
 @dataclass
@@ -62,6 +72,9 @@ class SimulationResult:
     failed_turns: int = 0
     profile: ModelProfile | None = None
     events: list[Event] = field(default_factory=list)
+    turn_overhead: list[tuple[float, int]] = field(default_factory=list)
+    """Per turn: the engine's own time in seconds (the provider's stream, the tools and the summariser
+    left out) and the provider calls it made, for an overhead-per-call figure."""
 
 
 class RecordingModel(LocalModel):
@@ -262,32 +275,65 @@ async def _run(
     events: list[Event] = []
     pending: set[EventKind] = set()
     evicted_before: set[str] = set()
+    archived_before: set[str] = set()
     failed = 0
+    overhead: list[tuple[float, int]] = []
+    cut = 0
     for number, turn in enumerate(scenario.turns):
         injections = list(turn.injections)
+        later = sum(len(t.replies) for t in scenario.turns[number + 1 :])
         calls_done = 0
         estimate = 0
-        try:
-            async for event in engine.run_turn(turn.user):
-                events.append(event)
-                if event.type == "request_sent":
-                    estimate = event.estimated_tokens
-                    last = compiler.last
-                    if last is not None:
-                        evicted = {e.attachment_id for e in last.decisions.evicted}
-                        if evicted - evicted_before:
-                            pending.add("evicted")
-                        evicted_before = evicted
-                        if last.decisions.new_archives:
-                            pending.add("archived")
-                elif isinstance(event, StreamRestarted):
-                    pending.add("restarted")
-                elif isinstance(event, Compacted):
-                    pending.add("compacted")
-                elif isinstance(event, AttachmentsEvicted):
-                    pending.add("evicted")
-                elif isinstance(event, ToolResultsArchived):
-                    pending.add("archived")
+        message = turn.user
+        while True:
+            stop_reason: str | None = None
+            try:
+                async for event in engine.run_turn(message):
+                    events.append(event)
+                    if event.type == "request_sent":
+                        estimate = event.estimated_tokens
+                        last = compiler.last
+                        if last is not None:
+                            evicted = {e.attachment_id for e in last.decisions.evicted}
+                            if evicted - evicted_before:
+                                pending.add("evicted")
+                            evicted_before = evicted
+                            archived = {a.tool_use_id for a in last.decisions.archived}
+                            if archived - archived_before:  # new archives are recorded, then in force
+                                pending.add("archived")
+                            archived_before = archived
+                    elif isinstance(event, StreamRestarted):
+                        pending.add("restarted")
+                    elif isinstance(event, Compacted):
+                        pending.add("compacted")
+                    elif isinstance(event, AttachmentsEvicted):
+                        pending.add("evicted")
+                    elif isinstance(event, ToolResultsArchived):
+                        pending.add("archived")
+                    elif isinstance(event, TurnEnded):
+                        stop_reason = event.stop_reason
+                    records.extend(
+                        _drain(
+                            local,
+                            records,
+                            compiler,
+                            estimator,
+                            estimate,
+                            reserve,
+                            profile,
+                            pending,
+                            number,
+                            record,
+                        )
+                    )
+                    if isinstance(event, UsageReported):
+                        calls_done += 1
+                        for injection in [i for i in injections if i.round == calls_done]:
+                            engine.inject(injection.message)
+                        if progress is not None:
+                            progress(len(records))
+            except ContextOverflow:
+                failed += 1
                 records.extend(
                     _drain(
                         local,
@@ -302,26 +348,32 @@ async def _run(
                         record,
                     )
                 )
-                if isinstance(event, UsageReported):
-                    calls_done += 1
-                    for injection in [i for i in injections if i.round == calls_done]:
-                        engine.inject(injection.message)
-                    if progress is not None:
-                        progress(len(records))
-        except ContextOverflow:
-            failed += 1
-            records.extend(
-                _drain(
-                    local, records, compiler, estimator, estimate, reserve, profile, pending, number, record
-                )
-            )
-            local.discard_script(sum(len(t.replies) for t in scenario.turns[number + 1 :]))
+                local.discard_script(later)
+                stop_reason = None
+            overhead.append((engine.stats.engine_seconds, engine.stats.calls))
+            if not output_limit_hit(stop_reason):
+                break
+            # A scripted reply longer than the call's max_tokens was cut there, as a provider cuts it
+            # (text cut, a tool call that did not fit dropped): the turn ended early. An agent asks the
+            # model to go on; the replay does, so the rest of the turn's script is answered in order.
+            cut += 1
+            if local.pending <= later:
+                break
+            message = Message.user(CONTINUE_AFTER_CUT)
     summary = summarize(records, tokenizer=tokenizer_for(profile).name)
+    summary["cut_replies"] = cut
+    learned = engine.window
+    summary["window_learned"] = learned if learned is not None and learned != profile.context_window else None
     summary["failed_turns"] = failed
     summary["model"] = profile.name
     summary["window"] = profile.context_window
     return SimulationResult(
-        records=records, summary=summary, failed_turns=failed, profile=profile, events=events
+        records=records,
+        summary=summary,
+        failed_turns=failed,
+        profile=profile,
+        events=events,
+        turn_overhead=overhead,
     )
 
 
@@ -363,6 +415,7 @@ def _drain(
                 "format": wire,
                 "request": render(request, wire, load),
                 "provider_input_tokens": counted,
+                "estimated_tokens": estimate,
                 "rejected": rejected,
             }
             record.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")

@@ -13,7 +13,14 @@ https://github.com/anima-research/context-manager):
 - **Band.** ``ratio = real / estimate``; ``observed = ratio × current`` backs out the multiplier
   already applied. A sample is accepted if ``ratio`` or ``observed`` is within [0.6, 1.8]; otherwise
   it is rejected and the multiplier stays.
-- **Update.** ``next = clamp(current + 0.2 × (observed − current), 0.6, 1.8)`` (an EMA, alpha 0.2).
+- **Update.** ``next = clamp(current + alpha × (observed − current), 0.6, 1.8)``: an EMA with alpha 0.2
+  once the multiplier has evidence behind it (a stored one counts as that much), a running mean before
+  (alpha ``1 / (n + 1)`` after ``n`` samples), so a short session converges within a few calls instead
+  of ending where the first few EMA steps left it.
+- **Sample size.** A request estimated under :data:`MIN_SAMPLE_TOKENS` says nothing about the rule
+  (framing and rounding are most of it: a 4-token estimate against a count of 7 moved a multiplier to
+  1.15) and is ignored; one under :data:`FULL_SAMPLE_TOKENS` counts for ``estimate / FULL_SAMPLE_TOKENS``
+  of a sample (its alpha and its evidence are scaled by that weight).
 - **Setter.** :meth:`Calibrator.set` accepts only a finite ``0.25 < f < 4`` (the store's setter);
   anything else is ignored.
 - **Persistence with a pricing epoch.** The record is ``{multiplier, at, pricing, reset?}``. On load, a
@@ -45,6 +52,8 @@ __all__ = [
     "ALPHA",
     "BAND",
     "CALIBRATION_PRICING_EPOCH",
+    "FULL_SAMPLE_TOKENS",
+    "MIN_SAMPLE_TOKENS",
     "SET_BOUNDS",
     "CalibrationReset",
     "Calibrator",
@@ -64,6 +73,13 @@ BAND = (0.6, 1.8)
 """Accepted ratio/observed range and the multiplier's clamp (context-manager ``autobiographical.ts``)."""
 ALPHA = 0.2
 """EMA weight of one accepted sample (context-manager)."""
+MIN_SAMPLE_TOKENS = 256
+"""A sample from a request estimated under this many tokens is ignored (see the module docstring)."""
+
+FULL_SAMPLE_TOKENS = 2_048
+"""A sample from a request estimated at this many tokens or more counts in full; smaller ones count in
+proportion."""
+
 SET_BOUNDS = (0.25, 4.0)
 """Open interval :meth:`Calibrator.set` accepts (context-manager ``setTokenCalibration``)."""
 
@@ -142,6 +158,8 @@ class Calibrator:
         self._slot: StateSlot = slot if slot is not None else MemorySlot()
         self._clock = clock
         self._armed: int | None = None
+        self._evidence = 0.0
+        """Samples learned so far (by weight); a loaded multiplier counts as ``1 / ALPHA``."""
         self.multiplier = 1.0
         self.reset: CalibrationReset | None = None
         self.last_save_error: StoreError | None = None
@@ -162,12 +180,14 @@ class Calibrator:
         epoch = _epoch_of(saved.get("pricing"))
         if epoch == CALIBRATION_PRICING_EPOCH:
             self.multiplier = _clamp(multiplier)
+            self._evidence = 1 / ALPHA
             self.reset = CalibrationReset.from_record(saved.get("reset"))
         elif epoch > CALIBRATION_PRICING_EPOCH:
             self.multiplier = 1.0  # written by newer rules: not ours to use, not ours to overwrite
             self._read_only = True
         elif prices_unchanged is not None and prices_unchanged():
             self.multiplier = _clamp(multiplier)
+            self._evidence = 1 / ALPHA
             self._save()
         else:
             self.multiplier = 1.0
@@ -200,6 +220,9 @@ class Calibrator:
             self.last_decision = "ignored"
             return self.multiplier
         estimate, self._armed = self._armed, None
+        if estimate < MIN_SAMPLE_TOKENS:
+            self.last_decision = f"ignored a sample too small to say anything (estimate {estimate})"
+            return self.multiplier
         current = self.multiplier
         ratio = value / estimate
         observed = ratio * current
@@ -207,7 +230,10 @@ class Calibrator:
         if not (low <= ratio <= high or low <= observed <= high):
             self.last_decision = f"rejected out-of-band sample (ratio {ratio:.3f}, observed {observed:.3f})"
             return current
-        self.multiplier = _clamp(current + ALPHA * (observed - current))
+        weight = min(1.0, estimate / FULL_SAMPLE_TOKENS)
+        alpha = weight * max(ALPHA, 1 / (self._evidence + 1))
+        self._evidence += weight
+        self.multiplier = _clamp(current + alpha * (observed - current))
         self.last_decision = f"accepted (ratio {ratio:.3f}): {current:.4f} → {self.multiplier:.4f}"
         self._save()
         return self.multiplier
@@ -218,6 +244,7 @@ class Calibrator:
         if value is None or not SET_BOUNDS[0] < value < SET_BOUNDS[1]:
             return False
         self.multiplier = value
+        self._evidence = max(self._evidence, 1 / ALPHA)  # a multiplier set by hand is not a guess
         self._save()
         return True
 

@@ -1,0 +1,240 @@
+"""The simplest thing a user would do instead: LangChain's ``trim_messages`` on the agent's own history.
+
+The agent keeps the whole scripted history (its replies as recorded, every tool result) and, before
+each call, trims it with ``trim_messages(strategy="last", token_counter=count_tokens_approximately)``
+to the window less the call's ``max_tokens``, with the options LangChain's documentation pairs with it
+(``include_system=True``, ``start_on="human"``, ``end_on=("human", "tool")``, so a kept tail never
+opens on an orphan tool result; https://python.langchain.com/docs/how_to/trim_messages/). The trimmed
+messages go to the same local provider the engine is measured against; its reply is not used, the
+history goes on with the script, as an agent replaying the same session would.
+
+Each canonical message becomes the LangChain messages it would be in a LangChain agent: an assistant
+message an ``AIMessage`` (its text as content, its tool uses as ``tool_calls``), each tool result a
+``ToolMessage``, any other user content a ``HumanMessage`` (images as image blocks, which the counter
+prices at its flat 85). What survives the trim is mapped back to the canonical blocks it came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages.utils import count_tokens_approximately, trim_messages
+
+from contextwindow.content import (
+    AttachmentRef,
+    GeneratedImage,
+    Image,
+    Message,
+    Request,
+    Text,
+    Thinking,
+    ToolResult,
+    ToolUse,
+)
+from contextwindow.errors import ContextWindowError
+from contextwindow.providers import LocalSettings
+from contextwindow.replay.scenario import AssistantStep, InjectStep, Scenario, ToolResultStep
+from contextwindow.testing import LocalModel
+from contextwindow.testing.model import Rejection
+
+from ._recount import recount
+
+__all__ = ["PeerCall", "PeerRun", "run_trim_peer"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PeerCall:
+    full: int
+    """The provider's count of the whole history before this call (what an untrimmed request holds)."""
+    sent: int | None
+    """The provider's count of what was sent (``None``: nothing could be sent)."""
+    recounted: int | None
+    outcome: str
+    """``ok``, ``size`` (refused for its size), ``refused`` (refused for another reason) or ``empty``."""
+    dropped: int
+    """History messages not sent, with no summary in their place."""
+    history: int
+
+
+@dataclass
+class PeerRun:
+    calls: list[PeerCall] = field(default_factory=list)
+
+
+def _lc_text(message: Message) -> str:
+    parts = [b.text for b in message.content if isinstance(b, Text)]
+    parts += [b.thinking for b in message.content if isinstance(b, Thinking)]
+    return "\n".join(parts)
+
+
+def _lc_blocks(blocks: Sequence[Any]) -> list[str | dict[str, Any]]:
+    out: list[str | dict[str, Any]] = []
+    for block in blocks:
+        if isinstance(block, Text):
+            out.append({"type": "text", "text": block.text})
+        elif isinstance(block, Image | GeneratedImage):
+            out.append({"type": "image_url", "image_url": {"url": "attachment"}})
+    return out
+
+
+def _to_lc(message: Message, index: int) -> list[BaseMessage]:
+    if message.role == "assistant":
+        calls = [
+            {"name": b.name, "args": dict(b.input), "id": b.id, "type": "tool_call"}
+            for b in message.content
+            if isinstance(b, ToolUse)
+        ]
+        return [AIMessage(content=_lc_text(message), tool_calls=calls, id=f"{index}:a")]
+    out: list[BaseMessage] = []
+    for k, block in enumerate(message.content):
+        if isinstance(block, ToolResult):
+            content: str | list[str | dict[str, Any]] = (
+                block.content if isinstance(block.content, str) else _lc_blocks(block.content)
+            )
+            out.append(ToolMessage(content=content, tool_call_id=block.tool_use_id, id=f"{index}:{k}"))
+    rest = [b for b in message.content if not isinstance(b, ToolResult)]
+    if rest:
+        out.append(HumanMessage(content=_lc_blocks(rest) or "", id=f"{index}:h"))
+    return out
+
+
+def _from_lc(kept: Sequence[BaseMessage], history: Sequence[Message]) -> list[Message]:
+    """The canonical messages (or the parts of one) the kept LangChain messages came from, in order."""
+    parts: dict[int, set[str]] = {}
+    order: list[int] = []
+    for message in kept:
+        if isinstance(message, SystemMessage):
+            continue
+        index, part = str(message.id).split(":")
+        i = int(index)
+        if i not in parts:
+            parts[i] = set()
+            order.append(i)
+        parts[i].add(part)
+    out: list[Message] = []
+    for i in order:
+        message = history[i]
+        if message.role == "assistant":
+            out.append(message)
+            continue
+        keep = parts[i]
+        blocks = tuple(
+            b
+            for k, b in enumerate(message.content)
+            if (isinstance(b, ToolResult) and str(k) in keep)
+            or (not isinstance(b, ToolResult) and "h" in keep)
+        )
+        if blocks:
+            out.append(Message(role="user", content=blocks))
+    return out
+
+
+def _history_messages(scenario: Scenario) -> list[tuple[Message, bool]]:
+    """The scripted history as sent: ``(message, is_reply)``; results of one reply in one message."""
+    out: list[tuple[Message, bool]] = []
+    for turn in scenario.turns:
+        out.append((turn.user, False))
+        pending: list[ToolResult] = []
+        injected: list[Message] = []
+        for step in turn.steps:
+            if isinstance(step, ToolResultStep):
+                pending.append(step.result)
+                continue
+            if isinstance(step, InjectStep):
+                injected.append(step.message)
+                continue
+            assert isinstance(step, AssistantStep)
+            if pending:
+                out.append((Message(role="user", content=tuple(pending)), False))
+                pending = []
+            out.extend((m, False) for m in injected)
+            injected = []
+            out.append((step.message, True))
+        if pending:
+            out.append((Message(role="user", content=tuple(pending)), False))
+        out.extend((m, False) for m in injected)
+    return out
+
+
+def run_trim_peer(
+    scenario: Scenario,
+    *,
+    model: str,
+    window: int,
+    reserve: int,
+    served: int | None,
+    load: Callable[[AttachmentRef], bytes],
+    render: Callable[[Request], dict[str, Any]],
+) -> PeerRun:
+    """Replay ``scenario`` with ``trim_messages`` in front of the local provider (module docstring)."""
+    provider = LocalModel(LocalSettings(window=window, effective_window=served, default_model=model))
+    run = PeerRun()
+    lc: list[BaseMessage] = []
+    system = "\n\n".join(t.text for t in scenario.system)
+    if system:
+        lc.append(SystemMessage(content=system))
+    history: list[Message] = []
+    for message, is_reply in _history_messages(scenario):
+        if is_reply:
+            whole = Request(
+                model=model, system=scenario.system, tools=scenario.tools, messages=tuple(history)
+            )
+            full = provider.count(whole, load).input_tokens
+            kept = trim_messages(
+                lc,
+                max_tokens=window - reserve,
+                strategy="last",
+                token_counter=count_tokens_approximately,
+                include_system=True,
+                start_on="human",
+                end_on=("human", "tool"),
+            )
+            messages = _from_lc(kept, history)
+            dropped = len(history) - len(messages)
+            if not messages:
+                run.calls.append(
+                    PeerCall(
+                        full=full,
+                        sent=None,
+                        recounted=None,
+                        outcome="empty",
+                        dropped=dropped,
+                        history=len(history),
+                    )
+                )
+            else:
+                request = Request(
+                    model=model,
+                    system=scenario.system,
+                    tools=scenario.tools,
+                    messages=tuple(messages),
+                    max_tokens=reserve,
+                )
+                try:
+                    reply = provider.handle(request, wire="anthropic", max_tokens=reserve, load=load)
+                except ContextWindowError:
+                    reply = None
+                counted = provider.count(request, load).input_tokens
+                if reply is None:
+                    outcome = "refused"
+                elif isinstance(reply, Rejection):
+                    size = "too long" in reply.message or "context limit" in reply.message
+                    outcome = "size" if size else "refused"
+                else:
+                    outcome = "ok"
+                run.calls.append(
+                    PeerCall(
+                        full=full,
+                        sent=counted,
+                        recounted=recount(render(request)),
+                        outcome=outcome,
+                        dropped=dropped,
+                        history=len(history),
+                    )
+                )
+        history.append(message)
+        lc.extend(_to_lc(message, len(history) - 1))
+    return run
