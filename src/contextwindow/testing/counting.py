@@ -109,6 +109,9 @@ class CountMemo:
         self.max_bytes = max_bytes
         self.entry_bytes = _entry_bytes()
 
+    def __len__(self) -> int:
+        return len(self._entries)
+
     @property
     def bytes(self) -> int:
         """What the entries hold now, in bytes."""
