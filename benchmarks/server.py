@@ -17,6 +17,7 @@ Prints markdown tables and writes ``benchmarks/results/server.md``. Never fails 
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
 import os
@@ -290,7 +291,7 @@ def _megabyte_text(i: int) -> str:
     return f"text {i} " + " ".join(f"w{(i * 7919 + k) % 50_000}" for k in range(160_000))[: MIB - 20]
 
 
-def _peak_during(server: Server, work: Callable[[], object]) -> tuple[int, object]:
+def _peak_during(server: Server, work: Callable[[], list[int]]) -> tuple[int, list[int]]:
     peak = [server.rss()]
     done = threading.Event()
 
@@ -307,6 +308,24 @@ def _peak_during(server: Server, work: Callable[[], object]) -> tuple[int, objec
         done.set()
         watcher.join()
     return peak[0], result
+
+
+def _storm(port: int, bodies: list[bytes]) -> list[int]:
+    """All ``bodies`` at once, one connection each: their statuses (0: the connection failed)."""
+    statuses: list[int] = []
+
+    def one(body: bytes) -> None:
+        try:
+            statuses.append(_post(port, body))
+        except OSError:
+            statuses.append(0)
+
+    threads = [threading.Thread(target=one, args=(b,)) for b in bodies]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=180)
+    return statuses
 
 
 def _memory(before: Path | None) -> list[str]:
@@ -330,26 +349,10 @@ def _memory(before: Path | None) -> list[str]:
             _serves(server)
             base = server.rss()
             bodies = [_body(texts[i % 60]) for i in range(200)]
-            statuses: list[int] = []
-
-            def storm() -> list[int]:
-                def one(b: bytes) -> None:
-                    try:
-                        statuses.append(_post(server.port, b))
-                    except OSError:
-                        statuses.append(0)
-
-                threads = [threading.Thread(target=one, args=(b,)) for b in bodies]
-                for t in threads:
-                    t.start()
-                for t in threads:
-                    t.join(timeout=180)
-                return statuses
-
             started = time.monotonic()
-            peak, _ = _peak_during(server, storm)
+            peak, statuses = _peak_during(server, functools.partial(_storm, server.port, bodies))
             took = time.monotonic() - started
-            counts = {s: statuses.count(s) for s in sorted(set(statuses))}
+            counts = {code: statuses.count(code) for code in sorted(set(statuses))}
             rows.setdefault("storm", {})[name] = (
                 f"peak {peak / MIB:.0f} MiB (+{(peak - base) / MIB:.0f}); {took:.0f} s; statuses {counts}"
             )
