@@ -38,7 +38,8 @@ class ServerLimits:
     max_connections: int = 1024
     """Open connections; one more is answered 503 and closed."""
     read_timeout: float = 30.0
-    """Seconds a client has to send a whole request (head and body); past it, 408 and close."""
+    """Seconds a client has to send a request's head, and then its body once the server reads it;
+    past either, 408 and close."""
     idle_timeout: float = 5.0
     """Seconds a keep-alive connection may sit idle between requests before it is closed."""
     max_json_depth: int = 64

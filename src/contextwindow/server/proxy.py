@@ -98,21 +98,52 @@ class ProxyCall:
 class UpstreamReply:
     """The upstream's answer, not yet read: status, headers and the body as it arrives."""
 
-    def __init__(self, response: httpx.Response) -> None:
-        self._response = response
-        self.status = response.status_code
-        self.headers: Mapping[str, str] = response.headers
+    def __init__(
+        self,
+        status: int,
+        headers: Mapping[str, str],
+        chunks: AsyncIterator[bytes],
+        close: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.status = status
+        self.headers: Mapping[str, str] = headers
+        self._chunks = chunks
+        self._close = close
+
+    @classmethod
+    def of_response(cls, response: httpx.Response) -> UpstreamReply:
+        """An httpx response opened with ``stream=True``, relayed byte for byte."""
+        return cls(response.status_code, response.headers, response.aiter_raw(), response.aclose)
+
+    @classmethod
+    def of_bytes(cls, status: int, headers: Mapping[str, str], body: bytes) -> UpstreamReply:
+        """An answer already read (a transform read it to inspect it)."""
+
+        async def once() -> AsyncIterator[bytes]:
+            yield body
+
+        kept = {k: v for k, v in headers.items() if k.lower() not in ("content-length", "content-encoding")}
+        return cls(status, kept, once())
+
+    def with_chunks(self, chunks: AsyncIterator[bytes]) -> UpstreamReply:
+        """The same answer with its body passed through ``chunks`` (a transform reading a stream)."""
+        return UpstreamReply(self.status, self.headers, chunks, self._close)
 
     def chunks(self) -> AsyncIterator[bytes]:
         """The body as the upstream sends it (each SSE event as soon as it comes)."""
-        return self._response.aiter_raw()
+        return self._chunks
 
     async def read(self) -> bytes:
         """The whole body (for a transform that needs to read an error or a summary)."""
-        return await self._response.aread()
+        try:
+            return b"".join([chunk async for chunk in self._chunks])
+        finally:
+            await self.aclose()
 
     async def aclose(self) -> None:
-        await self._response.aclose()
+        close, self._close = self._close, None
+        if close is not None:
+            await close()
 
 
 class Upstream:
@@ -152,7 +183,7 @@ class Upstream:
             raise HttpError(
                 "upstream_error", f"The upstream could not be reached ({type(failed).__name__})"
             ) from None
-        return UpstreamReply(response)
+        return UpstreamReply.of_response(response)
 
 
 Transform: TypeAlias = Callable[[ProxyCall, Upstream], Awaitable[UpstreamReply]]

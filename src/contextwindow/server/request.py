@@ -88,7 +88,8 @@ class Gate:
                 "overloaded_error", "Overloaded", close=True, headers={"retry-after": "1"}
             ) from None
         try:
-            body = await _read_body(request, limits, deadline=started + limits.read_timeout)
+            # The read deadline starts once the body is read: waiting for budget is the server's time.
+            body = await _read_body(request, limits, deadline=time.monotonic() + limits.read_timeout)
             # A slot is taken once the body is in: a slow client holds body budget, never a slot.
             waited = time.monotonic() - started
             try:

@@ -21,7 +21,7 @@ from ..usage.tracker import Usage
 
 __all__ = ["SESSION_BYTES", "SessionStream", "SessionStreams", "retained_bytes"]
 
-SESSION_BYTES = 64 * 1024 * 1024
+SESSION_BYTES = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
