@@ -206,14 +206,74 @@ class TestToolPairing:
 
     def test_a_result_up_to_six_messages_ahead_is_moved_up(self) -> None:
         msgs = [
+            Message.user("go", id="u"),
             Message.assistant(ToolUse(id="t1", name="x"), id="a"),
             Message.user("interjection", id="i"),
             Message.user(ToolResult(tool_use_id="t1", content="late"), id="r"),
         ]
         out = run(state(*msgs), profile(10_000))
         assert out.decisions.stubbed == ()
-        first_result = out.messages[1].content[0]
+        first_result = out.messages[2].content[0]
         assert isinstance(first_result, ToolResult) and first_result.content == "late"
+
+    def test_results_kept_in_separate_messages_come_out_in_call_order_with_no_empty_message(self) -> None:
+        msgs = [
+            Message.user("read a and b", id="u"),
+            Message.assistant(ToolUse(id="c1", name="r"), ToolUse(id="c2", name="r"), id="a"),
+            Message.user(ToolResult(tool_use_id="c1", content="A"), id="r1"),
+            Message.user(ToolResult(tool_use_id="c2", content="B"), id="r2"),
+            Message.assistant("done", id="d"),
+        ]
+        out = run(state(*msgs), profile(10_000))
+        assert [m.role for m in out.messages] == ["user", "assistant", "user", "assistant"]
+        assert [b.tool_use_id for b in out.messages[2].content if isinstance(b, ToolResult)] == ["c1", "c2"]
+        assert all(m.content for m in out.messages)
+
+    def test_results_out_of_call_order_are_put_in_call_order_ahead_of_other_content(self) -> None:
+        msgs = [
+            Message.user("go", id="u"),
+            Message.assistant(ToolUse(id="c1", name="r"), ToolUse(id="c2", name="r"), id="a"),
+            Message.user(
+                Text(text="note"),
+                ToolResult(tool_use_id="c2", content="B"),
+                ToolResult(tool_use_id="c1", content="A"),
+                id="r",
+            ),
+        ]
+        out = run(state(*msgs), profile(10_000))
+        kinds = [b.tool_use_id if isinstance(b, ToolResult) else b.type for b in out.messages[2].content]
+        assert kinds == ["c1", "c2", "text"]
+
+    def test_empty_text_blocks_and_empty_messages_are_not_sent(self) -> None:
+        msgs = [
+            Message.user("go", id="u"),
+            Message.assistant(Text(text=""), ToolUse(id="c1", name="r"), id="a"),
+            Message.user(ToolResult(tool_use_id="c1", content="A"), id="r"),
+            Message.assistant(Text(text=""), id="e"),
+            Message.user("next", id="n"),
+        ]
+        out = run(state(*msgs), profile(10_000))
+        assert all(m.content for m in out.messages)
+        assert not any(isinstance(b, Text) and not b.text for m in out.messages for b in m.content)
+
+    def test_the_request_opens_with_a_user_message_wherever_the_cut_falls(self) -> None:
+        msgs = [Message.user("start", id="u0")]
+        for n in range(30):
+            msgs += [
+                Message.assistant(f"reply {n} " + "w " * 60, id=f"a{n}"),
+                Message.user(f"ask {n}", id=f"u{n + 1}"),
+            ]
+        for window in range(1_100, 2_000, 13):
+            out = run(state(*msgs), profile(window, 1000), Policy(output_reserve=1000))
+            assert out.messages[0].role == "user"
+            assert len(out.messages) + len(out.decisions.omitted) == len(msgs)
+
+    def test_a_history_that_opens_with_the_assistant_gets_a_user_message_first(self) -> None:
+        out = run(
+            state(Message.assistant("Hello! How can I help?", id="a"), Message.user("hi", id="u")),
+            profile(10_000),
+        )
+        assert out.messages[0].role == "user" and out.messages[1].id == "a"
 
     def test_the_cut_never_splits_a_pair_or_starts_on_an_orphan_result(self) -> None:
         msgs = [Message.user("start", id="u0")]

@@ -40,6 +40,7 @@ from .errors import (
     UsageError,
 )
 from .formats import ParsedRequest, detect_format, parse_any, render
+from .guard import guard
 from .models import ModelProfile, get_profile, register
 from .pricing import Estimator, count_tokens, image_tokens
 from .providers import (
@@ -144,6 +145,7 @@ __all__ = [
     "detect_format",
     "dump_scenario",
     "get_profile",
+    "guard",
     "image_tokens",
     "load_any",
     "load_scenario",

@@ -193,7 +193,17 @@ class ModelProfile:
             )
 
     def with_(self, **changes: Any) -> ModelProfile:
-        """A copy with some figures overridden, e.g. ``profile.with_(context_window=32_000)``."""
+        """A copy with some figures overridden, e.g. ``profile.with_(context_window=32_000)``. A smaller
+        window without a new output cap lowers the cap to fit it (a model cannot write more than its
+        window holds)."""
+        window = changes.get("context_window")
+        if (
+            "max_output_tokens" not in changes
+            and isinstance(window, int)
+            and not isinstance(window, bool)
+            and 0 < window < self.max_output_tokens
+        ):
+            changes["max_output_tokens"] = window
         return replace(self, **changes)
 
 

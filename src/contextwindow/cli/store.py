@@ -48,6 +48,13 @@ def inspect(
                 context_window=window, max_output_tokens=min(profile.max_output_tokens, window)
             )
         policy = Policy() if reserve is None else Policy(output_reserve=reserve)
+        known = opened.sessions()
+        if session not in known:
+            listed = ", ".join(known[:5]) + (", …" if len(known) > 5 else "")
+            fail(
+                f"{store}: no session {session!r} ({'sessions: ' + listed if known else 'the store is empty'})",
+                EXIT_BAD_INPUT,
+            )
         handle = opened.session(session)
         state = SessionCompiler(handle).state()
         compiled = compile(state, profile, policy)

@@ -44,7 +44,10 @@ from .state import (
     Truncation,
 )
 
-__all__ = ["SUMMARY_HEADER", "CompileCache", "compile"]
+__all__ = ["OPENING", "SUMMARY_HEADER", "CompileCache", "compile"]
+
+OPENING = "[continued from earlier in the conversation]"
+"""The user message a request opens with when its history, as kept, would open with the assistant."""
 
 SUMMARY_HEADER = "[Summary of the earlier conversation, which is no longer shown in full]\n\n"
 """Opens the summary message that stands for the folded history."""
@@ -339,9 +342,26 @@ class _Run:
                 break
             units.pop()  # units are newest first: the last one is the oldest
 
+        # The APIs open a conversation with a user message (Anthropic refuses anything else): a cut
+        # that would open on the assistant leaves that unit out too (it is omitted, so a covering fold
+        # takes it); a history that opens on the assistant as kept gets a short user message first.
+        while (
+            summary is None
+            and len(units) > 1
+            and units[-1].start > start
+            and units[-1].rendered[0][1].message.role != "user"
+        ):
+            units.pop()
         renders = [r[1] for u in reversed(units) for r in u.rendered]
         final, stubbed, dropped = enforce_tool_pairing([r.message for r in renders])
-        if stubbed or dropped or len(final) != len(renders):  # repaired: look renders up by message
+        if summary is None and final and final[0].role != "user":
+            final.insert(0, Message(role="user", content=(Text(text=OPENING),)))
+        if (
+            stubbed
+            or dropped
+            or len(final) != len(renders)
+            or any(m is not r.message for m, r in zip(final, renders, strict=True))
+        ):  # repaired: look renders up by message
             by_message = {id(r.message): r for r in renders}
             renders = [by_message.get(id(m)) or self.fresh(m) for m in final]
         else:

@@ -5,7 +5,9 @@ earlier messages holding their calls (:func:`unit_start`) — so a cut never fal
 :func:`enforce_tool_pairing` repairs what the stored history itself got wrong, in the seeds' order:
 
 * Rule B: a call whose result is not in the next message has it moved up from within 6 messages, or
-  gets the stub :data:`STUB` (a trailing call gets a stub user message);
+  gets the stub :data:`STUB` (a trailing call gets a stub user message); the results open the next
+  message in the order the calls were made (the APIs want a call's results right after it, before
+  any other content), and a message the move left empty is dropped;
 * Rule A: a result whose call is not in the message right before it, or a duplicate, is dropped; a
   message left empty is dropped when it leads the request, else it says ``[tool call omitted]``.
 """
@@ -69,10 +71,14 @@ def _already_paired(messages: Sequence[Message]) -> bool:
                 calls.append(block.id)
             elif isinstance(block, ToolResult):
                 answers.append(block.tool_use_id)
-        if previous and (message.role != "user" or sorted(answers) != sorted(previous)):
+        if previous and (message.role != "user" or tuple(answers) != previous):
             return False
         if answers and not previous:
             return False
+        if answers and not all(isinstance(b, ToolResult) for b in message.content[: len(answers)]):
+            return False  # results first, in call order
+        if not message.content or any(isinstance(b, Text) and not b.text for b in message.content):
+            return False  # the APIs refuse empty content and empty text blocks
         previous = tuple(calls)
     return not previous
 
@@ -103,11 +109,10 @@ def enforce_tool_pairing(
             continue
         nxt = out[i + 1] if i + 1 < len(out) else None
         have = _results_in(nxt) if nxt is not None and nxt.role == "user" else {}
-        missing = [c for c in calls if c not in have]
-        if missing:
-            moved: list[Block] = []
-            for call in missing:
-                found = None
+        ordered: list[Block] = []
+        for call in calls:
+            found = have.get(call)
+            if found is None:
                 for j in range(i + 2, min(len(out), i + 2 + LOOKAHEAD)):
                     hit = _results_in(out[j]).get(call)
                     if hit is not None:
@@ -115,14 +120,22 @@ def enforce_tool_pairing(
                         rest = tuple(b for b in out[j].content if b is not hit)
                         out[j] = _with_content(out[j], rest)
                         break
-                if found is None:
-                    found = ToolResult(tool_use_id=call, content=STUB, is_error=True)
-                    stubbed.append(call)
-                moved.append(found)
-            if nxt is not None and nxt.role == "user":
-                out[i + 1] = _with_content(nxt, (*moved, *nxt.content))
-            else:
-                out.insert(i + 1, Message(role="user", content=tuple(moved)))
+            if found is None:
+                found = ToolResult(tool_use_id=call, content=STUB, is_error=True)
+                stubbed.append(call)
+            ordered.append(found)
+        if nxt is not None and nxt.role == "user":
+            answered = set(calls)
+            others = tuple(
+                b for b in nxt.content if not (isinstance(b, ToolResult) and b.tool_use_id in answered)
+            )
+            content = (*ordered, *others)
+            if len(content) != len(nxt.content) or any(
+                a is not b for a, b in zip(content, nxt.content, strict=True)
+            ):
+                out[i + 1] = _with_content(nxt, content)
+        else:
+            out.insert(i + 1, Message(role="user", content=tuple(ordered)))
         i += 1
     # Rule A: a result answers a call in the message right before it, once.
     result: list[Message] = []
@@ -148,8 +161,12 @@ def enforce_tool_pairing(
                         continue  # a leading orphan-only message is dropped (§3 tail emission)
                     keep = [Text(text=OMITTED_CALL)]
                 message = _with_content(message, tuple(keep))
-        if not message.content and not result:
-            continue
+        if any(isinstance(b, Text) and not b.text for b in message.content):
+            message = _with_content(
+                message, tuple(b for b in message.content if not (isinstance(b, Text) and not b.text))
+            )
+        if not message.content:
+            continue  # emptied by a move (Rule B), or empty as stored: the APIs refuse empty content
         result.append(message)
         previous_calls = set(use_ids(message))
     return result, stubbed, dropped

@@ -11,10 +11,11 @@ A moved media watermark is recorded the same way, so a reopen compiles the same 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
 from ..content import Text, ToolSpec
+from ..formats import tool_specs
 from ..models import ModelProfile, get_profile
 from .compiler import CompileCache, compile
 from .policy import Policy
@@ -23,7 +24,14 @@ from .state import ArchiveRecord, Checkpoint, CompiledRequest, CompileState, Med
 if TYPE_CHECKING:
     from ..store import MessageLog, Session
 
-__all__ = ["SessionCompiler", "compile_session"]
+__all__ = ["SessionCompiler", "compile_session", "system_texts"]
+
+
+def system_texts(system: Sequence[Text] | str) -> tuple[Text, ...]:
+    """A system prompt as text blocks: a string is one block (none when empty)."""
+    if isinstance(system, str):
+        return (Text(text=system),) if system else ()
+    return tuple(Text(text=t) if isinstance(t, str) else t for t in system)
 
 
 class SessionCompiler:
@@ -41,8 +49,8 @@ class SessionCompiler:
     def state(
         self,
         *,
-        system: tuple[Text, ...] | str = (),
-        tools: tuple[ToolSpec, ...] = (),
+        system: Sequence[Text] | str = (),
+        tools: Sequence[ToolSpec | Mapping[str, Any]] = (),
         multiplier: float = 1.0,
         anchor: Any = None,
         connection: str = "default",
@@ -71,12 +79,10 @@ class SessionCompiler:
         eviction = self.session.latest("eviction")
         if eviction is not None:
             watermark = MediaWatermark.from_payload(eviction.payload)
-        if isinstance(system, str):
-            system = (Text(text=system),) if system else ()
         return CompileState(
             messages=_LogView(self._log, self._priced, len(self._log)),
-            system=system,
-            tools=tools,
+            system=system_texts(system),
+            tools=tool_specs(tools),
             checkpoint=checkpoint,
             archives=tuple(self._archives.values()),
             watermark=watermark,
@@ -91,8 +97,8 @@ class SessionCompiler:
         *,
         model: str | ModelProfile,
         policy: Policy | None = None,
-        system: tuple[Text, ...] | str = (),
-        tools: tuple[ToolSpec, ...] = (),
+        system: Sequence[Text] | str = (),
+        tools: Sequence[ToolSpec | Mapping[str, Any]] = (),
         multiplier: float = 1.0,
         anchor: Any = None,
         connection: str = "default",
@@ -176,8 +182,8 @@ def compile_session(
     *,
     model: str | ModelProfile,
     policy: Policy | None = None,
-    system: tuple[Text, ...] | str = (),
-    tools: tuple[ToolSpec, ...] = (),
+    system: Sequence[Text] | str = (),
+    tools: Sequence[ToolSpec | Mapping[str, Any]] = (),
     multiplier: float = 1.0,
     anchor: Any = None,
     connection: str = "default",

@@ -12,12 +12,14 @@ per session, so a compile after an append reads only the new entries.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..compile import CompiledRequest, Decisions, Policy, SessionCompiler
+from ..compile.session import system_texts
 from ..content import Message, Text, ToolSpec
+from ..formats import tool_specs
 from ..models import ModelProfile
 from ..store import Session
 from ..usage.tracker import Anchor
@@ -67,12 +69,20 @@ class Compiler(Protocol):
 
 @dataclass
 class EngineCompiler:
-    """``EngineCompiler(policy, system=..., tools=...)`` is a ``Compiler`` for :class:`~contextwindow.engine.loop.Engine`."""
+    """``EngineCompiler(policy, system=..., tools=...)`` is a ``Compiler`` for :class:`~contextwindow.engine.loop.Engine`.
+
+    ``system`` is a string or text blocks; ``tools`` are ``ToolSpec`` values or wire tool definitions
+    (Anthropic's or OpenAI's), as :func:`~contextwindow.formats.tool_specs` reads them.
+    """
 
     policy: Policy = field(default_factory=Policy)
-    system: Sequence[Text] = ()
-    tools: Sequence[ToolSpec] = ()
+    system: Sequence[Text] | str = ()
+    tools: Sequence[ToolSpec | Mapping[str, Any]] = ()
     _compilers: dict[str, SessionCompiler] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.system = system_texts(self.system)
+        self.tools = tool_specs(self.tools)
 
     def policy_for(self, overrides: frozenset[str]) -> Policy:
         """The policy with the turn's escalations applied."""
@@ -105,8 +115,8 @@ class EngineCompiler:
         return compiler.compile(
             model=profile,
             policy=self.policy_for(overrides),
-            system=tuple(self.system),
-            tools=tuple(self.tools),
+            system=system_texts(self.system),
+            tools=tool_specs(self.tools),
             multiplier=multiplier,
             anchor=anchor,
             connection=connection,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeAlias
 
-from ..content import Request
+from ..content import Request, ToolSpec
 from ..errors import InvalidInput
 from . import anthropic, openai
 from ._wire import AttachmentLoader, ParsedRequest, loader_from
@@ -22,6 +22,7 @@ __all__ = [
     "loader_from",
     "parse_any",
     "render",
+    "tool_specs",
 ]
 
 WireFormat: TypeAlias = Literal["anthropic", "openai"]
@@ -88,3 +89,23 @@ def render(request: Request, fmt: WireFormat, load: AttachmentLoader) -> dict[st
     if fmt == "openai":
         return openai.render_request(request, load)
     raise InvalidInput(f"unknown wire format {fmt!r}", path="format")
+
+
+def tool_specs(tools: Sequence[Any]) -> tuple[ToolSpec, ...]:
+    """Tool definitions as :class:`~contextwindow.content.ToolSpec`: each a ``ToolSpec`` already, an
+    Anthropic tool (``{"name", "description", "input_schema"}``) or an OpenAI one (``{"type":
+    "function", "function": {...}}``); anything else is ``InvalidInput`` naming it."""
+    out: list[ToolSpec] = []
+    for i, tool in enumerate(tools):
+        if isinstance(tool, ToolSpec):
+            out.append(tool)
+        elif isinstance(tool, Mapping) and "function" in tool:
+            out.append(openai._parse_tool(dict(tool), f"tools[{i}]"))
+        elif isinstance(tool, Mapping):
+            out.append(anthropic._parse_tool(dict(tool), f"tools[{i}]"))
+        else:
+            raise InvalidInput(
+                f"a tool is a ToolSpec or a wire tool definition, got {type(tool).__name__}",
+                path=f"tools[{i}]",
+            )
+    return tuple(out)

@@ -4,15 +4,18 @@
 
 1. fail transiently, when told to (the next ``fail_transient`` calls; Anthropic 529
    ``overloaded_error``, OpenAI 503 ``server_error``);
-2. refuse a ``max_tokens`` above the model's output cap, with the provider's own 400 text;
+2. refuse what the real APIs refuse (:mod:`.strict`: empty content, broken tool pairing, the first
+   message's role, media that are not their type), with their 400 texts, unless ``strict=False``;
+   then a ``max_tokens`` above the model's output cap, with the provider's own 400 text;
 3. count the input (:mod:`.counting`) and enforce the window with the provider's real status and
    body: Anthropic 400 ``prompt is too long: N tokens > M maximum`` when the input alone is over,
    ``input length and `max_tokens` exceed context limit: N + B > M`` when input + max_tokens is;
    OpenAI 400 ``context_length_exceeded`` "This model's maximum context length is M tokens. However,
    you requested N tokens (A in the messages, B in the completion)...". ``effective_window`` below
    the declared window makes it reject early, like a provider that silently serves less;
-4. answer: a summary when asked (:mod:`.summary`), else the next scripted assistant message, else a
-   deterministic default reply; output longer than ``max_tokens`` is cut there (stop ``max_tokens``);
+4. answer: a summary when asked (:mod:`.summary`), else the next scripted assistant message, else
+   (with ``call_tools``) a call of each offered tool, else a deterministic default reply; output
+   longer than ``max_tokens`` is cut there (stop ``max_tokens``);
 5. report usage by ``usage_mode``: ``per-call`` (this call's counts), ``cumulative`` (the running
    total of the stream, as membrane's ``usage`` event is, seed 001: a request that continues the
    previous one — :func:`~contextwindow.providers.streams.continues_stream`: the previous request,
@@ -34,7 +37,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeAlias
 
-from ..content import Message, Request, Text, ToolUse
+from ..content import Message, Request, Text, ToolResult, ToolUse
 from ..errors import InvalidInput
 from ..formats import AttachmentLoader
 from ..formats.openai import carried
@@ -43,6 +46,7 @@ from ..providers.streams import continues_stream
 from ..usage.tracker import Usage
 from .counting import RequestCount, block_tokens, count_request, tokenizer_for
 from .sessions import SESSION_BYTES, SessionStream, SessionStreams
+from .strict import check
 from .summary import summary_ask, write_summary
 
 __all__ = [
@@ -53,6 +57,7 @@ __all__ = [
     "Reply",
     "UsageReport",
     "WireFormat",
+    "arguments_for",
     "as_carried",
     "error_json",
 ]
@@ -75,6 +80,14 @@ class LocalSettings:
     delay_seconds: float = 0.0
     """Wait this long before answering each call (the server and the in-process provider wait; the
     model itself never blocks)."""
+    call_tools: bool = False
+    """Answer a request that offers tools, and whose last message is not a round of tool results, by
+    calling each offered tool once with arguments valid for its schema (:func:`arguments_for`); after
+    the results, answer in text. Scripted replies still come first. Lets an agent's own tool loop be
+    tested offline."""
+    strict: bool = True
+    """Refuse what the real APIs refuse (:mod:`.strict`): empty content, broken tool pairing, a
+    conversation opening on the assistant (Anthropic), media whose bytes are not their type."""
 
     def __post_init__(self) -> None:
         if self.window is not None and self.window <= 0:
@@ -204,6 +217,14 @@ class LocalModel:
             if self._failures > 0:
                 self._failures -= 1
                 return _overloaded(wire)
+        if self.settings.strict:
+            refusal = check(request, wire, load)
+            if refusal is not None:
+                if wire == "anthropic":
+                    return _anthropic_error(400, "invalid_request_error", refusal.message)
+                return _openai_error(
+                    400, refusal.message, "invalid_request_error", code=refusal.code, param=refusal.param
+                )
         if max_tokens is not None and max_tokens > profile.max_output_tokens:
             return _output_cap(wire, max_tokens, profile.max_output_tokens, model_name)
         counted = count_request(request, profile, load)
@@ -241,6 +262,13 @@ class LocalModel:
                 content: tuple[Any, ...] = (Text(text=write_summary(request, ask, tok.count)),)
             elif self._script:
                 content = tuple(self._script.popleft().content)
+            elif self.settings.call_tools and request.tools and not _answers_tools(request):
+                content = tuple(
+                    ToolUse(
+                        id=f"toolu_local_{call:06d}_{i}", name=t.name, input=arguments_for(t.input_schema)
+                    )
+                    for i, t in enumerate(request.tools)
+                )
             else:
                 content = (
                     Text(
@@ -290,6 +318,52 @@ class LocalModel:
             reported=reported,
             before=before,
         )
+
+
+def _answers_tools(request: Request) -> bool:
+    """Whether the request's last message is a round of tool results (the model answers in text)."""
+    if not request.messages:
+        return False
+    last = request.messages[-1]
+    return last.role == "user" and any(isinstance(b, ToolResult) for b in last.content)
+
+
+def arguments_for(schema: Mapping[str, Any], _depth: int = 0) -> Any:
+    """A value valid for a JSON Schema as tools use it: an object with its required properties (all of
+    them when none is required), the first of an ``enum``, a ``const``, the first branch of
+    ``anyOf``/``oneOf``, a ``default`` where given, and a plain value of each type (``minimum`` and
+    ``minLength``/``minItems`` respected)."""
+    if not isinstance(schema, Mapping) or _depth > 8:
+        return None
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    if "default" in schema:
+        return schema["default"]
+    for key in ("anyOf", "oneOf", "allOf"):
+        branches = schema.get(key)
+        if isinstance(branches, list) and branches:
+            return arguments_for(branches[0], _depth + 1)
+    kind = schema.get("type", "object" if "properties" in schema else "string")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object":
+        properties = schema.get("properties") or {}
+        required = schema.get("required") or list(properties)
+        return {name: arguments_for(properties.get(name, {}), _depth + 1) for name in required}
+    if kind == "array":
+        item = arguments_for(schema.get("items") or {}, _depth + 1)
+        return [item] * max(1, int(schema.get("minItems", 1)))
+    if kind == "integer":
+        return int(schema.get("minimum", 1))
+    if kind == "number":
+        return float(schema.get("minimum", 1.0))
+    if kind == "boolean":
+        return True
+    if kind == "null":
+        return None
+    return "x" * max(1, int(schema.get("minLength", 1))) if "minLength" in schema else "example"
 
 
 def as_carried(request: Request, wire: WireFormat) -> Request:

@@ -1,7 +1,9 @@
 """The local provider's summariser mode: a deterministic summary of a requested length and sections.
 
 A request asks for a summary by carrying the marker ``[[contextwindow:summarize]]`` in its system
-prompt or in the text of its last user message; ``[[contextwindow:summarize target_tokens=600]]``
+prompt or in the text of its last user message, or by asking in the words of contextwindow's own
+summariser (:data:`~contextwindow.engine.fold_rules.DEFAULT_SUMMARY_PROMPT`, as any model would be
+asked); ``[[contextwindow:summarize target_tokens=600]]``
 asks for that many output tokens (default: :data:`DEFAULT_TARGET_TOKENS`, never more than the call's
 ``max_tokens``: a larger target is cut at ``max_tokens`` and stops with ``max_tokens``, as a real
 model cut at its output cap does). The sections are the ``## Heading`` lines of the instructions (the
@@ -19,6 +21,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from ..content import Message, Request, Text, ToolResult, ToolUse
+from ..engine.fold_rules import DEFAULT_SUMMARY_PROMPT
 
 __all__ = [
     "DEFAULT_SECTIONS",
@@ -34,6 +37,8 @@ DEFAULT_TARGET_TOKENS = 400
 DEFAULT_SECTIONS = ("Goal", "Progress", "Next Steps")
 _MARKER = re.compile(r"\[\[contextwindow:summarize(?:\s+target_tokens=(\d+))?\s*\]\]")
 _HEADING = re.compile(r"^ {0,3}##\s+(.+?)\s*#*\s*$", re.MULTILINE)
+_SUMMARISER_ASK = DEFAULT_SUMMARY_PROMPT.split(".", 1)[0]
+"""The opening sentence of the summariser's own instruction."""
 _FALLBACK_WORDS = ("the", "conversation", "so", "far", "covered", "the", "task", "at", "hand")
 
 
@@ -58,9 +63,9 @@ def summary_ask(request: Request) -> SummaryAsk | None:
         instructions.extend(_texts(request.messages[-1]))
     joined = "\n".join(instructions)
     match = _MARKER.search(joined)
-    if match is None:
+    if match is None and _SUMMARISER_ASK not in joined:
         return None
-    target = int(match.group(1)) if match.group(1) else DEFAULT_TARGET_TOKENS
+    target = int(match.group(1)) if match is not None and match.group(1) else DEFAULT_TARGET_TOKENS
     sections = tuple(dict.fromkeys(_HEADING.findall(joined))) or DEFAULT_SECTIONS
     return SummaryAsk(target_tokens=max(target, 1), sections=sections)
 

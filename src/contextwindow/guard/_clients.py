@@ -1,0 +1,409 @@
+"""``contextwindow.guard(client)``: the official SDK clients, guarded, one line in an existing agent.
+
+::
+
+    client = contextwindow.guard(anthropic.Anthropic())       # the only line that changes
+    response = client.messages.create(model=..., max_tokens=..., system=..., tools=..., messages=history)
+
+The wrapper answers every attribute from the client it wraps, so everything else about the client is
+unchanged; only the calls that send a conversation go through the guard core (:mod:`._core`):
+
+- ``anthropic.Anthropic`` / ``AsyncAnthropic``: ``messages.create`` (with or without ``stream``),
+  ``messages.stream`` and ``messages.count_tokens`` (it counts the request the guard would send);
+- ``openai.OpenAI`` / ``AsyncOpenAI``: ``chat.completions.create`` (with or without ``stream``).
+
+Responses and streams are the SDK's own objects: a stream is the SDK's ``Stream`` whose events are
+read as they pass by the agent, and its reply is recorded when the stream ends. Errors other than a
+rejection for size are the SDK's own exceptions; a rejection the guard could not recover (after one
+compaction and retry) is :class:`~contextwindow.errors.ContextOverflow`, with the SDK's exception as
+its cause.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..compile import Policy
+from ..engine.settings import EngineSettings
+from ..errors import ContextOverflow, UsageError
+from ..store import Store, open_store
+from ._core import Exchange, GuardCore
+from ._replies import AnthropicEvents, OpenAIChunks, anthropic_reply, jsonable, openai_reply
+from ._steps import Reply, Send, run_async, run_sync
+from ._wire import GuardFormat
+
+__all__ = ["DEFAULT_STORE", "STORE_ENV", "GuardedAnthropic", "GuardedOpenAI", "guard"]
+
+STORE_ENV = "CONTEXTWINDOW_STORE"
+DEFAULT_STORE = ".contextwindow/guard.sqlite"
+"""Where ``guard(client)`` keeps its ledger when no ``store`` is given and ``$CONTEXTWINDOW_STORE``
+is unset: a SQLite file under the working directory (``store=":memory:"`` keeps it in memory)."""
+
+_OPTIONS = frozenset({"extra_headers", "extra_query", "extra_body", "timeout"})
+"""Keyword arguments of the SDK methods that are not part of the request body."""
+_COUNT_FIELDS = frozenset({"model", "messages", "system", "tools", "tool_choice", "thinking", "mcp_servers"})
+"""What Anthropic's ``count_tokens`` accepts of a Messages body."""
+
+
+def guard(
+    client: Any,
+    *,
+    store: Store | str | Path | None = None,
+    session: str | None = None,
+    summarizer: Any = None,
+    summary_model: str | None = None,
+    context_window: int | None = None,
+    policy: Policy | None = None,
+    settings: EngineSettings | None = None,
+) -> Any:
+    """``client`` guarded: see the module docstring.
+
+    - ``store``: a :class:`~contextwindow.store.Store`, or what :func:`~contextwindow.store.open_store`
+      takes (a path, ``sqlite:///…``, ``postgresql://…``, ``":memory:"``); default
+      ``$CONTEXTWINDOW_STORE`` or :data:`DEFAULT_STORE`.
+    - ``session``: the session id to keep the conversation under (default: recognised by its first
+      message, see :mod:`._core`).
+    - ``summarizer``: who writes summary checkpoints: ``None`` (this client, the request's model, or
+      ``summary_model``), another client of the same kind (sync for a sync client, async for an async
+      one), or ``False`` (no summaries: history that does not fit is cut, with a note in its place).
+    - ``context_window``: the window to fit when you know it is smaller than the model's profile says
+      (without it the guard learns it from the provider's first rejection).
+    """
+    kind, is_async = _kind(client)
+    if summarizer is not None and summarizer is not False:
+        other, other_async = _kind(summarizer)
+        if other != kind or other_async != is_async:
+            raise UsageError(
+                "the summarizer client must be of the same kind as the guarded client (sync or async)"
+            )
+    if not isinstance(store, Store):
+        if store is None:
+            store = os.environ.get(STORE_ENV) or DEFAULT_STORE
+        if isinstance(store, str | Path) and str(store) not in (":memory:", "memory://", "memory:"):
+            path = str(store)
+            if "://" not in path:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+        store = open_store(store)
+    core = GuardCore(
+        store,
+        kind,
+        overflow=_overflow_reader(kind),
+        session=session,
+        policy=policy,
+        settings=settings,
+        context_window=context_window,
+        summary_model=summary_model,
+        summarize=summarizer is not False,
+    )
+    summary_client = client if summarizer in (None, False) else summarizer
+    if kind == "anthropic":
+        return GuardedAnthropic(client, core, summary_client, is_async)
+    return GuardedOpenAI(client, core, summary_client, is_async)
+
+
+def _kind(client: Any) -> tuple[GuardFormat, bool]:
+    try:
+        import anthropic
+    except ImportError:  # pragma: no cover - the extra is not installed
+        anthropic = None  # type: ignore[assignment]
+    try:
+        import openai
+    except ImportError:  # pragma: no cover
+        openai = None  # type: ignore[assignment]
+    if anthropic is not None:
+        if isinstance(client, anthropic.AsyncAnthropic):
+            return "anthropic", True
+        if isinstance(client, anthropic.Anthropic):
+            return "anthropic", False
+    if openai is not None:
+        if isinstance(client, openai.AsyncOpenAI):
+            return "openai", True
+        if isinstance(client, openai.OpenAI):
+            return "openai", False
+    raise UsageError(
+        f"guard() wraps anthropic.Anthropic, anthropic.AsyncAnthropic, openai.OpenAI or openai.AsyncOpenAI, "
+        f"not {type(client).__name__}"
+    )
+
+
+def _overflow_reader(kind: GuardFormat) -> Callable[[BaseException], ContextOverflow | None]:
+    if kind == "anthropic":
+        import anthropic
+
+        from ..providers.anthropic import map_anthropic_error
+
+        def read_anthropic(exc: BaseException) -> ContextOverflow | None:
+            if not isinstance(exc, anthropic.APIStatusError):
+                return None
+            mapped = map_anthropic_error(exc)
+            return mapped if isinstance(mapped, ContextOverflow) else None
+
+        return read_anthropic
+    import openai
+
+    from ..providers.openai import map_openai_error
+
+    def read_openai(exc: BaseException) -> ContextOverflow | None:
+        if not isinstance(exc, openai.APIStatusError):
+            return None
+        mapped = map_openai_error(exc)
+        return mapped if isinstance(mapped, ContextOverflow) else None
+
+    return read_openai
+
+
+def _split(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    body = {k: v for k, v in kwargs.items() if k not in _OPTIONS}
+    options = {k: v for k, v in kwargs.items() if k in _OPTIONS}
+    return jsonable(body), options
+
+
+class _Proxy:
+    """Answers every attribute it does not define from the object it wraps."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def __repr__(self) -> str:
+        return f"<guarded {self._inner!r}>"
+
+
+class _Guarded(_Proxy):
+    def __init__(self, inner: Any, core: GuardCore, summary_client: Any, is_async: bool) -> None:
+        super().__init__(inner)
+        self.guard_core = core
+        """The :class:`~contextwindow.guard.GuardCore` behind this client (its store, its sessions)."""
+        self._summary_client = summary_client
+        self._is_async = is_async
+        self.last_exchange: Exchange | None = None
+        """The latest call's :class:`~contextwindow.guard.Exchange`: its session id, the body sent,
+        what the guard did (``events``)."""
+
+    @property
+    def store(self) -> Store:
+        """The ledger the guard keeps its sessions in."""
+        return self.guard_core.store
+
+
+# -- the stream tap: the SDK's own Stream, its events read as they pass by ----------------------------
+
+_TAPPED: dict[type, type] = {}
+
+
+def _tap(stream: Any, accumulator: Any, finish: Callable[[Reply], None]) -> Any:
+    """Make ``stream`` (an SDK ``Stream``/``AsyncStream``) feed ``accumulator`` as it is read and
+    ``finish`` with its reply at the end; it stays an instance of its SDK class."""
+    base = type(stream)
+    cls = _TAPPED.get(base)
+    if cls is None:
+        cls = _TAPPED[base] = type(base.__name__, (base,), dict(_TAP_METHODS))
+    stream.__class__ = cls
+    stream._cw_accumulator = accumulator
+    stream._cw_finish = finish
+    return stream
+
+
+def _tap_item(self: Any, item: Any) -> Any:
+    self._cw_accumulator.feed(item)
+    if self._cw_accumulator.done:
+        _tap_end(self)
+    return item
+
+
+def _tap_end(self: Any) -> None:
+    finish = self.__dict__.pop("_cw_finish", None)
+    if finish is not None and (self._cw_accumulator.done or self._cw_accumulator.usage):
+        finish(self._cw_accumulator.reply())
+
+
+def _iter(self: Any) -> Iterator[Any]:
+    for item in super(type(self), self).__iter__():
+        yield _tap_item(self, item)
+    _tap_end(self)
+
+
+def _next(self: Any) -> Any:
+    try:
+        return _tap_item(self, super(type(self), self).__next__())
+    except StopIteration:
+        _tap_end(self)
+        raise
+
+
+async def _aiter(self: Any) -> AsyncIterator[Any]:
+    async for item in super(type(self), self).__aiter__():
+        yield _tap_item(self, item)
+    _tap_end(self)
+
+
+async def _anext(self: Any) -> Any:
+    try:
+        return _tap_item(self, await super(type(self), self).__anext__())
+    except StopAsyncIteration:
+        _tap_end(self)
+        raise
+
+
+_TAP_METHODS: dict[str, Any] = {
+    "__iter__": _iter,
+    "__next__": _next,
+    "__aiter__": _aiter,
+    "__anext__": _anext,
+}
+
+
+# -- Anthropic ----------------------------------------------------------------------------------------
+
+
+class GuardedAnthropic(_Guarded):
+    """An ``anthropic.Anthropic`` or ``AsyncAnthropic`` whose ``messages`` are guarded."""
+
+    @property
+    def messages(self) -> Any:
+        return _AnthropicMessages(self._inner.messages, self)
+
+
+class _AnthropicMessages(_Proxy):
+    def __init__(self, inner: Any, owner: GuardedAnthropic) -> None:
+        super().__init__(inner)
+        self._owner = owner
+
+    def _perform(self, options: Mapping[str, Any]) -> Callable[[Send], Any]:
+        summary = self._owner._summary_client.messages
+
+        def perform(step: Send) -> Any:
+            if step.purpose == "summary":
+                return anthropic_reply(summary.create(**step.body))
+            if step.purpose == "count":
+                return self._inner.count_tokens(**_count_body(step.body), **options)
+            return self._inner.create(**step.body, **options)
+
+        return perform
+
+    def _aperform(self, options: Mapping[str, Any]) -> Callable[[Send], Any]:
+        summary = self._owner._summary_client.messages
+
+        async def perform(step: Send) -> Any:
+            if step.purpose == "summary":
+                return anthropic_reply(await summary.create(**step.body))
+            if step.purpose == "count":
+                return await self._inner.count_tokens(**_count_body(step.body), **options)
+            return await self._inner.create(**step.body, **options)
+
+        return perform
+
+    def _done(self, exchange: Exchange, streamed: bool) -> Any:
+        self._owner.last_exchange = exchange
+        if streamed:
+            return _tap(exchange.result, AnthropicEvents(), exchange.finish)
+        exchange.finish(anthropic_reply(exchange.result))
+        return exchange.result
+
+    def create(self, **kwargs: Any) -> Any:
+        body, options = _split(kwargs)
+        core = self._owner.guard_core
+        if self._owner._is_async:
+            return self._acreate(body, options)
+        exchange = run_sync(core.request(body), self._perform(options))
+        return self._done(exchange, bool(body.get("stream")))
+
+    async def _acreate(self, body: dict[str, Any], options: dict[str, Any]) -> Any:
+        exchange = await run_async(self._owner.guard_core.request(body), self._aperform(options))
+        return self._done(exchange, bool(body.get("stream")))
+
+    def stream(self, **kwargs: Any) -> Any:
+        from anthropic import NOT_GIVEN
+        from anthropic.lib.streaming import AsyncMessageStreamManager, MessageStreamManager
+
+        body, options = _split(kwargs)
+        body["stream"] = True
+        if self._owner._is_async:
+            return AsyncMessageStreamManager(self._acreate(body, options), output_format=NOT_GIVEN)
+        core = self._owner.guard_core
+
+        def api_request() -> Any:
+            return self._done(run_sync(core.request(body), self._perform(options)), True)
+
+        return MessageStreamManager(api_request, output_format=NOT_GIVEN)
+
+    def count_tokens(self, **kwargs: Any) -> Any:
+        body, options = _split(kwargs)
+        body.setdefault("max_tokens", 1)
+        core = self._owner.guard_core
+        if self._owner._is_async:
+            return self._acount(body, options)
+        exchange = run_sync(core.request(body, count=True), self._perform(options))
+        self._owner.last_exchange = exchange
+        return exchange.result
+
+    async def _acount(self, body: dict[str, Any], options: dict[str, Any]) -> Any:
+        exchange = await run_async(self._owner.guard_core.request(body, count=True), self._aperform(options))
+        self._owner.last_exchange = exchange
+        return exchange.result
+
+
+def _count_body(body: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if k in _COUNT_FIELDS}
+
+
+# -- OpenAI -------------------------------------------------------------------------------------------
+
+
+class GuardedOpenAI(_Guarded):
+    """An ``openai.OpenAI`` or ``AsyncOpenAI`` whose ``chat.completions`` are guarded."""
+
+    @property
+    def chat(self) -> Any:
+        return _OpenAIChat(self._inner.chat, self)
+
+
+class _OpenAIChat(_Proxy):
+    def __init__(self, inner: Any, owner: GuardedOpenAI) -> None:
+        super().__init__(inner)
+        self._owner = owner
+
+    @property
+    def completions(self) -> Any:
+        return _OpenAICompletions(self._inner.completions, self._owner)
+
+
+class _OpenAICompletions(_Proxy):
+    def __init__(self, inner: Any, owner: GuardedOpenAI) -> None:
+        super().__init__(inner)
+        self._owner = owner
+
+    def _done(self, exchange: Exchange, streamed: bool) -> Any:
+        self._owner.last_exchange = exchange
+        if streamed:
+            return _tap(exchange.result, OpenAIChunks(), exchange.finish)
+        exchange.finish(openai_reply(exchange.result))
+        return exchange.result
+
+    def create(self, **kwargs: Any) -> Any:
+        body, options = _split(kwargs)
+        summary = self._owner._summary_client.chat.completions
+        if self._owner._is_async:
+            return self._acreate(body, options, summary)
+
+        def perform(step: Send) -> Any:
+            if step.purpose == "summary":
+                return openai_reply(summary.create(**step.body))
+            return self._inner.create(**step.body, **options)
+
+        exchange = run_sync(self._owner.guard_core.request(body), perform)
+        return self._done(exchange, bool(body.get("stream")))
+
+    async def _acreate(self, body: dict[str, Any], options: dict[str, Any], summary: Any) -> Any:
+        async def perform(step: Send) -> Any:
+            if step.purpose == "summary":
+                return openai_reply(await summary.create(**step.body))
+            return await self._inner.create(**step.body, **options)
+
+        exchange = await run_async(self._owner.guard_core.request(body), perform)
+        return self._done(exchange, bool(body.get("stream")))

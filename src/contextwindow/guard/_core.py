@@ -1,0 +1,371 @@
+"""The request guard: the request an agent would send in, the request to send out.
+
+:class:`GuardCore` is sans-IO (:mod:`._steps`): :meth:`GuardCore.request` is a coroutine that takes
+the body an agent would send (its system prompt, tools and whole history, in its client's wire
+format) and asks its driver to send the compiled body instead; it returns an :class:`Exchange`,
+whose :meth:`Exchange.finish` records the reply once the caller has it (at once for a response, at
+the end for a stream). A rejection for size that the driver hands back is recovered by compacting
+and sending again, once; a second one raises :class:`~contextwindow.errors.ContextOverflow` with the
+provider's numbers. Every other failure of the call reaches the agent unchanged.
+
+**Recognising the conversation.** An agent's history only grows, so a request is matched to a stored
+session by its prefix (:mod:`._match`): the longest prefix of the request that ends where a stored
+session ends is that session, and the rest of the request is appended to it. A request that
+diverges from what was stored (an agent that edited or dropped earlier messages) becomes a new
+session, named after its root with a ``.N`` suffix. The root is the ``session`` id given to the
+guard, or ``guard-`` and the chain hash of the first message, so a new process finds the sessions
+an earlier one stored.
+
+**What it reuses.** Each session is run by an :class:`~contextwindow.engine.loop.Engine` over the
+ledger, without its turn loop: blocks are priced once as they are appended, calibration and anchors
+learn from each call's real usage, compile evicts media by the byte budget and archives stale
+results, history compile leaves out is folded into summary checkpoints through the summariser (the
+guard's own client and model by default, through this same driver), the proactive fold fires when
+the last call neared the window, and a rejection's numbers teach the window the provider really
+serves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..compile import Policy
+from ..content import Message, Request, ToolResult, media_refs
+from ..engine.compiler import EngineCompiler
+from ..engine.events import (
+    AttachmentsEvicted,
+    Compacted,
+    Event,
+    OverflowRecovered,
+    ToolResultsArchived,
+    UsageReported,
+)
+from ..engine.loop import Engine
+from ..engine.settings import EngineSettings
+from ..engine.summarizer import Summarizer
+from ..errors import ContextOverflow, OverBudget, UnknownModel, UsageError
+from ..formats import ParsedRequest
+from ..models import get_profile
+from ..providers.base import ProviderEvent, Stop, UsageSample, normalise_stop_reason
+from ..store import Session, Store
+from ._match import chain, extend_chain, longest_known
+from ._steps import Ask, Reply, Send
+from ._wire import FORMATS, GuardFormat, WireAdapter
+
+__all__ = ["Exchange", "GuardCore"]
+
+OverflowReader = Callable[[BaseException], ContextOverflow | None]
+"""Reads a client's exception: the ``ContextOverflow`` it means, or ``None`` when it is not one."""
+
+
+class _Relay:
+    """A :class:`~contextwindow.providers.Provider` whose calls go out through the driver as
+    ``Send(purpose="summary")`` steps: the summariser talks to the guard's own client."""
+
+    def __init__(self, wire: WireAdapter, model: str) -> None:
+        self.name: str = wire.name
+        self.wire = wire
+        self.model = model
+
+    async def stream(self, request: Request, *, max_tokens: int, load: Any) -> AsyncIterator[ProviderEvent]:
+        body = self.wire.summary(
+            Request(
+                model=self.model,
+                system=request.system,
+                messages=request.messages,
+                max_tokens=max_tokens,
+            ),
+            model=self.model,
+        )
+        reply: Reply = await Ask(Send(body=body, purpose="summary"))
+        if reply.usage is not None:
+            yield UsageSample(usage=reply.usage)
+        yield Stop(
+            reason=normalise_stop_reason(reply.stop_reason),
+            raw_reason=reply.stop_reason,
+            message=reply.message,
+        )
+
+
+class _Conversation:
+    """One ledger session the guard keeps: its messages' chain and the engine that runs it."""
+
+    def __init__(self, session: Session, root: str) -> None:
+        self.session = session
+        self.root = root
+        self.chain: list[str] = []
+        self.turn_start: str | None = None
+        """The id of the message that opened the current turn: the newest user message that is
+        not only tool results (folds never cover it)."""
+        self.compiler = EngineCompiler()
+        self.engines: dict[str, Engine] = {}
+
+    def took(self, message: Message) -> None:
+        """``message`` (stored, with its id) is now the newest of the session."""
+        self.chain.append(extend_chain(self.chain[-1] if self.chain else "", message))
+        if message.role == "user" and not all(isinstance(b, ToolResult) for b in message.content):
+            self.turn_start = message.id
+
+
+@dataclass(slots=True)
+class Exchange:
+    """One accepted call: the client's result, and how to record its reply (:meth:`finish`)."""
+
+    result: Any
+    """What the client returned for the body sent: a response, or a stream still to be read."""
+    body: dict[str, Any]
+    """The body that was sent (the accepted one, after any retry)."""
+    session_id: str
+    events: list[Event]
+    """What the guard did for this call (folds, evictions, recoveries, usage), in order."""
+    _finish: Callable[[Reply], None] | None = None
+
+    def finish(self, reply: Reply) -> None:
+        """Record the reply: its usage (calibration, anchors, the proactive fold's baseline) and the
+        assistant message. Called once; later calls do nothing."""
+        finish, self._finish = self._finish, None
+        if finish is not None:
+            finish(reply)
+
+
+class GuardCore:
+    """The guard for one client (see the module docstring). Not thread-safe: one agent loop at a time."""
+
+    def __init__(
+        self,
+        store: Store,
+        fmt: GuardFormat,
+        *,
+        overflow: OverflowReader,
+        session: str | None = None,
+        policy: Policy | None = None,
+        settings: EngineSettings | None = None,
+        context_window: int | None = None,
+        summary_model: str | None = None,
+        summarize: bool = True,
+    ) -> None:
+        self.store = store
+        self.wire = FORMATS[fmt]
+        self.overflow = overflow
+        self.session_root = session
+        self.policy = policy or Policy()
+        self.settings = settings or EngineSettings()
+        self.context_window = context_window
+        self.summary_model = summary_model
+        self.summarize = summarize
+        self._conversations: dict[str, _Conversation] = {}
+        self._hashes: dict[str, dict[str, tuple[_Conversation, int]]] = {}
+        """Per root, every stored chain hash: the conversation and how many messages it covers."""
+        self._roots: set[str] = set()
+
+    # -- recognising the conversation ---------------------------------------------------------------
+
+    def _load_root(self, root: str) -> None:
+        if root in self._roots:
+            return
+        self._roots.add(root)
+        for sid in self.store.sessions():
+            if sid == root or (sid.startswith(root + ".") and sid[len(root) + 1 :].isdigit()):
+                conversation = _Conversation(self.store.session(sid), root)
+                for stored in conversation.session.messages():
+                    conversation.took(stored.message)
+                self._conversations[sid] = conversation
+                known = self._hashes.setdefault(root, {})
+                for n, h in enumerate(conversation.chain, start=1):
+                    known.setdefault(h, (conversation, n))
+
+    def _new_conversation(self, root: str) -> _Conversation:
+        sid, n = root, 0
+        while sid in self._conversations or self.store.session(sid).latest("message") is not None:
+            n += 1
+            sid = f"{root}.{n}"
+        conversation = _Conversation(self.store.session(sid), root)
+        self._conversations[sid] = conversation
+        return conversation
+
+    def match(self, messages: Sequence[Message]) -> tuple[_Conversation, int]:
+        """The conversation a history continues, and how many of its leading messages it holds."""
+        hashes = chain(messages)
+        root = self.session_root or f"guard-{hashes[0][:20]}"
+        self._load_root(root)
+        known = self._hashes.setdefault(root, {})
+        n = longest_known(hashes, known)
+        if n > 0:
+            conversation, count = known[hashes[n - 1]]
+            if count == len(conversation.chain):
+                return conversation, n
+        return self._new_conversation(root), 0
+
+    # -- one call -----------------------------------------------------------------------------------
+
+    def _engine(self, conversation: _Conversation, model: str) -> Engine:
+        engine = conversation.engines.get(model)
+        if engine is None:
+            profile = get_profile(model)
+            if self.context_window is not None:
+                profile = profile.with_(
+                    context_window=self.context_window,
+                    max_output_tokens=min(profile.max_output_tokens, self.context_window),
+                )
+            summarizer = None
+            if self.summarize:
+                summary_model = self.summary_model or model
+                summary_profile = get_profile(summary_model)
+                summarizer = Summarizer(
+                    _Relay(self.wire, summary_model),
+                    summary_profile.with_(
+                        context_window=min(summary_profile.context_window, profile.context_window),
+                        max_output_tokens=min(summary_profile.max_output_tokens, profile.context_window),
+                    ),
+                )
+            engine = Engine(
+                conversation.session,
+                _Relay(self.wire, model),
+                profile,
+                compiler=conversation.compiler,
+                summarizer=summarizer,
+                settings=self.settings,
+            )
+            conversation.engines[model] = engine
+        return engine
+
+    def _append(
+        self, conversation: _Conversation, engine: Engine, message: Message, parsed: ParsedRequest | None
+    ) -> None:
+        if not message.content:
+            return
+        if parsed is not None:
+            for ref in {r.id: r for r in media_refs(message.content)}.values():
+                data = parsed.attachments.get(ref.id)
+                if data is not None:
+                    conversation.session.attach(data, ref.media_type)
+        conversation.took(engine._append(message))
+        known = self._hashes.setdefault(conversation.root, {})
+        known.setdefault(conversation.chain[-1], (conversation, len(conversation.chain)))
+
+    async def request(self, body: Mapping[str, Any], *, count: bool = False) -> Exchange:
+        """Send what ``body`` asks for, fitted to the window; see the module docstring. With
+        ``count``, ask for the fitted request's input count instead (nothing is sent, no reply)."""
+        parsed = self.wire.parse(body)
+        canonical = parsed.request
+        if not canonical.messages:
+            raise UsageError("a guarded request needs at least one message")
+        if canonical.model is None:
+            raise UsageError("a guarded request names its model")
+        try:
+            get_profile(canonical.model)
+        except UnknownModel:
+            # Nothing to fit it to: the agent's request goes out as it wrote it (register a profile,
+            # or name a known one, to guard it).
+            result = await Ask(Send(body=dict(body), purpose="count" if count else "request"))
+            return Exchange(result=result, body=dict(body), session_id="", events=[])
+        conversation, held = self.match(canonical.messages)
+        engine = self._engine(conversation, canonical.model)
+        engine.stats = type(engine.stats)()  # one agent call is one send: fresh per-send counters
+        engine.notes.start_send()
+        engine.trigger.start_send()
+        engine.ladder.start_turn()
+        for message in canonical.messages[held:]:
+            self._append(conversation, engine, message, parsed)
+        conversation.compiler.system = canonical.system
+        conversation.compiler.tools = canonical.tools
+        policy = self.policy
+        if canonical.max_tokens is not None:
+            policy = policy.with_(output_reserve=canonical.max_tokens)
+        conversation.compiler.policy = policy
+        anchor_id = conversation.turn_start
+        events: list[Event] = []
+
+        async for event in engine.folding.maybe_fold("pre_turn", anchor_id):
+            events.append(event)
+        async for event in engine._prepare(anchor_id):
+            events.append(event)
+        live = engine._take_prepared()
+        engine._start_stream()
+        overflowed = False
+        while True:
+            sent = self.wire.render(
+                body,
+                live.messages,
+                conversation.session.read_attachment,
+                max_tokens=canonical.max_tokens,
+            )
+            if count:
+                counted = await Ask(Send(body=sent, purpose="count"))
+                return Exchange(result=counted, body=sent, session_id=conversation.session.id, events=events)
+            engine.tracker.start_stream()
+            try:
+                result = await Ask(Send(body=sent, purpose="request"))
+            except Exception as exc:
+                rejection = self.overflow(exc)
+                if rejection is None:
+                    raise
+                engine.stats.calls += 1
+                engine._previous_request = engine._previous_reply = None
+                engine._round_base = engine._round_probe = None
+                engine.anchors.clear("the provider rejected the request for its size")
+                engine.calibrator.arm(0)
+                if overflowed:
+                    events.extend(engine._overflow_notes())
+                    raise rejection from exc
+                overflowed = True
+                try:
+                    refit = engine._learn_from_rejection(rejection, live)
+                    freed = refit and engine.compile_request().local_estimate < live.local_estimate
+                    if not freed:
+                        async for event in engine.folding.escalate(anchor_id, mid_turn=True):
+                            if isinstance(event, Compacted | AttachmentsEvicted | ToolResultsArchived):
+                                freed = True
+                            events.append(event)
+                    if freed:
+                        async for event in engine._prepare(anchor_id):
+                            events.append(event)
+                except OverBudget:
+                    freed = False  # the newest message alone does not fit the window the provider serves
+                if not freed:
+                    events.extend(engine._overflow_notes())
+                    raise rejection from exc
+                live = engine._take_prepared()
+                engine._start_stream()
+                events.append(
+                    engine.record_event(
+                        OverflowRecovered(requested=rejection.requested, limit=rejection.limit)
+                    )
+                )
+                continue
+            break
+
+        def finish(reply: Reply) -> None:
+            request = Request(
+                model=canonical.model,
+                system=live.system,
+                tools=live.tools,
+                messages=tuple(live.messages),
+                max_tokens=live.max_tokens,
+            )
+            engine._previous_request, engine._previous_reply = request, reply.message
+            call = engine._account(reply.usage, live)
+            engine.stats.calls += 1
+            events.append(
+                engine.record_event(
+                    UsageReported(
+                        call=engine.stats.calls - 1,
+                        usage=call.usage,
+                        reported=call.reported,
+                        stream_total=engine.tracker.total,
+                    )
+                )
+            )
+            events.extend(engine._usage_notes(call, first_of_send=True, append_only=False))
+            self._append(conversation, engine, reply.message, None)
+            engine.trigger.accepted(
+                input_tokens=call.prompt,
+                output_tokens=call.usage.output,
+                finish_reason=normalise_stop_reason(reply.stop_reason),
+            )
+
+        return Exchange(
+            result=result, body=sent, session_id=conversation.session.id, events=events, _finish=finish
+        )

@@ -1,0 +1,98 @@
+"""Recognising a conversation across calls: a hash chain over the messages an agent sends.
+
+An agent that keeps its own history sends all of it on every call, and that history only grows: the
+request of call *n + 1* is the request of call *n*, plus the reply, plus what the agent added. So a
+request is matched to a stored session by its prefix. Each message gets a key (its role and its
+blocks' content, media by their bytes' sha256, empty text left out, nothing the ledger adds: ids,
+times); the chain hash of message *i* is ``sha256(chain[i - 1] + key[i])``. Two histories share a
+prefix exactly when they share the chain hash at its end, so one dictionary lookup per message finds
+the longest stored prefix of a request.
+
+The key is made from canonical content, so the same message parsed from the agent's wire request and
+parsed from the provider's response (the SDK's own objects, resent by the agent) has the same key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any, assert_never
+
+from ..content import (
+    Audio,
+    Block,
+    Document,
+    GeneratedImage,
+    Image,
+    Message,
+    RedactedThinking,
+    Text,
+    Thinking,
+    ToolResult,
+    ToolUse,
+    Video,
+)
+
+__all__ = ["chain", "extend_chain", "longest_known", "message_key"]
+
+
+def _block_key(block: Block) -> list[Any] | None:
+    match block:
+        case Text():
+            return ["text", block.text] if block.text else None
+        case Image() | GeneratedImage() | Document() | Audio() | Video():
+            ref = block.ref
+            return [block.type, ref.sha256 if ref is not None else getattr(block, "url", None)]
+        case ToolUse():
+            return ["tool_use", block.id, block.name, dict(block.input)]
+        case ToolResult():
+            content: Any = (
+                block.content
+                if isinstance(block.content, str)
+                else [k for k in (_block_key(b) for b in block.content) if k is not None]
+            )
+            return ["tool_result", block.tool_use_id, block.is_error, content]
+        case Thinking():
+            return ["thinking", block.thinking, block.signature]
+        case RedactedThinking():
+            return ["redacted_thinking", block.data]
+        case _:
+            assert_never(block)
+
+
+def message_key(message: Message) -> bytes:
+    """The bytes a message contributes to the chain: its role and content, nothing the ledger adds."""
+    blocks = [k for k in (_block_key(b) for b in message.content) if k is not None]
+    wire_role = message.metadata.get("wire_role")  # an OpenAI system message met mid-history
+    text = json.dumps(
+        [message.role, wire_role, blocks],
+        sort_keys=True,
+        ensure_ascii=False,
+        separators=(",", ":"),
+        default=str,
+    )
+    return text.encode("utf-8")
+
+
+def extend_chain(previous: str, message: Message) -> str:
+    """The chain hash after ``message``, given the hash before it (``""`` at the start)."""
+    return hashlib.sha256(previous.encode("ascii") + message_key(message)).hexdigest()
+
+
+def chain(messages: Iterable[Message], start: str = "") -> list[str]:
+    """The chain hash after each of ``messages``."""
+    out: list[str] = []
+    current = start
+    for message in messages:
+        current = extend_chain(current, message)
+        out.append(current)
+    return out
+
+
+def longest_known(hashes: Sequence[str], known: Any) -> int:
+    """How many leading messages of a request (``hashes``: its chain) end on a hash in ``known``."""
+    for n in range(len(hashes), 0, -1):
+        if hashes[n - 1] in known:
+            return n
+    return 0

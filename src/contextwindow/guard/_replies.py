@@ -1,0 +1,197 @@
+"""The SDKs' responses and stream events as a canonical :class:`~._steps.Reply`.
+
+Used by the client wrappers to record what the provider answered: for a response at once, for a
+stream as its events pass by the agent (:class:`AnthropicEvents`, :class:`OpenAIChunks` accumulate
+them). Anything the canonical form cannot hold (a server tool's blocks, say) leaves the message
+empty rather than failing the agent's call: the usage is still recorded, and the agent's own copy of
+the message is stored when it sends it back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ..content import Message
+from ..errors import ContextWindowError
+from ..formats import anthropic as anthropic_format
+from ..formats import openai as openai_format
+from ..usage.tracker import Usage
+from ._steps import Reply
+
+__all__ = ["AnthropicEvents", "OpenAIChunks", "anthropic_reply", "jsonable", "openai_reply"]
+
+_EMPTY = Message(role="assistant", content=())
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as plain JSON values: SDK models dumped, the SDKs' ``NOT_GIVEN``/``omit`` dropped."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return jsonable(dump(mode="json", exclude_none=True, by_alias=True))
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items() if not _omitted(v)}
+    if isinstance(value, str | bytes | int | float | bool) or value is None:
+        return value
+    if isinstance(value, list | tuple) or hasattr(value, "__iter__"):
+        return [jsonable(v) for v in value]
+    return value
+
+
+def _omitted(value: Any) -> bool:
+    return type(value).__name__ in ("NotGiven", "Omit")
+
+
+def _assistant(parse: Any, raw: Mapping[str, Any]) -> Message:
+    try:
+        [message] = parse([raw]).request.messages
+    except (ContextWindowError, ValueError):
+        return _EMPTY
+    return message if message.role == "assistant" else _EMPTY
+
+
+def _usage(kind: str, raw: Any) -> Usage | None:
+    if not isinstance(raw, Mapping) or not raw:
+        return None
+    try:
+        return Usage.from_anthropic(raw) if kind == "anthropic" else Usage.from_openai(raw)
+    except ContextWindowError:
+        return None
+
+
+def anthropic_reply(response: Any) -> Reply:
+    """An Anthropic ``Message`` response as a reply."""
+    data = jsonable(response)
+    if not isinstance(data, Mapping):
+        return Reply(message=_EMPTY)
+    message = _assistant(
+        anthropic_format.parse_messages, {"role": "assistant", "content": data.get("content") or []}
+    )
+    return Reply(
+        message=message, usage=_usage("anthropic", data.get("usage")), stop_reason=data.get("stop_reason")
+    )
+
+
+def openai_reply(response: Any) -> Reply:
+    """An OpenAI ``ChatCompletion`` response as a reply (its first choice)."""
+    data = jsonable(response)
+    if not isinstance(data, Mapping):
+        return Reply(message=_EMPTY)
+    choices = data.get("choices") or []
+    first = choices[0] if choices and isinstance(choices[0], Mapping) else {}
+    raw = dict(first.get("message") or {})
+    raw["role"] = "assistant"
+    raw = {k: raw[k] for k in ("role", "content", "tool_calls") if k in raw}
+    return Reply(
+        message=_assistant(openai_format.parse_messages, raw),
+        usage=_usage("openai", data.get("usage")),
+        stop_reason=first.get("finish_reason"),
+    )
+
+
+class AnthropicEvents:
+    """Accumulates an Anthropic Messages stream's raw events into a reply."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.json: dict[int, str] = {}
+        self.usage: dict[str, Any] = {}
+        self.stop_reason: str | None = None
+        self.done = False
+
+    def feed(self, event: Any) -> None:
+        data = jsonable(event)
+        if not isinstance(data, Mapping):
+            return
+        kind = data.get("type")
+        if kind == "message_start":
+            self.usage.update((data.get("message") or {}).get("usage") or {})
+        elif kind == "content_block_start":
+            block = dict(data.get("content_block") or {})
+            if block.get("type") == "tool_use":
+                block["input"] = {}
+            self.blocks[int(data.get("index", len(self.blocks)))] = block
+        elif kind == "content_block_delta":
+            index = int(data.get("index", 0))
+            block = self.blocks.setdefault(index, {"type": "text", "text": ""})
+            delta = data.get("delta") or {}
+            dtype = delta.get("type")
+            if dtype == "text_delta":
+                block["text"] = block.get("text", "") + delta.get("text", "")
+            elif dtype == "thinking_delta":
+                block["thinking"] = block.get("thinking", "") + delta.get("thinking", "")
+            elif dtype == "signature_delta":
+                block["signature"] = delta.get("signature")
+            elif dtype == "input_json_delta":
+                self.json[index] = self.json.get(index, "") + delta.get("partial_json", "")
+        elif kind == "message_delta":
+            self.usage.update({k: v for k, v in (data.get("usage") or {}).items() if v is not None})
+            self.stop_reason = (data.get("delta") or {}).get("stop_reason") or self.stop_reason
+        elif kind == "message_stop":
+            self.done = True
+
+    def reply(self) -> Reply:
+        content = []
+        for index in sorted(self.blocks):
+            block = dict(self.blocks[index])
+            if index in self.json:
+                try:
+                    block["input"] = json.loads(self.json[index]) if self.json[index].strip() else {}
+                except json.JSONDecodeError:
+                    block["input"] = {}
+            content.append(block)
+        message = _assistant(anthropic_format.parse_messages, {"role": "assistant", "content": content})
+        return Reply(message=message, usage=_usage("anthropic", self.usage), stop_reason=self.stop_reason)
+
+
+class OpenAIChunks:
+    """Accumulates an OpenAI Chat Completions stream's chunks into a reply (its first choice)."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.usage: dict[str, Any] | None = None
+        self.stop_reason: str | None = None
+        self.done = False
+
+    def feed(self, chunk: Any) -> None:
+        data = jsonable(chunk)
+        if not isinstance(data, Mapping):
+            return
+        if isinstance(data.get("usage"), Mapping):
+            self.usage = dict(data["usage"])
+        for choice in data.get("choices") or []:
+            if not isinstance(choice, Mapping) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            if isinstance(delta.get("content"), str):
+                self.text.append(delta["content"])
+            for call in delta.get("tool_calls") or []:
+                slot = self.calls.setdefault(
+                    int(call.get("index", 0)), {"id": "", "name": "", "arguments": ""}
+                )
+                slot["id"] = call.get("id") or slot["id"]
+                function = call.get("function") or {}
+                slot["name"] += function.get("name") or ""
+                slot["arguments"] += function.get("arguments") or ""
+            if choice.get("finish_reason"):
+                self.stop_reason = choice["finish_reason"]
+                self.done = True
+
+    def reply(self) -> Reply:
+        raw: dict[str, Any] = {"role": "assistant", "content": "".join(self.text) or None}
+        if self.calls:
+            raw["tool_calls"] = [
+                {
+                    "id": c["id"],
+                    "type": "function",
+                    "function": {"name": c["name"], "arguments": c["arguments"]},
+                }
+                for _, c in sorted(self.calls.items())
+            ]
+        return Reply(
+            message=_assistant(openai_format.parse_messages, raw),
+            usage=_usage("openai", self.usage),
+            stop_reason=self.stop_reason,
+        )

@@ -1,0 +1,155 @@
+"""The guard's two ends of a wire format: read the agent's request, write the request to send.
+
+The guard changes only what it must. From the agent's request it takes the history (parsed to
+canonical messages, to be kept in the ledger and compiled) and leaves everything else as the agent
+wrote it: the system prompt, the tool definitions (server tools and ``cache_control`` markers
+included), sampling parameters, ``stream``. The request it sends is that, with the compiled history
+in place of the agent's, a re-read tool added when compile left a placeholder the model may ask
+about, and, for Anthropic, a cache breakpoint on the last block (the history before it is the same
+from call to call, so the provider's prompt cache keeps working).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Protocol, TypeAlias
+
+from ..content import Message, Request, ToolSpec
+from ..formats import AttachmentLoader, ParsedRequest
+from ..formats import anthropic as anthropic_format
+from ..formats import openai as openai_format
+
+__all__ = ["FORMATS", "GuardFormat", "WireAdapter"]
+
+GuardFormat: TypeAlias = Literal["anthropic", "openai"]
+
+_ANTHROPIC_BREAKPOINTS = 4
+"""Anthropic allows at most four ``cache_control`` breakpoints per request
+(https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching)."""
+
+
+class WireAdapter(Protocol):
+    """One wire format as the guard reads and writes it."""
+
+    name: GuardFormat
+
+    def parse(self, body: Mapping[str, Any]) -> ParsedRequest: ...
+
+    def render(
+        self,
+        body: Mapping[str, Any],
+        messages: Sequence[Message],
+        load: AttachmentLoader,
+        *,
+        extra_tools: Sequence[ToolSpec] = (),
+        max_tokens: int | None = None,
+    ) -> dict[str, Any]:
+        """The agent's ``body`` with ``messages`` as its history (and ``extra_tools`` offered)."""
+        ...
+
+    def summary(self, request: Request, *, model: str) -> dict[str, Any]:
+        """A summariser's request as a body for this format (never streamed)."""
+        ...
+
+
+def _count_breakpoints(value: Any) -> int:
+    if isinstance(value, dict):
+        return int("cache_control" in value) + sum(_count_breakpoints(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_count_breakpoints(v) for v in value)
+    return 0
+
+
+class _Anthropic:
+    name: GuardFormat = "anthropic"
+
+    def parse(self, body: Mapping[str, Any]) -> ParsedRequest:
+        return anthropic_format.parse_request(body)
+
+    def render(
+        self,
+        body: Mapping[str, Any],
+        messages: Sequence[Message],
+        load: AttachmentLoader,
+        *,
+        extra_tools: Sequence[ToolSpec] = (),
+        max_tokens: int | None = None,
+    ) -> dict[str, Any]:
+        out = dict(body)
+        rendered = anthropic_format.render_messages(list(messages), load)
+        if extra_tools:
+            out["tools"] = [*(body.get("tools") or []), *(_anthropic_tool(t) for t in extra_tools)]
+        used = _count_breakpoints(out.get("system")) + _count_breakpoints(out.get("tools"))
+        if rendered and used < _ANTHROPIC_BREAKPOINTS:
+            content = rendered[-1]["content"]
+            if content:
+                content[-1] = {**content[-1], "cache_control": {"type": "ephemeral"}}
+        out["messages"] = rendered
+        if max_tokens is not None:
+            out["max_tokens"] = max_tokens
+        return out
+
+    def summary(self, request: Request, *, model: str) -> dict[str, Any]:
+        body = anthropic_format.render_request(request, _no_media)
+        body["model"] = model
+        return body
+
+
+def _anthropic_tool(tool: ToolSpec) -> dict[str, Any]:
+    return {"name": tool.name, "description": tool.description, "input_schema": dict(tool.input_schema)}
+
+
+class _OpenAI:
+    name: GuardFormat = "openai"
+
+    def parse(self, body: Mapping[str, Any]) -> ParsedRequest:
+        return openai_format.parse_request(body)
+
+    def render(
+        self,
+        body: Mapping[str, Any],
+        messages: Sequence[Message],
+        load: AttachmentLoader,
+        *,
+        extra_tools: Sequence[ToolSpec] = (),
+        max_tokens: int | None = None,
+    ) -> dict[str, Any]:
+        out = dict(body)
+        wire = list(body.get("messages") or [])
+        # The leading system/developer messages are the agent's system prompt: kept verbatim.
+        head = []
+        for raw in wire:
+            if isinstance(raw, Mapping) and raw.get("role") in ("system", "developer"):
+                head.append(raw)
+            else:
+                break
+        out["messages"] = [*head, *openai_format.render_messages(list(messages), load)]
+        if extra_tools:
+            out["tools"] = [*(body.get("tools") or []), *(_openai_tool(t) for t in extra_tools)]
+        if max_tokens is not None:
+            key = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
+            out[key] = max_tokens
+        return out
+
+    def summary(self, request: Request, *, model: str) -> dict[str, Any]:
+        body = openai_format.render_request(request, _no_media)
+        body["model"] = model
+        return body
+
+
+def _openai_tool(tool: ToolSpec) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": dict(tool.input_schema),
+        },
+    }
+
+
+def _no_media(ref: Any) -> bytes:  # the summariser's transcript names media, it never carries them
+    raise AssertionError(f"a summary request renders no media ({ref!r})")
+
+
+FORMATS: dict[GuardFormat, WireAdapter] = {"anthropic": _Anthropic(), "openai": _OpenAI()}

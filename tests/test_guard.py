@@ -1,0 +1,359 @@
+"""``contextwindow.guard(client)`` with the real SDK clients against the local provider over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+
+import contextwindow
+from contextwindow import ContextOverflow, Message, Text, ToolUse
+from contextwindow.guard import GuardCore, Reply, Send, run_sync
+from contextwindow.testing import LocalModel, LocalServer, LocalSettings
+
+CLAUDE = "claude-sonnet-4-6"
+GPT = "gpt-4o"
+TOOLS = [
+    {
+        "name": "read_file",
+        "description": "Read a file of the project.",
+        "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+    }
+]
+OPENAI_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a file of the project.",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+                "required": ["path"],
+            },
+        },
+    }
+]
+
+
+def words(turn: int, n: int = 400) -> str:
+    return " ".join(f"word{turn}_{i}" for i in range(n))
+
+
+@pytest.fixture
+def model() -> LocalModel:
+    return LocalModel(LocalSettings(window=16_000))
+
+
+@pytest.fixture
+def server(model: LocalModel) -> Iterator[LocalServer]:
+    with LocalServer(model) as running:
+        yield running
+
+
+@pytest.fixture
+def clients(server: LocalServer) -> Iterator[list[Any]]:
+    """Every SDK client a test opens, closed after it (an open connection is a ResourceWarning)."""
+    opened: list[Any] = []
+    yield opened
+    for client in opened:
+        client.close()
+
+
+@pytest.fixture
+def claude(server: LocalServer, clients: list[Any]) -> Any:
+    def make(**kwargs: Any) -> Any:
+        kwargs.setdefault("store", ":memory:")
+        raw = anthropic.Anthropic(api_key="local", base_url=server.url, max_retries=0)
+        clients.append(raw)
+        guarded = contextwindow.guard(raw, **kwargs)
+        clients.append(guarded.store)
+        return guarded
+
+    return make
+
+
+@pytest.fixture
+def gpt(server: LocalServer, clients: list[Any]) -> Any:
+    def make(**kwargs: Any) -> Any:
+        kwargs.setdefault("store", ":memory:")
+        raw = openai.OpenAI(api_key="local", base_url=server.url + "/v1", max_retries=0)
+        clients.append(raw)
+        guarded = contextwindow.guard(raw, **kwargs)
+        clients.append(guarded.store)
+        return guarded
+
+    return make
+
+
+class TestOneLine:
+    def test_a_long_chat_never_reaches_the_window_the_provider_enforces(self, claude: Any) -> None:
+        client = claude()
+        history: list[dict[str, Any]] = []
+        sizes = []
+        for turn in range(30):
+            history.append({"role": "user", "content": f"Turn {turn}: {words(turn)}"})
+            response = client.messages.create(
+                model=CLAUDE, max_tokens=1024, system="Be brief.", messages=history
+            )
+            assert isinstance(response, anthropic.types.Message)
+            history.append({"role": "assistant", "content": response.content})
+            sizes.append(response.usage.input_tokens)
+        assert max(sizes) + 1024 <= 16_000
+        session = client.store.session(client.last_exchange.session_id)
+        assert session.latest("checkpoint") is not None  # older history was folded, not dropped
+        assert len(session.messages()) == 60  # one session: every call continued the same history
+        assert sizes[-1] > 0.6 * 16_000  # and the window is used once full
+
+    def test_the_first_rejection_teaches_the_window_and_the_retry_is_accepted(
+        self, server: LocalServer, claude: Any
+    ) -> None:
+        client = claude()
+        history: list[dict[str, Any]] = []
+        recovered = 0
+        for turn in range(12):
+            history.append({"role": "user", "content": f"Turn {turn}: {words(turn)}"})
+            response = client.messages.create(model=CLAUDE, max_tokens=1024, messages=history)
+            history.append({"role": "assistant", "content": response.content})
+            recovered += sum(e.type == "overflow_recovered" for e in client.last_exchange.events)
+        assert recovered == 1
+
+    def test_a_message_larger_than_the_window_raises_context_overflow_with_the_providers_numbers(
+        self, server: LocalServer, claude: Any
+    ) -> None:
+        client = claude()
+        with pytest.raises(ContextOverflow) as raised:
+            client.messages.create(
+                model=CLAUDE, max_tokens=1024, messages=[{"role": "user", "content": words(0, 9000)}]
+            )
+        assert raised.value.limit == 16_000
+        assert isinstance(raised.value.__cause__, anthropic.BadRequestError)
+
+    def test_other_errors_are_the_sdks_own(self, claude: Any) -> None:
+        client = claude()
+        with pytest.raises(anthropic.NotFoundError):
+            client.messages.create(
+                model="claude-nonexistent-1", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
+            )
+
+    def test_everything_else_about_the_client_is_unchanged(self, server: LocalServer) -> None:
+        with anthropic.Anthropic(api_key="local", base_url=server.url) as inner:
+            client = contextwindow.guard(inner, store=":memory:")
+            assert client.base_url == inner.base_url
+            assert client.messages.with_raw_response is not None
+            assert client.models is not None
+
+
+class TestToolLoops:
+    def test_an_anthropic_tool_loop_keeps_pairs_and_one_session(
+        self, server: LocalServer, model: LocalModel, claude: Any
+    ) -> None:
+        client = claude()
+        history: list[dict[str, Any]] = []
+        for turn in range(6):
+            model.enqueue(
+                Message.assistant(
+                    ToolUse(id=f"a{turn}", name="read_file", input={"path": "a.py"}),
+                    ToolUse(id=f"b{turn}", name="read_file", input={"path": "b.py"}),
+                ),
+                Message.assistant(f"Done with {turn}."),
+            )
+            history.append({"role": "user", "content": f"Read the files, turn {turn}."})
+            while True:
+                response = client.messages.create(model=CLAUDE, max_tokens=512, tools=TOOLS, messages=history)
+                history.append({"role": "assistant", "content": response.content})
+                uses = [b for b in response.content if b.type == "tool_use"]
+                if not uses:
+                    break
+                history.append(
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "tool_result", "tool_use_id": u.id, "content": "x = 1\n" * 400}
+                            for u in uses
+                        ],
+                    }
+                )
+        sent = client.last_exchange.body
+        assert sent["tools"] == TOOLS  # the agent's tools as it wrote them
+        assert sent["messages"][0]["role"] == "user"
+        assert len(client.store.sessions()) == 1
+
+    def test_an_openai_tool_loop_sends_results_in_call_order(
+        self, server: LocalServer, model: LocalModel, gpt: Any
+    ) -> None:
+        client = gpt()
+        model.enqueue(
+            Message.assistant(
+                ToolUse(id="call_1", name="read_file", input={"path": "a.py"}),
+                ToolUse(id="call_2", name="read_file", input={"path": "b.py"}),
+            ),
+            Message.assistant("Both read."),
+        )
+        history: list[Any] = [
+            {"role": "system", "content": "You read files."},
+            {"role": "user", "content": "Read a and b."},
+        ]
+        first = client.chat.completions.create(model=GPT, tools=OPENAI_TOOLS, messages=history)
+        assert isinstance(first, openai.types.chat.ChatCompletion)
+        message = first.choices[0].message
+        history.append(message)  # the SDK's own object, as agents append it
+        for call in message.tool_calls or []:
+            history.append({"role": "tool", "tool_call_id": call.id, "content": f"contents of {call.id}"})
+        second = client.chat.completions.create(model=GPT, tools=OPENAI_TOOLS, messages=history)
+        assert second.choices[0].message.content == "Both read."
+        sent = client.last_exchange.body["messages"]
+        assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "tool"]
+        assert [m.get("tool_call_id") for m in sent[3:]] == ["call_1", "call_2"]
+        assert len(client.store.sessions()) == 1
+
+
+class TestStreams:
+    def test_an_anthropic_stream_is_the_sdks_stream_and_its_usage_is_recorded(
+        self, server: LocalServer, claude: Any
+    ) -> None:
+        client = claude()
+        stream = client.messages.create(
+            model=CLAUDE, max_tokens=256, stream=True, messages=[{"role": "user", "content": "hello there"}]
+        )
+        assert isinstance(stream, anthropic.Stream)
+        kinds = [event.type for event in stream]
+        assert kinds[0] == "message_start" and kinds[-1] == "message_stop"
+        session = client.store.session(client.last_exchange.session_id)
+        assert session.latest("usage") is not None
+        assert [m.message.role for m in session.messages()] == ["user", "assistant"]
+
+    def test_messages_stream_gives_the_sdks_final_message(self, claude: Any) -> None:
+        client = claude()
+        with client.messages.stream(
+            model=CLAUDE, max_tokens=256, messages=[{"role": "user", "content": "hello there"}]
+        ) as stream:
+            text = "".join(stream.text_stream)
+            final = stream.get_final_message()
+        assert final.content[0].text == text
+        session = client.store.session(client.last_exchange.session_id)
+        assert len(session.messages()) == 2
+
+    def test_an_openai_stream_records_the_reply(self, server: LocalServer, gpt: Any) -> None:
+        client = gpt()
+        stream = client.chat.completions.create(
+            model=GPT, stream=True, messages=[{"role": "user", "content": "hello there"}]
+        )
+        assert isinstance(stream, openai.Stream)
+        text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+        session = client.store.session(client.last_exchange.session_id)
+        assert [b.text for b in session.messages()[-1].message.content if isinstance(b, Text)] == [text]
+
+
+class TestAsync:
+    def test_the_async_clients_share_the_core(self, server: LocalServer) -> None:
+        async def main() -> tuple[int, int]:
+            async with (
+                anthropic.AsyncAnthropic(api_key="l", base_url=server.url) as raw_a,
+                openai.AsyncOpenAI(api_key="l", base_url=server.url + "/v1") as raw_o,
+            ):
+                a = contextwindow.guard(raw_a, store=":memory:")
+                o = contextwindow.guard(raw_o, store=":memory:")
+                return await loop(a, o)
+
+        async def loop(a: Any, o: Any) -> tuple[int, int]:
+            history: list[dict[str, Any]] = []
+            chat: list[Any] = []
+            for turn in range(14):
+                history.append({"role": "user", "content": f"Turn {turn}: {words(turn)}"})
+                response = await a.messages.create(model=CLAUDE, max_tokens=1024, messages=history)
+                history.append({"role": "assistant", "content": response.content})
+                chat.append({"role": "user", "content": f"Turn {turn}: {words(turn)}"})
+                completion = await o.chat.completions.create(model=GPT, max_tokens=1024, messages=chat)
+                chat.append(completion.choices[0].message)
+            return len(a.store.sessions()), len(o.store.sessions())
+
+        assert asyncio.run(main()) == (1, 1)
+
+    def test_the_sync_client_works_inside_a_running_event_loop(self, claude: Any) -> None:
+        client = claude()
+
+        async def notebook_cell() -> str:
+            response = client.messages.create(
+                model=CLAUDE, max_tokens=64, messages=[{"role": "user", "content": "hi"}]
+            )
+            return str(response.content[0].text)
+
+        assert asyncio.run(notebook_cell()).startswith("Local reply")
+
+
+class TestRecognition:
+    def test_a_new_process_continues_the_stored_session(
+        self, server: LocalServer, tmp_path: Path, claude: Any
+    ) -> None:
+        store = tmp_path / "guard.sqlite"
+        history: list[dict[str, Any]] = [{"role": "user", "content": "remember the number 7"}]
+        first = claude(store=str(store))
+        response = first.messages.create(model=CLAUDE, max_tokens=64, messages=history)
+        history += [{"role": "assistant", "content": response.content}, {"role": "user", "content": "and?"}]
+        first.store.close()
+        again = claude(store=str(store))
+        again.messages.create(model=CLAUDE, max_tokens=64, messages=history)
+        assert again.store.sessions() == [first.last_exchange.session_id]
+        assert len(again.store.session(first.last_exchange.session_id).messages()) == 4
+
+    def test_a_history_that_diverges_becomes_its_own_session(self, claude: Any) -> None:
+        client = claude()
+        base = [{"role": "user", "content": "start"}]
+        response = client.messages.create(model=CLAUDE, max_tokens=64, messages=base)
+        client.messages.create(
+            model=CLAUDE,
+            max_tokens=64,
+            messages=[
+                *base,
+                {"role": "assistant", "content": "an edited reply"},
+                {"role": "user", "content": "go"},
+            ],
+        )
+        assert response.content
+        sessions = client.store.sessions()
+        assert len(sessions) == 2 and sessions[1] == sessions[0] + ".1"
+
+    def test_an_explicit_session_id_names_the_session(self, claude: Any) -> None:
+        client = claude(session="run-42")
+        client.messages.create(model=CLAUDE, max_tokens=64, messages=[{"role": "user", "content": "hi"}])
+        assert client.store.sessions() == ["run-42"]
+
+
+class TestCount:
+    def test_count_tokens_counts_the_request_the_guard_would_send(
+        self, server: LocalServer, claude: Any
+    ) -> None:
+        client = claude(context_window=16_000)
+        history = []
+        for turn in range(10):
+            history.append({"role": "user", "content": f"Turn {turn}: {words(turn)}"})
+            history.append({"role": "assistant", "content": "ok"})
+        history.append({"role": "user", "content": "and now?"})
+        counted = client.messages.count_tokens(model=CLAUDE, messages=history)
+        assert 0 < counted.input_tokens < 16_000
+        with anthropic.Anthropic(api_key="l", base_url=server.url) as bare:
+            whole = bare.messages.count_tokens(model=CLAUDE, messages=history)
+        assert whole.input_tokens > 16_000
+
+
+class TestSansIO:
+    def test_the_core_is_stepped_by_hand_with_no_client_at_all(self) -> None:
+        core = GuardCore(contextwindow.open_store(), "anthropic", overflow=lambda exc: None)
+        seen: list[Send] = []
+
+        def perform(step: Send) -> Any:
+            seen.append(step)
+            return {"answered": True}
+
+        body = {"model": CLAUDE, "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]}
+        exchange = run_sync(core.request(body), perform)
+        exchange.finish(Reply(message=Message.assistant("hello"), stop_reason="end_turn"))
+        assert exchange.result == {"answered": True}
+        assert [s.purpose for s in seen] == ["request"]
+        assert seen[0].body["messages"][0]["content"][0]["text"] == "hi"
