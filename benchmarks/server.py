@@ -10,7 +10,10 @@ Every loop is bounded in count and in time. Figures:
 2. memory: RSS growth after 60 one-megabyte requests with distinct session headers, and after 60
    distinct one-megabyte texts (the count memo); peak RSS under 200 concurrent one-megabyte requests;
 3. requests/s with 50 concurrent conversations (an agent loop each, 2k-token history);
-4. ``contextwindow proxy`` overhead per request (median, p95) against talking to the upstream directly.
+4. ``contextwindow proxy`` overhead per request (median, p95) against talking to the upstream directly,
+   without and with the guard;
+5. naive agents (``anthropic`` and ``openai`` SDKs) resending their whole history for 40 turns through
+   the guarded proxy to a local provider that enforces 16,000 tokens while the profile says 200,000.
 
 Prints markdown tables and writes ``benchmarks/results/server.md``. Never fails on a timing.
 """
@@ -91,14 +94,20 @@ _AFTER = """
 import sys
 from contextwindow.server import ServerLimits
 from contextwindow.testing import serve
-serve("127.0.0.1", int(sys.argv[1]), window=int(sys.argv[2]), usage=sys.argv[3], default_model=sys.argv[4],
-      limits=ServerLimits(read_timeout=float(sys.argv[5])))
+serve("127.0.0.1", int(sys.argv[1]), window=int(sys.argv[2]) or None, usage=sys.argv[3], default_model=sys.argv[4],
+      limits=ServerLimits(read_timeout=float(sys.argv[5])), effective_window=int(sys.argv[6]) or None)
 """
 
 
 @contextmanager
 def _server(
-    name: str, src: Path | None, *, usage: str = "per-call", window: int = 1_000_000
+    name: str,
+    src: Path | None,
+    *,
+    usage: str = "per-call",
+    window: int = 1_000_000,
+    read_timeout: float = 30.0,
+    effective_window: int | None = None,
 ) -> Iterator[Server]:
     port = _free_port()
     env = os.environ.copy()
@@ -107,7 +116,8 @@ def _server(
         command = [sys.executable, "-m", "contextwindow.testing", "--port", str(port)]
         command += ["--window", str(window), "--usage", usage, "--model", MODEL]
     else:
-        command = [sys.executable, "-c", _AFTER, str(port), str(window), usage, MODEL, str(READ_TIMEOUT)]
+        command = [sys.executable, "-c", _AFTER, str(port), str(window), usage, MODEL, str(read_timeout)]
+        command.append(str(effective_window or 0))
     err = Path(tempfile.mkstemp(prefix=f"cw-{name}-", suffix=".err")[1])
     with err.open("wb") as err_file:
         process = subprocess.Popen(
@@ -268,7 +278,7 @@ def _attacks(before: Path | None) -> list[str]:
     for name, src in (("before", before), ("after", None)):
         if name == "before" and src is None:
             continue
-        with _server(name, src) as server:
+        with _server(name, src, read_timeout=READ_TIMEOUT) as server:
             for attack, run in ATTACKS:
                 answer = run(server)
                 results.setdefault(attack, {})[name] = (
@@ -450,20 +460,12 @@ def _throughput(before: Path | None) -> list[str]:
 
 
 @contextmanager
-def _proxy(upstream: str) -> Iterator[int]:
+def _proxy(upstream: str, *, guard: bool, store: Path | None = None) -> Iterator[int]:
     port = _free_port()
+    command = [sys.executable, "-m", "contextwindow", "proxy", "--upstream", upstream, "--port", str(port)]
+    command += ["--quiet", *(["--guard", "--store", str(store)] if guard and store else ["--no-guard"])]
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "contextwindow",
-            "proxy",
-            "--upstream",
-            upstream,
-            "--port",
-            str(port),
-            "--quiet",
-        ],
+        command,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         cwd=tempfile.gettempdir(),
@@ -502,19 +504,92 @@ def _proxy_overhead() -> list[str]:
     streamed = _body("hello", stream=True)
     large = _body(_megabyte_text(1)[: 200 * 1024])
     lines = [
-        "| request | direct median (ms) | direct p95 | through proxy median (ms) | proxy p95 | overhead median (ms) |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        "| request | direct median (ms) | direct p95 | proxy median | proxy p95 | guarded proxy median | guarded p95 |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    with _server("upstream", None) as upstream, _proxy(upstream.url) as proxy_port:
+    with tempfile.TemporaryDirectory() as tmp, _server("upstream", None) as upstream:
         _serves(upstream)
-        for label, body in (("small JSON", small), ("small SSE stream", streamed), ("200 KB body", large)):
-            _latencies(upstream.port, body, 10)
-            _latencies(proxy_port, body, 10)  # warm both
-            direct = _latencies(upstream.port, body)
-            through = _latencies(proxy_port, body)
-            d50, d95 = statistics.median(direct) * 1000, statistics.quantiles(direct, n=20)[-1] * 1000
-            p50, p95 = statistics.median(through) * 1000, statistics.quantiles(through, n=20)[-1] * 1000
-            lines.append(f"| {label} | {d50:.2f} | {d95:.2f} | {p50:.2f} | {p95:.2f} | {p50 - d50:+.2f} |")
+        with (
+            _proxy(upstream.url, guard=False) as plain,
+            _proxy(upstream.url, guard=True, store=Path(tmp) / "proxy.sqlite") as guarded,
+        ):
+            for label, body in (
+                ("small JSON", small),
+                ("small SSE stream", streamed),
+                ("200 KB body", large),
+            ):
+                columns = []
+                for port in (upstream.port, plain, guarded):
+                    _latencies(port, body, 10)  # warm up
+                    times = _latencies(port, body)
+                    columns += [statistics.median(times) * 1000, statistics.quantiles(times, n=20)[-1] * 1000]
+                lines.append(f"| {label} | " + " | ".join(f"{x:.2f}" for x in columns) + " |")
+    return lines
+
+
+# -- 5. naive agents through the guarded proxy -------------------------------------------------------
+
+
+def _listing(turn: int) -> str:
+    return "\n".join(
+        f"src/pkg_{turn}/mod_{i}.py:{i * 7}: def handler_{turn}_{i}(request, ctx): ..." for i in range(120)
+    )
+
+
+def _naive_agents(turns: int = 40, enforced: int = 16_000) -> list[str]:
+    import anthropic
+    import openai
+
+    from contextwindow.models import get_profile
+
+    lines = [
+        f"Local provider enforcing {enforced:,} tokens while the profile says "
+        f"{get_profile(MODEL).context_window:,} (the proxy is not told); each agent resends its whole "
+        "history every turn (a ~3,000-token tool listing per turn).",
+        "",
+        "| agent | turns | errors reaching the agent | largest prompt the upstream counted | same history sent directly |",
+        "| --- | ---: | ---: | ---: | --- |",
+    ]
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        _server("enforcing", None, window=0, effective_window=enforced) as upstream,
+        _proxy(upstream.url, guard=True, store=Path(tmp) / "proxy.sqlite") as port,
+    ):
+        base = f"http://127.0.0.1:{port}"
+        for sdk in ("anthropic", "openai"):
+            history: list[dict[str, object]] = []
+            errors, largest, direct = 0, 0, "accepted"
+            started = time.monotonic()
+            for turn in range(turns):
+                if time.monotonic() - started > 300:
+                    break
+                history.append({"role": "user", "content": f"turn {turn}:\n{_listing(turn)}"})
+                try:
+                    if sdk == "anthropic":
+                        with anthropic.Anthropic(base_url=base, api_key="k", max_retries=0) as client:
+                            reply = client.messages.create(model=MODEL, max_tokens=256, messages=history)  # type: ignore[arg-type]
+                        text, prompt = reply.content[0].text, reply.usage.input_tokens  # type: ignore[union-attr]
+                    else:
+                        with openai.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0) as client:
+                            chat = client.chat.completions.create(
+                                model="gpt-4o", max_tokens=256, messages=history
+                            )  # type: ignore[arg-type]
+                        text = chat.choices[0].message.content or ""
+                        prompt = chat.usage.prompt_tokens if chat.usage else 0
+                    largest = max(largest, prompt)
+                    history.append({"role": "assistant", "content": text})
+                except (anthropic.APIError, openai.APIError):
+                    errors += 1
+                    history.append({"role": "assistant", "content": "(error)"})
+            path = "/v1/messages" if sdk == "anthropic" else "/v1/chat/completions"
+            model = MODEL if sdk == "anthropic" else "gpt-4o"
+            status = _post(
+                upstream.port,
+                json.dumps({"model": model, "max_tokens": 256, "messages": history}).encode(),
+                path=path,
+            )
+            direct = f"{status} ({'refused' if status >= 400 else 'accepted'})"
+            lines.append(f"| {sdk} SDK | {turn + 1} | {errors} | {largest:,} | {direct} |")
     return lines
 
 
@@ -522,8 +597,8 @@ def main() -> None:
     sections: list[str] = [
         f"Local provider over HTTP, each server in its own process on 127.0.0.1 ({os.cpu_count()} cores, "
         "shared with the clients). Before: the package at fe226a6 (stdlib http.server). After: this "
-        f"checkout (uvicorn + contextwindow.server, read timeout {READ_TIMEOUT:g} s here, other limits default: "
-        "32 MiB body, 256 MiB of bodies in flight, 32 requests handled at once).",
+        f"checkout (uvicorn + contextwindow.server; default limits: 32 MiB body, 256 MiB of bodies in flight, "
+        f"32 requests handled at once, 30 s read timeout, {READ_TIMEOUT:g} s for the attacks).",
         "",
     ]
     with _before_tree() as before:
@@ -535,7 +610,16 @@ def main() -> None:
             ("Throughput", lambda: _throughput(before)),
         ):
             sections += [f"### {title}", "", *part(), ""]
-    sections += ["### Proxy overhead (200 sequential requests, keep-alive)", "", *_proxy_overhead(), ""]
+    sections += [
+        "### Proxy overhead (200 sequential requests each, keep-alive; the local provider upstream)",
+        "",
+        *_proxy_overhead(),
+        "",
+        "### Naive agents through the guarded proxy",
+        "",
+        *_naive_agents(),
+        "",
+    ]
     table = "\n".join(sections)
     print(table)
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
+import signal
 import socket
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,3 +101,65 @@ def assert_serving(port: int) -> None:
     reply = exchange(port, post("/v1/messages", ANTHROPIC_BODY))
     assert reply.status == 200, reply.body
     assert reply.json()["type"] == "message"
+
+
+@contextmanager
+def running(*args: str) -> Iterator[str]:
+    """``python -m contextwindow ARGS --port 0``: yields its base URL, stops it with SIGINT."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "contextwindow", *args, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert " on http://" in line, line + (process.stderr.read() if process.stderr else "")
+        yield line.split(" on ", 1)[1].split()[0]
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+class AccessLines(logging.Handler):
+    """The access log's lines, caught on the access logger itself (whatever the root logger does)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+    def wait(self, count: int = 1, seconds: float = 3.0) -> list[str]:
+        """The lines, once ``count`` have come (the line of a stream is written when it ends)."""
+        deadline = time.monotonic() + seconds
+        while len(self.lines) < count and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return list(self.lines)
+
+
+@contextmanager
+def access_lines() -> Iterator[AccessLines]:
+    logger = logging.getLogger("contextwindow.access")
+    handler = AccessLines()
+    saved = (logger.level, logger.disabled)
+    logger.setLevel(logging.INFO)
+    logger.disabled = False
+    logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(saved[0])
+        logger.disabled = saved[1]

@@ -3,47 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 from typer.testing import CliRunner
 
 from contextwindow.cli import app
+from contextwindow.store import open_store
+from server_support import running
 
 runner = CliRunner()
-
-
-@contextmanager
-def running(*args: str) -> Iterator[str]:
-    """``python -m contextwindow ARGS --port 0``: yields its base URL, stops it with SIGINT."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "contextwindow", *args, "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        assert " on http://" in line, line + (process.stderr.read() if process.stderr else "")
-        yield line.split(" on ", 1)[1].split()[0]
-    finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
 
 
 class TestProxyCommand:
@@ -57,17 +26,27 @@ class TestProxyCommand:
         for flag in ("--upstream", "--port", "--host", "--store", "--window"):
             assert flag in result.output
 
-    def test_serve_and_proxy_processes_answer_through_each_other(self) -> None:
+    def test_serve_and_proxy_processes_answer_through_each_other(self, tmp_path: Path) -> None:
         body = {
             "model": "claude-haiku-4-5",
             "max_tokens": 20,
             "messages": [{"role": "user", "content": "hi"}],
         }
-        with running("serve", "--window", "5000") as local, running("proxy", "--upstream", local) as proxy:
+        store = tmp_path / "proxy.sqlite"
+        with (
+            running("serve", "--window", "5000") as local,
+            running("proxy", "--upstream", local, "--store", str(store)) as proxy,
+        ):
             assert httpx.get(local + "/health").json()["status"] == "ok"
             assert httpx.get(proxy + "/health").json()["upstream"] == local
             direct = httpx.post(local + "/v1/messages", json=body)
             through = httpx.post(proxy + "/v1/messages", json=body, headers={"x-api-key": "k"})
         assert through.status_code == direct.status_code == 200
-        assert through.json()["usage"] == direct.json()["usage"]
+        assert through.json()["usage"]["input_tokens"] == direct.json()["usage"]["input_tokens"]
         assert json.loads(through.content)["type"] == "message"
+        assert store.exists()  # the guard kept the conversation in the proxy's ledger
+        with open_store(str(store)) as ledger:
+            [session] = ledger.sessions()
+        result = runner.invoke(app, ["inspect", str(store), session, "--model", "claude-haiku-4-5", "--json"])
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.output)["messages_stored"] == 2  # the agent's message and the reply

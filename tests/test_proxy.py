@@ -23,7 +23,7 @@ from contextwindow.content import Request as CanonicalRequest
 from contextwindow.server import BackgroundServer, HttpApp, ServerLimits, bind, json_response
 from contextwindow.server.proxy import ProxyCall, Upstream, UpstreamReply, proxy_app
 from contextwindow.testing import LocalModel, LocalServer, LocalSettings
-from server_support import exchange, post_head
+from server_support import access_lines, exchange, post_head
 
 CLAUDE = "claude-haiku-4-5"
 KEY = "sk-ant-test-KEY-THAT-MUST-NOT-LEAK"
@@ -186,20 +186,15 @@ class TestHeaders:
         self, echo_proxy: BackgroundServer, caplog: pytest.LogCaptureFixture
     ) -> None:
         prompt = "PROMPT-THAT-MUST-NOT-LEAK"
-        with caplog.at_level(logging.DEBUG):
+        with caplog.at_level(logging.DEBUG), access_lines() as caught:
             httpx.post(
                 echo_proxy.url + "/v1/messages",
                 json={"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": prompt}]},
                 headers={"x-api-key": KEY, "authorization": f"Bearer {KEY}"},
             )
-            deadline = time.monotonic() + 3  # the access line is written once the stream has ended
-            while (
-                not any(r.name == "contextwindow.access" for r in caplog.records)
-                and time.monotonic() < deadline
-            ):
-                time.sleep(0.02)
-        text = "\n".join(r.getMessage() for r in caplog.records)
-        assert "contextwindow proxy" in text  # the access line was written
+            lines = caught.wait(1)
+        assert any("contextwindow proxy" in line for line in lines)  # the access line was written
+        text = "\n".join([*lines, *(r.getMessage() for r in caplog.records)])
         assert KEY not in text and prompt not in text
 
 

@@ -16,12 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextwindow.content import Message, Request, Text, ToolResult, ToolUse
-from contextwindow.server import ACCESS_LOGGER, MIB, ServerLimits, api_of, error_body
+from contextwindow.server import MIB, ServerLimits, api_of, error_body
 from contextwindow.server.request import json_depth_exceeds
 from contextwindow.testing import LocalModel, LocalServer, LocalSettings
 from contextwindow.testing.counting import CountMemo
 from contextwindow.testing.sessions import SessionStream, SessionStreams, retained_bytes
-from server_support import ANTHROPIC_BODY, assert_serving, exchange, post, post_head, read_reply
+from server_support import ANTHROPIC_BODY, access_lines, assert_serving, exchange, post, post_head, read_reply
 
 LIMITS = ServerLimits(
     max_body_bytes=2 * MIB,
@@ -272,7 +272,7 @@ class TestClientGone:
     def test_a_client_leaving_mid_body_prints_nothing_and_the_server_keeps_serving(
         self, server: LocalServer, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
     ) -> None:
-        with caplog.at_level(logging.INFO):
+        with caplog.at_level(logging.INFO), access_lines() as caught:
             for _ in range(5):
                 conn = socket.create_connection(("127.0.0.1", server.port))
                 conn.sendall(post_head(content_length="5000") + b'{"model":')
@@ -281,14 +281,12 @@ class TestClientGone:
             assert_serving(server.port)
         assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
         assert "Traceback" not in capfd.readouterr().err
-        gone = [json.loads(r.getMessage()) for r in caplog.records if r.name == ACCESS_LOGGER]
+        gone = [json.loads(line) for line in caught.lines]
         assert any(line["status"] == 499 for line in gone)
 
 
 class TestAccessLog:
-    def test_one_json_line_per_request_without_headers_or_bodies(
-        self, server: LocalServer, caplog: pytest.LogCaptureFixture
-    ) -> None:
+    def test_one_json_line_per_request_without_headers_or_bodies(self, server: LocalServer) -> None:
         secret_key, secret_prompt = "sk-ant-SECRET-KEY-123", "PROMPT-SECRET-456"
         body = {
             "model": "claude-haiku-4-5",
@@ -296,7 +294,7 @@ class TestAccessLog:
             "messages": [{"role": "user", "content": secret_prompt}],
         }
         raw = json.dumps(body).encode()
-        with caplog.at_level(logging.INFO, logger=ACCESS_LOGGER):
+        with access_lines() as caught:
             answered = httpx.post(
                 server.url + "/v1/messages?key=QUERY-SECRET",
                 content=raw,
@@ -307,7 +305,7 @@ class TestAccessLog:
                 },
             )
         assert answered.status_code == 200
-        lines = [r.getMessage() for r in caplog.records if r.name == ACCESS_LOGGER]
+        lines = caught.wait(1)
         assert len(lines) == 1
         line = json.loads(lines[0])
         assert line["method"] == "POST" and line["path"] == "/v1/messages" and line["status"] == 200

@@ -1,9 +1,10 @@
 """``contextwindow proxy``: the providers' HTTP APIs in front of a real provider, for agents in any language.
 
 Point an agent's base URL at it (``ANTHROPIC_BASE_URL=http://127.0.0.1:8787`` for Claude Code, an
-OpenAI client's ``base_url="http://127.0.0.1:8787/v1"``); it forwards every request to ``--upstream``
-with the agent's own credentials, streams the answers back, and writes one JSON access-log line per
-request on stderr (never a header or a body).
+OpenAI client's ``base_url="http://127.0.0.1:8787/v1"``); it fits each request to the model's window
+with the guard (conversations kept in ``--store``), forwards it to ``--upstream`` with the agent's own
+credentials, streams the answers back, and writes one JSON access-log line per request on stderr
+(never a header or a body).
 """
 
 from __future__ import annotations
@@ -39,6 +40,12 @@ def proxy(
     ] = None,
     max_body_mb: Annotated[int, typer.Option(help="Largest request body accepted, in MiB.")] = 32,
     max_concurrency: Annotated[int, typer.Option(help="Requests handled at once; more wait briefly.")] = 256,
+    guard: Annotated[
+        bool,
+        typer.Option(
+            "--guard/--no-guard", help="Fit each request to the window (--no-guard: forward as sent)."
+        ),
+    ] = True,
     quiet: Annotated[bool, typer.Option(help="No access log.")] = False,
 ) -> None:
     """Forward the Anthropic and OpenAI APIs to --upstream until interrupted (Ctrl-C)."""
@@ -62,7 +69,7 @@ def proxy(
             inflight_body_bytes=max(8 * max_body_mb, 256) * MIB,
             max_concurrency=max_concurrency,
         )
-        transform, described = transform_for(store=store, window=window)
+        transform, described = transform_for(store=store, window=window, guard=guard)
         if not quiet:
             handler = logging.StreamHandler(sys.stderr)
             handler.setFormatter(logging.Formatter("%(message)s"))

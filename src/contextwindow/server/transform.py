@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from ..store import open_store
+from .guarded import GuardTransform
 from .proxy import Transform, passthrough
 
-__all__ = ["transform_for"]
+__all__ = ["DEFAULT_PROXY_STORE", "transform_for"]
+
+DEFAULT_PROXY_STORE = ".contextwindow/proxy.sqlite"
+"""The proxy's ledger when ``--store`` is not given: an embedded SQLite file under the working directory."""
 
 
-def transform_for(*, store: str | None, window: int | None) -> tuple[Transform, str]:
+def transform_for(*, store: str | None, window: int | None, guard: bool = True) -> tuple[Transform, str]:
     """The transform for ``contextwindow proxy`` and a short description of what it does.
 
-    Window keeping needs the guard core; this build forwards every request unchanged, and the
-    description says that ``--store`` and ``--window`` then have no effect.
+    With ``guard`` (the default) each request is fitted by the guard over the ledger at ``store``
+    (default :data:`DEFAULT_PROXY_STORE`) to ``window`` (default: each model's own, then what the
+    upstream's rejections say); without it requests pass through unchanged.
     """
-    ignored = "; --store and --window have no effect without the guard" if store or window else ""
-    return passthrough, f"pass-through{ignored}"
+    if not guard:
+        return passthrough, "pass-through"
+    where = store or DEFAULT_PROXY_STORE
+    if "://" not in where and where not in (":memory:", "memory:"):
+        Path(where).parent.mkdir(parents=True, exist_ok=True)
+    transform = GuardTransform(open_store(where), context_window=window)
+    return transform, f"guard: store {where}, window {window or 'per model'}"
