@@ -95,7 +95,8 @@ import sys
 from contextwindow.server import ServerLimits
 from contextwindow.testing import serve
 serve("127.0.0.1", int(sys.argv[1]), window=int(sys.argv[2]) or None, usage=sys.argv[3], default_model=sys.argv[4],
-      limits=ServerLimits(read_timeout=float(sys.argv[5])), effective_window=int(sys.argv[6]) or None)
+      limits=ServerLimits(read_timeout=float(sys.argv[5]), inflight_body_bytes=int(sys.argv[7]) * 1024 * 1024),
+      effective_window=int(sys.argv[6]) or None)
 """
 
 
@@ -108,6 +109,7 @@ def _server(
     window: int = 1_000_000,
     read_timeout: float = 30.0,
     effective_window: int | None = None,
+    inflight_mib: int = 256,
 ) -> Iterator[Server]:
     port = _free_port()
     env = os.environ.copy()
@@ -117,7 +119,7 @@ def _server(
         command += ["--window", str(window), "--usage", usage, "--model", MODEL]
     else:
         command = [sys.executable, "-c", _AFTER, str(port), str(window), usage, MODEL, str(read_timeout)]
-        command.append(str(effective_window or 0))
+        command += [str(effective_window or 0), str(inflight_mib)]
     err = Path(tempfile.mkstemp(prefix=f"cw-{name}-", suffix=".err")[1])
     with err.open("wb") as err_file:
         process = subprocess.Popen(
@@ -366,6 +368,17 @@ def _memory(before: Path | None) -> list[str]:
             rows.setdefault("storm", {})[name] = (
                 f"peak {peak / MIB:.0f} MiB (+{(peak - base) / MIB:.0f}); {took:.0f} s; statuses {counts}"
             )
+    with _server("bounded", None, inflight_mib=64) as server:
+        _serves(server)
+        base = server.rss()
+        bodies = [_body(texts[i % 60]) for i in range(200)]
+        started = time.monotonic()
+        peak, statuses = _peak_during(server, functools.partial(_storm, server.port, bodies))
+        counts = {code: statuses.count(code) for code in sorted(set(statuses))}
+        rows["bounded"] = {
+            "after": f"peak {peak / MIB:.0f} MiB (+{(peak - base) / MIB:.0f}); "
+            f"{time.monotonic() - started:.0f} s; statuses {counts}"
+        }
     lines = [
         "| memory | before (http.server, fe226a6) | after (uvicorn, contextwindow.server) |",
         "| --- | --- | --- |",
@@ -373,10 +386,12 @@ def _memory(before: Path | None) -> list[str]:
     labels = {
         "sessions": "RSS growth, 60 × 1 MB requests, distinct session headers (cumulative usage)",
         "memo": "RSS growth, 60 distinct 1 MB texts (count memo)",
-        "storm": "200 concurrent 1 MB requests",
+        "storm": "200 concurrent 1 MB requests (256 MiB of bodies in flight, the default)",
+        "bounded": "the same, bodies in flight bounded at 64 MiB",
     }
     for key, label in labels.items():
-        lines.append(f"| {label} | {rows[key].get('before', 'not measured')} | {rows[key]['after']} |")
+        before_cell = rows[key].get("before", "not measured" if key != "bounded" else "(no such bound)")
+        lines.append(f"| {label} | {before_cell} | {rows[key]['after']} |")
     return lines
 
 

@@ -141,10 +141,10 @@ class AccessLines(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         self.lines.append(record.getMessage())
 
-    def wait(self, count: int = 1, seconds: float = 3.0) -> list[str]:
-        """The lines, once ``count`` have come (the line of a stream is written when it ends)."""
+    def wait(self, needle: str = "", seconds: float = 3.0) -> list[str]:
+        """The lines, once one holding ``needle`` has come (a stream's line is written when it ends)."""
         deadline = time.monotonic() + seconds
-        while len(self.lines) < count and time.monotonic() < deadline:
+        while not any(needle in line for line in self.lines) and time.monotonic() < deadline:
             time.sleep(0.02)
         return list(self.lines)
 

@@ -20,6 +20,7 @@ What the proxy keeps to, whatever the transform:
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
@@ -212,9 +213,14 @@ def proxy_app(
 ) -> HttpApp:
     """The proxy's ASGI application in front of ``upstream_url`` (see the module docstring)."""
     limits = limits or ServerLimits(max_concurrency=256)
+    pool = httpx.Limits(max_connections=limits.max_connections, max_keepalive_connections=64)
     http = client or httpx.AsyncClient(
         timeout=httpx.Timeout(connect=10.0, read=600.0, write=60.0, pool=limits.queue_timeout),
-        limits=httpx.Limits(max_connections=limits.max_connections, max_keepalive_connections=64),
+        # httpx writes a request's head and body apart: without TCP_NODELAY the body can wait out
+        # the upstream's delayed ACK.
+        transport=httpx.AsyncHTTPTransport(
+            limits=pool, socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+        ),
         follow_redirects=False,
     )
     upstream = Upstream(upstream_url, http)
