@@ -15,11 +15,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _shared import encoding as tiktoken_encoding
 from contextwindow.content import Message, Request, Text, ToolResult, ToolUse
 from contextwindow.server import MIB, ServerLimits, api_of, error_body
 from contextwindow.server.request import json_depth_exceeds
 from contextwindow.testing import LocalModel, LocalServer, LocalSettings
-from contextwindow.testing.counting import CountMemo
+from contextwindow.testing.counting import CountMemo, count_in_pieces
 from contextwindow.testing.sessions import SessionStream, SessionStreams, retained_bytes
 from server_support import ANTHROPIC_BODY, access_lines, assert_serving, exchange, post, post_head, read_reply
 
@@ -439,3 +440,50 @@ class TestLocalServerStillWorks:
         expected = server.model.count(Request(model="claude-haiku-4-5", messages=(Message.user(text),)))
         assert int(answered.headers["x-contextwindow-input-tokens"]) == expected.input_tokens
         assert isinstance(Text(text="x"), Text)
+
+
+_PIECES_ALPHABET = st.sampled_from(
+    [
+        " ",
+        "  ",
+        "\n",
+        "\t",
+        "a",
+        "Z",
+        "é",
+        "ß",
+        "1",
+        "42",
+        ".",
+        ",",
+        "'s",
+        "/",
+        "-",
+        "(",
+        "漢",
+        "字",
+        "。",
+        "😀",
+        "\u00a0",
+        "x y",
+    ]
+)
+
+
+class TestCountingInPieces:
+    @pytest.mark.parametrize("encoding", ["o200k_base", "cl100k_base"])
+    @settings(max_examples=150, deadline=None)
+    @given(
+        parts=st.lists(_PIECES_ALPHABET, min_size=1, max_size=200),
+        piece=st.integers(min_value=1, max_value=40),
+    )
+    def test_the_pieces_add_up_to_the_whole_count(self, encoding: str, parts: list[str], piece: int) -> None:
+        enc = tiktoken_encoding(encoding)
+        text = "".join(parts)
+        assert count_in_pieces(enc.encode_ordinary, text, piece) == len(enc.encode_ordinary(text))
+
+    def test_a_megabyte_of_prose_counts_the_same_in_pieces(self) -> None:
+        enc = tiktoken_encoding("o200k_base")
+        text = " ".join(f"word{i % 977}, and (more) text." for i in range(40_000))
+        assert len(text) > 1_000_000
+        assert count_in_pieces(enc.encode_ordinary, text) == len(enc.encode_ordinary(text))

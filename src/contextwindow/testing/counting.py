@@ -62,6 +62,7 @@ __all__ = [
     "MEMO_BYTES",
     "MESSAGE_OVERHEAD",
     "PDF_PAGE_TOKENS",
+    "PIECE_CHARS",
     "REPLY_PRIMING",
     "VIDEO_TOKENS_PER_SECOND",
     "CountMemo",
@@ -69,6 +70,7 @@ __all__ = [
     "Tokenizer",
     "block_tokens",
     "compact_json",
+    "count_in_pieces",
     "count_request",
     "tokenizer_for",
 ]
@@ -138,13 +140,48 @@ def _entry_bytes() -> int:
     return sys.getsizeof(b"\0" * 16) + sys.getsizeof(10**6) + 104
 
 
+PIECE_CHARS = 64 * 1024
+"""Long texts are encoded this many characters at a time (about), so counting a megabyte never holds
+its whole token list (a Python int per token, some 9 MB per megabyte of text) at once."""
+
+
+def _cut_at(text: str, at: int) -> int | None:
+    """The first position from ``at`` where a space follows a letter, digit or ASCII symbol.
+
+    In tiktoken's ``cl100k_base`` and ``o200k_base`` split patterns no piece runs from such a
+    character into the space after it (the letter, number and punctuation pieces never hold a space
+    past their optional leading one), so the text splits there into pieces encoded independently:
+    the counts of the two sides add up to the count of the whole.
+    """
+    i = text.find(" ", max(at, 1))
+    while i != -1:
+        before = text[i - 1]
+        if before.isalnum() or "!" <= before <= "~":
+            return i
+        i = text.find(" ", i + 1)
+    return None
+
+
+def count_in_pieces(encode: Callable[[str], list[int]], text: str, piece: int = PIECE_CHARS) -> int:
+    """``len(encode(text))``, encoding ``text`` in pieces of about ``piece`` characters (see
+    :func:`_cut_at`); a text with no place to cut is encoded whole."""
+    total, start = 0, 0
+    while len(text) - start > piece:
+        cut = _cut_at(text, start + piece)
+        if cut is None:
+            break
+        total += len(encode(text[start:cut]))
+        start = cut
+    return total + len(encode(text[start:] if start else text))
+
+
 @lru_cache(maxsize=8)
 def _tiktoken(encoding: str) -> Tokenizer | None:
     enc = load_encoding(encoding)
     if enc is None:  # tiktoken missing, or its BPE file not cached offline: fall back, and say so
         return None
     encode = enc.encode_ordinary
-    memo = CountMemo(lambda text: len(encode(text)))
+    memo = CountMemo(lambda text: count_in_pieces(encode, text))
 
     def count(text: str) -> int:
         return memo(text) if len(text) >= _MEMO_MIN_CHARS else len(encode(text))
