@@ -20,13 +20,19 @@ The tokenizer is tiktoken's ``cl100k_base`` for cl100k-family models and ``o200k
 other model (Claude's and Gemini's are not public, so ``o200k_base`` stands in for them). When tiktoken
 or its files are missing, ``ceil(chars / 4)`` stands in and :attr:`Tokenizer.name` says so.
 
-Counts of long strings are memoised (an agent loop resends the same prefix on every call).
+Counts of long strings are memoised (an agent loop resends the same prefix on every call). The memo
+is keyed by a digest of the text, never the text itself, and bounded in bytes (``MEMO_BYTES``), so
+a client sending many distinct large texts cannot make it grow.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import sys
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -54,14 +60,18 @@ from ..pricing.tokenizers import load_encoding
 
 __all__ = [
     "AUDIO_TOKENS_PER_SECOND",
+    "MEMO_BYTES",
     "MESSAGE_OVERHEAD",
     "PDF_PAGE_TOKENS",
+    "PIECE_CHARS",
     "REPLY_PRIMING",
     "VIDEO_TOKENS_PER_SECOND",
+    "CountMemo",
     "RequestCount",
     "Tokenizer",
     "block_tokens",
     "compact_json",
+    "count_in_pieces",
     "count_request",
     "tokenizer_for",
 ]
@@ -79,6 +89,8 @@ AUDIO_TOKENS_PER_SECOND = 32  # Gemini: "each second of audio as 32 tokens" (its
 VIDEO_TOKENS_PER_SECOND = 300
 UNKNOWN_DURATION_SECONDS = 60.0
 _MEMO_MIN_CHARS = 256  # shorter strings are counted afresh: the memo lookup would cost as much
+MEMO_BYTES = 4 * 1024 * 1024
+"""What the count memo of each tokenizer may hold, in bytes (about 20,000 texts)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,16 +106,89 @@ def compact_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
+class CountMemo:
+    """Token counts by a 16-byte digest of their text, least recently used first out, within
+    ``max_bytes``. Every entry costs the same (a digest, a count, the map's node), measured once, so
+    the bound holds whatever the texts' sizes. Thread-safe."""
+
+    def __init__(self, count: Callable[[str], int], max_bytes: int = MEMO_BYTES) -> None:
+        self._count = count
+        self._entries: OrderedDict[bytes, int] = OrderedDict()
+        self._lock = threading.Lock()
+        self.max_bytes = max_bytes
+        self.entry_bytes = _entry_bytes()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def bytes(self) -> int:
+        """What the entries hold now, in bytes."""
+        return len(self._entries) * self.entry_bytes
+
+    def __call__(self, text: str) -> int:
+        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+                return found
+        counted = self._count(text)
+        with self._lock:
+            self._entries[key] = counted
+            while len(self._entries) * self.entry_bytes > self.max_bytes:
+                self._entries.popitem(last=False)
+        return counted
+
+
+def _entry_bytes() -> int:
+    # a 16-byte key, an int above the small-int cache, and an OrderedDict slot with its link node
+    # (the node and the two table slots take about 100 bytes on CPython 3.11).
+    return sys.getsizeof(b"\0" * 16) + sys.getsizeof(10**6) + 104
+
+
+PIECE_CHARS = 64 * 1024
+"""Long texts are encoded this many characters at a time (about), so counting a megabyte never holds
+its whole token list (a Python int per token, some 9 MB per megabyte of text) at once."""
+
+
+def _cut_at(text: str, at: int) -> int | None:
+    """The first position from ``at`` where a space follows a letter, digit or ASCII symbol.
+
+    In tiktoken's ``cl100k_base`` and ``o200k_base`` split patterns no piece runs from such a
+    character into the space after it (the letter, number and punctuation pieces never hold a space
+    past their optional leading one), so the text splits there into pieces encoded independently:
+    the counts of the two sides add up to the count of the whole.
+    """
+    i = text.find(" ", max(at, 1))
+    while i != -1:
+        before = text[i - 1]
+        if before.isalnum() or "!" <= before <= "~":
+            return i
+        i = text.find(" ", i + 1)
+    return None
+
+
+def count_in_pieces(encode: Callable[[str], list[int]], text: str, piece: int = PIECE_CHARS) -> int:
+    """``len(encode(text))``, encoding ``text`` in pieces of about ``piece`` characters (see
+    :func:`_cut_at`); a text with no place to cut is encoded whole."""
+    total, start = 0, 0
+    while len(text) - start > piece:
+        cut = _cut_at(text, start + piece)
+        if cut is None:
+            break
+        total += len(encode(text[start:cut]))
+        start = cut
+    return total + len(encode(text[start:] if start else text))
+
+
 @lru_cache(maxsize=8)
 def _tiktoken(encoding: str) -> Tokenizer | None:
     enc = load_encoding(encoding)
     if enc is None:  # tiktoken missing, or its BPE file not cached offline: fall back, and say so
         return None
     encode = enc.encode_ordinary
-
-    @lru_cache(maxsize=4096)
-    def memo(text: str) -> int:
-        return len(encode(text))
+    memo = CountMemo(lambda text: count_in_pieces(encode, text))
 
     def count(text: str) -> int:
         return memo(text) if len(text) >= _MEMO_MIN_CHARS else len(encode(text))

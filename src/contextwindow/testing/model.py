@@ -24,7 +24,7 @@
    leaves the agent's stream alone), ``output-only`` (input reported as 0) or ``none``.
 
 State (script, failure budget, running totals by session) is guarded by a lock: the HTTP server calls
-from many threads.
+from many threads. What is remembered per session is bounded in bytes (:mod:`.sessions`).
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from ..models import ModelProfile, get_profile
 from ..providers.streams import continues_stream
 from ..usage.tracker import Usage
 from .counting import RequestCount, block_tokens, count_request, tokenizer_for
+from .sessions import SESSION_BYTES, SessionStream, SessionStreams
 from .strict import check
 from .summary import summary_ask, write_summary
 
@@ -134,15 +135,20 @@ class Reply:
 class LocalModel:
     """The provider's brain: see the module docstring. Thread-safe."""
 
-    def __init__(self, settings: LocalSettings | None = None, *, script: Iterable[Message] = ()) -> None:
+    def __init__(
+        self,
+        settings: LocalSettings | None = None,
+        *,
+        script: Iterable[Message] = (),
+        session_bytes: int = SESSION_BYTES,
+    ) -> None:
         self.settings = settings or LocalSettings()
         self._lock = threading.Lock()
         self._script: deque[Message] = deque()
         self._failures = 0
         self._calls = itertools.count(1)
-        self._totals: dict[str, Usage] = {}
-        self._streams: dict[str, tuple[Request, Message]] = {}
-        """Per session: the last request of the stream and its reply (what a continuation extends)."""
+        self._streams = SessionStreams(session_bytes)
+        """Per session: the last request of the stream, its reply and the running total (bounded)."""
         self.enqueue(*script)
 
     # -- scripting -----------------------------------------------------------------------------------
@@ -294,16 +300,15 @@ class LocalModel:
         elif ask is not None:
             reported = this_call  # a summariser's call is a stream of its own
         else:
-            with self._lock:
-                last = self._streams.get(session)
-                if last is None or not continues_stream(last[0], last[1], request):
-                    self._totals.pop(session, None)
-                before = self._totals.get(session, Usage())
-                reported = before + this_call
-                self._totals[session] = reported
-        if ask is None:
-            with self._lock:
-                self._streams[session] = (request, reply)
+            last = self._streams.get(session)
+            if (
+                last is not None
+                and last.total is not None
+                and continues_stream(last.request, last.reply, request)
+            ):
+                before = last.total
+            reported = before + this_call
+            self._streams.put(session, SessionStream(request=request, reply=reply, total=reported))
         return Reply(
             id=f"local_{call:08d}",
             model=model_name,

@@ -1,0 +1,271 @@
+"""``contextwindow proxy``: the providers' HTTP APIs in front of an upstream, one seam per request.
+
+An agent in any language points its base URL here. Each API request (Anthropic Messages and
+``count_tokens``, OpenAI Chat Completions and Responses) is admitted within the server's bounds, parsed
+as JSON, and handed with the upstream to one :data:`Transform`: the function that decides what is sent
+upstream and what comes back. :func:`passthrough` sends the body as it came; the guard's transform
+(:mod:`.guarded`) compiles each request to fit the window and recovers a rejection for size. Any other
+path (``/v1/models``, files, batches) is forwarded as it is.
+
+What the proxy keeps to, whatever the transform:
+
+- the agent's authentication headers (``x-api-key``, ``authorization``, ``anthropic-version``,
+  ``openai-organization``, ...) go upstream untouched and are never stored or logged; hop-by-hop
+  headers and the proxy's own ``x-contextwindow-*`` headers are not forwarded;
+- the upstream's answer is streamed back as it arrives (SSE events pass through chunk by chunk), with
+  its status and headers;
+- an upstream that cannot be reached is answered 502 (504 when it timed out) in the API's shape.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+import httpx
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from .app import HttpApp
+from .errors import HttpError
+from .limits import ServerLimits
+from .request import parse_json
+
+__all__ = [
+    "SESSION_HEADER",
+    "ProxyApi",
+    "ProxyCall",
+    "Transform",
+    "Upstream",
+    "UpstreamReply",
+    "passthrough",
+    "proxy_app",
+]
+
+SESSION_HEADER = "x-contextwindow-session"
+
+ProxyApi: TypeAlias = Literal[
+    "anthropic-messages", "anthropic-count-tokens", "openai-chat", "openai-responses"
+]
+
+_ROUTES: dict[str, ProxyApi] = {
+    "/v1/messages": "anthropic-messages",
+    "/v1/messages/count_tokens": "anthropic-count-tokens",
+    "/v1/chat/completions": "openai-chat",
+    "/v1/responses": "openai-responses",
+}
+
+# RFC 9110 hop-by-hop headers (https://www.rfc-editor.org/rfc/rfc9110#section-7.6.1), plus those httpx
+# recomputes for the body it sends.
+_HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+        "accept-encoding",
+    }
+)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ProxyCall:
+    """One API request an agent sent through the proxy."""
+
+    api: ProxyApi
+    path: str
+    """The request path with its query string, appended to the upstream's URL."""
+    body: Mapping[str, Any]
+    """The parsed JSON body."""
+    raw: bytes = field(repr=False)
+    """The body as it came, sent unchanged when a transform does not replace it."""
+    headers: Mapping[str, str] = field(repr=False)
+    """The headers to forward (authentication included): never stored, never logged."""
+    session: str | None = None
+    """The ``x-contextwindow-session`` header, when the agent names its conversation."""
+
+
+class UpstreamReply:
+    """The upstream's answer, not yet read: status, headers and the body as it arrives."""
+
+    def __init__(
+        self,
+        status: int,
+        headers: Mapping[str, str],
+        chunks: AsyncIterator[bytes],
+        close: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.status = status
+        self.headers: Mapping[str, str] = headers
+        self._chunks = chunks
+        self._close = close
+
+    @classmethod
+    def of_response(cls, response: httpx.Response) -> UpstreamReply:
+        """An httpx response opened with ``stream=True``, relayed byte for byte."""
+        return cls(response.status_code, response.headers, response.aiter_raw(), response.aclose)
+
+    @classmethod
+    def of_bytes(cls, status: int, headers: Mapping[str, str], body: bytes) -> UpstreamReply:
+        """An answer already read (a transform read it to inspect it)."""
+
+        async def once() -> AsyncIterator[bytes]:
+            yield body
+
+        kept = {k: v for k, v in headers.items() if k.lower() not in ("content-length", "content-encoding")}
+        return cls(status, kept, once())
+
+    def with_chunks(self, chunks: AsyncIterator[bytes]) -> UpstreamReply:
+        """The same answer with its body passed through ``chunks`` (a transform reading a stream)."""
+        return UpstreamReply(self.status, self.headers, chunks, self._close)
+
+    def chunks(self) -> AsyncIterator[bytes]:
+        """The body as the upstream sends it (each SSE event as soon as it comes)."""
+        return self._chunks
+
+    async def read(self) -> bytes:
+        """The whole body (for a transform that needs to read an error or a summary)."""
+        try:
+            return b"".join([chunk async for chunk in self._chunks])
+        finally:
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        close, self._close = self._close, None
+        if close is not None:
+            await close()
+
+
+class Upstream:
+    """The upstream provider at ``base_url``, reached with httpx; forwards the agent's headers."""
+
+    def __init__(self, base_url: str, client: httpx.AsyncClient) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.client = client
+
+    async def send(
+        self,
+        call: ProxyCall,
+        body: Mapping[str, Any] | None = None,
+        *,
+        method: str = "POST",
+        path: str | None = None,
+    ) -> UpstreamReply:
+        """Send ``body`` (default: the agent's own bytes) for ``call``; raises :class:`HttpError` when
+        the upstream cannot be reached."""
+        content = call.raw if body is None else json.dumps(body, separators=(",", ":")).encode()
+        return await self.forward(method, path or call.path, call.headers, content)
+
+    async def forward(
+        self, method: str, path: str, headers: Mapping[str, str], content: bytes
+    ) -> UpstreamReply:
+        """Any request, as it is, to ``base_url + path``."""
+        out = {
+            k: v for k, v in headers.items() if k not in _HOP_BY_HOP and not k.startswith("x-contextwindow-")
+        }
+        out["accept-encoding"] = "identity"  # streamed back byte for byte, never re-encoded
+        try:
+            request = self.client.build_request(method, self.base_url + path, headers=out, content=content)
+            response = await self.client.send(request, stream=True)
+        except httpx.TimeoutException:
+            raise HttpError("upstream_timeout", "The upstream did not answer in time") from None
+        except httpx.HTTPError as failed:
+            raise HttpError(
+                "upstream_error", f"The upstream could not be reached ({type(failed).__name__})"
+            ) from None
+        return UpstreamReply.of_response(response)
+
+
+Transform: TypeAlias = Callable[[ProxyCall, Upstream], Awaitable[UpstreamReply]]
+"""What the proxy does with one API request: send something upstream and return its reply."""
+
+
+async def passthrough(call: ProxyCall, upstream: Upstream) -> UpstreamReply:
+    """Send the agent's request unchanged."""
+    return await upstream.send(call)
+
+
+def _relay(reply: UpstreamReply) -> Response:
+    headers = {k: v for k, v in reply.headers.items() if k.lower() not in _HOP_BY_HOP}
+    return StreamingResponse(
+        reply.chunks(), status_code=reply.status, headers=headers, background=BackgroundTask(reply.aclose)
+    )
+
+
+def proxy_app(
+    upstream_url: str,
+    *,
+    transform: Transform = passthrough,
+    limits: ServerLimits | None = None,
+    client: httpx.AsyncClient | None = None,
+    info: Mapping[str, Any] | None = None,
+) -> HttpApp:
+    """The proxy's ASGI application in front of ``upstream_url`` (see the module docstring)."""
+    limits = limits or ServerLimits(max_concurrency=256)
+    pool = httpx.Limits(max_connections=limits.max_connections, max_keepalive_connections=64)
+    http = client or httpx.AsyncClient(
+        timeout=httpx.Timeout(connect=10.0, read=600.0, write=60.0, pool=limits.queue_timeout),
+        # httpx writes a request's head and body apart: without TCP_NODELAY the body can wait out
+        # the upstream's delayed ACK.
+        transport=httpx.AsyncHTTPTransport(
+            limits=pool, socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+        ),
+        follow_redirects=False,
+    )
+    upstream = Upstream(upstream_url, http)
+    details = {"upstream": upstream.base_url, **(info or {})}
+    app = HttpApp(
+        [],
+        limits=limits,
+        name="contextwindow proxy",
+        info=lambda: details,
+        on_shutdown=[http.aclose] if client is None else [],
+    )
+
+    async def api(request: Request) -> Response:
+        path = request.url.path.rstrip("/")
+        async with app.gate.admit(request) as raw:
+            call = ProxyCall(
+                api=_ROUTES[path],
+                path=_with_query(request),
+                body=parse_json(raw, app.limits),
+                raw=raw,
+                headers=_forwarded(request),
+                session=request.headers.get(SESSION_HEADER),
+            )
+            reply = await transform(call, upstream)
+        return _relay(reply)
+
+    async def other(request: Request) -> Response:
+        async with app.gate.admit(request, json_body=False) as raw:
+            reply = await upstream.forward(request.method, _with_query(request), _forwarded(request), raw)
+        return _relay(reply)
+
+    app.router.routes.extend(
+        [
+            *(Route(path, api, methods=["POST"]) for path in _ROUTES),
+            Route("/{rest:path}", other, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
+        ]
+    )
+    return app
+
+
+def _with_query(request: Request) -> str:
+    query = request.url.query
+    return request.url.path + (f"?{query}" if query else "")
+
+
+def _forwarded(request: Request) -> dict[str, str]:
+    return {k.lower(): v for k, v in request.headers.items()}

@@ -1,0 +1,188 @@
+"""Admitting a request: a slot, a body budget, the body read within bounds, the JSON checked.
+
+The order matters for memory: a request reserves its body budget *before* a byte of its body is
+read, so a waiting request holds only its connection's small read buffer (the server stops reading a
+connection whose body nobody consumes). A body is refused by its ``Content-Length`` before it is
+read, and a chunked one as soon as it passes the limit. A handling slot is taken only once the body
+is in, so slow clients hold body budget (for at most the read timeout), never a slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from starlette.requests import Request
+
+from .errors import HttpError
+from .limits import ServerLimits
+
+__all__ = ["ClientGone", "Gate", "json_depth_exceeds", "parse_json"]
+
+_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+"""A JSON string as one match (brackets inside strings do not count), or a bracket."""
+
+
+class ClientGone(Exception):
+    """The client closed the connection before its request was read or answered: nobody to answer."""
+
+
+class _ByteBudget:
+    """A semaphore counted in bytes: ``reserve(n)`` waits until ``n`` more fit under the capacity."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.used = 0
+        self.peak = 0
+        self._changed = asyncio.Condition()
+
+    async def reserve(self, n: int, timeout: float) -> None:
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(lambda: self.used + n <= self.capacity), timeout)
+            self.used += n
+            self.peak = max(self.peak, self.used)
+
+    async def release(self, n: int) -> None:
+        async with self._changed:
+            self.used -= n
+            self._changed.notify_all()
+
+
+class Gate:
+    """The admission of one server: at most ``inflight_body_bytes`` of body held at once and at most
+    ``max_concurrency`` requests handled at once (see the module docstring)."""
+
+    def __init__(self, limits: ServerLimits) -> None:
+        self.limits = limits
+        self._slots = asyncio.Semaphore(limits.max_concurrency)
+        self.bodies = _ByteBudget(limits.inflight_body_bytes)
+        self.active = 0
+
+    @asynccontextmanager
+    async def admit(self, request: Request, *, json_body: bool = True) -> AsyncIterator[bytes]:
+        """Wait for the body budget, read the body, wait for a slot: yields the body's bytes.
+
+        ``json_body`` also refuses a content-type other than JSON before anything is read.
+        """
+        limits = self.limits
+        started = time.monotonic()
+        if json_body:
+            _check_json_content_type(request)
+        claimed = _content_length(request)
+        if claimed is not None and claimed > limits.max_body_bytes:
+            raise HttpError(
+                "request_too_large",
+                f"Request exceeds the maximum size ({claimed} bytes > {limits.max_body_bytes})",
+                close=True,
+            )
+        reserve = claimed if claimed is not None else limits.max_body_bytes
+        try:
+            await self.bodies.reserve(reserve, limits.queue_timeout)
+        except TimeoutError:
+            raise HttpError(
+                "overloaded_error", "Overloaded", close=True, headers={"retry-after": "1"}
+            ) from None
+        try:
+            # The read deadline starts once the body is read: waiting for budget is the server's time.
+            body = await _read_body(request, limits, deadline=time.monotonic() + limits.read_timeout)
+            # A slot is taken once the body is in: a slow client holds body budget, never a slot.
+            waited = time.monotonic() - started
+            try:
+                await asyncio.wait_for(self._slots.acquire(), max(0.01, limits.queue_timeout - waited))
+            except TimeoutError:
+                raise HttpError(
+                    "overloaded_error", "Overloaded", close=True, headers={"retry-after": "1"}
+                ) from None
+            self.active += 1
+            try:
+                yield body
+            finally:
+                self.active -= 1
+                self._slots.release()
+        finally:
+            await self.bodies.release(reserve)
+
+
+def _content_length(request: Request) -> int | None:
+    raw = request.headers.get("content-length")
+    if raw is None:
+        return None
+    # The HTTP parser has already refused a malformed value; this guards other servers.
+    if not raw.isdigit():
+        raise HttpError("invalid_request_error", "Content-Length must be a non-negative integer", close=True)
+    return int(raw)
+
+
+def _check_json_content_type(request: Request) -> None:
+    kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if kind != "application/json":
+        shown = kind or "none"
+        raise HttpError(
+            "unsupported_media_type",
+            f"Content-Type must be application/json (got {shown})",
+            close=True,
+        )
+
+
+async def _read_body(request: Request, limits: ServerLimits, *, deadline: float) -> bytes:
+    body = bytearray()
+    receive = request.receive
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            if remaining <= 0:
+                raise TimeoutError
+            message = await asyncio.wait_for(receive(), remaining)
+        except TimeoutError:
+            raise HttpError(
+                "request_timeout",
+                f"The request body was not received within {limits.read_timeout:g} s",
+                close=True,
+            ) from None
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        body += message.get("body", b"")
+        if len(body) > limits.max_body_bytes:
+            raise HttpError(
+                "request_too_large",
+                f"Request exceeds the maximum size ({limits.max_body_bytes} bytes)",
+                close=True,
+            )
+        if not message.get("more_body", False):
+            return bytes(body)
+
+
+def json_depth_exceeds(raw: bytes, limit: int) -> bool:
+    """Whether objects and arrays in ``raw`` nest deeper than ``limit`` (strings are skipped)."""
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return False  # fewer brackets than the limit: cannot nest deeper (the common case, O(n) in C)
+    depth = 0
+    for match in _TOKENS.finditer(raw):
+        token = match.group()
+        if token in (b"[", b"{"):
+            depth += 1
+            if depth > limit:
+                return True
+        elif token in (b"]", b"}"):
+            depth -= 1
+    return False
+
+
+def parse_json(raw: bytes, limits: ServerLimits) -> dict[str, Any]:
+    """The body as a JSON object, or a 400 naming what is wrong with it."""
+    if json_depth_exceeds(raw, limits.max_json_depth):
+        raise HttpError(
+            "invalid_request_error", f"The request body nests deeper than {limits.max_json_depth} levels."
+        )
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise HttpError("invalid_request_error", "The request body is not valid JSON.") from None
+    if not isinstance(data, dict):
+        raise HttpError("invalid_request_error", "The request body must be a JSON object.")
+    return data
