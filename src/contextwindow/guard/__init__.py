@@ -7,7 +7,7 @@ for hosts that make their own calls (framework adapters, the proxy).
 
 from __future__ import annotations
 
-from ._clients import DEFAULT_STORE, STORE_ENV, GuardedAnthropic, GuardedOpenAI, guard
+from ._clients import DEFAULT_STORE, STORE_ENV, GuardedAnthropic, GuardedOpenAI, guard, resolve_store
 from ._core import Exchange, GuardCore
 from ._steps import Reply, Send, run_async, run_sync
 
@@ -21,6 +21,7 @@ __all__ = [
     "Reply",
     "Send",
     "guard",
+    "resolve_store",
     "run_async",
     "run_sync",
 ]
