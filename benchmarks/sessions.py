@@ -72,10 +72,10 @@ from contextwindow.engine.loop import Engine, EngineSettings
 from contextwindow.engine.summarizer import Summarizer
 from contextwindow.errors import ContextOverflow
 from contextwindow.models import get_profile
-from contextwindow.providers import LocalProvider, LocalSettings
 from contextwindow.replay.scenario import Scenario
 from contextwindow.replay.simulate import RecordingModel
 from contextwindow.store import open_store
+from contextwindow.testing import LocalProvider, LocalSettings
 
 __all__ = ["main"]
 

@@ -10,19 +10,9 @@ from __future__ import annotations
 
 import asyncio
 
-from contextwindow import (
-    Engine,
-    EngineCompiler,
-    LocalProvider,
-    Message,
-    Policy,
-    ToolResult,
-    ToolUse,
-    get_profile,
-    open_store,
-)
-from contextwindow.engine.summarizer import Summarizer
-from contextwindow.testing import LocalModel, LocalSettings
+from contextwindow import Engine, Message, Policy, Summarizer, ToolResult, ToolUse, get_profile, open_store
+from contextwindow.engine import EngineCompiler
+from contextwindow.testing import LocalModel, LocalProvider, LocalSettings
 
 TOOLS = [
     {

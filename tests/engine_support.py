@@ -16,17 +16,25 @@ from typing import Any
 
 from contextwindow.compile import Decisions, Policy
 from contextwindow.content import Message, Request, Text, ToolResult, ToolSpec, ToolUse
-from contextwindow.engine.compiler import EngineCompiler
+from contextwindow.engine.compiler import CompileContext, EngineCompiler
 from contextwindow.engine.loop import Engine, EngineSettings, ToolRunner
 from contextwindow.engine.summarizer import Summarizer
-from contextwindow.errors import ContextOverflow
+from contextwindow.errors import ContextOverflow, ProviderError
 from contextwindow.formats import AttachmentLoader
 from contextwindow.models import ModelProfile
 from contextwindow.pricing import Estimator
-from contextwindow.providers import LocalProvider, ProviderEvent, Stop, TextDelta, ToolCall, UsageSample
+from contextwindow.providers import (
+    ProviderEvent,
+    Stop,
+    TextDelta,
+    ToolCall,
+    UsageSample,
+    normalise_stop_reason,
+)
 from contextwindow.replay.simulate import SUMMARIZE_MARKER, RecordingModel
 from contextwindow.store import Session
-from contextwindow.usage.tracker import Anchor, Usage
+from contextwindow.testing import LocalProvider
+from contextwindow.usage.tracker import Usage
 
 
 @dataclass
@@ -35,7 +43,9 @@ class Step:
 
     reply: Message
     sample: Usage | None = None
-    reject: ContextOverflow | None = None
+    reject: ProviderError | None = None
+    stop_reason: str | None = None
+    """The provider's own stop reason (``None``: ``tool_use`` when the reply calls tools, else ``end_turn``)."""
 
 
 @dataclass
@@ -66,8 +76,10 @@ class ScriptedProvider:
                 yield ToolCall(tool_use=block)
         if step.sample is not None:
             yield UsageSample(usage=step.sample)
-        reason = "tool_use" if any(isinstance(b, ToolUse) for b in step.reply.content) else "end_turn"
-        yield Stop(reason=reason, raw_reason=reason, message=step.reply)
+        raw = step.stop_reason or (
+            "tool_use" if any(isinstance(b, ToolUse) for b in step.reply.content) else "end_turn"
+        )
+        yield Stop(reason=normalise_stop_reason(raw), raw_reason=raw, message=step.reply)
 
     def stream(
         self, request: Request, *, max_tokens: int, load: AttachmentLoader
@@ -94,16 +106,8 @@ class PlainCompiler:
     calls: int = 0
     multipliers: list[float] = field(default_factory=list)
 
-    def __call__(
-        self,
-        session: Session,
-        profile: ModelProfile,
-        overrides: frozenset[str],
-        *,
-        multiplier: float = 1.0,
-        anchor: Anchor | None = None,
-        connection: str = "default",
-    ) -> PlainCompiled:
+    def __call__(self, context: CompileContext) -> PlainCompiled:
+        session, profile, multiplier = context.session, context.profile, context.multiplier
         self.calls += 1
         self.multipliers.append(multiplier)
         messages = [s.message for s in session.messages()]

@@ -1,4 +1,5 @@
-"""Calibration learning, persistence with pricing epochs, and the epoch-3 predicate (§2; tests 9–12)."""
+"""Calibration learning, persistence with pricing epochs, and the rule that keeps a multiplier across
+an epoch change that changes no stored price (§2; tests 9–12)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from contextwindow.content import Message, Text
+from contextwindow.engine import Engine, EngineCompiler
 from contextwindow.errors import StoreError
-from contextwindow.store.slots import MemorySlot
+from contextwindow.models import get_profile
+from contextwindow.pricing import Estimator
+from contextwindow.store import Session, open_store
+from contextwindow.store.slots import LedgerSlot, MemorySlot
+from contextwindow.testing import LocalProvider
 from contextwindow.usage.calibration import (
     CALIBRATION_PRICING_EPOCH,
     Calibrator,
-    MessageFigures,
-    epoch3_bound,
-    epoch3_discards,
+    stored_prices_unchanged,
 )
 
 EPOCH = CALIBRATION_PRICING_EPOCH
@@ -200,127 +205,76 @@ class TestPersistence:
         assert isinstance(cal.last_save_error, StoreError)
 
 
-# --- the epoch-3 discard predicate (seed 003) -------------------------------------------------------
+# --- an epoch change that changes no stored price keeps the multiplier -----------------------------
 
 
-def js_round(x: float) -> int:
-    return math.floor(x + 0.5)
+OLDER = {"multiplier": 1.3, "at": "t", "pricing": EPOCH - 1}
 
 
-def prose_raw(chars: int) -> int:
-    """The seed store's prose rate, ceil(L / 2.9), for a block of ``chars`` letters (§1)."""
-    return math.ceil(chars / 2.9)
-
-
-def store_estimate(blocks: int, chars: int, m: float) -> int:
-    """The store's estimate of ``blocks`` equal text blocks at multiplier ``m``: rounded per block."""
-    return blocks * js_round(prose_raw(chars) * m)
-
-
-class TestStoreStub:
-    @pytest.mark.parametrize(
-        ("blocks", "chars", "m", "estimate"),
-        [
-            (83, 1, 1, 83),
-            (83, 1, 1.75, 166),
-            (83, 1, 1.8, 166),
-            (26, 3, 0.6, 26),
-            (26, 3, 1.8, 104),
-            (39, 4, 1.0, 78),
-            (39, 4, 1.2, 78),
-            (39, 4, 1.8, 156),
-        ],
-    )
-    def test_the_stub_agrees_with_the_seeds_store_figures(
-        self, blocks: int, chars: int, m: float, estimate: int
-    ) -> None:
-        assert store_estimate(blocks, chars, m) == estimate
-
-
-class TestEpoch3Predicate:
-    @pytest.mark.parametrize(
-        ("cap", "blocks", "chars", "applied", "bound"),
-        [
-            pytest.param(100, 83, 1, 1.0, 265.6, id="83-one-char-blocks"),
-            pytest.param(50, 26, 3, 0.6, 130, id="26-three-char-blocks"),
-            pytest.param(100, 39, 4, 1.2, 165.75, id="39-four-char-blocks"),
-            pytest.param(100, 60, 1, 1.0, 192, id="60-one-char-blocks-errs-high"),
-        ],
-    )
-    def test_seed_003_vectors_are_counted(
-        self, cap: int, blocks: int, chars: int, applied: float, bound: float
-    ) -> None:
-        estimate = store_estimate(blocks, chars, applied)
-        assert epoch3_bound(estimate, blocks, applied) == pytest.approx(bound)
-        assert epoch3_discards([MessageFigures(estimate=estimate, blocks=blocks)], cap=cap, applied=applied)
-
-    def test_the_83_block_message_the_227_bound_kept_is_counted(self) -> None:
-        estimate = store_estimate(83, 1, 1.0)
-        assert 1.8 * estimate / 1.0 == pytest.approx(149.4)  # #227's bound: under 150, kept
-        assert store_estimate(83, 1, 1.75) > 150  # yet the store priced it past the line at 1.75
-        assert epoch3_discards([MessageFigures(estimate=estimate, blocks=83)], cap=100, applied=1.0)
-
-    def test_without_either_half_token_the_39_block_bound_is_at_most_the_line(self) -> None:
-        e, n, f = 78, 39, 1.2
-        assert 1.8 * e / f + n / 2 <= 150 and 1.8 * (e + n / 2) / f <= 150
-
-    @pytest.mark.parametrize(
-        "reported",
-        [math.nan, 0, -1, math.inf, None, "1.0"],
-        ids=["nan", "zero", "negative", "inf", "none", "string"],
-    )
-    def test_an_unreported_multiplier_reads_as_0_6(self, reported: object) -> None:
-        estimate = store_estimate(26, 3, 0.6)  # a store running at 0.6 behind the view
-        assert epoch3_bound(estimate, 26, reported) == pytest.approx(130)
-        assert epoch3_discards([MessageFigures(estimate=estimate, blocks=26)], cap=50, applied=reported)
-        assert epoch3_bound(estimate, 26, 1.0) == pytest.approx(83.2)  # read at 1 it would be kept
-
-    def test_a_message_the_cut_puts_past_the_cap_discards(self) -> None:
-        assert epoch3_discards([MessageFigures(estimate=1, blocks=1, past_cap=True)], cap=100, applied=1.0)
-
-    def test_no_cap_keeps_the_multiplier(self) -> None:
-        huge = [MessageFigures(estimate=10**6, blocks=1, past_cap=True)]
-        assert not epoch3_discards(huge, cap=None, applied=1.0)
-        assert not epoch3_discards(huge, cap=0, applied=1.0)
-
-    def test_seed_003_sweep(self) -> None:
-        """Equal text blocks of 1–12 characters, 1–80 blocks, caps 50 and 100, F from 0.6 to 1.8."""
-        checked = 0
-        for cap in (50, 100):
-            line = cap + 50
-            for step in range(25):
-                f = round(0.6 + 0.05 * step, 2)
-                for chars in range(1, 13):
-                    for blocks in range(1, 81):
-                        if blocks * math.ceil(chars / 4) > cap:  # the cut's own test: only messages it leaves
-                            continue
-                        e_f, e_18 = store_estimate(blocks, chars, f), store_estimate(blocks, chars, 1.8)
-                        counted = epoch3_discards(
-                            [MessageFigures(estimate=e_f, blocks=blocks)], cap=cap, applied=f
-                        )
-                        if e_18 > line:
-                            assert counted, (cap, f, chars, blocks)
-                        if e_18 <= line - blocks * (1 + 1.8 / f):
-                            assert not counted, (cap, f, chars, blocks)
-                        checked += 1
-        assert checked > 10_000
-
-
-class TestRetainingAnOlderMultiplier:
-    def test_a_predicate_that_clears_the_store_keeps_and_restamps_the_multiplier(self) -> None:
-        store = [MessageFigures(estimate=40, blocks=2)]
-
-        def retain(from_epoch: int, multiplier: float) -> bool:
-            return from_epoch < 3 and not epoch3_discards(store, cap=100, applied=multiplier)
-
-        cal, slot = calibrator({"multiplier": 1.3, "at": "t", "pricing": 1}, retain_older=retain)
+class TestAnOlderEpochWhosePricesHold:
+    def test_a_check_that_passes_keeps_and_restamps_the_multiplier(self) -> None:
+        cal, slot = calibrator(OLDER, prices_unchanged=lambda: True)
         assert cal.multiplier == 1.3 and cal.reset is None
         assert slot.load() == {"multiplier": 1.3, "at": T0.isoformat(), "pricing": EPOCH}
 
-    def test_a_predicate_that_counts_a_message_discards_with_a_reset(self) -> None:
-        store = [MessageFigures(estimate=store_estimate(83, 1, 1.0), blocks=83)]
-        cal, _ = calibrator(
-            {"multiplier": 1.0, "at": "t", "pricing": 1},
-            retain_older=lambda _e, m: not epoch3_discards(store, cap=100, applied=m),
-        )
-        assert cal.multiplier == 1.0 and cal.reset is not None and cal.reset.from_epoch == 1
+    def test_a_check_that_fails_discards_with_a_reset(self) -> None:
+        cal, slot = calibrator(OLDER, prices_unchanged=lambda: False)
+        assert cal.multiplier == 1.0 and cal.reset is not None and cal.reset.from_epoch == EPOCH - 1
+        assert slot.load()["reset"]["discarded_multiplier"] == 1.3  # type: ignore[index]
+
+    def test_the_check_is_not_asked_for_a_same_epoch_record(self) -> None:
+        def never() -> bool:
+            raise AssertionError("asked")
+
+        cal, _ = calibrator({"multiplier": 1.3, "at": "t", "pricing": EPOCH}, prices_unchanged=never)
+        assert cal.multiplier == 1.3
+
+
+def _priced_session(*messages: Message) -> tuple[Session, Estimator]:
+    session = open_store().session("s")
+    estimator = Estimator(get_profile("gpt-4o"))
+    for message in messages:
+        session.append(message, block_prices=[estimator.raw_block(b) for b in message.content])
+    return session, estimator
+
+
+class TestStoredPricesUnchanged:
+    def test_prices_stored_by_todays_rules_are_unchanged(self) -> None:
+        session, estimator = _priced_session(Message.user("hello there"), Message.assistant("hi", "again"))
+        assert stored_prices_unchanged(session.messages(), estimator.raw_block)
+
+    def test_a_price_todays_rules_give_differently_is_a_change(self) -> None:
+        session, estimator = _priced_session(Message.user("hello there"))
+        session.append(Message.assistant("hi"), block_prices=[estimator.raw_block(Text(text="hi")) + 1])
+        assert not stored_prices_unchanged(session.messages(), estimator.raw_block)
+
+    def test_a_message_stored_without_prices_cannot_show_it(self) -> None:
+        session, estimator = _priced_session(Message.user("hello there"))
+        session.append(Message.assistant("hi"))
+        assert not stored_prices_unchanged(session.messages(), estimator.raw_block)
+
+
+class TestTheEngineKeepsAMultiplierItsPricesStillHold:
+    def _engine(self, session: Session) -> Engine:
+        profile = get_profile("gpt-4o")
+        return Engine(session, LocalProvider(), profile, compiler=EngineCompiler())
+
+    def _older_record(self, session: Session) -> None:
+        match = {"model": "gpt-4o", "connection": "default"}
+        LedgerSlot(session, "calibration", match=match).save(OLDER)
+
+    def test_an_epoch_change_that_changes_no_stored_price_keeps_it(self) -> None:
+        session, _ = _priced_session(Message.user("hello there"), Message.assistant("hi"))
+        self._older_record(session)
+        engine = self._engine(session)
+        assert engine.calibrator.multiplier == 1.3 and engine.calibrator.reset is None
+
+    def test_an_epoch_change_that_changes_a_stored_price_discards_it_with_a_reset(self) -> None:
+        session, estimator = _priced_session(Message.user("hello there"))
+        session.append(Message.assistant("hi"), block_prices=[estimator.raw_block(Text(text="hi")) * 2 + 1])
+        self._older_record(session)
+        engine = self._engine(session)
+        assert engine.calibrator.multiplier == 1.0
+        assert engine.calibrator.reset is not None and engine.calibrator.reset.discarded_multiplier == 1.3
+        stored = session.latest("calibration")
+        assert stored is not None and stored.payload["reset"]["from_epoch"] == EPOCH - 1

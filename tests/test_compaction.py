@@ -7,18 +7,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contextwindow.content import Message, ToolResult, ToolUse
-from contextwindow.engine.fold_rules import (
-    DEFAULT_SUMMARY_PROMPT,
-    REQUIRED_SECTIONS,
-    EscalationLadder,
-    FoldFailure,
-    ProactiveTrigger,
-    find_summary_defect,
-    flue_cut_point,
-    flue_reserve,
-    flue_should_compact,
-    select_safe_prefix,
-)
+from contextwindow.engine.events import FoldFailure
+from contextwindow.engine.fold_trigger import ProactiveTrigger
+from contextwindow.engine.ladder import EscalationLadder
+from contextwindow.engine.safe_prefix import select_safe_prefix
+from contextwindow.engine.summary_rules import DEFAULT_SUMMARY_PROMPT, REQUIRED_SECTIONS, find_summary_defect
 from contextwindow.errors import InvalidInput
 
 
@@ -66,31 +59,31 @@ class TestSafePrefix:
         assert select_safe_prefix(history, phase="standalone", first_partial=3) == 3
         assert select_safe_prefix(history, phase="standalone", pinned=[4, 2]) == 2
 
-    def test_pre_turn_covers_at_most_up_to_the_head_anchor(self) -> None:
+    def test_pre_turn_covers_at_most_up_to_the_turn_start(self) -> None:
         history = [user(), assistant(), user(), assistant(), user("now")]
-        assert select_safe_prefix(history, phase="pre_turn", head_anchor=4) == 4
-        assert select_safe_prefix(history, phase="pre_turn", head_anchor=2) == 2
+        assert select_safe_prefix(history, phase="pre_turn", turn_start=4) == 4
+        assert select_safe_prefix(history, phase="pre_turn", turn_start=2) == 2
 
     def test_pre_turn_with_the_anchor_first_fails_open(self) -> None:
         history = [user("now"), assistant()]
-        failure = select_safe_prefix(history, phase="pre_turn", head_anchor=0)
+        failure = select_safe_prefix(history, phase="pre_turn", turn_start=0)
         assert isinstance(failure, FoldFailure) and failure.reason == "no_safe_completed_span"
 
     def test_mid_turn_must_cover_past_the_anchor_and_at_least_two(self) -> None:
         history = [user(), assistant(), user("now"), call("a"), result("a"), call("b"), result("b")]
-        assert select_safe_prefix(history, phase="mid_turn", head_anchor=2) == 5
-        failure = select_safe_prefix(history, phase="mid_turn", head_anchor=2, max_covered=2)
+        assert select_safe_prefix(history, phase="mid_turn", turn_start=2) == 5
+        failure = select_safe_prefix(history, phase="mid_turn", turn_start=2, max_covered=2)
         assert isinstance(failure, FoldFailure)
         assert isinstance(
-            select_safe_prefix([user("now"), user()], phase="mid_turn", head_anchor=0), FoldFailure
+            select_safe_prefix([user("now"), user()], phase="mid_turn", turn_start=0), FoldFailure
         )
 
     def test_mid_turn_with_only_an_open_call_after_the_anchor_fails_open(self) -> None:
         history = [user("now"), call("open"), user("late")]
-        assert isinstance(select_safe_prefix(history, phase="mid_turn", head_anchor=0), FoldFailure)
+        assert isinstance(select_safe_prefix(history, phase="mid_turn", turn_start=0), FoldFailure)
 
     def test_a_turn_phase_needs_its_anchor(self) -> None:
-        with pytest.raises(InvalidInput, match="head_anchor"):
+        with pytest.raises(InvalidInput, match="turn_start"):
             select_safe_prefix([user()], phase="mid_turn")
 
     @given(st.lists(st.sampled_from(["u", "a", "c", "r"]), max_size=30))
@@ -243,33 +236,12 @@ class TestProactiveTrigger:
         assert trigger.due() == "length"
         assert trigger.due() is None
 
-
-class TestFlue:
-    @pytest.mark.parametrize(
-        ("window", "max_tokens", "reserve"),
-        [
-            (200_000, 64_000, 20_000),
-            (200_000, 8_000, 8_000),
-            (32_000, 32_000, 10_666),
-            (2_000, 4_096, 1_024),
-            (200_000, 0, 20_000),
-        ],
-    )
-    def test_the_reserve(self, window: int, max_tokens: int, reserve: int) -> None:
-        assert flue_reserve(window, max_tokens) == reserve
-
-    def test_the_threshold_is_strictly_past_window_minus_reserve(self) -> None:
-        assert not flue_should_compact(180_000, 200_000, 20_000)
-        assert flue_should_compact(180_001, 200_000, 20_000)
-        assert not flue_should_compact(10**9, 0, 20_000)
-
-    def test_a_cut_never_lands_on_a_tool_result(self) -> None:
-        history = [user(), call("a"), result("a"), assistant(), user()]
-        # Walking back from the newest, 8,000 is reached at the tool result (index 2); the cut moves on.
-        assert flue_cut_point(history, [5_000, 5_000, 7_000, 1_000, 1_000], keep_recent=8_000) == 3
-
-    def test_nothing_is_cut_when_everything_fits_the_recent_budget(self) -> None:
-        assert flue_cut_point([user(), assistant()], [10, 10], keep_recent=8_000) == 0
+    @pytest.mark.parametrize("reason", ["max_tokens", "context_window"])
+    def test_a_normalised_cut_reply_folds_once(self, reason: str) -> None:
+        trigger = ProactiveTrigger(declared_window=None)
+        trigger.accepted(input_tokens=10, output_tokens=4_096, finish_reason=reason)
+        assert trigger.due() == "length"
+        assert trigger.due() is None
 
 
 class TestEscalationLadder:
@@ -291,7 +263,3 @@ class TestEscalationLadder:
             pass
         ladder.start_turn()
         assert ladder.next_rung() == "evict_media"
-
-    def test_rungs_that_cannot_help_are_skipped(self) -> None:
-        ladder = EscalationLadder()
-        assert ladder.next_rung(skip=["evict_media", "archive_tool_results"]) == "fold"

@@ -98,6 +98,7 @@ class TestTruncateContent:
     def test_never_splits_a_surrogate_pair(self) -> None:
         assert safe_slice("ab😀cd", 3) == "ab"
         assert safe_slice("ab😀cd", 4) == "ab😀"
+        assert safe_slice("a\udcffbc", 2) == "a\udcff"  # a lone surrogate is one unit, never an error
         [cut] = truncate_content((Text(text="😀" * 10),), 1)
         assert cut.text.startswith("😀😀\n\n")  # type: ignore[union-attr]
 

@@ -18,18 +18,19 @@ import pytest
 
 from contextwindow.compile import SUMMARY_HEADER, Policy
 from contextwindow.content import Message, Request, Text, ToolResult, ToolUse, message_to_dict
-from contextwindow.engine.compiler import EngineCompiler
+from contextwindow.engine.compiler import CompileContext, EngineCompiler
 from contextwindow.engine.events import Compacted, CompactionFailed, Event, Note, RequestSent, TurnEnded
-from contextwindow.engine.fold_rules import hard_cut_text
+from contextwindow.engine.ladder import hard_cut_text
 from contextwindow.engine.loop import Engine, EngineSettings
 from contextwindow.engine.summarizer import Summarizer
 from contextwindow.errors import ProviderError
 from contextwindow.formats import AttachmentLoader
-from contextwindow.models import ModelProfile, get_profile
-from contextwindow.providers import LocalProvider, LocalSettings, ProviderEvent
+from contextwindow.models import get_profile
+from contextwindow.providers import ProviderEvent
 from contextwindow.store import Session, open_store
-from contextwindow.testing import LocalModel
-from contextwindow.usage.tracker import Anchor
+from contextwindow.store.slots import LedgerSlot
+from contextwindow.testing import LocalModel, LocalProvider, LocalSettings
+from contextwindow.usage.tracker import AnchorBook
 
 WINDOW = 8_000
 RESERVE = 1_000
@@ -92,19 +93,8 @@ class RecordingCompiler:
     inner: EngineCompiler
     omitted: list[tuple[str, ...]] = field(default_factory=list)
 
-    def __call__(
-        self,
-        session: Session,
-        profile: ModelProfile,
-        overrides: frozenset[str],
-        *,
-        multiplier: float = 1.0,
-        anchor: Anchor | None = None,
-        connection: str = "default",
-    ) -> object:
-        compiled = self.inner(
-            session, profile, overrides, multiplier=multiplier, anchor=anchor, connection=connection
-        )
+    def __call__(self, context: CompileContext) -> object:
+        compiled = self.inner(context)
         self.omitted.append(tuple(compiled.decisions.omitted))
         return compiled
 
@@ -251,11 +241,12 @@ class TestDeterminism:
         def compile_with(session: Session) -> str:
             fresh = EngineCompiler(Policy(output_reserve=RESERVE), system=(Text(text="agent"),))
             compiled = fresh(
-                session,
-                engine.fit_profile(),
-                frozenset(),
-                multiplier=engine.fit.multiplier(),
-                anchor=engine.anchors.latest,
+                CompileContext(
+                    session=session,
+                    profile=engine.fit_profile(),
+                    multiplier=engine.fit.multiplier(),
+                    anchor=AnchorBook(LedgerSlot(engine.session, "anchor")).latest,
+                )
             )
             return json.dumps([message_to_dict(m) for m in compiled.messages], sort_keys=True)
 

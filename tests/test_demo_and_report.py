@@ -90,6 +90,18 @@ def record(
     )
 
 
+class TestCallRecordSegments:
+    def test_the_manifest_is_a_segment_of_the_makeup(self) -> None:
+        call = CallRecord(
+            call=0,
+            makeup={"system": 100, "text": 800, "manifest": 40, "output_reserve": 1000},
+            estimated_tokens=940,
+            provider_input_tokens=950,
+            window=10_000,
+        )
+        assert call.to_dict()["makeup"]["manifest"] == 40
+
+
 # A hand-made run: call 2 is rejected then recovered by call 3; call 4 is unreported.
 TABLE = [
     record(0, 2_000, 2_200),

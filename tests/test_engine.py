@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from contextwindow.content import Image, Message, ToolResult, ToolUse
+from contextwindow.content import Image, Message, Text, ToolResult, ToolUse
 from contextwindow.engine.events import (
     Compacted,
     Event,
@@ -20,7 +20,7 @@ from contextwindow.engine.events import (
 )
 from contextwindow.engine.loop import Engine, EngineSettings, ToolOutcome
 from contextwindow.engine.summarizer import Summarizer
-from contextwindow.errors import ContextOverflow
+from contextwindow.errors import ContextOverflow, ProviderError
 from contextwindow.models import ModelProfile
 from contextwindow.store import open_store
 from contextwindow.usage.tracker import Usage
@@ -34,7 +34,7 @@ PROFILE = ModelProfile(
     tokenizer="claude",
 )
 SETTINGS = EngineSettings(
-    max_tokens=32_000, round_pricing="seed", max_stream_input_tokens=None, usage_mode="cumulative"
+    max_tokens=32_000, round_pricing="flat", max_stream_input_tokens=None, usage_mode="cumulative"
 )
 DONE = Message.assistant("done")
 
@@ -123,7 +123,7 @@ class TestPhysicalWindowThroughTheEngine:
     def test_no_window_means_no_projection_and_one_stream(self) -> None:
         settings = EngineSettings(
             max_tokens=32_000,
-            round_pricing="seed",
+            round_pricing="flat",
             max_stream_input_tokens=None,
             usage_mode="cumulative",
             use_physical_window=False,
@@ -145,7 +145,7 @@ class TestPhysicalWindowThroughTheEngine:
 
     def test_the_stream_budget_takes_precedence_over_the_window(self) -> None:
         settings = EngineSettings(
-            max_tokens=32_000, round_pricing="seed", max_stream_input_tokens=150_000, usage_mode="cumulative"
+            max_tokens=32_000, round_pricing="flat", max_stream_input_tokens=150_000, usage_mode="cumulative"
         )
         engine, _ = engine_for(
             vector_steps([U(80_000, out=30_000), U(190_000, out=10_000)], restart=True), settings
@@ -302,9 +302,21 @@ class TestProactiveFold:
         assert len(compacted) == 1 and compacted[0].phase == "pre_turn"
         assert engine.session.latest("checkpoint") is not None
 
+    @pytest.mark.parametrize("raw", ["max_tokens", "length", "model_context_window_exceeded"])
+    def test_a_turn_after_a_reply_cut_at_its_limit_folds_first(self, raw: str) -> None:
+        # Far from the window, but the reply was cut: the next turn folds before it sends.
+        steps = [Step(DONE, U(3_000, out=1_000), stop_reason=raw), Step(DONE, U(2_000, out=10))]
+        summarizer_provider = ScriptedProvider([Step(Message.assistant(SUMMARY), U(5_000, out=300))])
+        engine, _ = engine_for(steps, summarizer=Summarizer(summarizer_provider, PROFILE))
+        first = run(engine, Message.user("first " + "words " * 100))
+        assert isinstance(first[-1], TurnEnded) and first[-1].stop_reason in ("max_tokens", "context_window")
+        events = run(engine, Message.user("second"))
+        compacted = [e for e in events if isinstance(e, Compacted)]
+        assert len(compacted) == 1 and compacted[0].phase == "pre_turn"
+
     def test_no_fold_without_a_declared_window(self) -> None:
         settings = EngineSettings(
-            max_tokens=32_000, round_pricing="seed", max_stream_input_tokens=None, use_physical_window=False
+            max_tokens=32_000, round_pricing="flat", max_stream_input_tokens=None, use_physical_window=False
         )
         steps = [Step(DONE, U(195_000, out=1_000)), Step(DONE, U(30_000, out=10))]
         summarizer_provider = ScriptedProvider([])
@@ -312,6 +324,78 @@ class TestProactiveFold:
         run(engine, Message.user("first"))
         events = run(engine, Message.user("second"))
         assert not any(isinstance(e, Compacted) for e in events)
+
+
+class TestToolResultsWithLoneSurrogates:
+    def test_a_lone_surrogate_in_a_tool_result_is_stored_as_a_replacement_character(self) -> None:
+        # A tool that decoded bytes with errors="surrogateescape" hands back "\udcff": no UTF-8 store
+        # takes it, and measuring it as UTF-16 raised; the turn goes on with U+FFFD in its place.
+        async def undecodable(use: ToolUse) -> ToolResult:
+            return ToolResult(tool_use_id=use.id, content="read \udcff byte")
+
+        steps = [Step(blob_call(0), U(1_000, out=10)), Step(DONE, U(1_100, out=10))]
+        engine, provider = engine_for(steps)
+        engine.tool_runner = undecodable
+        events = run(engine, Message.user("read it"))
+        assert isinstance(events[-1], TurnEnded) and events[-1].stop_reason == "end_turn"
+        stored = [s.message for s in engine.session.messages()][2].content[0]
+        assert isinstance(stored, ToolResult) and stored.content == "read \ufffd byte"
+        sent = provider.requests[1].messages[-1].content[0]
+        assert isinstance(sent, ToolResult) and sent.content == "read \ufffd byte"
+
+    def test_a_surrogate_pair_in_a_list_result_becomes_its_character(self) -> None:
+        async def paired(use: ToolUse) -> ToolResult:
+            return ToolResult(tool_use_id=use.id, content=(Text(text="smile \ud83d\ude00"),))
+
+        steps = [Step(blob_call(0), U(1_000, out=10)), Step(DONE, U(1_100, out=10))]
+        engine, _ = engine_for(steps)
+        engine.tool_runner = paired
+        run(engine, Message.user("read it"))
+        stored = [s.message for s in engine.session.messages()][2].content[0]
+        assert isinstance(stored, ToolResult) and stored.content == (Text(text="smile 😀"),)
+
+
+class TestProviderNotes:
+    def test_a_max_tokens_above_the_models_cap_is_a_note_before_the_error(self) -> None:
+        refused = ProviderError(
+            "max_tokens: 100000 > 64000, which is the maximum allowed number of output tokens for claude-x",
+            status=400,
+        )
+        engine, _ = engine_for([Step(DONE, reject=refused)])
+        seen: list[Event] = []
+
+        async def go() -> None:
+            async for event in engine.run_turn(Message.user("hi")):
+                seen.append(event)
+
+        with pytest.raises(ProviderError):
+            asyncio.run(go())
+        notes = [e for e in seen if isinstance(e, Note)]
+        assert [(n.kind, dict(n.data)) for n in notes] == [
+            ("context_output_cap", {"max_tokens": 100_000, "output_cap": 64_000})
+        ]
+        kinds = [e.payload["event"].get("kind") for e in engine.session.entries(["note"])]
+        assert "context_output_cap" in kinds
+
+    def test_another_provider_error_is_raised_without_a_note(self) -> None:
+        engine, _ = engine_for([Step(DONE, reject=ProviderError("bad request", status=400))])
+        seen: list[Event] = []
+
+        async def go() -> None:
+            async for event in engine.run_turn(Message.user("hi")):
+                seen.append(event)
+
+        with pytest.raises(ProviderError, match="bad request"):
+            asyncio.run(go())
+        assert not any(isinstance(e, Note) for e in seen)
+
+    def test_a_provider_counting_far_less_than_was_sent_is_a_note(self) -> None:
+        # The request holds a 30,000-character tool result; the provider says it read 500 tokens.
+        steps = [Step(blob_call(0), U(9_000, out=10)), Step(DONE, U(500, out=10))]
+        engine, _ = engine_for(steps, EngineSettings(max_tokens=32_000, round_pricing="flat"))
+        events = run(engine, Message.user("go"))
+        truncated = [e for e in events if isinstance(e, Note) and e.kind == "context_provider_truncated"]
+        assert len(truncated) == 1 and truncated[0].data["input_tokens"] == 500
 
 
 class TestLedger:
@@ -328,7 +412,7 @@ class TestWithTheLocalProviderAndRealCompile:
         from contextwindow.compile import Policy
         from contextwindow.engine.compiler import EngineCompiler
         from contextwindow.models import get_profile
-        from contextwindow.providers import LocalProvider, LocalSettings
+        from contextwindow.testing import LocalProvider, LocalSettings
 
         profile = get_profile("claude-sonnet-4-5").with_(context_window=16_000, max_output_tokens=2_000)
         script = []
@@ -370,7 +454,7 @@ class TestCalibrationAndAnchors:
             PROFILE,
             compiler=compiler,
             tool_runner=blob_tool,
-            settings=EngineSettings(max_tokens=32_000, round_pricing="seed", max_stream_input_tokens=None),
+            settings=EngineSettings(max_tokens=32_000, round_pricing="flat", max_stream_input_tokens=None),
         )
         return engine, provider, compiler
 
@@ -440,7 +524,7 @@ class TestCalibrationAndAnchors:
 class TestReportedWindowNote:
     def test_crossing_the_models_reported_window_without_a_declared_one_is_noted(self) -> None:
         settings = EngineSettings(
-            max_tokens=32_000, round_pricing="seed", max_stream_input_tokens=None, use_physical_window=False
+            max_tokens=32_000, round_pricing="flat", max_stream_input_tokens=None, use_physical_window=False
         )
         engine, _ = engine_for([Step(DONE, U(150_000, out=1_000))], settings)
         assert not [e for e in run(engine, Message.user("a")) if isinstance(e, Note)]
@@ -498,7 +582,7 @@ class TestStreamsWithoutAReportedPrompt:
         assert engine.last_projection is None  # the new stream has no reporting call yet
 
     def test_without_usage_the_engines_estimate_stands_in_for_the_projection(self) -> None:
-        settings = EngineSettings(max_tokens=32_000, round_pricing="seed", max_stream_input_tokens=None)
+        settings = EngineSettings(max_tokens=32_000, round_pricing="flat", max_stream_input_tokens=None)
         steps = [Step(blob_call(i), None) for i in range(30)] + [Step(DONE, None)]
         engine, _ = engine_for(steps, settings)
         events = run(engine, Message.user("go"))
@@ -514,6 +598,6 @@ class TestStreamsWithoutAReportedPrompt:
         first = Message.user("calibrate " * 300)
         estimate = Estimator(PROFILE).messages((first,))
         steps = [Step(blob_call(0), None), Step(DONE, U(round(1.5 * estimate), out=10))]
-        engine, _ = engine_for(steps, EngineSettings(max_tokens=32_000, round_pricing="seed"))
+        engine, _ = engine_for(steps, EngineSettings(max_tokens=32_000, round_pricing="flat"))
         run(engine, first)
         assert engine.calibrator.multiplier == 1.0  # the grown request was never compared with the estimate

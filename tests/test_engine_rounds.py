@@ -20,13 +20,13 @@ import pytest
 from contextwindow.content import AttachmentRef, Image, Message, Text, ToolResult, ToolUse
 from contextwindow.engine.events import Event, OverflowRecovered, StreamRestarted, TurnEnded
 from contextwindow.engine.loop import Engine, EngineSettings
-from contextwindow.engine.projection import ENVELOPE_TOKENS, ROUND_TEXT_MARGIN, RoundPricer, RoundRatios
+from contextwindow.engine.rounds import ENVELOPE_TOKENS, ROUND_TEXT_MARGIN, RoundPricer, RoundRatios
 from contextwindow.errors import InvalidInput
 from contextwindow.models import get_profile
 from contextwindow.pricing import Estimator
-from contextwindow.providers import LocalSettings
 from contextwindow.replay.simulate import RecordingModel
 from contextwindow.store import open_store
+from contextwindow.testing import LocalSettings
 from contextwindow.testing.counting import block_tokens, tokenizer_for
 from engine_support import gibberish, local_engine
 
@@ -57,37 +57,44 @@ class TestRoundPricerMargins:
         pricer = RoundPricer(estimator=_Flat(1_000), margin=0.05, text_margin=0.15)
         result = ToolResult(tool_use_id="t", content="x")
         assert pricer.parts([result]) == (1_000, ENVELOPE_TOKENS)
-        assert pricer.estimate([result]) == 1_000 + ENVELOPE_TOKENS
-        assert pricer.price([result]) == 1_150 + 21
+        assert pricer.price_and_estimate([result])[1] == 1_000 + ENVELOPE_TOKENS
+        assert pricer.price_and_estimate([result])[0] == 1_150 + 21
 
     def test_media_keeps_the_plain_margin(self) -> None:
         pricer = RoundPricer(estimator=_Flat(1_000), margin=0.05, text_margin=0.15)
         message = Message.user("look", _image())
         # the text block at 15%, the image and the envelope at 5%
-        assert pricer.price([], [message]) == 1_150 + 1_050 + 21
+        assert pricer.price_and_estimate([], [message])[0] == 1_150 + 1_050 + 21
 
     def test_the_text_inside_a_list_result_takes_the_text_margin(self) -> None:
         pricer = RoundPricer(estimator=_Flat(100), margin=0.0, text_margin=0.5)
         result = ToolResult(tool_use_id="t", content=(Text(text="caption"), _image()))
         # the flat pricer prices the whole result at 100 and the nested text at 100: all of it is text
         assert pricer.parts([result]) == (100, ENVELOPE_TOKENS)
-        assert pricer.price([result]) == 150 + ENVELOPE_TOKENS
+        assert pricer.price_and_estimate([result])[0] == 150 + ENVELOPE_TOKENS
 
     def test_a_learned_factor_above_the_margins_raises_every_part(self) -> None:
         pricer = RoundPricer(estimator=_Flat(1_000), margin=0.05, text_margin=0.15)
         message = Message.user("look", _image())
-        assert pricer.price([], [message], factor=1.3) == 1_300 + 1_300 + 26
-        assert pricer.price([], [message], factor=0.5) == pricer.price([], [message])
+        assert pricer.price_and_estimate([], [message], factor=1.3)[0] == 1_300 + 1_300 + 26
+        assert (
+            pricer.price_and_estimate([], [message], factor=0.5)[0]
+            == pricer.price_and_estimate([], [message])[0]
+        )
 
     def test_the_seed_preset_ignores_margins_and_factors(self) -> None:
         result = ToolResult(tool_use_id="t", content="x" * 400)
-        seed = RoundPricer(preset="seed", text_margin=0.5)
-        assert seed.price([result], factor=1.7) == 100 + ENVELOPE_TOKENS == seed.estimate([result])
+        seed = RoundPricer(preset="flat", text_margin=0.5)
+        assert (
+            seed.price_and_estimate([result], factor=1.7)[0]
+            == 100 + ENVELOPE_TOKENS
+            == seed.price_and_estimate([result])[1]
+        )
 
     @pytest.mark.parametrize("factor", [0.0, -1.0, float("nan"), float("inf")], ids=str)
     def test_a_factor_that_is_not_a_positive_finite_number_is_invalid(self, factor: float) -> None:
         with pytest.raises(InvalidInput, match="factor"):
-            RoundPricer(estimator=_Flat(1)).price([], factor=factor)
+            RoundPricer(estimator=_Flat(1)).price_and_estimate([], factor=factor)[0]
 
     def test_a_text_margin_out_of_range_is_invalid(self) -> None:
         with pytest.raises(InvalidInput, match="text_margin"):

@@ -30,10 +30,10 @@ from contextwindow.engine.loop import Engine, EngineSettings
 from contextwindow.errors import ContextOverflow, InvalidInput
 from contextwindow.models import get_profile
 from contextwindow.pricing import Estimator
-from contextwindow.providers import LocalProvider, LocalSettings
 from contextwindow.providers.overflow import classify
 from contextwindow.replay.simulate import RecordingModel
 from contextwindow.store import open_store
+from contextwindow.testing import LocalProvider, LocalSettings
 from contextwindow.testing.counting import block_tokens, tokenizer_for
 from engine_support import gibberish, local_engine
 

@@ -139,6 +139,32 @@ class TestNotes:
         )
 
 
+class TestSilentOverflowNotes:
+    def test_an_input_count_far_below_what_was_sent_is_a_truncation_note(self) -> None:
+        note = NoteBook(declared_window=None).provider_truncated(input_tokens=2048, expected_input=3940)
+        assert note is not None and note.kind == "context_provider_truncated"
+        assert note.data == {"input_tokens": 2048, "expected_input_tokens": 3940}
+
+    def test_a_count_within_the_calibration_band_is_not_truncation(self) -> None:
+        assert (
+            NoteBook(declared_window=None).provider_truncated(input_tokens=3000, expected_input=4000) is None
+        )
+
+    def test_an_unreported_count_is_not_truncation(self) -> None:
+        assert NoteBook(declared_window=None).provider_truncated(input_tokens=0, expected_input=4000) is None
+
+    def test_once_per_send(self) -> None:
+        book = NoteBook(declared_window=None)
+        assert book.provider_truncated(input_tokens=10, expected_input=4000) is not None
+        assert book.provider_truncated(input_tokens=10, expected_input=4000) is None
+        book.start_send()
+        assert book.provider_truncated(input_tokens=10, expected_input=4000) is not None
+
+    def test_usage_above_the_window_is_the_overrun_note(self) -> None:
+        note = NoteBook(declared_window=200_000).window_overrun(input_tokens=210_000, output_tokens=0)
+        assert note is not None and note.data["declared_context_window"] == 200_000
+
+
 class TestEventForms:
     def test_an_event_serialises_to_json(self) -> None:
         event = UsageReported(

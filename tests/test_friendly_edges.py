@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from contextwindow import EngineCompiler, Message, ToolSpec, get_profile, open_store
+from contextwindow import Message, ToolSpec, get_profile, open_store
 from contextwindow.cli import app
+from contextwindow.engine import EngineCompiler
+from contextwindow.engine.compiler import CompileContext
 from contextwindow.errors import InvalidInput
 from contextwindow.formats import tool_specs
 
@@ -59,7 +61,7 @@ class TestToolsAndSystemAsWritten:
         compiler = EngineCompiler(system="Be brief.", tools=[ANTHROPIC_TOOL])
         session = open_store().session("s")
         session.append(Message.user("hi"))
-        compiled = compiler(session, get_profile("claude-sonnet-4-6"), frozenset())
+        compiled = compiler(CompileContext(session=session, profile=get_profile("claude-sonnet-4-6")))
         assert compiled.system[0].text == "Be brief." and compiled.tools[0].name == "read"
 
 

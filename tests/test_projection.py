@@ -20,14 +20,9 @@ from contextwindow.content import (
     ToolResult,
     Video,
 )
-from contextwindow.engine.projection import (
-    PhysicalWindow,
-    RoundPricer,
-    cap_tool_result,
-    inline_cap_chars,
-    projection,
-    truncation_notice,
-)
+from contextwindow.engine.projection import PhysicalWindow, projection
+from contextwindow.engine.rounds import RoundPricer
+from contextwindow.engine.tool_results import cap_tool_result, inline_cap_chars, truncation_notice
 from contextwindow.errors import InvalidInput
 
 WINDOW = 200_000
@@ -54,7 +49,7 @@ class TestAppendedRoundSeedRule:
         assert isinstance(capped.content, str)
         assert len(capped.content) == 24_090
         assert capped.content.endswith(truncation_notice(30_011))
-        assert RoundPricer(preset="seed").price([capped]) == ROUND
+        assert RoundPricer(preset="flat").price_and_estimate([capped])[0] == ROUND
 
     def test_the_inline_cap_is_the_smaller_of_desired_and_four_times_the_message_cap(self) -> None:
         assert inline_cap_chars(None) == 24_000
@@ -86,7 +81,7 @@ class TestAppendedRoundSeedRule:
         result = ToolResult(
             tool_use_id="t", content=(Text(text="abcd"), Image(ref=_ref()), Image(ref=_ref()))
         )
-        assert RoundPricer(preset="seed").price([result]) == 1 + 3_200 + 20
+        assert RoundPricer(preset="flat").price_and_estimate([result])[0] == 1 + 3_200 + 20
 
     @pytest.mark.parametrize(
         ("blocks", "media"),
@@ -108,13 +103,13 @@ class TestAppendedRoundSeedRule:
         message = Message.user("look at these", *blocks)  # type: ignore[arg-type]
         result = ToolResult(tool_use_id="t", content="ok")
         expected = math.ceil((2 + len("look at these")) / 4) + media + 40
-        assert RoundPricer(preset="seed").price([result], [message]) == expected
+        assert RoundPricer(preset="flat").price_and_estimate([result], [message])[0] == expected
 
     def test_an_invalid_stamp_built_past_the_edge_is_still_priced_as_absent(self) -> None:
         # A ref constructed directly skips the edge's validation; the pricer re-checks the stamp.
         assert math.isnan(_ref(float("nan")).token_estimate or 0.0)
         message = Message.user(Image(ref=_ref(float("nan"))))
-        assert RoundPricer(preset="seed").price([], [message]) == 1_600 + 20
+        assert RoundPricer(preset="flat").price_and_estimate([], [message])[0] == 1_600 + 20
 
 
 class _FlatPricer:
@@ -131,13 +126,16 @@ class TestAppendedRoundEstimatorRule:
     def test_every_result_and_injected_block_is_priced_by_the_estimator_plus_envelopes(self) -> None:
         pricer = RoundPricer(estimator=_FlatPricer(7))
         message = Message.user("a", Image(ref=_ref()))
-        assert pricer.price([ToolResult(tool_use_id="t", content="x")], [message]) == 7 + 2 * 7 + 40
+        assert (
+            pricer.price_and_estimate([ToolResult(tool_use_id="t", content="x")], [message])[0]
+            == 7 + 2 * 7 + 40
+        )
 
     def test_a_floor_ruler_only_raises_the_price(self) -> None:
         pricer = RoundPricer(estimator=_FlatPricer(7), floor_estimator=_FlatPricer(9))
-        assert pricer.price([ToolResult(tool_use_id="t", content="x")]) == 9 + 20
+        assert pricer.price_and_estimate([ToolResult(tool_use_id="t", content="x")])[0] == 9 + 20
         pricer = RoundPricer(estimator=_FlatPricer(9), floor_estimator=_FlatPricer(7))
-        assert pricer.price([ToolResult(tool_use_id="t", content="x")]) == 9 + 20
+        assert pricer.price_and_estimate([ToolResult(tool_use_id="t", content="x")])[0] == 9 + 20
 
     def test_the_estimator_preset_needs_an_estimator(self) -> None:
         with pytest.raises(InvalidInput, match="estimator"):

@@ -1,14 +1,26 @@
-"""Every module's ``__all__`` is honest, and the package re-exports names that exist."""
+"""The public API stays curated and honest.
+
+The top level holds the few names an agent author touches, loads its heavy layers on first use, and
+every module's ``__all__`` names only documented, public things that module defines or re-exports
+from its own package.
+"""
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
 import pkgutil
-import types
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
 
 import pytest
 
 import contextwindow
+
+TOP_LEVEL_LIMIT = 45
 
 
 def _modules() -> list[str]:
@@ -23,6 +35,140 @@ def _modules() -> list[str]:
 MODULES = _modules()
 
 
+@cache
+def _tree(module: str) -> ast.Module:
+    spec = importlib.util.find_spec(module)
+    assert spec is not None and spec.origin is not None, module
+    return ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+
+
+def _is_package(module: str) -> bool:
+    spec = importlib.util.find_spec(module)
+    return spec is not None and spec.submodule_search_locations is not None
+
+
+def _is_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # the parent is a module, not a package
+        return False
+
+
+def _absolute(module: str, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        assert node.module is not None
+        return node.module
+    package = module if _is_package(module) else module.rpartition(".")[0]
+    for _ in range(node.level - 1):
+        package = package.rpartition(".")[0]
+    return f"{package}.{node.module}" if node.module else package
+
+
+def _top_level_statements(tree: ast.Module) -> list[ast.stmt]:
+    """The module's own statements, ``if TYPE_CHECKING:`` bodies left out (nothing runs there)."""
+    return [
+        stmt
+        for stmt in tree.body
+        if not (
+            isinstance(stmt, ast.If) and isinstance(stmt.test, ast.Name) and stmt.test.id == "TYPE_CHECKING"
+        )
+    ]
+
+
+def _definition(module: str, name: str) -> tuple[str, ast.stmt, str | None]:
+    """Where ``module``'s ``name`` is defined, following re-exports: (module, statement, docstring)."""
+    body = _top_level_statements(_tree(module))
+    for at, stmt in enumerate(body):
+        if isinstance(stmt, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and stmt.name == name:
+            return module, stmt, ast.get_docstring(stmt)
+        targets: list[ast.expr] = []
+        if isinstance(stmt, ast.Assign):
+            targets = stmt.targets
+        elif isinstance(stmt, ast.AnnAssign):
+            targets = [stmt.target]
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            # An attribute docstring: a string literal right after the assignment.
+            after = body[at + 1] if at + 1 < len(body) else None
+            doc = None
+            if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
+                doc = after.value.value if isinstance(after.value.value, str) else None
+            return module, stmt, doc
+    for stmt in body:
+        if isinstance(stmt, ast.ImportFrom):
+            for alias in stmt.names:
+                if (alias.asname or alias.name) == name:
+                    source = _absolute(module, stmt)
+                    if not source.startswith("contextwindow"):
+                        return source, stmt, None
+                    if _is_module(f"{source}.{alias.name}"):  # a submodule, documented by its docstring
+                        submodule = f"{source}.{alias.name}"
+                        return submodule, stmt, ast.get_docstring(_tree(submodule))
+                    return _definition(source, alias.name)
+    lazy = getattr(importlib.import_module(module), "_LAZY", {})  # a package that loads names on first use
+    if name in lazy:
+        return _definition(lazy[name], name)
+    raise AssertionError(f"{module} exports {name} but neither defines nor imports it")
+
+
+SURFACES = frozenset(m for m in MODULES if m.count(".") <= 1 or _is_package(m))
+"""The modules a user reads: the top level, its modules, and every package (a layer or part of one)."""
+EXPORTS = [(module, name) for module in MODULES for name in importlib.import_module(module).__all__]
+
+
+class TestTopLevel:
+    def test_holds_at_most_45_names(self) -> None:
+        assert len(contextwindow.__all__) <= TOP_LEVEL_LIMIT, sorted(contextwindow.__all__)
+
+    def test_keeps_what_an_engine_user_needs(self) -> None:
+        assert {"Engine", "EngineSettings", "Summarizer", "ToolOutcome", "open_store", "Policy"} <= set(
+            contextwindow.__all__
+        )
+
+    def test_leaves_internals_to_their_layer(self) -> None:
+        internals = {
+            "AnchorBook",
+            "anchored_estimate",
+            "MemorySlot",
+            "CallRecord",
+            "summarize",
+            "LocalServer",
+        }
+        assert not internals & set(contextwindow.__all__)
+
+    @pytest.mark.parametrize("name", sorted(contextwindow._LAZY))
+    def test_each_name_loaded_on_first_use_is_the_one_its_layer_defines(self, name: str) -> None:
+        value = getattr(contextwindow, name)
+        assert value is getattr(importlib.import_module(contextwindow._LAZY[name]), name)
+
+    def test_every_name_loaded_on_first_use_is_public(self) -> None:
+        assert set(contextwindow._LAZY) <= set(contextwindow.__all__)
+
+    def test_type_checkers_see_every_name_loaded_on_first_use(self) -> None:
+        """The ``if TYPE_CHECKING:`` imports name exactly the lazily loaded names, from their layer."""
+        seen: dict[str, str] = {}
+        for stmt in _tree("contextwindow").body:
+            if (
+                isinstance(stmt, ast.If)
+                and isinstance(stmt.test, ast.Name)
+                and stmt.test.id == "TYPE_CHECKING"
+            ):
+                for node in stmt.body:
+                    assert isinstance(node, ast.ImportFrom)
+                    for alias in node.names:
+                        seen[alias.asname or alias.name] = _absolute("contextwindow", node)
+        assert seen == contextwindow._LAZY
+
+    def test_an_unknown_name_is_an_attribute_error(self) -> None:
+        with pytest.raises(AttributeError, match="no_such_name"):
+            _ = contextwindow.no_such_name  # type: ignore[attr-defined]
+
+    def test_dir_lists_every_public_name(self) -> None:
+        assert set(contextwindow.__all__) <= set(dir(contextwindow))
+
+    def test_the_version_is_the_packages(self) -> None:
+        assert contextwindow.__version__.count(".") == 2
+
+
 class TestAll:
     def test_every_module_is_found(self) -> None:
         assert {
@@ -30,50 +176,89 @@ class TestAll:
             "contextwindow.errors",
             "contextwindow.models",
             "contextwindow.formats.anthropic",
+            "contextwindow.testing",
+            "contextwindow.replay",
         } <= set(MODULES)
 
-    @pytest.mark.parametrize("name", MODULES)
-    def test_each_module_declares_all(self, name: str) -> None:
-        module = importlib.import_module(name)
-        assert isinstance(getattr(module, "__all__", None), list), f"{name} has no __all__"
-
-    @pytest.mark.parametrize("name", MODULES)
-    def test_every_name_in_all_exists(self, name: str) -> None:
-        module = importlib.import_module(name)
-        missing = [n for n in module.__all__ if not hasattr(module, n)]
-        assert not missing, f"{name}.__all__ names missing attributes: {missing}"
-
-    @pytest.mark.parametrize("name", MODULES)
-    def test_all_has_no_duplicates(self, name: str) -> None:
-        exported = importlib.import_module(name).__all__
+    @pytest.mark.parametrize("module", MODULES)
+    def test_each_module_declares_all_without_duplicates(self, module: str) -> None:
+        exported = getattr(importlib.import_module(module), "__all__", None)
+        assert isinstance(exported, list), f"{module} has no __all__"
         assert len(exported) == len(set(exported))
 
-    @pytest.mark.parametrize("name", MODULES)
-    def test_every_public_definition_is_exported(self, name: str) -> None:
-        """A public class or function defined in a module is in its ``__all__`` (nothing hidden by omission)."""
-        module = importlib.import_module(name)
-        defined = [
-            attr
-            for attr, value in vars(module).items()
-            if not attr.startswith("_")
-            and isinstance(value, type | types.FunctionType)
-            and getattr(value, "__module__", None) == name
-        ]
-        assert not set(defined) - set(module.__all__)
+    @pytest.mark.parametrize(("module", "name"), EXPORTS)
+    def test_every_exported_name_exists(self, module: str, name: str) -> None:
+        assert hasattr(importlib.import_module(module), name)
+
+    @pytest.mark.parametrize(("module", "name"), EXPORTS)
+    def test_nothing_private_is_exported(self, module: str, name: str) -> None:
+        assert not name.startswith("_")
+
+    @pytest.mark.parametrize(("module", "name"), EXPORTS)
+    def test_every_exported_class_and_function_is_documented(self, module: str, name: str) -> None:
+        _, stmt, doc = _definition(module, name)
+        if isinstance(stmt, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            assert doc and doc.strip(), f"{module}.{name} has no docstring"
+
+    @pytest.mark.parametrize(("module", "name"), [(m, n) for m, n in EXPORTS if m in SURFACES])
+    def test_every_name_a_layer_exports_is_documented(self, module: str, name: str) -> None:
+        """On a layer's surface constants and type aliases are documented too, by a string right after them."""
+        where, _, doc = _definition(module, name)
+        assert doc and doc.strip(), f"{module}.{name} (defined in {where}) has no docstring"
+
+    @pytest.mark.parametrize(("module", "name"), [(m, n) for m, n in EXPORTS if _is_package(m)])
+    def test_a_package_exports_only_what_its_own_modules_define(self, module: str, name: str) -> None:
+        where, _, _ = _definition(module, name)
+        assert where == module or where.startswith(f"{module}."), (
+            f"{module}.__all__ names {name}, defined in {where}"
+        )
 
 
-class TestPackageExports:
-    @pytest.mark.parametrize("name", contextwindow.__all__)
-    def test_reexported_names_exist_and_come_from_a_submodule(self, name: str) -> None:
-        value = getattr(contextwindow, name)
-        if name == "__version__":
-            assert isinstance(value, str)
-            return
-        owner = getattr(value, "__module__", None)
-        if owner is None:  # a type alias (Block) has no module of its own
-            return
-        if owner.startswith("contextwindow."):
-            assert name in importlib.import_module(owner).__all__, f"{name} is not in {owner}.__all__"
+# What ``import contextwindow`` must not load: servers, SDKs, plotting, imaging, the local provider
+# and the replay tooling all load on first use of the layer that needs them.
+HEAVY = (
+    "http.server",
+    "socketserver",
+    "anthropic",
+    "openai",
+    "matplotlib",
+    "PIL",
+    "contextwindow.testing",
+    "contextwindow.replay",
+)
 
-    def test_the_version_is_the_packages(self) -> None:
-        assert contextwindow.__version__.count(".") == 2
+
+class TestCheapImport:
+    def _loaded_by(self, statement: str) -> set[str]:
+        probe = f"import sys\n{statement}\nprint('\\n'.join(sys.modules))"
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+        return set(out.stdout.split())
+
+    def test_importing_the_package_loads_no_heavy_module(self) -> None:
+        loaded = self._loaded_by("import contextwindow")
+        assert not {m for m in loaded if m.partition(".")[0] in HEAVY or m in HEAVY or m.startswith(HEAVY)}
+
+    def test_importing_the_package_builds_no_type_adapter(self) -> None:
+        probe = (
+            "import pydantic\n"
+            "built = []\n"
+            "original = pydantic.TypeAdapter.__init__\n"
+            "def counting(self, *args, **kwargs):\n"
+            "    built.append(args[0] if args else kwargs)\n"
+            "    original(self, *args, **kwargs)\n"
+            "pydantic.TypeAdapter.__init__ = counting\n"
+            "import contextwindow\n"
+            "print(len(built))\n"
+        )
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == "0"
+
+    def test_the_providers_package_does_not_load_the_local_provider(self) -> None:
+        loaded = self._loaded_by("import contextwindow.providers")
+        assert "contextwindow.testing" not in loaded
+        assert "http.server" not in loaded
+
+    def test_a_name_loaded_on_first_use_loads_its_layer(self) -> None:
+        """The probe sees a layer load: the test above is not passing because nothing is watched."""
+        loaded = self._loaded_by("import contextwindow\ncontextwindow.open_store")
+        assert "contextwindow.store" in loaded

@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from contextwindow.cli import app
+from contextwindow.compile import SEGMENTS
 from contextwindow.content import Image, Message, ToolResult, ToolSpec, ToolUse
 from contextwindow.formats import loader_from, parse_any
 from contextwindow.models import get_profile
@@ -58,6 +59,15 @@ class TestSimulate:
             assert (
                 sum(v for k, v in record.makeup.items() if k != "output_reserve") == record.estimated_tokens
             )
+
+    def test_the_makeup_is_the_compiles_with_the_appended_rounds(self) -> None:
+        # Every record carries compile's segments (the manifest among them); once history is folded
+        # the summary checkpoint shows as its own segment, read from compile, not guessed.
+        result = simulate_sync(_scenario(turns=4), model="gpt-4o", window=6_000)
+        for record in result.records:
+            assert set(record.makeup) == set(SEGMENTS)
+        assert any(record.makeup["summaries"] > 0 for record in result.records)
+        assert all(record.makeup["system"] > 0 for record in result.records)
 
     def test_a_provider_serving_less_than_declared_is_recovered(self) -> None:
         result = simulate_sync(_scenario(), model="gpt-4o", window=8_000, provider_window=6_800)

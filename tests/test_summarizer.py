@@ -7,10 +7,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from contextwindow.content import Message, Request, Text
-from contextwindow.engine.events import Compacted
-from contextwindow.engine.fold_rules import REQUIRED_SECTIONS, SUMMARY_MAX_OUTPUT_TOKENS, FoldFailure
+from contextwindow.engine.events import Compacted, FoldFailure
 from contextwindow.engine.loop import Engine, EngineSettings
 from contextwindow.engine.summarizer import Summarizer, Summary
+from contextwindow.engine.summary_rules import REQUIRED_SECTIONS, SUMMARY_MAX_OUTPUT_TOKENS
 from contextwindow.errors import ContextOverflow, ProviderError
 from contextwindow.formats import AttachmentLoader
 from contextwindow.models import ModelProfile
@@ -180,7 +180,7 @@ class TestInputTooLargeThroughTheEngine:
             PROFILE,
             compiler=PlainCompiler(),
             summarizer=Summarizer(summariser_provider, PROFILE),
-            settings=EngineSettings(max_tokens=32_000, round_pricing="seed", max_stream_input_tokens=None),
+            settings=EngineSettings(max_tokens=32_000, round_pricing="flat", max_stream_input_tokens=None),
         )
         for i in range(16):
             session.append(Message.user(f"old question {i}"))

@@ -1,12 +1,35 @@
 """contextwindow: keep an LLM agent inside its model's context window, keeping as much as fits.
 
-The public names are re-exported here; each lives in a one-concept module (see the README's
-architecture table).
+The names here are the ones an agent author touches:
+
+- values: the content blocks (:class:`Text`, :class:`Image`, ... and their union :data:`Block`),
+  :class:`Message`, :class:`ToolSpec`, :class:`AttachmentRef`;
+- the error tree, rooted at :class:`ContextWindowError` (drawn in :mod:`contextwindow.errors`);
+- pricing: :func:`count_tokens`, :class:`Estimator`; models: :class:`ModelProfile`,
+  :func:`get_profile`, :func:`register`;
+- the ledger: :func:`open_store`, :class:`Store`, :class:`Session`;
+- compile: :class:`Policy`, :class:`CompiledRequest`;
+- the turn engine: :class:`Engine`, :class:`EngineSettings`, :class:`Summarizer`,
+  :class:`ToolOutcome` (the events an engine yields are in :mod:`contextwindow.engine`);
+- providers: :class:`Provider`, :class:`AnthropicProvider`, :class:`OpenAIProvider`;
+- wire formats: :func:`parse_any`, :func:`render`.
+
+Everything else lives in its layer's package, each with its own ``__all__`` (the README's
+architecture table lists them): :mod:`contextwindow.usage`, :mod:`contextwindow.store`,
+:mod:`contextwindow.compile`, :mod:`contextwindow.engine`, :mod:`contextwindow.providers`,
+:mod:`contextwindow.formats`, :mod:`contextwindow.pricing`, :mod:`contextwindow.replay` and
+:mod:`contextwindow.testing` (the local provider).
+
+Importing the package is cheap: the values, errors and models load with it; every other name loads
+its layer on first use (PEP 562 ``__getattr__``), so ``import contextwindow`` starts no HTTP server
+code, no SDK, no image library and no local provider.
 """
 
 from __future__ import annotations
 
-from .compile import CompiledRequest, CompileState, Policy, compile_session
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .content import (
     AttachmentRef,
     Audio,
@@ -16,7 +39,6 @@ from .content import (
     Image,
     Message,
     RedactedThinking,
-    Request,
     Text,
     Thinking,
     ToolResult,
@@ -24,8 +46,6 @@ from .content import (
     ToolUse,
     Video,
 )
-from .engine.compiler import EngineCompiler
-from .engine.loop import Engine, EngineSettings
 from .errors import (
     ContextOverflow,
     ContextWindowError,
@@ -39,119 +59,100 @@ from .errors import (
     UnknownModel,
     UsageError,
 )
-from .formats import ParsedRequest, detect_format, parse_any, render
 from .guard import guard
 from .models import ModelProfile, get_profile, register
-from .pricing import Estimator, count_tokens, image_tokens
-from .providers import (
-    AnthropicProvider,
-    Completion,
-    LocalProvider,
-    LocalServer,
-    LocalSettings,
-    OpenAIProvider,
-    Provider,
-    ProviderEvent,
-    complete,
-)
-from .replay.importers import load_any
-from .replay.report import CallRecord, summarize
-from .replay.scenario import Scenario, ScenarioBuilder, ScenarioError
-from .replay.scenario_file import dump_scenario, load_scenario
-from .store import Budgets, Entry, Problem, Session, Store, StoredMessage, open_store
-from .store.slots import MemorySlot, StateSlot
-from .usage.calibration import CALIBRATION_PRICING_EPOCH, Calibrator
-from .usage.tracker import (
-    Anchor,
-    AnchorBook,
-    AnchoredEstimate,
-    CallUsage,
-    Usage,
-    UsageTracker,
-    anchored_estimate,
-)
+
+if TYPE_CHECKING:  # loaded on first use below; imported here so type checkers and IDEs see them
+    from .compile import CompiledRequest, Policy
+    from .engine import Engine, EngineSettings, Summarizer, ToolOutcome
+    from .formats import parse_any, render
+    from .pricing import Estimator, count_tokens
+    from .providers import AnthropicProvider, OpenAIProvider, Provider
+    from .store import Session, Store, open_store
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "CALIBRATION_PRICING_EPOCH",
-    "Anchor",
-    "AnchorBook",
-    "AnchoredEstimate",
     "AnthropicProvider",
     "AttachmentRef",
     "Audio",
     "Block",
-    "Budgets",
-    "Calibrator",
-    "CallRecord",
-    "CallUsage",
-    "CompileState",
     "CompiledRequest",
-    "Completion",
     "ContextOverflow",
     "ContextWindowError",
     "Document",
     "Engine",
-    "EngineCompiler",
     "EngineSettings",
-    "Entry",
     "Estimator",
     "GeneratedImage",
     "Image",
     "InvalidInput",
-    "LocalProvider",
-    "LocalServer",
-    "LocalSettings",
-    "MemorySlot",
     "Message",
     "ModelProfile",
     "OpenAIProvider",
     "OverBudget",
-    "ParsedRequest",
     "Policy",
-    "Problem",
     "Provider",
     "ProviderError",
-    "ProviderEvent",
     "RedactedThinking",
-    "Request",
-    "Scenario",
-    "ScenarioBuilder",
-    "ScenarioError",
     "SchemaTooNew",
     "Session",
-    "StateSlot",
     "Store",
     "StoreBusy",
     "StoreError",
-    "StoredMessage",
+    "Summarizer",
     "Text",
     "Thinking",
+    "ToolOutcome",
     "ToolResult",
     "ToolSpec",
     "ToolUse",
     "TransientProviderError",
     "UnknownModel",
-    "Usage",
     "UsageError",
-    "UsageTracker",
     "Video",
-    "__version__",
-    "anchored_estimate",
-    "compile_session",
-    "complete",
     "count_tokens",
-    "detect_format",
-    "dump_scenario",
     "get_profile",
     "guard",
-    "image_tokens",
-    "load_any",
-    "load_scenario",
     "open_store",
     "parse_any",
     "register",
     "render",
-    "summarize",
 ]
+
+# Name -> the package that defines it, imported on first access. A name that is also the name of a
+# subpackage (a function ``guard`` in ``contextwindow.guard``) must be imported eagerly above instead:
+# importing the subpackage would otherwise replace the attribute with the module.
+_LAZY = {
+    "CompiledRequest": "contextwindow.compile",
+    "Policy": "contextwindow.compile",
+    "Engine": "contextwindow.engine",
+    "EngineSettings": "contextwindow.engine",
+    "Summarizer": "contextwindow.engine",
+    "ToolOutcome": "contextwindow.engine",
+    "parse_any": "contextwindow.formats",
+    "render": "contextwindow.formats",
+    "Estimator": "contextwindow.pricing",
+    "count_tokens": "contextwindow.pricing",
+    "AnthropicProvider": "contextwindow.providers",
+    "OpenAIProvider": "contextwindow.providers",
+    "Provider": "contextwindow.providers",
+    "Session": "contextwindow.store",
+    "Store": "contextwindow.store",
+    "open_store": "contextwindow.store",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name's layer the first time the name is asked for (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    """The loaded names and the public names not loaded yet."""
+    return sorted(set(globals()) | set(__all__))

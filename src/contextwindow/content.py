@@ -18,12 +18,16 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Annotated, Any, Literal, TypeAlias
+from functools import cache
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 import pydantic
-from pydantic import AfterValidator, BeforeValidator, Field, TypeAdapter
+from pydantic import AfterValidator, BeforeValidator, Field
 
 from .errors import InvalidInput
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
 
 __all__ = [
     "AttachmentRef",
@@ -55,6 +59,7 @@ __all__ = [
 ]
 
 Role: TypeAlias = Literal["user", "assistant"]
+"""Who wrote a message; the system prompt belongs to the request, not the history."""
 
 # Sanity bounds: beyond these a figure is corrupt data, not a real attachment.
 MAX_DIMENSION_PX = 1_000_000
@@ -252,7 +257,9 @@ Block: TypeAlias = Annotated[
     | RedactedThinking,
     Field(discriminator="type"),
 ]
+"""Any content block of a message: text, media, a tool use or result, or reasoning; tagged by ``type``."""
 MediaBlock: TypeAlias = Image | GeneratedImage | Document | Audio | Video
+"""The blocks that point at an attachment."""
 MEDIA_TYPES = (Image, GeneratedImage, Document, Audio, Video)
 
 
@@ -313,10 +320,34 @@ def media_refs(blocks: Sequence[Block]) -> list[AttachmentRef]:
 # The edge: plain data ⇄ values
 
 
-_BLOCK: TypeAdapter[Block] = TypeAdapter(Block)
-_REF = TypeAdapter(AttachmentRef)
-_MESSAGE = TypeAdapter(Message)
-_MESSAGES = TypeAdapter(list[Message])
+# Built on first use (pydantic's TypeAdapter module too): building them costs more than importing the
+# rest of this module.
+@cache
+def _block_adapter() -> TypeAdapter[Block]:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(Block)
+
+
+@cache
+def _ref_adapter() -> TypeAdapter[AttachmentRef]:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(AttachmentRef)
+
+
+@cache
+def _message_adapter() -> TypeAdapter[Message]:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(Message)
+
+
+@cache
+def _messages_adapter() -> TypeAdapter[list[Message]]:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(list[Message])
 
 
 def _path(prefix: str, loc: tuple[int | str, ...]) -> str:
@@ -364,7 +395,7 @@ def _invalid(err: pydantic.ValidationError, prefix: str) -> InvalidInput:
 def parse_block(data: Any, *, path: str = "") -> Block:
     """Validate one block from plain data; ``InvalidInput`` names the bad field."""
     try:
-        return _BLOCK.validate_python(data)
+        return _block_adapter().validate_python(data)
     except pydantic.ValidationError as err:
         raise _invalid(err, path) from None
 
@@ -372,7 +403,7 @@ def parse_block(data: Any, *, path: str = "") -> Block:
 def parse_attachment_ref(data: Any, *, path: str = "ref") -> AttachmentRef:
     """Validate an attachment reference from plain data; ``InvalidInput`` names the bad field."""
     try:
-        return _REF.validate_python(data)
+        return _ref_adapter().validate_python(data)
     except pydantic.ValidationError as err:
         raise _invalid(err, path) from None
 
@@ -380,7 +411,7 @@ def parse_attachment_ref(data: Any, *, path: str = "ref") -> AttachmentRef:
 def parse_message(data: Any, *, path: str = "") -> Message:
     """Validate one message from plain data; ``InvalidInput`` names the bad field."""
     try:
-        return _MESSAGE.validate_python(data)
+        return _message_adapter().validate_python(data)
     except pydantic.ValidationError as err:
         raise _invalid(err, path) from None
 
@@ -388,20 +419,20 @@ def parse_message(data: Any, *, path: str = "") -> Message:
 def parse_messages(data: Any, *, path: str = "messages") -> list[Message]:
     """Validate a list of messages from plain data; ``InvalidInput`` names the bad field."""
     try:
-        return _MESSAGES.validate_python(data)
+        return _messages_adapter().validate_python(data)
     except pydantic.ValidationError as err:
         raise _invalid(err, path) from None
 
 
 def block_to_dict(block: Block) -> dict[str, Any]:
     """A block as JSON-ready data that :func:`parse_block` reads back to an equal block."""
-    out: dict[str, Any] = _BLOCK.dump_python(block, mode="json", exclude_none=True)
+    out: dict[str, Any] = _block_adapter().dump_python(block, mode="json", exclude_none=True)
     return out
 
 
 def message_to_dict(message: Message) -> dict[str, Any]:
     """A message as JSON-ready data that :func:`parse_message` reads back to an equal message."""
-    out: dict[str, Any] = _MESSAGE.dump_python(message, mode="json", exclude_none=True)
+    out: dict[str, Any] = _message_adapter().dump_python(message, mode="json", exclude_none=True)
     return out
 
 

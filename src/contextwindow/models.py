@@ -39,6 +39,7 @@ __all__ = [
 ]
 
 Provider: TypeAlias = Literal["anthropic", "openai", "gemini", "other"]
+"""Which provider family serves a model: decides usage normalisation and media rules."""
 TokenizerFamily: TypeAlias = Literal[
     "o200k",  # tiktoken o200k_base: gpt-4o, 4.1, 4.5, 5.x, o-series
     "cl100k",  # tiktoken cl100k_base: gpt-4, gpt-3.5-turbo
@@ -48,6 +49,7 @@ TokenizerFamily: TypeAlias = Literal[
     "deepseek",
     "unknown",
 ]
+"""Which tokenizer a model counts text with: exact where a tokenizer file exists, else a fitted rule."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -161,6 +163,7 @@ ImageRule: TypeAlias = (
     | GeminiMediaResolutionRule
     | FlatImageRule
 )
+"""How a model prices an image from its dimensions: one rule per provider family."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

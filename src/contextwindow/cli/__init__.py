@@ -16,6 +16,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+"""The ``contextwindow`` command; each command module registers on it when imported."""
 
 
 @app.callback()

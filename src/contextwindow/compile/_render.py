@@ -83,6 +83,7 @@ class Base:
 
 
 def base_of(pm: PricedMessage, position: int, est: Pricer, multiplier: float) -> Base:
+    """The :class:`Base` of the message at ``position``: its stored prices (repriced when missing or bad)."""
     message = pm.message
     blocks = message.content
     prices = pm.block_prices

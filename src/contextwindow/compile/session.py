@@ -24,14 +24,7 @@ from .state import ArchiveRecord, Checkpoint, CompiledRequest, CompileState, Med
 if TYPE_CHECKING:
     from ..store import MessageLog, Session
 
-__all__ = ["SessionCompiler", "compile_session", "system_texts"]
-
-
-def system_texts(system: Sequence[Text] | str) -> tuple[Text, ...]:
-    """A system prompt as text blocks: a string is one block (none when empty)."""
-    if isinstance(system, str):
-        return (Text(text=system),) if system else ()
-    return tuple(Text(text=t) if isinstance(t, str) else t for t in system)
+__all__ = ["SessionCompiler", "compile_session"]
 
 
 class SessionCompiler:
@@ -81,7 +74,7 @@ class SessionCompiler:
             watermark = MediaWatermark.from_payload(eviction.payload)
         return CompileState(
             messages=_LogView(self._log, self._priced, len(self._log)),
-            system=system_texts(system),
+            system=((Text(text=system),) if system else ()) if isinstance(system, str) else tuple(system),
             tools=tool_specs(tools),
             checkpoint=checkpoint,
             archives=tuple(self._archives.values()),

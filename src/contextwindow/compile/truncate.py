@@ -13,6 +13,7 @@ import math
 from collections.abc import Sequence
 
 from ..content import Block, Text, Thinking, ToolResult, ToolUse
+from ..pricing import utf16_len
 
 __all__ = [
     "OMITTED_RESULT",
@@ -20,18 +21,10 @@ __all__ = [
     "text_only_estimate",
     "truncate_content",
     "truncation_marker",
-    "utf16_len",
 ]
 
 OMITTED_RESULT = "[content omitted — context budget exceeded]"
 """A tool result the cut reached with no budget left: kept (pairing must survive), emptied (§3)."""
-
-
-def utf16_len(text: str) -> int:
-    """``text.length`` in JavaScript: UTF-16 code units (astral characters count two)."""
-    if text.isascii():
-        return len(text)
-    return len(text.encode("utf-16-le")) // 2
 
 
 def safe_slice(text: str, units: int) -> str:

@@ -1,9 +1,12 @@
 """The turn engine: compile, send, stream, run tools, append rounds, and stay inside the window.
 
 :class:`Engine` owns the loop (:mod:`.loop`); :mod:`.settings` holds its knobs, :mod:`.compiler` the
-default compiler, :mod:`.fit` and :mod:`.projection` what a request is fitted and projected against,
-:mod:`.folding` and :mod:`.fold_rules` how old history becomes summary checkpoints, :mod:`.summarizer`
-the summary call, and :mod:`.events` what a host is told.
+default compiler, :mod:`.fit` what a request is fitted against, :mod:`.projection` the physical-window
+projection at a tool boundary, :mod:`.rounds` the price of an appended round, :mod:`.tool_results`
+a tool result as it rides into the next round; :mod:`.folding` folds old history into summary
+checkpoints: :mod:`.safe_prefix` which prefix may be folded, :mod:`.fold_trigger` when a fold is due,
+:mod:`.ladder` how compaction escalates, :mod:`.summary_rules` what a good summary looks like,
+:mod:`.summarizer` the summary call; :mod:`.events` what a host is told.
 """
 
 from __future__ import annotations
@@ -19,9 +22,6 @@ from .events import (
     RequestSent,
     StreamRestarted,
     StreamResumed,
-    TextDelta,
-    ThinkingDelta,
-    ToolCall,
     ToolResultReady,
     ToolResultsArchived,
     TurnEnded,
@@ -48,9 +48,6 @@ __all__ = [
     "StreamResumed",
     "Summarizer",
     "Summary",
-    "TextDelta",
-    "ThinkingDelta",
-    "ToolCall",
     "ToolOutcome",
     "ToolResultReady",
     "ToolResultsArchived",

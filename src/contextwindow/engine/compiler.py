@@ -1,30 +1,50 @@
-"""What the engine asks of a compiler (:class:`Compiler`, :class:`Compiled`), and its default one: compile's incremental :class:`~contextwindow.compile.SessionCompiler`
-with the engine's per-turn escalations mapped onto the policy.
+"""What the engine asks of a compiler (:class:`Compiler`, :class:`CompileContext`, :class:`Compiled`), its
+default one (:class:`EngineCompiler`), and how the engine compiles its next request
+(:class:`RequestCompiler`).
 
-The engine hands over what a compile needs beyond the ledger: the calibration multiplier and the
-newest anchor (so the estimate is anchored on the provider's real count). The escalation rungs arrive
-as ``overrides`` and tighten the policy for the rest of the turn: ``evict_media`` keeps only the
-newest image inline, within a quarter of the byte budget; ``archive_tool_results`` archives every
-stale result outside the newest turn, text over 256 tokens included; ``evict_all_media`` (taken only
-when the newest message alone does not fit) sends no media inline at all. One incremental compiler is kept
-per session, so a compile after an append reads only the new entries.
+A compiler gets one :class:`CompileContext`: the session, the profile to fit, the turn's escalations
+(``overrides``), the calibration multiplier and the newest anchor (so the estimate is anchored on the
+provider's real count). :class:`EngineCompiler` is compile's incremental
+:class:`~contextwindow.compile.SessionCompiler` with the escalations mapped onto the policy:
+``evict_media`` keeps only the newest image inline, within a quarter of the byte budget;
+``archive_tool_results`` archives every stale result outside the newest turn, text over 256 tokens
+included; ``evict_all_media`` (taken only when the newest message alone does not fit) sends no media
+inline at all. One incremental compiler is kept per session, so a compile after an append reads only
+the new entries.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..compile import CompiledRequest, Decisions, Policy, SessionCompiler
-from ..compile.session import system_texts
 from ..content import Message, Text, ToolSpec
-from ..formats import tool_specs
+from ..errors import InvalidInput, OverBudget
+from ..formats import ToolDefinition, tool_specs
 from ..models import ModelProfile
 from ..store import Session
-from ..usage.tracker import Anchor
+from ..usage.tracker import Anchor, AnchorBook
+from .fit import WindowFit
 
-__all__ = ["Compiled", "Compiler", "EngineCompiler"]
+__all__ = [
+    "CompileContext",
+    "Compiled",
+    "Compiler",
+    "EngineCompiler",
+    "RequestCompiler",
+    "SystemPrompt",
+    "ToolDefinition",
+    "system_blocks",
+    "tool_specs",
+]
+
+SystemPrompt = str | Sequence[Text]
+"""A system prompt as a string or as text blocks."""
+
+_ESCALATIONS = ("evict_media", "archive_tool_results", "evict_all_media")
+"""The cheap escalations compile takes, in order, when the newest message does not fit beside the head."""
 
 
 class Compiled(Protocol):
@@ -46,42 +66,54 @@ class Compiled(Protocol):
     def decisions(self) -> Decisions: ...
 
 
-class Compiler(Protocol):
-    """Fits the session's next request: ``(session, profile, overrides, *, multiplier, anchor,
-    connection) -> Compiled`` (:class:`~contextwindow.engine.compiler.EngineCompiler` by default).
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CompileContext:
+    """Everything a compile of the session's next request is given.
 
-    ``overrides`` are the engine's per-turn escalations (``evict_media``, ``archive_tool_results``)
-    for the compile policy; ``multiplier`` the calibration learned so far; ``anchor`` the newest
-    anchor, on which the estimate is anchored.
+    ``overrides`` are the engine's escalations for the rest of the turn (``evict_media``,
+    ``archive_tool_results``, ``evict_all_media``); ``multiplier`` the calibration learned so far;
+    ``anchor`` the newest anchor, on which the estimate is anchored.
     """
 
-    def __call__(
-        self,
-        session: Session,
-        profile: ModelProfile,
-        overrides: frozenset[str],
-        *,
-        multiplier: float,
-        anchor: Anchor | None,
-        connection: str,
-    ) -> Compiled: ...
+    session: Session
+    profile: ModelProfile
+    overrides: frozenset[str] = frozenset()
+    multiplier: float = 1.0
+    anchor: Anchor | None = None
+    connection: str = "default"
+
+
+class Compiler(Protocol):
+    """Fits the session's next request: ``compiler(context) -> Compiled``
+    (:class:`EngineCompiler` by default)."""
+
+    def __call__(self, context: CompileContext) -> Compiled: ...
+
+
+def system_blocks(system: SystemPrompt) -> tuple[Text, ...]:
+    """A system prompt as text blocks (an empty string is no block)."""
+    if isinstance(system, str):
+        return (Text(text=system),) if system else ()
+    blocks = tuple(system)
+    for i, block in enumerate(blocks):
+        if not isinstance(block, Text):
+            raise InvalidInput(f"must be a Text block, got {type(block).__name__}", path=f"system[{i}]")
+    return blocks
 
 
 @dataclass
 class EngineCompiler:
-    """``EngineCompiler(policy, system=..., tools=...)`` is a ``Compiler`` for :class:`~contextwindow.engine.loop.Engine`.
-
-    ``system`` is a string or text blocks; ``tools`` are ``ToolSpec`` values or wire tool definitions
-    (Anthropic's or OpenAI's), as :func:`~contextwindow.formats.tool_specs` reads them.
-    """
+    """``EngineCompiler(policy, system=..., tools=...)`` is a ``Compiler`` for
+    :class:`~contextwindow.engine.loop.Engine`; ``system`` is a string or text blocks, ``tools`` specs
+    or wire dicts (:func:`tool_specs`)."""
 
     policy: Policy = field(default_factory=Policy)
-    system: Sequence[Text] | str = ()
-    tools: Sequence[ToolSpec | Mapping[str, Any]] = ()
+    system: SystemPrompt = ()
+    tools: Sequence[ToolDefinition] = ()
     _compilers: dict[str, SessionCompiler] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        self.system = system_texts(self.system)
+        self.system = system_blocks(self.system)
         self.tools = tool_specs(self.tools)
 
     def policy_for(self, overrides: frozenset[str]) -> Policy:
@@ -99,25 +131,77 @@ class EngineCompiler:
             )
         return policy
 
-    def __call__(
-        self,
-        session: Session,
-        profile: ModelProfile,
-        overrides: frozenset[str],
-        *,
-        multiplier: float = 1.0,
-        anchor: Anchor | None = None,
-        connection: str = "default",
-    ) -> CompiledRequest:
+    def __call__(self, context: CompileContext) -> CompiledRequest:
+        session = context.session
         compiler = self._compilers.get(session.id)
         if compiler is None or compiler.session is not session:
             compiler = self._compilers[session.id] = SessionCompiler(session)
         return compiler.compile(
-            model=profile,
-            policy=self.policy_for(overrides),
-            system=system_texts(self.system),
+            model=context.profile,
+            policy=self.policy_for(context.overrides),
+            system=system_blocks(self.system),
             tools=tool_specs(self.tools),
-            multiplier=multiplier,
-            anchor=anchor,
-            connection=connection,
+            multiplier=context.multiplier,
+            anchor=context.anchor,
+            connection=context.connection,
         )
+
+
+class RequestCompiler:
+    """How the engine compiles the session's next request: at the profile compile fits against (the
+    window as known, less what :class:`~contextwindow.engine.fit.WindowFit` keeps free), with the
+    turn's escalations, the calibration multiplier and the newest anchor."""
+
+    def __init__(
+        self,
+        session: Session,
+        compiler: Compiler,
+        fit: WindowFit,
+        anchors: AnchorBook,
+        *,
+        window: int,
+        connection: str,
+    ) -> None:
+        self.session = session
+        self.compiler = compiler
+        self.fit = fit
+        self.anchors = anchors
+        self.window = window
+        """The window as known: declared, or as a rejection proved it."""
+        self.connection = connection
+        self.overrides: set[str] = set()
+        """The turn's escalations (cleared at each turn)."""
+
+    def fit_profile(self) -> ModelProfile:
+        """The profile compile fits against: the window as known, less the fit margin and what
+        rejections taught."""
+        return self.fit.fit_profile(self.window)
+
+    def __call__(self, profile: ModelProfile | None = None) -> Compiled:
+        """Compile at ``profile`` (default: :meth:`fit_profile`)."""
+        return self.compiler(
+            CompileContext(
+                session=self.session,
+                profile=self.fit_profile() if profile is None else profile,
+                overrides=frozenset(self.overrides),
+                multiplier=self.fit.multiplier(),
+                anchor=self.anchors.latest,
+                connection=self.connection,
+            )
+        )
+
+    def fitting(self) -> Compiled:
+        """Compile; when the newest message does not fit beside the head as things stand, take the
+        cheap escalations (media out of line, stale results archived, then no media inline at all) for
+        the rest of the turn. If even that does not fit, the message alone is too large: it raises
+        :class:`~contextwindow.errors.OverBudget`."""
+        try:
+            return self()
+        except OverBudget:
+            for rung in _ESCALATIONS:
+                self.overrides.add(rung)
+                try:
+                    return self()
+                except OverBudget:
+                    continue
+            raise

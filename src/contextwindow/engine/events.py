@@ -19,16 +19,22 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, TypeVar
 
+from ..content import ToolUse
+from ..providers.base import TextDelta, ThinkingDelta, ToolCall
+from ..store import Session
+from ..usage.calibration import BAND
 from ..usage.tracker import Usage
 
 __all__ = [
+    "TRUNCATION_RATIO",
     "AttachmentsEvicted",
     "BoundaryDecision",
     "Compacted",
     "CompactionFailed",
     "Event",
+    "FoldFailure",
     "FoldFailureReason",
     "FoldPhase",
     "Note",
@@ -48,6 +54,7 @@ __all__ = [
     "UsageReported",
     "decide_boundary",
     "event_to_dict",
+    "record_event",
 ]
 
 RestartReason: TypeAlias = Literal["context_budget", "physical_window"]
@@ -74,34 +81,18 @@ NoteKind: TypeAlias = Literal[
     "context_compacted",
     "context_compaction_failed_open",
     "context_hard_cut",
+    "context_provider_truncated",
+    "context_output_cap",
     "step_limit",
 ]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TextDelta:
-    """Text the model is writing."""
+@dataclass(frozen=True, slots=True)
+class FoldFailure:
+    """Why a fold did not happen; the engine fails open (the request goes out unchanged)."""
 
-    type: Literal["text_delta"] = "text_delta"
-    text: str
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ThinkingDelta:
-    """Reasoning the model is writing."""
-
-    type: Literal["thinking_delta"] = "thinking_delta"
-    thinking: str
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ToolCall:
-    """The model asked for a tool; the engine runs it through the host's tool runner."""
-
-    type: Literal["tool_call"] = "tool_call"
-    id: str
-    name: str
-    input: Mapping[str, Any] = field(default_factory=dict)
+    reason: FoldFailureReason
+    detail: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -243,6 +234,7 @@ Event: TypeAlias = (
     | Note
     | TurnEnded
 )
+"""Everything :meth:`~contextwindow.engine.Engine.run_turn` yields to a host."""
 
 
 def event_to_dict(event: Event) -> dict[str, Any]:
@@ -250,14 +242,28 @@ def event_to_dict(event: Event) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in dataclasses.fields(event):
         value = getattr(event, f.name)
-        if isinstance(value, Usage):
+        if isinstance(value, Usage | ToolUse):
             value = dataclasses.asdict(value)
-        elif isinstance(value, Mapping):
+        if isinstance(value, Mapping):
             value = dict(value)
         elif isinstance(value, tuple):
             value = list(value)
         out[f.name] = value
     return out
+
+
+TRUNCATION_RATIO = BAND[0]
+"""A reported input below this share of the estimate is more than calibration explains (its band
+starts here): the provider most likely dropped part of the request."""
+
+
+_E = TypeVar("_E", bound=Event)
+
+
+def record_event(session: Session, event: _E) -> _E:
+    """Record ``event`` in the session's ledger as a ``note`` record and return it."""
+    session.record("note", {"event": event_to_dict(event)})
+    return event
 
 
 BoundaryDecision: TypeAlias = Literal["end_turn", "continue"] | StreamRestarted
@@ -371,6 +377,24 @@ class NoteBook:
             kind="context_reported_window_exceeded",
             data={"used_tokens": used_tokens, "reported_context_window": reported_window},
         )
+
+    def provider_truncated(self, *, input_tokens: int, expected_input: int) -> Note | None:
+        """``context_provider_truncated``: the provider accepted a request and counted far less input
+        than was sent, below :data:`TRUNCATION_RATIO` of the engine's estimate (more than calibration
+        can explain), so it most likely dropped part of it without saying so (Ollama truncating to
+        ``num_ctx``, OpenRouter's middle-out). Once per send."""
+        if expected_input <= 0 or not 0 < input_tokens < expected_input * TRUNCATION_RATIO:
+            return None
+        return self._once_per_send(
+            "context_provider_truncated",
+            {"input_tokens": input_tokens, "expected_input_tokens": expected_input},
+        )
+
+    def output_cap(self, *, max_tokens: int, output_cap: int) -> Note:
+        """``context_output_cap``: the provider refused the request's ``max_tokens`` as above the
+        model's own output cap. Compaction cannot fix that: the host lowers ``max_tokens`` (or the
+        profile's ``max_output_tokens``) to the cap the provider named."""
+        return Note(kind="context_output_cap", data={"max_tokens": max_tokens, "output_cap": output_cap})
 
     def overflow_after_compaction(self) -> Note | None:
         """A fold was applied in this send and the provider still rejected. Once per send."""

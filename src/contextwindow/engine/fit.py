@@ -14,7 +14,7 @@ The engine's compile fits the session's next request into a profile whose window
 It also rounds the calibration multiplier compile sees to ``multiplier_step`` so that compile's
 per-message memo survives the EMA's small moves, and keeps the estimator (and the round pricer) at
 that multiplier for the live request, and learns from the provider's counts of appended rounds how
-high to price the next one (:class:`~contextwindow.engine.projection.RoundRatios`).
+high to price the next one (:class:`~contextwindow.engine.rounds.RoundRatios`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ..content import Message, ToolResult
 from ..models import ModelProfile
 from ..pricing import Estimator
 from ..usage.calibration import BAND, Calibrator
-from .projection import ROUND_TEXT_MARGIN, RoundPricer, RoundRatios
+from .rounds import ROUND_TEXT_MARGIN, RoundPricer, RoundRatios
 
 __all__ = ["WindowFit"]
 
@@ -43,7 +43,7 @@ class WindowFit:
         fit_margin: float,
         multiplier_step: float,
         estimator: Estimator,
-        round_pricing: Literal["estimator", "seed"] = "estimator",
+        round_pricing: Literal["estimator", "flat"] = "estimator",
         round_text_margin: float = ROUND_TEXT_MARGIN,
         uncounted_margin: float | None = None,
     ) -> None:
@@ -68,8 +68,8 @@ class WindowFit:
         self.round_pricing = round_pricing
         self.round_text_margin = round_text_margin
         self.pricer = (
-            RoundPricer(preset="seed")
-            if round_pricing == "seed"
+            RoundPricer(preset="flat")
+            if round_pricing == "flat"
             else RoundPricer(estimator=estimator, margin=fit_margin, text_margin=round_text_margin)
         )
         """Prices an appended round for the projection (at the live multiplier, see :meth:`live_estimator`)."""
@@ -112,7 +112,7 @@ class WindowFit:
         tokenizer: real/estimate up to 1.067, p90 1.05, mean 1.01)."""
         return self.fit_margin if self.counted else self.uncounted_margin
 
-    def unanchored(self, estimate: int) -> int:
+    def fitted_estimate(self, estimate: int) -> int:
         """The live request's ``estimate`` as the projection takes it when no call on the stream
         reported a prompt: raised by the last counted request's own real/estimate ratio (when above
         1, :meth:`composition_factor`; a ratio beyond the calibration band is a confounded sample, as
@@ -184,8 +184,8 @@ class WindowFit:
 
     def observe_round(self, *, real: int, estimate: int) -> bool:
         """The provider counted a round estimated at ``estimate`` (:meth:`price_round`) as ``real``."""
-        if self.round_pricing == "seed":
-            return False  # the seed's flat rule is priced as the seed fixes it, never learned
+        if self.round_pricing == "flat":
+            return False  # the flat rule is fixed, never learned
         return self.rounds.observe(real=real, estimate=estimate)
 
     def live_estimator(self) -> Estimator:

@@ -11,8 +11,8 @@ Besides the covering folds (:meth:`Folding.cover`, driven by the engine's compil
 holds the engine's other ways of freeing room: the proactive fold when the last request plus its
 reply reserve reaches the window (:meth:`Folding.maybe_fold`), and the escalation ladder after a
 provider rejection (:meth:`Folding.escalate`: evict media → archive tool results → fold → hard cut,
-bounded per turn, so it cannot loop). The engine is the :class:`FoldHost`: it lends the session,
-the summariser, its per-turn counters and its compile.
+bounded per turn, so it cannot loop). The engine hands it what it works with: the session, its
+request compiler, the estimator, the trigger, the ladder, the notes and the turn's counters.
 """
 
 from __future__ import annotations
@@ -24,31 +24,27 @@ from typing import Protocol, TypeVar
 
 from ..content import AttachmentRef, Message, media_refs
 from ..errors import OverBudget
-from ..models import ModelProfile
 from ..pricing import Estimator
 from ..store import MessageLog, Session
-from .compiler import Compiled
+from .compiler import RequestCompiler
 from .events import (
     AttachmentsEvicted,
     Compacted,
     CompactionFailed,
     Event,
+    FoldFailure,
     FoldPhase,
     Note,
     NoteBook,
     ToolResultsArchived,
+    record_event,
 )
-from .fold_rules import (
-    EscalationLadder,
-    FoldFailure,
-    ProactiveTrigger,
-    Rung,
-    hard_cut_text,
-    select_safe_prefix,
-)
+from .fold_trigger import ProactiveTrigger
+from .ladder import EscalationLadder, Rung, hard_cut_text
+from .safe_prefix import select_safe_prefix
 from .summarizer import Summarizer, Summary
 
-__all__ = ["COVER_ROUNDS", "FoldCounters", "FoldHost", "FoldLimits", "Folding"]
+__all__ = ["COVER_ROUNDS", "FoldCounters", "FoldLimits", "Folding"]
 
 # Covering folds per compile: a fold, a second one when the summariser's own window let the first
 # cover only part of what compile left out (rolling the first forward), then a hard cut for whatever
@@ -73,111 +69,105 @@ class FoldLimits(Protocol):
 
 
 class FoldCounters(Protocol):
-    """The engine's per-turn counters folding updates (reset by the engine at each turn)."""
+    """The turn's counters folding updates (the engine resets them at each turn)."""
 
     compactions: int
     folds: int
     summarizer_failed: bool
     summarizer_seconds: float
-    overrides: set[str]
-
-
-class FoldHost(Protocol):
-    """What folding needs of the engine."""
-
-    @property
-    def session(self) -> Session: ...
-    @property
-    def summarizer(self) -> Summarizer | None: ...
-    @property
-    def estimator(self) -> Estimator: ...
-    @property
-    def settings(self) -> FoldLimits: ...
-    @property
-    def stats(self) -> FoldCounters: ...
-    @property
-    def trigger(self) -> ProactiveTrigger: ...
-    @property
-    def ladder(self) -> EscalationLadder: ...
-    @property
-    def notes(self) -> NoteBook: ...
-
-    def record_event(self, event: _E) -> _E:
-        """Record ``event`` in the ledger (a ``note`` record) and return it."""
-        ...
-
-    def fit_profile(self) -> ModelProfile:
-        """The profile compile fits against (the window as known, less the fit margin)."""
-        ...
-
-    def compile_request(self, profile: ModelProfile | None = None) -> Compiled:
-        """Compile the session's next request with the turn's overrides, at ``profile`` (default:
-        :meth:`fit_profile`)."""
-        ...
 
 
 class Folding:
-    """The engine's folds and cuts over one session (see the module docstring)."""
+    """The engine's folds and cuts over one session (see the module docstring).
 
-    def __init__(self, host: FoldHost) -> None:
-        self.host = host
+    It compiles through the engine's :class:`~contextwindow.engine.compiler.RequestCompiler` (whose
+    escalations it adds to), records its events in the session, updates the turn's ``counters``, and
+    tells the ``trigger`` when a fold moved the baseline. ``summarizer`` may be swapped between turns.
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        requests: RequestCompiler,
+        *,
+        estimator: Estimator,
+        limits: FoldLimits,
+        counters: FoldCounters,
+        trigger: ProactiveTrigger,
+        ladder: EscalationLadder,
+        notes: NoteBook,
+        summarizer: Summarizer | None = None,
+    ) -> None:
+        self.session = session
+        self.requests = requests
+        self.estimator = estimator
+        self.limits = limits
+        self.counters = counters
+        self.trigger = trigger
+        self.ladder = ladder
+        self.notes = notes
+        self.summarizer = summarizer
         self._log_cache: MessageLog | None = None
 
-    async def maybe_fold(self, phase: FoldPhase, anchor_id: str | None) -> AsyncIterator[Event]:
-        reason = self.host.trigger.due()
+    def _record(self, event: _E) -> _E:
+        return record_event(self.session, event)
+
+    async def maybe_fold(self, phase: FoldPhase, turn_start_id: str | None) -> AsyncIterator[Event]:
+        reason = self.trigger.due()
         if reason is None:
             return
-        async for event in self.fold(phase, anchor_id):
+        async for event in self.fold(phase, turn_start_id):
             yield event
 
-    async def escalate(self, anchor_id: str | None, *, mid_turn: bool) -> AsyncIterator[Event]:
+    async def escalate(self, turn_start_id: str | None, *, mid_turn: bool) -> AsyncIterator[Event]:
         """Climb the ladder until one rung frees something, within the turn's compaction bound."""
         while True:
-            rung = self.host.ladder.next_rung()
+            rung = self.ladder.next_rung()
             if rung is None:
                 return
             freed = False
-            async for event in self._apply_rung(rung, anchor_id, mid_turn=mid_turn):
+            async for event in self._apply_rung(rung, turn_start_id, mid_turn=mid_turn):
                 freed = freed or not isinstance(event, CompactionFailed | Note)
                 yield event
             if freed:
                 return
 
-    async def _apply_rung(self, rung: Rung, anchor_id: str | None, *, mid_turn: bool) -> AsyncIterator[Event]:
-        self.host.stats.compactions += 1
+    async def _apply_rung(
+        self, rung: Rung, turn_start_id: str | None, *, mid_turn: bool
+    ) -> AsyncIterator[Event]:
+        self.counters.compactions += 1
         if rung in ("evict_media", "archive_tool_results"):
-            before = self.host.compile_request()
-            self.host.stats.overrides.add(rung)
-            after = self.host.compile_request()
+            before = self.requests()
+            self.requests.overrides.add(rung)
+            after = self.requests()
             freed = before.local_estimate - after.local_estimate
-            self.host.ladder.record(rung, freed)
             if freed <= 0:
-                yield self.host.record_event(CompactionFailed(phase="reactive", reason="nothing_to_free"))
+                yield self._record(CompactionFailed(phase="reactive", reason="nothing_to_free"))
                 return
             if rung == "evict_media":
                 kept = _media_ids(after.messages)
                 ids = tuple(i for i in _media_ids(before.messages) if i not in kept)
-                yield self.host.record_event(AttachmentsEvicted(attachment_ids=ids))
+                yield self._record(AttachmentsEvicted(attachment_ids=ids))
             else:
                 archived_before = {a.tool_use_id for a in before.decisions.archived}
                 ids = tuple(
                     a.tool_use_id for a in after.decisions.archived if a.tool_use_id not in archived_before
                 )
-                yield self.host.record_event(ToolResultsArchived(tool_use_ids=ids))
+                yield self._record(ToolResultsArchived(tool_use_ids=ids))
             return
         if rung == "fold":
             async for event in self.fold(
-                "mid_turn" if mid_turn else "pre_turn", anchor_id, phase_tag="reactive"
+                "mid_turn" if mid_turn else "pre_turn", turn_start_id, phase_tag="reactive"
             ):
                 yield event
             return
-        async for event in self.hard_cut(anchor_id):
+        async for event in self.hard_cut(turn_start_id):
             yield event
 
     def visible(self) -> tuple[list[Message], str | None]:
         """Messages after the latest checkpoint, and that checkpoint's summary (read incrementally)."""
-        self._log_cache = log = self.host.session.message_log(into=self._log_cache)
-        checkpoint = self.host.session.latest("checkpoint")
+        self._log_cache = log = self.session.message_log(into=self._log_cache)
+        checkpoint = self.session.latest("checkpoint")
         if checkpoint is None:
             return [s.message for s in log], None
         last = log.index_of(str(checkpoint.payload["last_id"]))
@@ -191,24 +181,24 @@ class Folding:
         budget: the ids a covering fold takes. Priced by compile itself (archives, media placeholders,
         per-message caps), at a window whose budget is that share of the real one; ``None`` when even
         the newest message does not fit there."""
-        fit = self.host.fit_profile()
+        fit = self.requests.fit_profile()
         reserve = output_reserve
         budget = fit.context_window - reserve
-        window = reserve + max(1, math.floor(self.host.settings.cover_tail_ratio * budget))
+        window = reserve + max(1, math.floor(self.limits.cover_tail_ratio * budget))
         profile = fit.with_(context_window=window, max_output_tokens=min(fit.max_output_tokens, window))
         try:
-            probe = self.host.compile_request(profile)
+            probe = self.requests(profile)
         except OverBudget:
             return None
         return tuple(probe.decisions.omitted)
 
     def _summary_room(self, output_reserve: int) -> int:
         """The output cap for a covering summary: the share of the budget the kept tail leaves free."""
-        budget = self.host.fit_profile().context_window - output_reserve
-        return math.floor((1 - self.host.settings.cover_tail_ratio) * budget)
+        budget = self.requests.fit_profile().context_window - output_reserve
+        return math.floor((1 - self.limits.cover_tail_ratio) * budget)
 
     async def cover(
-        self, anchor_id: str | None, omitted: Sequence[str], output_reserve: int, *, cut_only: bool
+        self, turn_start_id: str | None, omitted: Sequence[str], output_reserve: int, *, cut_only: bool
     ) -> AsyncIterator[Event]:
         """One covering round: fold (or cut) a prefix reaching past every id compile left out
         (``omitted``), and enough more that the tail fills ``cover_tail_ratio`` of the budget, so the
@@ -226,23 +216,23 @@ class Folding:
             target = max(target, max((index[i] for i in wider if i in index), default=-1) + 1)
         target = min(target, len(messages) - 1)  # the newest message is never covered
         need = min(need, target)
-        anchor = index.get(anchor_id) if anchor_id is not None else None
+        turn_start = index.get(turn_start_id) if turn_start_id is not None else None
         room = self._summary_room(output_reserve)
-        stats = self.host.stats
+        stats = self.counters
         cut: int | FoldFailure = select_safe_prefix(messages, phase="standalone", max_covered=target)
         if isinstance(cut, FoldFailure):
-            yield self.host.record_event(CompactionFailed(phase="reactive", reason=cut.reason))
+            yield self._record(CompactionFailed(phase="reactive", reason=cut.reason))
             return
         use_summarizer = (
             not cut_only
-            and self.host.summarizer is not None
+            and self.summarizer is not None
             and not stats.summarizer_failed
-            and stats.folds < self.host.settings.max_folds_per_turn
+            and stats.folds < self.limits.max_folds_per_turn
             and room >= _MIN_SUMMARY_TOKENS
         )
         if use_summarizer:
             folded = 0
-            async for event in self._cover_fold(messages, previous, cut, room, anchor):
+            async for event in self._cover_fold(messages, previous, cut, room, turn_start):
                 if isinstance(event, Compacted):
                     folded = len(event.covered_ids)
                 yield event
@@ -250,15 +240,15 @@ class Folding:
                 return
             if folded:  # partial (the summariser's window): the next round rolls it forward
                 return
-        tag: FoldPhase = "pre_turn" if anchor is not None and cut <= anchor else "mid_turn"
+        tag: FoldPhase = "pre_turn" if turn_start is not None and cut <= turn_start else "mid_turn"
         async for event in self._record_cut(messages, previous, cut, tag):
             yield event
 
     async def _cover_fold(
-        self, messages: list[Message], previous: str | None, cut: int, room: int, anchor: int | None
+        self, messages: list[Message], previous: str | None, cut: int, room: int, turn_start: int | None
     ) -> AsyncIterator[Event]:
         """Fold ``messages[:cut]`` (or the largest safe prefix of it the summariser can read)."""
-        summarizer = self.host.summarizer
+        summarizer = self.summarizer
         assert summarizer is not None
         # The largest safe prefix the summariser's own window takes, by its estimate (a bisection).
         if not summarizer.fits(messages[:cut], previous, max_output_tokens=room):
@@ -272,37 +262,35 @@ class Folding:
             safe = select_safe_prefix(messages, phase="standalone", max_covered=max(1, low))
             cut = safe if not isinstance(safe, FoldFailure) else cut
         summary: Summary | FoldFailure = FoldFailure("no_safe_completed_span")
-        self.host.stats.folds += 1
-        for _ in range(self.host.settings.max_fold_halvings + 1):
+        self.counters.folds += 1
+        for _ in range(self.limits.max_fold_halvings + 1):
             started = time.perf_counter()
             summary = await summarizer.summarize(messages[:cut], previous=previous, max_output_tokens=room)
-            self.host.stats.summarizer_seconds += time.perf_counter() - started
+            self.counters.summarizer_seconds += time.perf_counter() - started
             if not (isinstance(summary, FoldFailure) and summary.reason == "input_too_large"):
                 break
             smaller = select_safe_prefix(messages, phase="standalone", max_covered=max(1, cut // 2))
             if isinstance(smaller, FoldFailure) or smaller >= cut:
                 break
             cut = smaller
-        tag: FoldPhase = "pre_turn" if anchor is not None and cut <= anchor else "mid_turn"
+        tag: FoldPhase = "pre_turn" if turn_start is not None and cut <= turn_start else "mid_turn"
         if isinstance(summary, FoldFailure):
-            self.host.stats.summarizer_failed = True
-            yield self.host.record_event(CompactionFailed(phase=tag, reason=summary.reason))
+            self.counters.summarizer_failed = True
+            yield self._record(CompactionFailed(phase=tag, reason=summary.reason))
             return
         covered = messages[:cut]
         first_id = self._first_covered_id(covered)
         assert first_id is not None and covered[-1].id is not None
-        self.host.session.record_checkpoint(
-            summary.text, first_id=first_id, last_id=covered[-1].id, phase=tag
-        )
-        self.host.trigger.folded()
-        self.host.stats.compactions += 1
-        summary_tokens = self.host.estimator.text(summary.text)
-        yield self.host.record_event(
+        self.session.record_checkpoint(summary.text, first_id=first_id, last_id=covered[-1].id, phase=tag)
+        self.trigger.folded()
+        self.counters.compactions += 1
+        summary_tokens = self.estimator.text(summary.text)
+        yield self._record(
             Compacted(
                 phase=tag,
                 covered_ids=tuple(m.id for m in covered if m.id is not None),
                 summary_tokens=summary_tokens,
-                tokens_freed=self.host.estimator.messages(covered) - summary_tokens,
+                tokens_freed=self.estimator.messages(covered) - summary_tokens,
                 summarizer_calls=summary.calls,
             )
         )
@@ -323,95 +311,94 @@ class Folding:
         first_id = self._first_covered_id(covered)
         assert first_id is not None and covered[0].id is not None and covered[-1].id is not None
         text = hard_cut_text(previous, len(covered), covered[0].id, covered[-1].id)
-        self.host.session.record_checkpoint(text, first_id=first_id, last_id=covered[-1].id, phase="hard_cut")
-        self.host.trigger.folded()
-        self.host.stats.compactions += 0 if counted else 1
-        text_tokens = self.host.estimator.text(text)
-        yield self.host.record_event(
+        self.session.record_checkpoint(text, first_id=first_id, last_id=covered[-1].id, phase="hard_cut")
+        self.trigger.folded()
+        self.counters.compactions += 0 if counted else 1
+        text_tokens = self.estimator.text(text)
+        yield self._record(
             Compacted(
                 phase=tag,
                 covered_ids=tuple(m.id for m in covered if m.id is not None),
                 summary_tokens=text_tokens,
-                tokens_freed=self.host.estimator.messages(covered) - text_tokens,
+                tokens_freed=self.estimator.messages(covered) - text_tokens,
                 summarizer_calls=0,
             )
         )
-        yield self.host.record_event(Note(kind="context_hard_cut", data={"messages": len(covered)}))
+        yield self._record(Note(kind="context_hard_cut", data={"messages": len(covered)}))
 
     async def fold(
-        self, phase: FoldPhase, anchor_id: str | None, *, phase_tag: FoldPhase | None = None
+        self, phase: FoldPhase, turn_start_id: str | None, *, phase_tag: FoldPhase | None = None
     ) -> AsyncIterator[Event]:
         tag = phase_tag or phase
         messages, previous = self.visible()
         ids = [m.id for m in messages]
-        anchor = ids.index(anchor_id) if anchor_id in ids else None
-        if self.host.summarizer is None:
-            yield self.host.record_event(CompactionFailed(phase=tag, reason="provider_error"))
+        turn_start = ids.index(turn_start_id) if turn_start_id in ids else None
+        if self.summarizer is None:
+            yield self._record(CompactionFailed(phase=tag, reason="provider_error"))
             return
-        if anchor is None:
+        if turn_start is None:
             phase = "standalone"
-        cut = select_safe_prefix(messages, phase=phase, head_anchor=anchor)
+        cut = select_safe_prefix(messages, phase=phase, turn_start=turn_start)
         summary: Summary | FoldFailure = FoldFailure("no_safe_completed_span")
-        for _ in range(self.host.settings.max_fold_halvings + 1):
+        for _ in range(self.limits.max_fold_halvings + 1):
             if isinstance(cut, FoldFailure):
                 summary = cut
                 break
             started = time.perf_counter()
-            summary = await self.host.summarizer.summarize(messages[:cut], previous=previous)
-            self.host.stats.summarizer_seconds += time.perf_counter() - started
+            summary = await self.summarizer.summarize(messages[:cut], previous=previous)
+            self.counters.summarizer_seconds += time.perf_counter() - started
             if not (isinstance(summary, FoldFailure) and summary.reason == "input_too_large"):
                 break
-            cut = select_safe_prefix(messages, phase=phase, head_anchor=anchor, max_covered=max(1, cut // 2))
+            cut = select_safe_prefix(
+                messages, phase=phase, turn_start=turn_start, max_covered=max(1, cut // 2)
+            )
         if isinstance(summary, FoldFailure):
-            yield self.host.record_event(CompactionFailed(phase=tag, reason=summary.reason))
-            note = self.host.notes.compaction_failed_open({"reason": summary.reason})
+            yield self._record(CompactionFailed(phase=tag, reason=summary.reason))
+            note = self.notes.compaction_failed_open({"reason": summary.reason})
             if note is not None:
-                yield self.host.record_event(note)
+                yield self._record(note)
             return
         assert not isinstance(cut, FoldFailure)
         covered = messages[:cut]
         first_id = self._first_covered_id(covered)
         last_id = covered[-1].id
         assert first_id is not None and last_id is not None
-        self.host.session.record_checkpoint(summary.text, first_id=first_id, last_id=last_id, phase=tag)
-        self.host.trigger.folded()
-        freed = self.host.estimator.messages(covered) - self.host.estimator.text(summary.text)
-        self.host.ladder.record("fold", freed)
-        yield self.host.record_event(
+        self.session.record_checkpoint(summary.text, first_id=first_id, last_id=last_id, phase=tag)
+        self.trigger.folded()
+        freed = self.estimator.messages(covered) - self.estimator.text(summary.text)
+        yield self._record(
             Compacted(
                 phase=tag,
                 covered_ids=tuple(m.id for m in covered if m.id is not None),
-                summary_tokens=summary.usage.output
-                if summary.usage
-                else self.host.estimator.text(summary.text),
+                summary_tokens=summary.usage.output if summary.usage else self.estimator.text(summary.text),
                 tokens_freed=freed,
                 summarizer_calls=summary.calls,
             )
         )
-        self.host.stats.compactions += 0 if phase_tag == "reactive" else 1
-        note = self.host.notes.compacted({"phase": tag})
+        self.counters.compactions += 0 if phase_tag == "reactive" else 1
+        note = self.notes.compacted({"phase": tag})
         if note is not None:
-            yield self.host.record_event(note)
+            yield self._record(note)
 
     def _first_covered_id(self, covered: Sequence[Message]) -> str | None:
-        checkpoint = self.host.session.latest("checkpoint")
+        checkpoint = self.session.latest("checkpoint")
         if checkpoint is not None:
             return str(checkpoint.payload["first_id"])
         return covered[0].id if covered else None
 
-    async def hard_cut(self, anchor_id: str | None) -> AsyncIterator[Event]:
+    async def hard_cut(self, turn_start_id: str | None) -> AsyncIterator[Event]:
         """The last rung: cut the oldest turns without a summary, leaving a note in their place."""
         messages, previous = self.visible()
         ids = [m.id for m in messages]
-        anchor = ids.index(anchor_id) if anchor_id in ids else len(messages)
+        turn_start = ids.index(turn_start_id) if turn_start_id in ids else len(messages)
         # The current turn's own message is never cut: with nothing before it there is nothing to cut.
         cut: int | FoldFailure = (
-            select_safe_prefix(messages, phase="standalone", max_covered=anchor)
-            if anchor > 0
+            select_safe_prefix(messages, phase="standalone", max_covered=turn_start)
+            if turn_start > 0
             else FoldFailure("no_safe_completed_span", "only the current turn is left")
         )
         if isinstance(cut, FoldFailure):
-            yield self.host.record_event(CompactionFailed(phase="reactive", reason=cut.reason))
+            yield self._record(CompactionFailed(phase="reactive", reason=cut.reason))
             return
         async for event in self._record_cut(messages, previous, cut, "reactive", counted=True):
             yield event

@@ -23,25 +23,32 @@ as a ``note`` record.
 
 from __future__ import annotations
 
+import inspect
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TypeAlias, TypeVar
 
+from ..compile import Policy
 from ..content import Message, Request, Text, ToolResult, ToolSpec, ToolUse
-from ..errors import ContextOverflow, InvalidInput, OverBudget, UsageError
-from ..models import ModelProfile
+from ..errors import ContextOverflow, InvalidInput, ProviderError, UsageError
+from ..models import ModelProfile, get_profile
 from ..pricing import Estimator
-from ..providers import Provider, Stop, UsageSample
-from ..providers import TextDelta as PTextDelta
-from ..providers import ThinkingDelta as PThinkingDelta
-from ..providers import ToolCall as PToolCall
+from ..providers import Provider, Stop, TextDelta, ThinkingDelta, ToolCall, UsageSample
+from ..providers.overflow import output_cap_error
 from ..providers.streams import continues_stream
 from ..store import Session
 from ..store.slots import LedgerSlot
-from ..usage.calibration import Calibrator
+from ..usage.calibration import Calibrator, stored_prices_unchanged
 from ..usage.tracker import Anchor, AnchorBook, CallUsage, Usage, UsageTracker
-from .compiler import Compiled, Compiler
+from .compiler import (
+    Compiled,
+    Compiler,
+    EngineCompiler,
+    RequestCompiler,
+    SystemPrompt,
+    ToolDefinition,
+)
 from .events import (
     AttachmentsEvicted,
     Compacted,
@@ -52,25 +59,21 @@ from .events import (
     RequestSent,
     StreamRestarted,
     StreamResumed,
-    TextDelta,
-    ThinkingDelta,
-    ToolCall,
     ToolResultReady,
     ToolResultsArchived,
     TurnEnded,
     UsageReported,
     decide_boundary,
-    event_to_dict,
+    record_event,
 )
 from .fit import WindowFit
-from .fold_rules import (
-    EscalationLadder,
-    ProactiveTrigger,
-)
+from .fold_trigger import ProactiveTrigger
 from .folding import COVER_ROUNDS, Folding
-from .projection import PhysicalWindow, cap_tool_result, inline_cap_chars
+from .ladder import EscalationLadder
+from .projection import PhysicalWindow
 from .settings import EngineSettings
 from .summarizer import Summarizer
+from .tool_results import cap_tool_result, inline_cap_chars, storable_tool_result
 
 _E = TypeVar("_E", bound=Event)
 
@@ -92,7 +95,10 @@ class ToolOutcome:
     end_turn: bool = False
 
 
-ToolRunner = Callable[[ToolUse], Awaitable[ToolResult | ToolOutcome]]
+ToolReturn: TypeAlias = ToolResult | ToolOutcome | str
+"""What a tool runner may return: a result, a result that may end the turn, or the result's text."""
+ToolRunner: TypeAlias = Callable[[ToolUse], Awaitable[ToolReturn] | ToolReturn]
+"""Runs one tool use: a plain or an ``async`` function returning a :data:`ToolReturn`."""
 
 
 @dataclass(slots=True)
@@ -109,7 +115,7 @@ class _Live:
     multiplier: float = 1.0
     """The calibration multiplier the request was compiled at: the units of ``local_estimate``."""
     omitted: tuple[str, ...] = ()
-    """Ids compile left out for the budget that no checkpoint covers (see :meth:`Engine._prepare`)."""
+    """Ids compile left out for the budget that no checkpoint covers (see :meth:`Engine._fresh_request`)."""
     recompiled: bool = True
     margins: int = 0
     """What the projection priced the rounds appended since the last reported prompt above their
@@ -118,17 +124,35 @@ class _Live:
 
 @dataclass(slots=True)
 class _TurnStats:
+    """What one turn cost; one value for the engine's life, reset at each turn (folding updates it)."""
+
     calls: int = 0
     restarts: int = 0
     compactions: int = 0
     overhead_seconds: float = 0.0
     """Time spent in engine code: everything but the provider's stream, the tools and the summariser."""
     summarizer_seconds: float = 0.0
-    overrides: set[str] = field(default_factory=set)
     folds: int = 0
     """Covering folds made through the summariser this turn (bounded by ``max_folds_per_turn``)."""
     summarizer_failed: bool = False
     """The summariser failed a covering fold this turn: further ones cut instead of asking again."""
+    _since: float | None = None
+
+    def reset(self) -> None:
+        self.calls = self.restarts = self.compactions = self.folds = 0
+        self.overhead_seconds = self.summarizer_seconds = 0.0
+        self.summarizer_failed = False
+        self._since = None
+
+    def resume(self) -> None:
+        """Engine code runs from now."""
+        self._since = time.perf_counter()
+
+    def pause(self) -> None:
+        """Engine code stops here (the provider, a tool or the host runs next)."""
+        if self._since is not None:
+            self.overhead_seconds += time.perf_counter() - self._since
+            self._since = None
 
     @property
     def engine_seconds(self) -> float:
@@ -136,77 +160,195 @@ class _TurnStats:
         return max(0.0, self.overhead_seconds - self.summarizer_seconds)
 
 
+@dataclass(slots=True)
+class _StreamState:
+    """What the engine remembers of the calls it made: the stream they belong to, and the figures
+    the next call's notes and round learning compare with."""
+
+    request: Request | None = None
+    """The previous request and its reply: whether the next request continues their stream."""
+    reply: Message | None = None
+    round_base: int | None = None
+    """The latest call's prompt + output when it reported both (see :meth:`Engine._learn_round`)."""
+    round_probe: tuple[int, int] | None = None
+    """``(base, estimate)`` of the round appended after that call, awaiting the next prompt."""
+    prior_input: int | None = None
+    """The latest reported prompt (``context_provider_dropping``)."""
+    previous_used: int | None = None
+    """The latest reported prompt + output (``context_reported_window_exceeded``)."""
+    last_accepted: Usage | None = None
+    """The latest reported call's usage (``context_window_suggestion``)."""
+
+    def forget_stream(self) -> None:
+        """A refused attempt is no stream, and a recompiled request starts a new one."""
+        self.request = self.reply = None
+        self.round_base = self.round_probe = None
+
+
+@dataclass(slots=True)
+class _Received:
+    """What one call's stream delivered besides the events passed on."""
+
+    stop: Stop | None = None
+    sample: Usage | None = None
+
+
+@dataclass(slots=True)
+class _Round:
+    """The tool boundary's round: the capped results, whether a tool ended the turn."""
+
+    results: list[ToolResult] = field(default_factory=list)
+    end_turn: bool = False
+
+
 class Engine:
-    """Runs turns for one session against one provider (see the module docstring)."""
+    """Runs turns for one session against one provider (see the module docstring).
+
+    ``Engine(session, provider, model, system=..., tools=..., tool_runner=..., summarizer=...)``
+    compiles with the default :class:`~contextwindow.engine.compiler.EngineCompiler` (``system`` a
+    string or text blocks, ``tools`` specs or Anthropic/OpenAI wire dicts, ``policy`` compile's
+    policy); pass ``compiler=`` for another one (then those three are its business).
+    """
 
     def __init__(
         self,
         session: Session,
         provider: Provider,
-        profile: ModelProfile,
+        model: str | ModelProfile,
         *,
-        compiler: Compiler,
+        system: SystemPrompt = (),
+        tools: Sequence[ToolDefinition] = (),
+        policy: Policy | None = None,
+        compiler: Compiler | None = None,
         tool_runner: ToolRunner | None = None,
         summarizer: Summarizer | None = None,
         settings: EngineSettings | None = None,
         estimator: Estimator | None = None,
     ) -> None:
+        profile = get_profile(model)
+        if compiler is None:
+            compiler = EngineCompiler(policy or Policy(), system=system, tools=tools)
+        elif system or tools or policy is not None:
+            raise UsageError(
+                "system, tools and policy are the default compiler's: give them to your compiler"
+            )
+        # What the host set (and may swap between turns).
         self.session = session
         self.provider = provider
         self.profile = profile
-        self.compiler = compiler
+        self.settings = settings = settings or EngineSettings()
         self.tool_runner = tool_runner
-        self.summarizer = summarizer
-        self.settings = settings or EngineSettings()
-        self.estimator = estimator or Estimator(profile)
-        window = self.settings.physical_window or profile.context_window
-        self.window: int | None = window if self.settings.use_physical_window else None
-        self.tracker = UsageTracker(self.settings.usage_mode)
-        self.physical = PhysicalWindow(window=self.window, reserve=0)
-        self.notes = NoteBook(declared_window=self.window)
-        self.reported_window: int = profile.context_window
-        """The model's own reported window, for ``context_reported_window_exceeded`` when none is declared."""
-        self.trigger = ProactiveTrigger(declared_window=self.window)
-        self.ladder = EscalationLadder(max_compactions=self.settings.max_compactions_per_turn)
-        self.folding = Folding(self)
-        connection = self.settings.connection
-        self.calibrator = Calibrator(
+        self._estimator = estimator or Estimator(profile)
+        # What the engine knows of the window and of pricing: the window, calibration, anchors.
+        declared = settings.physical_window or profile.context_window
+        self._window: int | None = declared if settings.use_physical_window else None
+        connection = settings.connection
+        self._calibrator = Calibrator(
             LedgerSlot(session, "calibration", match={"model": profile.name, "connection": connection}),
             model=profile.name,
             connection=connection,
+            prices_unchanged=lambda: stored_prices_unchanged(session.messages(), self._estimator.raw_block),
         )
-        self.fit = WindowFit(
+        self._fit = WindowFit(
             profile,
-            self.calibrator,
-            fit_margin=self.settings.fit_margin,
-            multiplier_step=self.settings.multiplier_step,
-            estimator=self.estimator,
-            round_pricing=self.settings.round_pricing,
-            round_text_margin=self.settings.round_text_margin,
-            uncounted_margin=self.settings.uncounted_margin,
+            self._calibrator,
+            fit_margin=settings.fit_margin,
+            multiplier_step=settings.multiplier_step,
+            estimator=self._estimator,
+            round_pricing=settings.round_pricing,
+            round_text_margin=settings.round_text_margin,
+            uncounted_margin=settings.uncounted_margin,
         )
-        self.anchors = AnchorBook(LedgerSlot(session, "anchor"))
-        stored = self.anchors.latest
+        self._anchors = AnchorBook(LedgerSlot(session, "anchor"))
+        self._requests = RequestCompiler(
+            session,
+            compiler,
+            self._fit,
+            self._anchors,
+            window=self._window or profile.context_window,
+            connection=connection,
+        )
+        # The stream: each call's own usage, the projection at tool boundaries.
+        self._usage = UsageTracker(settings.usage_mode)
+        self._physical = PhysicalWindow(window=self._window, reserve=0)
+        self._stream = _StreamState()
+        self._last_projection: int | None = None
+        self._sent_tokens: list[int] = []
+        # Keeping history inside the window: the proactive trigger, the ladder, the folds, the notes.
+        self._stats = _TurnStats()
+        self._notes = NoteBook(declared_window=self._window)
+        self._trigger = ProactiveTrigger(declared_window=self._window)
+        self._ladder = EscalationLadder(max_compactions=settings.max_compactions_per_turn)
+        self._folding = Folding(
+            session,
+            self._requests,
+            estimator=self._estimator,
+            limits=settings,
+            counters=self._stats,
+            trigger=self._trigger,
+            ladder=self._ladder,
+            notes=self._notes,
+            summarizer=summarizer,
+        )
+        stored = self._anchors.latest
         if stored is not None and stored.model == profile.name and stored.connection == connection:
             # Step 0 of the first send seeds the proactive baseline from the stored anchor (seed 002).
-            self.trigger.seed(input_tokens=stored.input_tokens, output_tokens=stored.output_tokens or 0)
-            self.fit.counted = True  # the provider counted this route's requests before
-        self._previous_request: Request | None = None
-        self._previous_reply: Message | None = None
-        self._previous_used: int | None = None
+            self._trigger.seed(input_tokens=stored.input_tokens, output_tokens=stored.output_tokens or 0)
+            self._fit.counted = True  # the provider counted this route's requests before
+        # The turn.
         self._injected: list[Message] = []
-        self._prepared: _Live | None = None
-        self._last_accepted: Usage | None = None
-        self._prior_input: int | None = None
-        self._round_base: int | None = None
-        """The latest call's prompt + output when it reported both (see :meth:`_learn_round`)."""
-        self._round_probe: tuple[int, int] | None = None
-        """``(base, estimate)`` of the round appended after that call, awaiting the next prompt."""
-        self.stats = _TurnStats()
-        self.last_projection: int | None = None
+        self._live: _Live | None = None
+
+    # -- what a host reads ----------------------------------------------------------------------
+
+    @property
+    def summarizer(self) -> Summarizer | None:
+        """The summariser folds call (``None``: what compile leaves out is cut with a note)."""
+        return self._folding.summarizer
+
+    @summarizer.setter
+    def summarizer(self, summarizer: Summarizer | None) -> None:
+        self._folding.summarizer = summarizer
+
+    @property
+    def calibrator(self) -> Calibrator:
+        """The calibration multiplier of this model and connection, learned from real usage."""
+        return self._calibrator
+
+    @property
+    def fit(self) -> WindowFit:
+        """What compile fits against (the fit margin, what rejections taught, round ratios)."""
+        return self._fit
+
+    @property
+    def trigger(self) -> ProactiveTrigger:
+        """When the next fold is due (its baseline is the last accepted request)."""
+        return self._trigger
+
+    @property
+    def stats(self) -> _TurnStats:
+        """What the latest turn cost: calls, restarts, compactions, engine time."""
+        return self._stats
+
+    @property
+    def window(self) -> int | None:
+        """The physical window the projection guards (``None``: no projection), as the provider proved it."""
+        return self._window
+
+    @property
+    def last_projection(self) -> int | None:
         """The projection at the latest tool boundary (``None`` when none could be made)."""
-        self.last_sent_tokens: list[int] = []
+        return self._last_projection
+
+    @property
+    def last_sent_tokens(self) -> list[int]:
         """The provider's real prompt of each reporting call, for window-use figures."""
+        return self._sent_tokens
+
+    def fit_profile(self) -> ModelProfile:
+        """The profile compile fits against (:class:`~contextwindow.engine.fit.WindowFit`): the window as
+        known (declared, or as the provider proved it), less the fit margin and what it taught."""
+        return self._requests.fit_profile()
 
     # -- host API -------------------------------------------------------------------------------
 
@@ -217,247 +359,313 @@ class Engine:
         self._injected.append(message)
 
     async def run_turn(self, message: Message) -> AsyncIterator[Event]:
-        """Run one user turn; yields events as they happen; raises ``ContextOverflow`` when unrecoverable."""
-        clock = time.perf_counter()
-        self.stats = _TurnStats()
-        self.notes.start_send()
-        self.trigger.start_send()
-        self.ladder.start_turn()
-        anchor = self._append(message)
+        """Run one user turn; yields events as they happen; raises ``ContextOverflow`` when unrecoverable.
+
+        Each step sends the live request and streams the reply; a rejection for size is recovered
+        once (:meth:`_recover`); a reply that asks for tools runs them (:meth:`_run_tools`) and the
+        tool boundary decides whether the round rides on the same request or the next request is
+        compiled afresh (:meth:`_fresh_request`).
+        """
+        stats = self._stats
+        stats.reset()
+        stats.resume()
+        self._notes.start_send()
+        self._trigger.start_send()
+        self._ladder.start_turn()
+        self._requests.overrides.clear()
+        turn_start = self._append(message)
         for pending in self._drain_injected():
             self._append(pending)
+        assert turn_start.id is not None
+        turn_start_id = turn_start.id
         first_of_send = True
+        overflowed = False
 
-        async for event in self.folding.maybe_fold("pre_turn", anchor.id):
+        async for event in self._folding.maybe_fold("pre_turn", turn_start_id):
             yield event
-        async for event in self._prepare(anchor.id):
+        async for event in self._fresh_request(turn_start_id):
             yield event
-        live = self._take_prepared()
-        self._start_stream()
-        overflowed_this_step = False
 
         for _ in range(self.settings.max_steps_per_turn):
-            sent = RequestSent(
-                call=self.stats.calls,
-                estimated_tokens=live.estimated_tokens,
-                window=self.window,
-                max_tokens=live.max_tokens,
-                recompiled=live.recompiled,
-            )
-            yield self.record_event(sent)
-            stop: Stop | None = None
-            sample: Usage | None = None
-            self.stats.overhead_seconds += time.perf_counter() - clock
-            request = Request(
-                model=self.profile.name,
-                system=live.system,
-                tools=live.tools,
-                messages=tuple(live.messages),
-                max_tokens=live.max_tokens,
-            )
-            if not continues_stream(self._previous_request, self._previous_reply, request):
-                self.tracker.start_stream()
+            live = self._current()
+            received = _Received()
             try:
-                async for pevent in self.provider.stream(
-                    request, max_tokens=live.max_tokens, load=self.session.read_attachment
-                ):
-                    if isinstance(pevent, PTextDelta):
-                        yield TextDelta(text=pevent.text)
-                    elif isinstance(pevent, PThinkingDelta):
-                        yield ThinkingDelta(thinking=pevent.thinking)
-                    elif isinstance(pevent, PToolCall):
-                        tu = pevent.tool_use
-                        yield ToolCall(id=tu.id, name=tu.name, input=tu.input)
-                    elif isinstance(pevent, UsageSample):
-                        sample = pevent.usage
-                    elif isinstance(pevent, Stop):
-                        stop = pevent
-            except ContextOverflow as rejection:
-                clock = time.perf_counter()
-                self.stats.calls += 1
-                self._previous_request = self._previous_reply = None  # a refused attempt is no stream
-                self._round_base = self._round_probe = None
-                self.anchors.clear("the provider rejected the request for its size")
-                self.calibrator.arm(0)
-                if overflowed_this_step:
-                    for note in self._overflow_notes():
-                        yield note
-                    raise
-                overflowed_this_step = True
-                # First, believe the provider's numbers: fit the next compile to them. That alone
-                # usually frees enough (compile leaves out the oldest turns); the ladder is for when not.
-                refit = self._learn_from_rejection(rejection, live)
-                freed = refit and self.compile_request().local_estimate < live.local_estimate
-                if not freed:
-                    async for event in self.folding.escalate(anchor.id, mid_turn=len(live.messages) > 0):
-                        if isinstance(event, Compacted | AttachmentsEvicted | ToolResultsArchived):
-                            freed = True
-                        yield event
-                if not freed:
-                    for note in self._overflow_notes():
-                        yield note
-                    raise
-                async for event in self._prepare(anchor.id):
+                async for event in self._call(live, received):
                     yield event
-                live = self._take_prepared()
-                self._start_stream()
-                yield self.record_event(
-                    OverflowRecovered(requested=rejection.requested, limit=rejection.limit)
-                )
+            except ContextOverflow as rejection:
+                stats.resume()
+                async for event in self._recover(rejection, live, turn_start_id, again=overflowed):
+                    yield event
+                overflowed = True
                 continue
-            clock = time.perf_counter()
-            self.stats.calls += 1
-            overflowed_this_step = False
-            if stop is None:
-                raise UsageError("the provider's stream ended without a stop event")
-
-            self._previous_request, self._previous_reply = request, stop.message
-            call = self._account(sample, live)
-            if call.reported and call.prompt > 0:
-                # Anchor + delta within the stream (DESIGN principle 2): the provider has just counted
-                # what was sent, so later rounds of this stream price only what they append to it.
-                live.estimated_tokens = call.prompt
-                live.margins = 0
-            yield self.record_event(
-                UsageReported(
-                    call=self.stats.calls - 1,
-                    usage=call.usage,
-                    reported=call.reported,
-                    stream_total=self.tracker.total,
-                )
-            )
-            for note in self._usage_notes(call, first_of_send=first_of_send, append_only=not live.recompiled):
-                yield note
+            stats.resume()
+            overflowed = False
+            async for event in self._accept(live, received, first_of_send=first_of_send):
+                yield event
             first_of_send = False
-            self._append(stop.message)
-            live.messages.append(stop.message)
-            reply_tokens = self.fit.live_estimator().message(stop.message)
-            live.estimated_tokens += reply_tokens
-            live.local_estimate += reply_tokens
-            self.trigger.accepted(
-                input_tokens=call.prompt, output_tokens=call.usage.output, finish_reason=stop.reason
-            )
-
+            stop = received.stop
+            assert stop is not None
             tool_uses = [b for b in stop.message.content if isinstance(b, ToolUse)]
             if stop.reason != "tool_use" or not tool_uses:
-                self.stats.overhead_seconds += time.perf_counter() - clock
+                stats.pause()
                 yield self._turn_ended(stop.reason)
                 return
 
             # -- the tool boundary --------------------------------------------------------------
-            results, end_turn = [], False
-            cap = inline_cap_chars(self.settings.max_message_tokens, self.settings.tool_result_inline_chars)
-            for use in tool_uses:
-                if self.tool_runner is None:
-                    raise UsageError("the model called a tool and the engine has no tool_runner")
-                self.stats.overhead_seconds += time.perf_counter() - clock
-                outcome = await self.tool_runner(use)
-                clock = time.perf_counter()
-                if isinstance(outcome, ToolResult):
-                    outcome = ToolOutcome(result=outcome)
-                capped = cap_tool_result(outcome.result, cap)
-                end_turn = end_turn or outcome.end_turn
-                results.append(capped)
-                yield ToolResultReady(
-                    tool_use_id=use.id, truncated=capped is not outcome.result, end_turn=outcome.end_turn
-                )
+            round_ = _Round()
+            async for event in self._run_tools(tool_uses, round_):
+                yield event
             injected = self._drain_injected()
-            results_message = Message(role="user", content=tuple(results))
+            results_message = Message(role="user", content=tuple(round_.results))
             self._append(results_message)
             for extra in injected:
                 self._append(extra)
-            appended, round_estimate = self.fit.price_round(results, injected)
-            self.last_projection = self.physical.project(appended)
-            over = self.physical.over(appended)
-            if self.last_projection is None and self.window is not None:
-                # No call on this stream reported a prompt (usage off, or output only): the seed's
-                # projection has no real figure to start from, so the engine's own estimate of the
-                # live request stands in for it, raised as compile fits it (the estimator's error on
-                # the whole request) or by the rounds' own margins, whichever is higher. It can only
-                # ask for a recompile, never refuse.
-                whole = max(self.fit.unanchored(live.estimated_tokens), live.estimated_tokens + live.margins)
-                estimated = whole + appended + live.max_tokens
-                over = estimated if estimated > self.window else None
+            appended, round_estimate = self._fit.price_round(round_.results, injected)
             decision = decide_boundary(
-                end_turn=end_turn,
-                stream_fresh_input=self.tracker.stream_fresh_input,
+                end_turn=round_.end_turn,
+                stream_fresh_input=self._usage.stream_fresh_input,
                 max_stream_input_tokens=self.settings.max_stream_input_tokens,
-                projected_over=over,
-                window=self.window,
+                projected_over=self._projected_over(live, appended),
+                window=self._window,
             )
             if decision == "end_turn":
-                self.stats.overhead_seconds += time.perf_counter() - clock
+                stats.pause()
                 yield self._turn_ended("end_turn_by_tool")
                 return
             if isinstance(decision, StreamRestarted):
-                self.stats.restarts += 1
-                yield self.record_event(decision)
-                async for event in self.folding.maybe_fold("mid_turn", anchor.id):
+                stats.restarts += 1
+                yield self._record(decision)
+                async for event in self._folding.maybe_fold("mid_turn", turn_start_id):
                     yield event
-                async for event in self._prepare(anchor.id):
+                async for event in self._fresh_request(turn_start_id):
                     yield event
-                live = self._take_prepared()
-                self._start_stream()
                 continue
-            # The next call's prompt, less this one's prompt and output, is what the round cost:
-            # learnt when this call reported both and nothing else grew the stream since.
-            self._round_probe = (
-                (self._round_base, round_estimate)
-                if self._round_base is not None and self.physical.growth == 0
-                else None
-            )
-            self.physical.continue_past(appended)
-            live.messages.append(results_message)
-            live.messages.extend(injected)
-            live.estimated_tokens += round_estimate
-            live.margins += appended - round_estimate
-            # The local estimate stays in compile's units (the calibrated estimator), so that the
-            # anchor's payload estimate and the composition factor compare like with like; the
-            # projection's figure above errs high on purpose and is not in those units.
-            live.local_estimate += self.fit.live_estimator().messages([results_message, *injected])
-            live.recompiled = False
+            self._continue_stream(live, results_message, injected, appended, round_estimate)
             yield StreamResumed(injected_messages=len(injected))
             folded = False
-            async for event in self.folding.maybe_fold("mid_turn", anchor.id):
+            async for event in self._folding.maybe_fold("mid_turn", turn_start_id):
                 folded = folded or isinstance(event, Compacted)
                 yield event
             if folded:
-                async for event in self._prepare(anchor.id):
+                async for event in self._fresh_request(turn_start_id):
                     yield event
-                live = self._take_prepared()
-                self._start_stream()
-        yield self.record_event(Note(kind="step_limit", data={"steps": self.settings.max_steps_per_turn}))
+        yield self._record(Note(kind="step_limit", data={"steps": self.settings.max_steps_per_turn}))
 
-    # -- internals ------------------------------------------------------------------------------
+    # -- one step: send, stream, account ----------------------------------------------------------
 
-    def _append(self, message: Message) -> Message:
-        prices = [self.estimator.raw_block(b) for b in message.content]
-        return self.session.append(message, block_prices=prices).message
-
-    def _turn_ended(self, stop_reason: str) -> TurnEnded:
-        stats = self.stats
-        return self.record_event(
-            TurnEnded(
-                stop_reason=stop_reason,
-                calls=stats.calls,
-                restarts=stats.restarts,
-                compactions=stats.compactions,
+    async def _call(self, live: _Live, received: _Received) -> AsyncIterator[Event]:
+        """Send the live request and pass the stream's text, thinking and tool calls on; the stop and
+        the usage sample land in ``received``. A rejection for size is raised as it came; any other
+        provider error is raised after a note when it names the model's output cap."""
+        yield self._record(
+            RequestSent(
+                call=self._stats.calls,
+                estimated_tokens=live.estimated_tokens,
+                window=self._window,
+                max_tokens=live.max_tokens,
+                recompiled=live.recompiled,
             )
         )
+        self._stats.pause()
+        request = Request(
+            model=self.profile.name,
+            system=live.system,
+            tools=live.tools,
+            messages=tuple(live.messages),
+            max_tokens=live.max_tokens,
+        )
+        if not continues_stream(self._stream.request, self._stream.reply, request):
+            self._usage.start_stream()
+        try:
+            async for event in self.provider.stream(
+                request, max_tokens=live.max_tokens, load=self.session.read_attachment
+            ):
+                if isinstance(event, TextDelta | ThinkingDelta | ToolCall):
+                    yield event
+                elif isinstance(event, UsageSample):
+                    received.sample = event.usage
+                elif isinstance(event, Stop):
+                    received.stop = event
+        except ContextOverflow:
+            self._stats.calls += 1
+            raise
+        except ProviderError as failure:
+            refused = output_cap_error(
+                failure.status, failure.body if failure.body is not None else str(failure)
+            )
+            if refused is not None:
+                yield self._record(
+                    self._notes.output_cap(max_tokens=refused.requested, output_cap=refused.cap)
+                )
+            raise
+        self._stats.calls += 1
+        if received.stop is None:
+            raise UsageError("the provider's stream ended without a stop event")
+        self._stream.request, self._stream.reply = request, received.stop.message
 
-    def _drain_injected(self) -> list[Message]:
-        out, self._injected = self._injected, []
-        return out
+    async def _accept(self, live: _Live, received: _Received, *, first_of_send: bool) -> AsyncIterator[Event]:
+        """An accepted call: its usage (anchor, calibration, notes), and its reply appended."""
+        stop = received.stop
+        assert stop is not None
+        call = self._account(received.sample, live)
+        if call.reported and call.prompt > 0:
+            # Anchor + delta within the stream (DESIGN principle 2): the provider has just counted
+            # what was sent, so later rounds of this stream price only what they append to it.
+            live.estimated_tokens = call.prompt
+            live.margins = 0
+        yield self._record(
+            UsageReported(
+                call=self._stats.calls - 1,
+                usage=call.usage,
+                reported=call.reported,
+                stream_total=self._usage.total,
+            )
+        )
+        for note in self._usage_notes(
+            call, live.local_estimate, first_of_send=first_of_send, append_only=not live.recompiled
+        ):
+            yield note
+        self._append(stop.message)
+        live.messages.append(stop.message)
+        reply_tokens = self._fit.live_estimator().message(stop.message)
+        live.estimated_tokens += reply_tokens
+        live.local_estimate += reply_tokens
+        self._trigger.accepted(
+            input_tokens=call.prompt, output_tokens=call.usage.output, finish_reason=stop.reason
+        )
 
-    def record_event(self, event: _E) -> _E:
-        """Record ``event`` in the ledger as a ``note`` record and return it (for the engine's parts)."""
-        self.session.record("note", {"event": event_to_dict(event)})
-        return event
+    async def _recover(
+        self, rejection: ContextOverflow, live: _Live, turn_start_id: str, *, again: bool
+    ) -> AsyncIterator[Event]:
+        """A rejection for size: believe its numbers, free room (the ladder when they alone do not),
+        and compile the retry; a second rejection in a row, or nothing freed, raises it after the
+        notes."""
+        self._stream.forget_stream()
+        self._anchors.clear("the provider rejected the request for its size")
+        self._calibrator.arm(0)
+        if again:
+            for note in self._overflow_notes():
+                yield note
+            raise rejection
+        # First, believe the provider's numbers: fit the next compile to them. That alone usually
+        # frees enough (compile leaves out the oldest turns); the ladder is for when not.
+        refit = self._learn_from_rejection(rejection, live)
+        freed = refit and self._requests().local_estimate < live.local_estimate
+        if not freed:
+            async for event in self._folding.escalate(turn_start_id, mid_turn=len(live.messages) > 0):
+                if isinstance(event, Compacted | AttachmentsEvicted | ToolResultsArchived):
+                    freed = True
+                yield event
+        if not freed:
+            for note in self._overflow_notes():
+                yield note
+            raise rejection
+        async for event in self._fresh_request(turn_start_id):
+            yield event
+        yield self._record(OverflowRecovered(requested=rejection.requested, limit=rejection.limit))
 
-    def fit_profile(self) -> ModelProfile:
-        """The profile compile fits against (:class:`~contextwindow.engine.fit.WindowFit`): the window as
-        known (declared, or as the provider proved it), less the fit margin and what it taught."""
-        return self.fit.fit_profile(self.window or self.profile.context_window)
+    # -- the tool boundary ------------------------------------------------------------------------
+
+    async def _run_tools(self, tool_uses: Sequence[ToolUse], round_: _Round) -> AsyncIterator[Event]:
+        """Run each tool use; its result rides into the round with storable text, within the inline cap."""
+        cap = inline_cap_chars(self.settings.max_message_tokens, self.settings.tool_result_inline_chars)
+        for use in tool_uses:
+            if self.tool_runner is None:
+                raise UsageError("the model called a tool and the engine has no tool_runner")
+            self._stats.pause()
+            outcome = await _run_tool(self.tool_runner, use)
+            self._stats.resume()
+            stored = storable_tool_result(outcome.result)
+            capped = cap_tool_result(stored, cap)
+            round_.end_turn = round_.end_turn or outcome.end_turn
+            round_.results.append(capped)
+            yield ToolResultReady(
+                tool_use_id=use.id, truncated=capped is not stored, end_turn=outcome.end_turn
+            )
+
+    def _projected_over(self, live: _Live, appended: int) -> int | None:
+        """The projection of the request with the round appended when it crosses the window, else
+        ``None``; keeps the projection for :attr:`last_projection`."""
+        self._last_projection = self._physical.project(appended)
+        if self._last_projection is not None or self._window is None:
+            return self._physical.over(appended)
+        # No call on this stream reported a prompt (usage off, or output only): the projection has
+        # no real figure to start from, so the engine's own estimate of the live request stands in for
+        # it, raised as compile fits it (the estimator's error on the whole request) or by the rounds'
+        # own margins, whichever is higher. It can only ask for a recompile, never refuse.
+        whole = max(self._fit.fitted_estimate(live.estimated_tokens), live.estimated_tokens + live.margins)
+        estimated = whole + appended + live.max_tokens
+        return estimated if estimated > self._window else None
+
+    def _continue_stream(
+        self, live: _Live, results: Message, injected: Sequence[Message], appended: int, round_estimate: int
+    ) -> None:
+        """The round rides on the live request: append it and keep the stream's figures."""
+        # The next call's prompt, less this one's prompt and output, is what the round cost:
+        # learnt when this call reported both and nothing else grew the stream since.
+        base = self._stream.round_base
+        self._stream.round_probe = (
+            (base, round_estimate) if base is not None and self._physical.growth == 0 else None
+        )
+        self._physical.continue_past(appended)
+        live.messages.append(results)
+        live.messages.extend(injected)
+        live.estimated_tokens += round_estimate
+        live.margins += appended - round_estimate
+        # The local estimate stays in compile's units (the calibrated estimator), so that the
+        # anchor's payload estimate and the composition factor compare like with like; the
+        # projection's figure above errs high on purpose and is not in those units.
+        live.local_estimate += self._fit.live_estimator().messages([results, *injected])
+        live.recompiled = False
+
+    # -- compiling the next request ---------------------------------------------------------------
+
+    def _current(self) -> _Live:
+        assert self._live is not None
+        return self._live
+
+    async def _fresh_request(self, turn_start_id: str | None) -> AsyncIterator[Event]:
+        """Compile the next request afresh, covering what compile would leave out
+        (:meth:`~contextwindow.engine.folding.Folding.cover`) and compiling again: ``[summary] + tail``,
+        at most ``COVER_ROUNDS`` rounds, the last one a cut: bounded, never looping. A new stream
+        starts on it: the projection starts from nothing (seed 001); the usage tracker follows the
+        provider's own notion of a stream, decided when the request is sent."""
+        live = self._compile()
+        for round_ in range(COVER_ROUNDS):
+            if not live.omitted:
+                break
+            changed = False
+            async for event in self._folding.cover(
+                turn_start_id, live.omitted, live.output_reserve, cut_only=round_ == COVER_ROUNDS - 1
+            ):
+                changed = changed or isinstance(event, Compacted)
+                yield event
+            if not changed:
+                break
+            live = self._compile()
+        self._live = live
+        self._physical.start_stream()
+        self._stream.round_base = self._stream.round_probe = None
+
+    def _compile(self) -> _Live:
+        compiled = self._requests.fitting()
+        self._fit.live_estimator()
+        # One calibration sample per compiled request, learned from its first call (seed §2).
+        self._calibrator.arm(compiled.local_estimate)
+        max_tokens = self.settings.max_tokens or compiled.output_reserve
+        self._physical.reserve = max_tokens
+        self._fit.reserve = compiled.output_reserve
+        return _Live(
+            system=compiled.system,
+            tools=compiled.tools,
+            messages=list(compiled.messages),
+            estimated_tokens=compiled.estimated_tokens,
+            local_estimate=compiled.local_estimate,
+            max_tokens=max_tokens,
+            output_reserve=compiled.output_reserve,
+            multiplier=self._fit.multiplier(),
+            omitted=tuple(compiled.decisions.omitted),
+        )
 
     def _learn_from_rejection(self, rejection: ContextOverflow, live: _Live) -> bool:
         """Take in a rejection's numbers; return whether they changed what compile fits against. A
@@ -470,100 +678,51 @@ class Engine:
         counted = rejection.input_tokens
         if counted is not None and counted > 0 and live.local_estimate > 0:
             had = self.fit_profile().context_window
-            self.fit.observe(prompt=counted, local_estimate=live.local_estimate, multiplier=live.multiplier)
-            if live.multiplier == self.fit.multiplier() and self.calibrator.arm(live.local_estimate):
-                self.calibrator.report_real_input(counted)
+            self._fit.observe(prompt=counted, local_estimate=live.local_estimate, multiplier=live.multiplier)
+            if live.multiplier == self._fit.multiplier() and self._calibrator.arm(live.local_estimate):
+                self._calibrator.report_real_input(counted)
             refit = self.fit_profile().context_window != had
         else:
             refit = False
         limit = rejection.limit
-        known = self.window or self.profile.context_window
-        learned = self.fit.learn(known=known, limit=limit, requested=rejection.requested)
+        learned = self._fit.learn(known=self._requests.window, limit=limit, requested=rejection.requested)
         if learned == "window" and limit is not None:
-            self.window = limit
-            self.physical.window = limit
-            self.trigger.declared_window = limit
+            self._window = limit
+            self._requests.window = limit
+            self._physical.window = limit
+            self._trigger.declared_window = limit
         return learned is not None or refit
 
-    def compile_request(self, profile: ModelProfile | None = None) -> Compiled:
-        """Compile the session's next request with the turn's overrides at ``profile`` (default: the
-        profile compile fits against, :meth:`fit_profile`)."""
-        return self.compiler(
-            self.session,
-            self.fit_profile() if profile is None else profile,
-            frozenset(self.stats.overrides),
-            multiplier=self.fit.multiplier(),
-            anchor=self.anchors.latest,
-            connection=self.settings.connection,
-        )
-
-    def _compile(self) -> _Live:
-        try:
-            compiled = self.compile_request()
-        except OverBudget:
-            # The newest message does not fit beside the head as things stand: take the cheap rungs
-            # (media out of line, stale results archived, then no media inline at all) for the rest of
-            # the turn; if even that does not fit, the message alone is too large and it raises.
-            for rung in ("evict_media", "archive_tool_results", "evict_all_media"):
-                self.stats.overrides.add(rung)
-                try:
-                    compiled = self.compile_request()
-                    break
-                except OverBudget:
-                    continue
-            else:
-                raise
-        self.fit.live_estimator()
-        # One calibration sample per compiled request, learned from its first call (seed §2).
-        self.calibrator.arm(compiled.local_estimate)
-        max_tokens = self.settings.max_tokens or compiled.output_reserve
-        self.physical.reserve = max_tokens
-        self.fit.reserve = compiled.output_reserve
-        return _Live(
-            system=compiled.system,
-            tools=compiled.tools,
-            messages=list(compiled.messages),
-            estimated_tokens=compiled.estimated_tokens,
-            local_estimate=compiled.local_estimate,
-            max_tokens=max_tokens,
-            output_reserve=compiled.output_reserve,
-            multiplier=self.fit.multiplier(),
-            omitted=tuple(compiled.decisions.omitted),
-        )
-
-    def _start_stream(self) -> None:
-        """A recompiled request: the projection starts from nothing (seed 001). The usage tracker
-        follows the provider's own notion of a stream, decided when the request is sent."""
-        self.physical.start_stream()
-        self._round_base = self._round_probe = None
+    # -- usage: per call, anchors, calibration, notes ---------------------------------------------
 
     def _learn_round(self, call: CallUsage) -> None:
         """Learn what the round appended before ``call`` cost by the provider's count, and keep this
-        call's figures as the base for the next round (:class:`~contextwindow.engine.projection.RoundRatios`).
+        call's figures as the base for the next round (:class:`~contextwindow.engine.rounds.RoundRatios`).
         Only a continued request whose previous call reported its prompt and output measures a round."""
-        probe, self._round_probe = self._round_probe, None
+        stream = self._stream
+        probe, stream.round_probe = stream.round_probe, None
         if not (call.reported and call.prompt > 0):
-            self._round_base = None
+            stream.round_base = None
             return
         if probe is not None:
             base, estimate = probe
             if call.prompt >= base:
-                self.fit.observe_round(real=call.prompt - base, estimate=estimate)
-        self._round_base = call.prompt + call.usage.output if call.usage.output > 0 else None
+                self._fit.observe_round(real=call.prompt - base, estimate=estimate)
+        stream.round_base = call.prompt + call.usage.output if call.usage.output > 0 else None
 
     def _account(self, sample: Usage | None, live: _Live) -> CallUsage:
         max_tokens = live.max_tokens
         if sample is None:
-            call = self.tracker.unreported(max_tokens=max_tokens)
+            call = self._usage.unreported(max_tokens=max_tokens)
         else:
             try:
-                call = self.tracker.feed(sample, max_tokens=max_tokens)
+                call = self._usage.feed(sample, max_tokens=max_tokens)
             except InvalidInput:
                 # A running total that went backwards: the provider layer restarted its count (a new
                 # stream by its own reckoning). Take the sample as this call's own, erring high.
-                self.tracker.start_stream()
-                call = self.tracker.feed(sample, max_tokens=max_tokens)
-        self.physical.observe_call(prompt=call.prompt, output=call.usage.output, max_tokens=max_tokens)
+                self._usage.start_stream()
+                call = self._usage.feed(sample, max_tokens=max_tokens)
+        self._physical.observe_call(prompt=call.prompt, output=call.usage.output, max_tokens=max_tokens)
         self._learn_round(call)
         payload = {
             "fresh_input": call.usage.fresh_input,
@@ -574,14 +733,14 @@ class Engine:
         }
         self.session.record("usage", payload)
         if call.reported:
-            self.last_sent_tokens.append(call.prompt)
-            self.fit.observe(
+            self._sent_tokens.append(call.prompt)
+            self._fit.observe(
                 prompt=call.prompt, local_estimate=live.local_estimate, multiplier=live.multiplier
             )
-            self._last_accepted = call.usage
-            if self.calibrator.armed:
-                self.calibrator.report_real_input(call.prompt)
-            self.anchors.record(
+            self._stream.last_accepted = call.usage
+            if self._calibrator.armed:
+                self._calibrator.report_real_input(call.prompt)
+            self._anchors.record(
                 Anchor(
                     model=self.profile.name,
                     connection=self.settings.connection,
@@ -591,60 +750,96 @@ class Engine:
                 )
             )
         else:
-            self.calibrator.arm(0)  # a grown request must never be compared with the first estimate
+            self._calibrator.arm(0)  # a grown request must never be compared with the first estimate
         return call
 
-    def _usage_notes(self, call: CallUsage, *, first_of_send: bool, append_only: bool) -> list[Note]:
+    def _usage_notes(
+        self, call: CallUsage, expected_input: int, *, first_of_send: bool, append_only: bool
+    ) -> list[Note]:
         notes: list[Note] = []
         if call.reported:
-            dropping = self.notes.provider_dropping(
+            stream = self._stream
+            dropping = self._notes.provider_dropping(
                 input_tokens=call.prompt,
-                prior_input_tokens=self._prior_input,
+                prior_input_tokens=stream.prior_input,
                 first_of_send=first_of_send,
                 append_only=append_only or first_of_send,
             )
-            overrun = self.notes.window_overrun(input_tokens=call.prompt, output_tokens=call.usage.output)
+            overrun = self._notes.window_overrun(input_tokens=call.prompt, output_tokens=call.usage.output)
             used = call.prompt + call.usage.output
-            exceeded = self.notes.reported_window_exceeded(
-                used_tokens=used, previous_used=self._previous_used, reported_window=self.reported_window
+            exceeded = self._notes.reported_window_exceeded(
+                used_tokens=used,
+                previous_used=stream.previous_used,
+                reported_window=self.profile.context_window,
             )
-            notes.extend(n for n in (dropping, overrun, exceeded) if n is not None)
-            self._prior_input = call.prompt
-            self._previous_used = used
-        return [self.record_event(n) for n in notes]
+            truncated = self._notes.provider_truncated(
+                input_tokens=call.prompt, expected_input=expected_input
+            )
+            notes.extend(n for n in (dropping, overrun, exceeded, truncated) if n is not None)
+            stream.prior_input = call.prompt
+            stream.previous_used = used
+        return [self._record(n) for n in notes]
 
     def _overflow_notes(self) -> list[Note]:
         notes: list[Note] = []
-        if self.stats.compactions:
-            note = self.notes.overflow_after_compaction()
+        if self._stats.compactions:
+            note = self._notes.overflow_after_compaction()
             if note is not None:
                 notes.append(note)
-        total = self._last_accepted.total if self._last_accepted is not None else None
-        suggestion = self.notes.window_suggestion(last_accepted_total=total)
+        last = self._stream.last_accepted
+        suggestion = self._notes.window_suggestion(
+            last_accepted_total=last.total if last is not None else None
+        )
         if suggestion is not None:
             notes.append(suggestion)
-        return [self.record_event(n) for n in notes]
+        return [self._record(n) for n in notes]
 
-    def _take_prepared(self) -> _Live:
-        live, self._prepared = self._prepared, None
-        assert live is not None
-        return live
+    # -- the ledger -------------------------------------------------------------------------------
 
-    async def _prepare(self, anchor_id: str | None) -> AsyncIterator[Event]:
-        """Compile the next request into ``self._prepared``, covering what compile would leave out
-        (:meth:`~contextwindow.engine.folding.Folding.cover`) and compiling again: ``[summary] + tail``. At
-        most ``COVER_ROUNDS`` rounds per compile, the last one a cut: bounded, never looping."""
-        live = self._compile()
-        for round_ in range(COVER_ROUNDS):
-            if not live.omitted:
-                break
-            changed = False
-            async for event in self.folding.cover(
-                anchor_id, live.omitted, live.output_reserve, cut_only=round_ == COVER_ROUNDS - 1
-            ):
-                changed = changed or isinstance(event, Compacted)
-                yield event
-            if not changed:
-                break
-            live = self._compile()
-        self._prepared = live
+    def _append(self, message: Message) -> Message:
+        prices = [self._estimator.raw_block(b) for b in message.content]
+        return self.session.append(message, block_prices=prices).message
+
+    def _record(self, event: _E) -> _E:
+        return record_event(self.session, event)
+
+    def _turn_ended(self, stop_reason: str) -> TurnEnded:
+        stats = self._stats
+        return self._record(
+            TurnEnded(
+                stop_reason=stop_reason,
+                calls=stats.calls,
+                restarts=stats.restarts,
+                compactions=stats.compactions,
+            )
+        )
+
+    def _drain_injected(self) -> list[Message]:
+        out, self._injected = self._injected, []
+        return out
+
+
+async def _run_tool(runner: ToolRunner, use: ToolUse) -> ToolOutcome:
+    """Run one tool use through the host's runner, sync or async, as a :class:`ToolOutcome`.
+
+    A tool that raises is the model's to know about, not the turn's end: the exception becomes an
+    error result naming its type and message (``is_error=True``), and the turn goes on. A runner
+    that returns something other than a :data:`ToolReturn` is the host's mistake: ``UsageError``."""
+    try:
+        value = runner(use)
+        if inspect.isawaitable(value):
+            value = await value
+    except Exception as error:
+        detail = str(error)
+        text = f"{type(error).__name__}: {detail}" if detail else type(error).__name__
+        return ToolOutcome(result=ToolResult(tool_use_id=use.id, content=text, is_error=True))
+    if isinstance(value, ToolOutcome):
+        return value
+    if isinstance(value, ToolResult):
+        return ToolOutcome(result=value)
+    if isinstance(value, str):
+        return ToolOutcome(result=ToolResult(tool_use_id=use.id, content=value))
+    raise UsageError(
+        f"the tool runner returned {type(value).__name__} for {use.name!r}: it returns a ToolResult,"
+        " a ToolOutcome or a str"
+    )

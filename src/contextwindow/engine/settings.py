@@ -7,8 +7,8 @@ from typing import Literal
 
 from ..errors import InvalidInput
 from ..usage.tracker import UsageMode
-from .fold_rules import COVER_TAIL_RATIO
-from .projection import ROUND_TEXT_MARGIN
+from .rounds import ROUND_TEXT_MARGIN
+from .safe_prefix import COVER_TAIL_RATIO
 
 __all__ = ["DEFAULT_MAX_STREAM_INPUT_TOKENS", "EngineSettings"]
 
@@ -54,11 +54,11 @@ class EngineSettings:
     """Compile sees the calibration multiplier rounded to this step (0: exact)."""
     tool_result_inline_chars: int = 24_000
     max_message_tokens: int | None = None
-    round_pricing: Literal["estimator", "seed"] = "estimator"
+    round_pricing: Literal["estimator", "flat"] = "estimator"
     round_text_margin: float = ROUND_TEXT_MARGIN
     """The projection prices an appended round's text this much over the estimate (media and the
     rest at ``fit_margin``): one chunk's error is wider than a request's (see
-    :data:`~contextwindow.engine.projection.ROUND_TEXT_MARGIN`)."""
+    :data:`~contextwindow.engine.rounds.ROUND_TEXT_MARGIN`)."""
     max_compactions_per_turn: int = 4
     max_steps_per_turn: int = 1_000
     max_fold_halvings: int = 4
@@ -69,7 +69,7 @@ class EngineSettings:
     cost). A summariser that fails once is not asked again in the same turn."""
     cover_tail_ratio: float = COVER_TAIL_RATIO
     """A covering fold keeps the newest history that fills this share of compile's input budget and
-    folds the rest (see :data:`~contextwindow.engine.fold_rules.COVER_TAIL_RATIO`)."""
+    folds the rest (see :data:`~contextwindow.engine.safe_prefix.COVER_TAIL_RATIO`)."""
 
     def __post_init__(self) -> None:
         for name in (

@@ -8,7 +8,7 @@ through (maka's history-compact summariser, seed-behaviours §10, acceptance 33)
   their attachment ids), after the previous checkpoint's summary on a roll-forward;
 - the output is capped at 8,000 tokens; a reply cut at the cap gets one retry with a shortened
   prompt that says it was "cut off at the output limit";
-- a malformed reply (:func:`~contextwindow.engine.fold_rules.find_summary_defect`) gets one stricter repair;
+- a malformed reply (:func:`~contextwindow.engine.summary_rules.find_summary_defect`) gets one stricter repair;
   never more than two provider calls in all;
 - the summariser's own input must fit its window: when its estimate is over, or its provider rejects
   the input for size, the result is ``input_too_large`` and the caller folds less (halves).
@@ -38,13 +38,13 @@ from ..errors import ContextOverflow, ProviderError
 from ..formats import AttachmentLoader
 from ..models import ModelProfile
 from ..pricing import Estimator
-from ..providers import Provider, Stop, UsageSample
+from ..providers import Provider, complete, output_limit_hit
 from ..usage.tracker import Usage
-from .fold_rules import (
+from .events import FoldFailure
+from .summary_rules import (
     DEFAULT_SUMMARY_PROMPT,
     REQUIRED_SECTIONS,
     SUMMARY_MAX_OUTPUT_TOKENS,
-    FoldFailure,
     find_summary_defect,
 )
 
@@ -166,18 +166,10 @@ class Summarizer:
         return self.estimator.request(request) + self._cap(max_output_tokens) <= self.profile.context_window
 
     async def _call(self, request: Request) -> tuple[str, str, Usage | None]:
-        usage: Usage | None = None
-        stop: Stop | None = None
         cap = request.max_tokens or self.max_output_tokens
-        async for event in self.provider.stream(request, max_tokens=cap, load=self._load):
-            if isinstance(event, UsageSample):
-                usage = event.usage
-            elif isinstance(event, Stop):
-                stop = event
-        if stop is None:
-            raise ProviderError("the summariser's stream ended without a stop", provider=self.provider.name)
-        text = "".join(b.text for b in stop.message.content if isinstance(b, Text))
-        return text, stop.reason, usage
+        done = await complete(self.provider, request, max_tokens=cap, load=self._load)
+        text = "".join(b.text for b in done.message.content if isinstance(b, Text))
+        return text, done.stop_reason, done.usage
 
     async def summarize(
         self,
@@ -209,7 +201,7 @@ class Summarizer:
                 return FoldFailure("input_too_large", "the summariser's provider rejected the input")
             except ProviderError as exc:
                 return FoldFailure("provider_error", str(exc))
-            if reason == "max_tokens":
+            if output_limit_hit(reason):
                 if calls >= 2:
                     return FoldFailure("output_length", "cut at the output limit twice")
                 extra = _SHORTER

@@ -17,6 +17,7 @@ from ._wire import AttachmentLoader, ParsedRequest, loader_from
 __all__ = [
     "AttachmentLoader",
     "ParsedRequest",
+    "ToolDefinition",
     "WireFormat",
     "detect_format",
     "loader_from",
@@ -26,6 +27,9 @@ __all__ = [
 ]
 
 WireFormat: TypeAlias = Literal["anthropic", "openai"]
+"""The wire formats :func:`parse_any` reads and :func:`render` writes."""
+ToolDefinition: TypeAlias = ToolSpec | Mapping[str, Any]
+"""A tool as a :class:`~contextwindow.content.ToolSpec` or as an Anthropic or OpenAI wire dict."""
 
 _OPENAI_ROLES = frozenset({"system", "developer", "tool"})
 _OPENAI_PARTS = frozenset({"image_url", "input_audio", "file", "refusal"})
@@ -91,21 +95,22 @@ def render(request: Request, fmt: WireFormat, load: AttachmentLoader) -> dict[st
     raise InvalidInput(f"unknown wire format {fmt!r}", path="format")
 
 
-def tool_specs(tools: Sequence[Any]) -> tuple[ToolSpec, ...]:
-    """Tool definitions as :class:`~contextwindow.content.ToolSpec`: each a ``ToolSpec`` already, an
-    Anthropic tool (``{"name", "description", "input_schema"}``) or an OpenAI one (``{"type":
-    "function", "function": {...}}``); anything else is ``InvalidInput`` naming it."""
+def tool_specs(tools: Sequence[ToolDefinition]) -> tuple[ToolSpec, ...]:
+    """Tools as :class:`~contextwindow.content.ToolSpec`: a spec as it is; an OpenAI Chat
+    (``{"type": "function", "function": {...}}``), OpenAI Responses (``{"type": "function", "name":
+    ...}``) or Anthropic (``{"name": ..., "input_schema": ...}``) tool dict read as its format says."""
     out: list[ToolSpec] = []
     for i, tool in enumerate(tools):
+        path = f"tools[{i}]"
         if isinstance(tool, ToolSpec):
             out.append(tool)
-        elif isinstance(tool, Mapping) and "function" in tool:
-            out.append(openai._parse_tool(dict(tool), f"tools[{i}]"))
-        elif isinstance(tool, Mapping):
-            out.append(anthropic._parse_tool(dict(tool), f"tools[{i}]"))
+        elif not isinstance(tool, Mapping):
+            raise InvalidInput(f"must be a ToolSpec or a tool dict, got {type(tool).__name__}", path=path)
+        elif "function" in tool:
+            out.append(openai._parse_tool(dict(tool), path))
+        elif tool.get("type") == "function":
+            function = {k: v for k, v in tool.items() if k in ("name", "description", "parameters")}
+            out.append(openai._parse_tool({"type": "function", "function": function}, path))
         else:
-            raise InvalidInput(
-                f"a tool is a ToolSpec or a wire tool definition, got {type(tool).__name__}",
-                path=f"tools[{i}]",
-            )
+            out.append(anthropic._parse_tool(dict(tool), path))
     return tuple(out)

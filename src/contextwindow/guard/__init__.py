@@ -1,15 +1,22 @@
 """The request guard: keep an agent that sends its whole history inside its model's window.
 
-``contextwindow.guard(client)`` wraps an official ``anthropic`` or ``openai`` client (sync or async)
-so that an existing agent loop changes one line; :class:`GuardCore` is the sans-IO core under it,
-for hosts that make their own calls (framework adapters, the proxy).
+:func:`guard` wraps an official ``anthropic`` or ``openai`` client (sync or async) so that an
+existing agent loop changes one line (:mod:`._clients`); :class:`GuardCore` is the sans-IO core under
+it (:mod:`._core`), stepped by :func:`run_sync` or :func:`run_async`, for hosts that make their own
+calls (framework adapters, the proxy). Importing this package is cheap: the rest loads on first use.
 """
 
 from __future__ import annotations
 
-from ._clients import DEFAULT_STORE, STORE_ENV, GuardedAnthropic, GuardedOpenAI, guard, resolve_store
-from ._core import Exchange, GuardCore
-from ._steps import Reply, Send, run_async, run_sync
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ._entry import DEFAULT_STORE, STORE_ENV, guard
+
+if TYPE_CHECKING:
+    from ._clients import GuardedAnthropic, GuardedOpenAI, resolve_store
+    from ._core import Exchange, GuardCore
+    from ._steps import Reply, Send, run_async, run_sync
 
 __all__ = [
     "DEFAULT_STORE",
@@ -25,3 +32,25 @@ __all__ = [
     "run_async",
     "run_sync",
 ]
+
+_LAZY = {
+    "GuardedAnthropic": "contextwindow.guard._clients",
+    "GuardedOpenAI": "contextwindow.guard._clients",
+    "resolve_store": "contextwindow.guard._clients",
+    "Exchange": "contextwindow.guard._core",
+    "GuardCore": "contextwindow.guard._core",
+    "Reply": "contextwindow.guard._steps",
+    "Send": "contextwindow.guard._steps",
+    "run_async": "contextwindow.guard._steps",
+    "run_sync": "contextwindow.guard._steps",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Load the guard's modules the first time one of their names is asked for (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,4 +1,4 @@
-"""``contextwindow.guard(client)``: the official SDK clients, guarded, one line in an existing agent.
+"""The guarded SDK clients behind ``contextwindow.guard(client)``: one line in an existing agent.
 
 ::
 
@@ -31,16 +31,12 @@ from ..engine.settings import EngineSettings
 from ..errors import ContextOverflow, UsageError
 from ..store import Store, open_store
 from ._core import Exchange, GuardCore
+from ._entry import DEFAULT_STORE, STORE_ENV
 from ._replies import AnthropicEvents, OpenAIChunks, anthropic_reply, jsonable, openai_reply
 from ._steps import Reply, Send, run_async, run_sync
 from ._wire import GuardFormat
 
-__all__ = ["DEFAULT_STORE", "STORE_ENV", "GuardedAnthropic", "GuardedOpenAI", "guard", "resolve_store"]
-
-STORE_ENV = "CONTEXTWINDOW_STORE"
-DEFAULT_STORE = ".contextwindow/guard.sqlite"
-"""Where ``guard(client)`` keeps its ledger when no ``store`` is given and ``$CONTEXTWINDOW_STORE``
-is unset: a SQLite file under the working directory (``store=":memory:"`` keeps it in memory)."""
+__all__ = ["GuardedAnthropic", "GuardedOpenAI", "resolve_store", "wrap"]
 
 _OPTIONS = frozenset({"extra_headers", "extra_query", "extra_body", "timeout"})
 """Keyword arguments of the SDK methods that are not part of the request body."""
@@ -48,7 +44,7 @@ _COUNT_FIELDS = frozenset({"model", "messages", "system", "tools", "tool_choice"
 """What Anthropic's ``count_tokens`` accepts of a Messages body."""
 
 
-def guard(
+def wrap(
     client: Any,
     *,
     store: Store | str | Path | None = None,
@@ -59,19 +55,7 @@ def guard(
     policy: Policy | None = None,
     settings: EngineSettings | None = None,
 ) -> Any:
-    """``client`` guarded: see the module docstring.
-
-    - ``store``: a :class:`~contextwindow.store.Store`, or what :func:`~contextwindow.store.open_store`
-      takes (a path, ``sqlite:///…``, ``postgresql://…``, ``":memory:"``); default
-      ``$CONTEXTWINDOW_STORE`` or :data:`DEFAULT_STORE`.
-    - ``session``: the session id to keep the conversation under (default: recognised by its first
-      message, see :mod:`._core`).
-    - ``summarizer``: who writes summary checkpoints: ``None`` (this client, the request's model, or
-      ``summary_model``), another client of the same kind (sync for a sync client, async for an async
-      one), or ``False`` (no summaries: history that does not fit is cut, with a note in its place).
-    - ``context_window``: the window to fit when you know it is smaller than the model's profile says
-      (without it the guard learns it from the provider's first rejection).
-    """
+    """What :func:`contextwindow.guard` does (it loads this module on first use)."""
     kind, is_async = _kind(client)
     if summarizer is not None and summarizer is not False:
         other, other_async = _kind(summarizer)

@@ -35,14 +35,9 @@ from ..compile import Policy
 from ..content import Message, Request, ToolResult, media_refs
 from ..engine.compiler import EngineCompiler
 from ..engine.events import (
-    AttachmentsEvicted,
-    Compacted,
     Event,
-    OverflowRecovered,
-    ToolResultsArchived,
-    UsageReported,
 )
-from ..engine.loop import Engine
+from ..engine.loop import Engine, _Received
 from ..engine.settings import EngineSettings
 from ..engine.summarizer import Summarizer
 from ..errors import ContextOverflow, OverBudget, UnknownModel, UsageError
@@ -51,7 +46,7 @@ from ..models import get_profile
 from ..providers.base import ProviderEvent, Stop, UsageSample, normalise_stop_reason
 from ..store import Session, Store
 from ._match import chain, extend_chain, longest_known
-from ._steps import Ask, Reply, Send
+from ._steps import Ask, Reply, Send, drain
 from ._wire import FORMATS, GuardFormat, WireAdapter
 
 __all__ = ["Exchange", "GuardCore"]
@@ -263,10 +258,12 @@ class GuardCore:
             return Exchange(result=result, body=dict(body), session_id="", events=[])
         conversation, held = self.match(canonical.messages)
         engine = self._engine(conversation, canonical.model)
-        engine.stats = type(engine.stats)()  # one agent call is one send: fresh per-send counters
-        engine.notes.start_send()
-        engine.trigger.start_send()
-        engine.ladder.start_turn()
+        # One agent call is one send of the engine's: its per-send state starts afresh.
+        engine._stats.reset()
+        engine._notes.start_send()
+        engine._trigger.start_send()
+        engine._ladder.start_turn()
+        engine._requests.overrides.clear()
         for message in canonical.messages[held:]:
             self._append(conversation, engine, message, parsed)
         conversation.compiler.system = canonical.system
@@ -275,17 +272,16 @@ class GuardCore:
         if canonical.max_tokens is not None:
             policy = policy.with_(output_reserve=canonical.max_tokens)
         conversation.compiler.policy = policy
-        anchor_id = conversation.turn_start
+        turn_start = conversation.turn_start
         events: list[Event] = []
 
-        async for event in engine.folding.maybe_fold("pre_turn", anchor_id):
+        async for event in engine._folding.maybe_fold("pre_turn", turn_start):
             events.append(event)
-        async for event in engine._prepare(anchor_id):
+        async for event in engine._fresh_request(turn_start):
             events.append(event)
-        live = engine._take_prepared()
-        engine._start_stream()
         overflowed = False
         while True:
+            live = engine._current()
             sent = self.wire.render(
                 body,
                 live.messages,
@@ -295,45 +291,23 @@ class GuardCore:
             if count:
                 counted = await Ask(Send(body=sent, purpose="count"))
                 return Exchange(result=counted, body=sent, session_id=conversation.session.id, events=events)
-            engine.tracker.start_stream()
+            engine._usage.start_stream()  # the SDKs report each call's own usage
             try:
                 result = await Ask(Send(body=sent, purpose="request"))
             except Exception as exc:
                 rejection = self.overflow(exc)
                 if rejection is None:
                     raise
-                engine.stats.calls += 1
-                engine._previous_request = engine._previous_reply = None
-                engine._round_base = engine._round_probe = None
-                engine.anchors.clear("the provider rejected the request for its size")
-                engine.calibrator.arm(0)
-                if overflowed:
-                    events.extend(engine._overflow_notes())
-                    raise rejection from exc
-                overflowed = True
+                engine._stats.calls += 1
                 try:
-                    refit = engine._learn_from_rejection(rejection, live)
-                    freed = refit and engine.compile_request().local_estimate < live.local_estimate
-                    if not freed:
-                        async for event in engine.folding.escalate(anchor_id, mid_turn=True):
-                            if isinstance(event, Compacted | AttachmentsEvicted | ToolResultsArchived):
-                                freed = True
-                            events.append(event)
-                    if freed:
-                        async for event in engine._prepare(anchor_id):
-                            events.append(event)
+                    async for event in engine._recover(rejection, live, turn_start or "", again=overflowed):
+                        events.append(event)
                 except OverBudget:
-                    freed = False  # the newest message alone does not fit the window the provider serves
-                if not freed:
-                    events.extend(engine._overflow_notes())
+                    # The newest message alone does not fit the window the provider serves.
                     raise rejection from exc
-                live = engine._take_prepared()
-                engine._start_stream()
-                events.append(
-                    engine.record_event(
-                        OverflowRecovered(requested=rejection.requested, limit=rejection.limit)
-                    )
-                )
+                except ContextOverflow as unrecovered:
+                    raise unrecovered from exc
+                overflowed = True
                 continue
             break
 
@@ -345,26 +319,27 @@ class GuardCore:
                 messages=tuple(live.messages),
                 max_tokens=live.max_tokens,
             )
-            engine._previous_request, engine._previous_reply = request, reply.message
-            call = engine._account(reply.usage, live)
-            engine.stats.calls += 1
-            events.append(
-                engine.record_event(
-                    UsageReported(
-                        call=engine.stats.calls - 1,
-                        usage=call.usage,
-                        reported=call.reported,
-                        stream_total=engine.tracker.total,
-                    )
+            engine._stats.calls += 1
+            stop = Stop(
+                reason=normalise_stop_reason(reply.stop_reason),
+                raw_reason=reply.stop_reason,
+                message=reply.message,
+            )
+            engine._stream.request, engine._stream.reply = request, reply.message
+            if not reply.message.content:
+                # Nothing canonical to keep (the agent's own copy is stored when it sends it back):
+                # the usage still anchors, calibrates and sets the proactive fold's baseline.
+                call = engine._account(reply.usage, live)
+                engine._trigger.accepted(
+                    input_tokens=call.prompt, output_tokens=call.usage.output, finish_reason=stop.reason
                 )
+                return
+            events.extend(
+                drain(engine._accept(live, _Received(stop=stop, sample=reply.usage), first_of_send=True))
             )
-            events.extend(engine._usage_notes(call, first_of_send=True, append_only=False))
-            self._append(conversation, engine, reply.message, None)
-            engine.trigger.accepted(
-                input_tokens=call.prompt,
-                output_tokens=call.usage.output,
-                finish_reason=normalise_stop_reason(reply.stop_reason),
-            )
+            conversation.took(reply.message)  # an assistant message: only its content enters the chain
+            known = self._hashes.setdefault(conversation.root, {})
+            known.setdefault(conversation.chain[-1], (conversation, len(conversation.chain)))
 
         return Exchange(
             result=result, body=sent, session_id=conversation.session.id, events=events, _finish=finish

@@ -19,6 +19,7 @@ from ._media import (
 )
 from ._seed_store import estimate_text as seed_estimate_text
 from ._seed_store import json_tokens as seed_json_tokens
+from ._seed_store import utf16_len
 
 __all__ = [
     "MEDIA_FLAT_TOKENS",
@@ -33,4 +34,5 @@ __all__ = [
     "js_round",
     "seed_estimate_text",
     "seed_json_tokens",
+    "utf16_len",
 ]

@@ -40,11 +40,13 @@ from ..content import (
 from ..errors import InvalidInput
 from ..models import ModelProfile, get_profile
 from . import _media, _seed_store
+from ._seed_store import js_round
 from ._text import Structure, exact_counter, fitted_rule, structure_for
 
 __all__ = ["Breakdown", "BreakdownRow", "Estimator", "Preset", "js_round"]
 
 Preset = Literal["default", "seed-store"]
+"""Which pricing rules an :class:`Estimator` uses: the fitted rules, or the seeds' store rates."""
 
 # Multipliers the store's setter accepts (seed-behaviours §1: finite and 0.25 < f < 4).
 MULTIPLIER_MIN = 0.25
@@ -61,11 +63,6 @@ def _valid_multiplier(value: object) -> bool:
         and math.isfinite(value)
         and MULTIPLIER_MIN < value < MULTIPLIER_MAX
     )
-
-
-def js_round(value: float) -> int:
-    """``floor(x + 0.5)``: .5 rounds up, as the seeds' store does."""
-    return math.floor(value + 0.5)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,5 @@
-"""Providers: the :class:`Provider` protocol, the Anthropic and OpenAI adapters, the overflow
-classifier, and the local provider.
+"""Providers: the :class:`Provider` protocol, the Anthropic and OpenAI adapters and the overflow
+classifier. The local provider lives in :mod:`contextwindow.testing`.
 
 The SDK adapters import their SDK lazily, so ``contextwindow.providers`` imports without either
 installed; :class:`AnthropicProvider` needs ``contextwindow[anthropic]``, :class:`OpenAIProvider`
@@ -8,7 +8,6 @@ installed; :class:`AnthropicProvider` needs ``contextwindow[anthropic]``, :class
 
 from __future__ import annotations
 
-from ..testing import LocalModel, LocalProvider, LocalServer, LocalSettings, serve
 from .anthropic import AnthropicProvider, map_anthropic_error
 from .base import (
     Completion,
@@ -22,29 +21,22 @@ from .base import (
     UsageSample,
     complete,
     normalise_stop_reason,
+    output_limit_hit,
 )
 from .openai import OpenAIProvider, map_openai_error
 from .overflow import (
     OutputCapError,
-    SilentOverflow,
     classify,
     output_cap_error,
-    output_limit_hit,
-    silent_overflow,
 )
 
 __all__ = [
     "AnthropicProvider",
     "Completion",
-    "LocalModel",
-    "LocalProvider",
-    "LocalServer",
-    "LocalSettings",
     "OpenAIProvider",
     "OutputCapError",
     "Provider",
     "ProviderEvent",
-    "SilentOverflow",
     "Stop",
     "StopReason",
     "TextDelta",
@@ -58,6 +50,4 @@ __all__ = [
     "normalise_stop_reason",
     "output_cap_error",
     "output_limit_hit",
-    "serve",
-    "silent_overflow",
 ]

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Literal, Protocol, TypeAlias, get_args, runtime_checkable
 
 from ..content import Message, Request, Text, Thinking, ToolUse
 from ..errors import ProviderError
@@ -32,6 +32,7 @@ from ..formats import AttachmentLoader
 from ..usage.tracker import Usage
 
 __all__ = [
+    "OUTPUT_LIMIT_STOPS",
     "Completion",
     "MessageBuilder",
     "Provider",
@@ -44,6 +45,7 @@ __all__ = [
     "UsageSample",
     "complete",
     "normalise_stop_reason",
+    "output_limit_hit",
 ]
 
 StopReason: TypeAlias = Literal[
@@ -57,30 +59,37 @@ StopReason: TypeAlias = Literal[
     "content_filter",
     "other",
 ]
+"""Why a reply ended, in one vocabulary whatever the provider called it."""
 
 _STOP_REASONS: dict[str, StopReason] = {
-    "end_turn": "end_turn",
+    **{reason: reason for reason in get_args(StopReason)},
     "stop": "end_turn",
-    "tool_use": "tool_use",
     "tool_calls": "tool_use",
     "function_call": "tool_use",
-    "max_tokens": "max_tokens",
     "length": "max_tokens",
     "max_output_tokens": "max_tokens",
     "model_context_window_exceeded": "context_window",
-    "stop_sequence": "stop_sequence",
-    "pause_turn": "pause_turn",
-    "refusal": "refusal",
-    "content_filter": "content_filter",
     "safety": "content_filter",
 }
 
 
+OUTPUT_LIMIT_STOPS: frozenset[StopReason] = frozenset({"max_tokens", "context_window"})
+"""The stop reasons that say the reply was cut at a limit (its own, or the window), not finished."""
+
+
 def normalise_stop_reason(raw: str | None) -> StopReason:
-    """A provider's stop or finish reason in the normalised vocabulary; unknown ones are ``other``."""
+    """A provider's stop or finish reason in the normalised vocabulary; unknown ones are ``other``.
+    A reason already normalised is itself."""
     if raw is None:
         return "other"
     return _STOP_REASONS.get(raw.lower(), "other")
+
+
+def output_limit_hit(reason: str | None) -> bool:
+    """Whether a stop reason (a provider's own or a normalised one) says the reply was cut at its
+    limit: Anthropic ``max_tokens`` / ``model_context_window_exceeded``, OpenAI Chat ``length``,
+    OpenAI Responses ``max_output_tokens``, Gemini ``MAX_TOKENS``."""
+    return normalise_stop_reason(reason) in OUTPUT_LIMIT_STOPS
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -127,6 +136,7 @@ class Stop:
 
 
 ProviderEvent: TypeAlias = TextDelta | ThinkingDelta | ToolCall | UsageSample | Stop
+"""What a provider's stream yields: deltas, tool calls, usage samples, and one final stop."""
 
 
 @runtime_checkable

@@ -15,9 +15,8 @@ Payload-size rejections (Anthropic 413 ``Request exceeds the maximum size``, Ver
 payload size exceeds``) are overflows of ``kind="bytes"``: a byte limit with no token numbers.
 
 Besides rejections: :func:`output_cap_error` recognises a ``max_tokens`` above the model's own cap (a
-separate 400 that compaction cannot fix), :func:`output_limit_hit` says whether a stop reason means
-the output was cut at its limit, and :func:`silent_overflow` flags a provider that accepted too much
-without saying so (usage above the window, or an input count far below what was sent).
+separate 400 that compaction cannot fix; the engine tells its host with a ``context_output_cap``
+note).
 """
 
 from __future__ import annotations
@@ -32,12 +31,9 @@ from ..errors import ContextOverflow
 
 __all__ = [
     "OutputCapError",
-    "SilentOverflow",
     "classify",
     "error_text",
     "output_cap_error",
-    "output_limit_hit",
-    "silent_overflow",
 ]
 
 _FLAGS = re.IGNORECASE | re.DOTALL
@@ -347,66 +343,4 @@ def output_cap_error(status: int | None, body_or_message: Any) -> OutputCapError
         match = regex.search(message)
         if match:
             return OutputCapError(requested=_number(match.group(1)), cap=_number(match.group(2)))
-    return None
-
-
-# Stop reasons that mean "the output was cut at a limit", across providers (providers.md §4, §8).
-_CUT_STOPS = frozenset(
-    {
-        "max_tokens",  # Anthropic, and the normalised form
-        "model_context_window_exceeded",  # Anthropic Sonnet 4.5+: input + output reached the window
-        "context_window",  # the normalised form of the above
-        "length",  # OpenAI Chat finish_reason
-        "max_output_tokens",  # OpenAI Responses incomplete_details.reason
-        "incomplete",  # OpenAI Responses status
-    }
-)
-
-
-def output_limit_hit(stop_reason: str | None) -> bool:
-    """True when a stop (or finish) reason says the output was cut at its limit, not finished.
-
-    Covers Anthropic ``max_tokens`` / ``model_context_window_exceeded``, OpenAI Chat ``length``,
-    OpenAI Responses ``max_output_tokens`` and Gemini ``MAX_TOKENS``.
-    """
-    return stop_reason is not None and stop_reason.lower() in _CUT_STOPS
-
-
-# The calibration band is 0.6–1.8 (seed-behaviours.md §2): a real count below 0.6 × the estimate is
-# more than calibration can explain, so the provider most likely dropped part of the input.
-TRUNCATION_RATIO = 0.6
-
-
-@dataclass(frozen=True, slots=True)
-class SilentOverflow:
-    """A provider accepted a request that did not fit, without an error."""
-
-    kind: Literal["over_window", "truncated"]
-    """``over_window``: it counted more input than the window (z.ai). ``truncated``: it counted far less
-    than was sent (Ollama truncating to ``num_ctx``; OpenRouter's middle-out)."""
-    reported: int
-    expected: int
-    """The window for ``over_window``; the expected input count for ``truncated``."""
-
-
-def silent_overflow(
-    reported_input: int,
-    *,
-    window: int,
-    expected_input: int | None = None,
-    truncation_ratio: float = TRUNCATION_RATIO,
-) -> SilentOverflow | None:
-    """Flag usage that says the provider silently overflowed (providers.md §8, "Detect silent overflow").
-
-    ``reported_input`` is the provider's prompt count (``Usage.prompt``); ``expected_input`` the
-    estimate of what was sent, when known.
-    """
-    if reported_input > window:
-        return SilentOverflow("over_window", reported_input, window)
-    if (
-        expected_input is not None
-        and expected_input > 0
-        and 0 < reported_input < expected_input * truncation_ratio
-    ):
-        return SilentOverflow("truncated", reported_input, expected_input)
     return None

@@ -8,7 +8,7 @@ summarises what a run did.
 
 from __future__ import annotations
 
-from .scenario import Scenario, ScenarioBuilder, ScenarioError
+from .scenario import Scenario, ScenarioBuilder
 from .scenario_file import dump_scenario, load_scenario
 
-__all__ = ["Scenario", "ScenarioBuilder", "ScenarioError", "dump_scenario", "load_scenario"]
+__all__ = ["Scenario", "ScenarioBuilder", "dump_scenario", "load_scenario"]

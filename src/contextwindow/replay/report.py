@@ -21,12 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
+from ..compile.state import SEGMENTS
 from ..errors import InvalidInput
 
-__all__ = ["EVENTS", "SEGMENTS", "CallRecord", "EventKind", "percentile", "summarize", "write_report"]
+__all__ = ["EVENTS", "CallRecord", "EventKind", "percentile", "summarize", "write_report"]
 
-SEGMENTS = ("system", "tools", "summaries", "text", "tool_results", "images", "other_media", "output_reserve")
-"""The makeup segments, in stacking order (the head first, the reserve on top)."""
 
 EventKind: TypeAlias = Literal["restarted", "compacted", "evicted", "archived"]
 EVENTS: tuple[EventKind, ...] = ("restarted", "compacted", "evicted", "archived")
@@ -39,6 +38,7 @@ _COLOURS = {
     "tool_results": "#88c0d0",
     "images": "#d08770",
     "other_media": "#ebcb8b",
+    "manifest": "#a3be8c",
     "output_reserve": "#e5e9f0",
 }
 _MARKERS: dict[str, tuple[str, str]] = {

@@ -30,6 +30,7 @@ import base64
 import json
 import mimetypes
 from collections.abc import Iterable
+from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -224,7 +225,14 @@ class _Inject(_Model):
 _Event = Annotated[
     _Meta | _System | _Tools | _User | _Assistant | _ToolResult | _Inject, Field(discriminator="type")
 ]
-_EVENT: TypeAdapter[Any] = TypeAdapter(_Event)
+
+
+@cache
+def _event_adapter() -> TypeAdapter[Any]:
+    """Built on first use, not at import."""
+    return TypeAdapter(_Event)
+
+
 _TAGS = frozenset(
     {"meta", "system", "tools", "user", "assistant", "tool_result", "inject", "text", "image", "document"}
     | {"audio", "tool_use", "thinking"}
@@ -287,7 +295,7 @@ def loads_scenario(text: str, *, name: str = "scenario.jsonl", base_dir: Path | 
         if not isinstance(raw, dict):
             raise ScenarioError("each line must be a JSON object with a type", where=where)
         try:
-            event = _EVENT.validate_python(raw)
+            event = _event_adapter().validate_python(raw)
         except pydantic.ValidationError as err:
             raise _validation_error(err, where) from None
         was_started, started = started, True

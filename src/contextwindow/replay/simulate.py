@@ -8,21 +8,22 @@ estimate and its makeup by segment, the provider's own count, whether it was ref
 engine did just before it (restarted, compacted, evicted, archived). ``record`` writes each request
 exactly as sent, one JSON object a line.
 
-The makeup splits the engine's own estimate of each request by segment, in the proportions the
-estimator prices the request's parts (system, tools, summary checkpoints, text, tool results, images,
-other media); the output reserve is the call's ``max_tokens``.
+The makeup splits the engine's own estimate of each request by segment, in the proportions of the
+makeup of the compile it came from (``CompiledRequest.makeup``) with the rounds appended since priced
+by the estimator; the output reserve is the call's ``max_tokens``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Literal
 
-from ..compile import SUMMARY_HEADER, CompiledRequest, Policy
-from ..content import Document, GeneratedImage, Image, Message, Request, Text, ToolResult
+from ..compile import SEGMENTS, CompiledRequest, Policy
+from ..content import Audio, Block, Document, GeneratedImage, Image, Message, Request, ToolResult, Video
 from ..engine.compiler import EngineCompiler
 from ..engine.events import (
     AttachmentsEvicted,
@@ -38,9 +39,8 @@ from ..errors import ContextOverflow, InvalidInput
 from ..formats import AttachmentLoader, render
 from ..models import ModelProfile, get_profile
 from ..pricing import Estimator
-from ..providers import LocalProvider, LocalSettings
 from ..store import Session, open_store
-from ..testing import LocalModel
+from ..testing import LocalModel, LocalProvider, LocalSettings
 from ..testing.counting import tokenizer_for
 from ..testing.model import Rejection, Reply, WireFormat
 from .report import CallRecord, EventKind, summarize
@@ -103,39 +103,57 @@ class RecordingModel(LocalModel):
 
 @dataclass
 class _RecordingCompiler:
-    """The engine's compiler, remembering each compile's decisions for the per-call events."""
+    """The engine's compiler, remembering its recent compiles: each request sent is one of them, or
+    one of them with rounds appended (:meth:`source`)."""
 
     inner: EngineCompiler
-    last: CompiledRequest | None = None
+    recent: deque[CompiledRequest] = field(default_factory=lambda: deque(maxlen=8))
+
+    @property
+    def last(self) -> CompiledRequest | None:
+        return self.recent[-1] if self.recent else None
 
     def __call__(self, *args: Any, **kwargs: Any) -> CompiledRequest:
-        self.last = self.inner(*args, **kwargs)
-        return self.last
+        compiled = self.inner(*args, **kwargs)
+        self.recent.append(compiled)
+        return compiled
+
+    def source(self, request: Request) -> CompiledRequest | None:
+        """The newest compile ``request`` starts with (its messages a prefix of the request's)."""
+        for compiled in reversed(self.recent):
+            n = len(compiled.messages)
+            if n <= len(request.messages) and all(
+                a is b or a == b for a, b in zip(compiled.messages, request.messages[:n], strict=True)
+            ):
+                return compiled
+        return None
 
 
-def _makeup(request: Request, estimator: Estimator, estimated: int, reserve: int) -> dict[str, int]:
-    """The engine's estimate split by segment in the proportions the estimator prices the parts."""
-    raw = dict.fromkeys(("system", "tools", "summaries", "text", "tool_results", "images", "other_media"), 0)
-    raw["system"] = sum(estimator.block(b) for b in request.system)
-    raw["tools"] = sum(estimator.tool_spec(t) for t in request.tools)
-    for message in request.messages:
-        is_summary = (
-            len(message.content) == 1
-            and isinstance(message.content[0], Text)
-            and message.content[0].text.startswith(SUMMARY_HEADER)
-        )
+def _segment(block: Block) -> str:
+    """The makeup segment of a block appended to a compiled request (a round: results, messages)."""
+    if isinstance(block, ToolResult):
+        return "tool_results"
+    if isinstance(block, Image | GeneratedImage):
+        return "images"
+    if isinstance(block, Document | Audio | Video):
+        return "other_media"
+    return "text"
+
+
+def _makeup(
+    request: Request, source: CompiledRequest | None, estimator: Estimator, estimated: int, reserve: int
+) -> dict[str, int]:
+    """The engine's estimate split by segment: the makeup of the compile the request came from, plus
+    the rounds appended to it since, scaled to the estimate the engine sent it with."""
+    raw = dict.fromkeys(SEGMENTS, 0)
+    appended: Sequence[Message] = request.messages
+    if source is not None:
+        raw.update(source.makeup)
+        appended = request.messages[len(source.messages) :]
+    raw["output_reserve"] = 0
+    for message in appended:
         for block in message.content:
-            tokens = estimator.block(block)
-            if is_summary:
-                raw["summaries"] += tokens
-            elif isinstance(block, ToolResult):
-                raw["tool_results"] += tokens
-            elif isinstance(block, Image | GeneratedImage):
-                raw["images"] += tokens
-            elif isinstance(block, Document) or block.type in ("audio", "video"):
-                raw["other_media"] += tokens
-            else:
-                raw["text"] += tokens
+            raw[_segment(block)] += estimator.block(block)
     total = sum(raw.values())
     scale = estimated / total if total else 0.0
     makeup = {segment: round(tokens * scale) for segment, tokens in raw.items()}
@@ -271,7 +289,18 @@ async def _run(
                 elif isinstance(event, ToolResultsArchived):
                     pending.add("archived")
                 records.extend(
-                    _drain(local, records, estimator, estimate, reserve, profile, pending, number, record)
+                    _drain(
+                        local,
+                        records,
+                        compiler,
+                        estimator,
+                        estimate,
+                        reserve,
+                        profile,
+                        pending,
+                        number,
+                        record,
+                    )
                 )
                 if isinstance(event, UsageReported):
                     calls_done += 1
@@ -282,7 +311,9 @@ async def _run(
         except ContextOverflow:
             failed += 1
             records.extend(
-                _drain(local, records, estimator, estimate, reserve, profile, pending, number, record)
+                _drain(
+                    local, records, compiler, estimator, estimate, reserve, profile, pending, number, record
+                )
             )
             local.discard_script(sum(len(t.replies) for t in scenario.turns[number + 1 :]))
     summary = summarize(records, tokenizer=tokenizer_for(profile).name)
@@ -297,6 +328,7 @@ async def _run(
 def _drain(
     local: RecordingModel,
     records: list[CallRecord],
+    compiler: _RecordingCompiler,
     estimator: Estimator,
     estimate: int,
     reserve: int,
@@ -313,7 +345,7 @@ def _drain(
         out.append(
             CallRecord(
                 call=index,
-                makeup=_makeup(request, estimator, estimate, reserve),
+                makeup=_makeup(request, compiler.source(request), estimator, estimate, reserve),
                 estimated_tokens=estimate,
                 provider_input_tokens=counted,
                 window=profile.context_window,

@@ -47,6 +47,7 @@ DEFAULT_MEDIA_TYPES = frozenset(
         "video/mpeg",
     }
 )
+"""The media types a store admits unless its :class:`Budgets` say otherwise."""
 
 _MEDIA_TYPE = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$")
 

@@ -6,7 +6,7 @@ JSON. Reading: the payload is upgraded to its kind's current format and the mess
 (:class:`~contextwindow.errors.StoreError`), never a half-valid value.
 
 Reading is the hot path of a cold compile (10,000 rows), so a row already at the current format is
-validated straight from its JSON text by pydantic-core (:data:`_PAYLOAD`, one ``validate_json``
+validated straight from its JSON text by pydantic-core (:func:`_payload_adapter`, one ``validate_json``
 call: no Python dicts built first, no second walk for the prices). It checks exactly what the general
 path checks; a row it refuses goes through the general path, which names the bad field.
 """
@@ -17,6 +17,7 @@ import json
 import math
 from collections.abc import Sequence
 from datetime import datetime
+from functools import cache
 from typing import Annotated, Any, NotRequired
 
 import pydantic
@@ -113,15 +114,20 @@ class _MessagePayload(TypedDict):
     block_prices: NotRequired[list[_Price] | None]
 
 
-_PAYLOAD: TypeAdapter[_MessagePayload] = TypeAdapter(_MessagePayload)
-"""Validates a current-format message payload from its JSON text; prices strict (no booleans), finite, ≥ 0."""
+@cache
+def _payload_adapter() -> TypeAdapter[_MessagePayload]:
+    """Validates a current-format message payload from its JSON text; prices strict (no booleans), finite, ≥ 0.
+
+    Built on first use, not at import.
+    """
+    return TypeAdapter(_MessagePayload)
 
 
 def decode_message(row: EntryRow) -> StoredMessage:
     """A message row as a validated :class:`StoredMessage`."""
     if row.kind == "message" and row.version == FORMAT_VERSIONS["message"]:
         try:
-            data = _PAYLOAD.validate_json(row.payload)
+            data = _payload_adapter().validate_json(row.payload)
         except pydantic.ValidationError:
             pass  # the general path below names the bad field
         else:

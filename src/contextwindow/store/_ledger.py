@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
+from functools import cache
 from types import TracebackType
 from typing import Any, Self
 
@@ -43,7 +44,13 @@ from ._verify import verify
 
 __all__ = ["Session", "Store"]
 
-_REF = TypeAdapter(AttachmentRef)
+
+@cache
+def _ref_adapter() -> TypeAdapter[AttachmentRef]:
+    """Built on first use, not at import."""
+    return TypeAdapter(AttachmentRef)
+
+
 _REF_FIELDS = ("width", "height", "duration_seconds", "pages", "token_estimate")
 MAX_SESSION_ID = 256
 
@@ -312,7 +319,7 @@ class Session:
         given = {key: meta.pop(key) for key in _REF_FIELDS if key in meta}
         fields = {**given, **found}
         try:
-            ref = _REF.validate_python(
+            ref = _ref_adapter().validate_python(
                 {
                     "id": attachment_id(digest),
                     "sha256": digest,

@@ -66,7 +66,9 @@ __all__ = [
 ]
 
 MESSAGE_OVERHEAD = 3  # OpenAI cookbook chat framing: 3 tokens per message (providers.md §5)
+"""Tokens of chat framing per message (OpenAI cookbook)."""
 REPLY_PRIMING = 3  # ... and 3 to prime the reply
+"""Tokens that prime the reply, once per request (OpenAI cookbook)."""
 PDF_PAGE_TOKENS = 3_000  # Anthropic: "1,500 to 3,000 tokens per page" (providers.md §2); the top end
 AUDIO_TOKENS_PER_SECOND = 32  # Gemini: "each second of audio as 32 tokens" (providers.md §2)
 VIDEO_TOKENS_PER_SECOND = 300  # Gemini: "approximately 300 tokens per second of video" (providers.md §2)

@@ -62,8 +62,10 @@ __all__ = [
 ]
 
 UsageReport: TypeAlias = Literal["cumulative", "per-call", "output-only", "none"]
+"""How the local provider reports usage in a stream, as the real APIs variously do."""
 WireFormat: TypeAlias = Literal["anthropic", "openai"]
 USAGE_REPORTS: tuple[UsageReport, ...] = ("cumulative", "per-call", "output-only", "none")
+"""Every :data:`UsageReport`, in order."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -2,7 +2,7 @@
 
 A request asks for a summary by carrying the marker ``[[contextwindow:summarize]]`` in its system
 prompt or in the text of its last user message, or by asking in the words of contextwindow's own
-summariser (:data:`~contextwindow.engine.fold_rules.DEFAULT_SUMMARY_PROMPT`, as any model would be
+summariser (:data:`~contextwindow.engine.summary_rules.DEFAULT_SUMMARY_PROMPT`, as any model would be
 asked); ``[[contextwindow:summarize target_tokens=600]]``
 asks for that many output tokens (default: :data:`DEFAULT_TARGET_TOKENS`, never more than the call's
 ``max_tokens``: a larger target is cut at ``max_tokens`` and stops with ``max_tokens``, as a real
@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from ..content import Message, Request, Text, ToolResult, ToolUse
-from ..engine.fold_rules import DEFAULT_SUMMARY_PROMPT
+from ..engine.summary_rules import DEFAULT_SUMMARY_PROMPT
 
 __all__ = [
     "DEFAULT_SECTIONS",
@@ -33,6 +33,7 @@ __all__ = [
 ]
 
 SUMMARY_MARKER = "[[contextwindow:summarize"
+"""Written in a system prompt or last user message, asks the local provider for a summary."""
 DEFAULT_TARGET_TOKENS = 400
 DEFAULT_SECTIONS = ("Goal", "Progress", "Next Steps")
 _MARKER = re.compile(r"\[\[contextwindow:summarize(?:\s+target_tokens=(\d+))?\s*\]\]")

@@ -20,9 +20,11 @@ multiplier toward what the provider counted, carefully (context-manager's ``repo
   visibly, as ``{multiplier: 1, at, pricing: EPOCH, reset: {discarded_multiplier, from_epoch, at}}``,
   and the ``reset`` stays through later learning until an operator re-stamps the record
   (:meth:`Calibrator.restamp`); a newer-epoch record is left untouched on disk and not used.
-
-The epoch-3 discard predicate (seed 003) is :func:`epoch3_discards`: a caller that can see the
-stored messages passes it as ``retain_older`` to keep an older multiplier the predicate clears.
+- **An epoch change that changes no stored price keeps the multiplier.** A multiplier is learned
+  against the prices the session's blocks were stored with; when today's rules price every stored
+  block exactly as it was stored (:func:`stored_prices_unchanged`), the older multiplier still holds
+  and is kept, re-stamped at today's epoch with no ``reset``. A caller that can see the session's
+  messages passes that check as ``prices_unchanged`` (the engine does).
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from ..content import Block
 from ..errors import StoreError
+from ..store import StoredMessage
 from ..store.slots import MemorySlot, StateSlot
 
 __all__ = [
@@ -41,12 +45,9 @@ __all__ = [
     "BAND",
     "CALIBRATION_PRICING_EPOCH",
     "SET_BOUNDS",
-    "UNREPORTED_MULTIPLIER",
     "CalibrationReset",
     "Calibrator",
-    "MessageFigures",
-    "epoch3_bound",
-    "epoch3_discards",
+    "stored_prices_unchanged",
 ]
 
 CALIBRATION_PRICING_EPOCH = 5
@@ -62,8 +63,6 @@ ALPHA = 0.2
 """EMA weight of one accepted sample (context-manager)."""
 SET_BOUNDS = (0.25, 4.0)
 """Open interval :meth:`Calibrator.set` accepts (context-manager ``setTokenCalibration``)."""
-UNREPORTED_MULTIPLIER = 0.6
-"""F for a view that reports no usable multiplier in the epoch-3 bound (seed 003; it was 1 in #227)."""
 
 
 def _clamp(value: float) -> float:
@@ -119,8 +118,9 @@ class CalibrationReset:
 class Calibrator:
     """The multiplier of one (model, connection), learned from real usage and persisted in ``slot``.
 
-    ``retain_older(from_epoch, multiplier)`` may keep an older-epoch multiplier (re-stamped at once,
-    no reset); without it every older record is discarded. ``clock`` stamps ``at``.
+    ``prices_unchanged()`` is asked once, when the stored record is from an older epoch: ``True``
+    keeps its multiplier (re-stamped at once, no reset); ``False``, or no check at all, discards it
+    with a ``reset`` record. ``clock`` stamps ``at``.
     Saving is best-effort: a ``StoreError`` from the slot is kept in :attr:`last_save_error`, because
     a lost calibration record costs one recalibration, while a failed turn costs the user's work.
     """
@@ -131,7 +131,7 @@ class Calibrator:
         *,
         model: str = "",
         connection: str = "default",
-        retain_older: Callable[[int, float], bool] | None = None,
+        prices_unchanged: Callable[[], bool] | None = None,
         clock: Callable[[], datetime] = _now,
     ) -> None:
         self.model = model
@@ -145,11 +145,11 @@ class Calibrator:
         self.last_decision: str = "none"
         self._read_only = False
         """Set when the stored record is from a newer epoch: learn in memory, never overwrite it."""
-        self._load(retain_older)
+        self._load(prices_unchanged)
 
     # -- loading -------------------------------------------------------------------------------------
 
-    def _load(self, retain_older: Callable[[int, float], bool] | None) -> None:
+    def _load(self, prices_unchanged: Callable[[], bool] | None) -> None:
         saved = self._slot.load()
         if not isinstance(saved, Mapping):
             return
@@ -163,7 +163,7 @@ class Calibrator:
         elif epoch > CALIBRATION_PRICING_EPOCH:
             self.multiplier = 1.0  # written by newer rules: not ours to use, not ours to overwrite
             self._read_only = True
-        elif retain_older is not None and retain_older(epoch, multiplier):
+        elif prices_unchanged is not None and prices_unchanged():
             self.multiplier = _clamp(multiplier)
             self._save()
         else:
@@ -257,44 +257,14 @@ class Calibrator:
             self.last_save_error = err
 
 
-# -- the epoch-3 discard predicate (seed 003) -------------------------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class MessageFigures:
-    """What the epoch-3 predicate needs of one stored message."""
-
-    estimate: int
-    """The store's estimate of the message at the applied multiplier F (per-top-level-block rounding)."""
-    blocks: int
-    """The message's number of top-level blocks."""
-    past_cap: bool = False
-    """Whether the cut's own test puts the message past the cap."""
-
-
-def _applied(applied: object) -> float:
-    value = _finite_number(applied)
-    return value if value is not None and value > 0 else UNREPORTED_MULTIPLIER
-
-
-def epoch3_bound(estimate: int, blocks: int, applied: object) -> float:
-    """``1.8·(E + n/2)/F + n/2``: never below the message's estimate at 1.8 (seed 003).
-
-    Each block's estimate at F is within half a token of F times its unrounded price, so
-    ``(E + n/2)/F`` is at least the unrounded sum; at 1.8 each block's rounding adds at most half a
-    token more. F that is not a positive finite number reads as 0.6.
-    """
-    f = _applied(applied)
-    return BAND[1] * (estimate + blocks / 2) / f + blocks / 2
-
-
-def epoch3_discards(messages: Iterable[MessageFigures], *, cap: int | None, applied: object) -> bool:
-    """Whether a pre-epoch-3 multiplier must go: some message is past the cap by the cut's own test,
-    or its bound passes ``cap + 50`` (the earlier price ``min(est, cap + 50)`` could have limited it).
-
-    No cap (``None`` or ≤ 0): the multiplier is kept.
-    """
-    if cap is None or cap <= 0:
-        return False
-    line = cap + 50
-    return any(m.past_cap or epoch3_bound(m.estimate, m.blocks, applied) > line for m in messages)
+def stored_prices_unchanged(stored: Iterable[StoredMessage], price: Callable[[Block], float]) -> bool:
+    """Whether ``price`` (today's raw price of a block) gives every stored block the price it was
+    stored with. A message stored without prices cannot show it, so it counts as changed."""
+    for entry in stored:
+        prices = entry.block_prices
+        if prices is None or len(prices) != len(entry.message.content):
+            return False
+        blocks = entry.message.content
+        if any(price(block) != stored for block, stored in zip(blocks, prices, strict=True)):
+            return False
+    return True

@@ -45,6 +45,7 @@ __all__ = [
 ]
 
 UsageMode: TypeAlias = Literal["cumulative", "per-call"]
+"""Whether a stream's usage samples are running totals or each call's own."""
 
 
 def _as_mapping(obj: Any, path: str) -> Mapping[str, Any]:

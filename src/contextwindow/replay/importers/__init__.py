@@ -33,6 +33,7 @@ __all__ = [
 ]
 
 TranscriptKind: TypeAlias = Literal["scenario", "claude-code", "chat", "swe-agent"]
+"""The transcript kinds :func:`load_any` recognises."""
 _SCENARIO_EVENTS = frozenset({"meta", "system", "tools", "user", "assistant", "tool_result", "inject"})
 
 

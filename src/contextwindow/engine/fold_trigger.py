@@ -1,0 +1,69 @@
+"""When a fold is due before the next request: the proactive trigger.
+
+:class:`ProactiveTrigger` folds before a request when the last accepted request's real input +
+output + reply reserve (``min(2 × last output, 8000)``) reaches the *declared* window, at most once
+per send; and once after a reply cut at its limit (maka #4559/#4634, acceptance 30).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ..providers.base import output_limit_hit
+
+__all__ = ["REPLY_RESERVE_CAP", "ProactiveTrigger"]
+
+# maka #4634: replyReserve = min(2 × lastOutput, 8000) (seed-behaviours §9).
+REPLY_RESERVE_CAP = 8_000
+
+
+@dataclass(slots=True)
+class ProactiveTrigger:
+    """maka's proactive fold (acceptance 30), kept per engine; :meth:`start_send` per user turn.
+
+    ``baseline`` is the last accepted request's ``input + max(0, output)`` as the provider counted
+    them; it is unknown until a request is accepted, and again after a fold. The fold is due when a
+    window is declared and ``baseline + min(2 × last output, 8000) ≥ window``, at most once per send;
+    and, separately, once before the next request after a reply cut at the output limit.
+    """
+
+    declared_window: int | None
+    baseline_input: int | None = None
+    baseline_output: int = 0
+    _fired_this_send: bool = False
+    _length_pending: bool = False
+
+    def start_send(self) -> None:
+        self._fired_this_send = False
+
+    def seed(self, *, input_tokens: int, output_tokens: int) -> None:
+        """Step 0 of a send: seed the baseline from the persisted anchor of the last accepted request."""
+        self.accepted(input_tokens=input_tokens, output_tokens=output_tokens, finish_reason=None)
+
+    def accepted(self, *, input_tokens: int, output_tokens: int, finish_reason: str | None) -> None:
+        """A request was accepted: its real prompt and output become the baseline."""
+        self.baseline_input = input_tokens if input_tokens > 0 else None
+        self.baseline_output = max(0, output_tokens)
+        if output_limit_hit(finish_reason):
+            self._length_pending = True
+
+    def folded(self) -> None:
+        """After a fold the baseline is unknown until the next accepted request."""
+        self.baseline_input = None
+        self._length_pending = False
+
+    def reply_reserve(self) -> int:
+        return min(2 * self.baseline_output, REPLY_RESERVE_CAP)
+
+    def due(self) -> Literal["proactive", "length"] | None:
+        """Whether to fold before the next request, and why (marks the once-per-send budget spent)."""
+        if self._length_pending:
+            self._length_pending = False
+            return "length"
+        if self.declared_window is None or self.baseline_input is None or self._fired_this_send:
+            return None
+        if self.baseline_input + self.baseline_output + self.reply_reserve() >= self.declared_window:
+            self._fired_this_send = True
+            return "proactive"
+        return None

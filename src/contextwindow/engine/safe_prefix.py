@@ -1,0 +1,111 @@
+"""Which prefix of the history a fold may cover.
+
+:func:`select_safe_prefix` gives the largest prefix that does not straddle a tool pair, stops before
+partial and pinned messages, and is valid for the fold's phase (maka ``selectSafeCompactionPrefix``,
+seed-behaviours §10, acceptance 32); otherwise the fold fails open with ``no_safe_completed_span``.
+:data:`COVER_TAIL_RATIO` is how far a covering fold reaches past what compile left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..content import Message, ToolResult, ToolUse
+from ..errors import InvalidInput
+from .events import FoldFailure, FoldPhase
+
+__all__ = ["COVER_TAIL_RATIO", "select_safe_prefix"]
+
+# Covering fold (engine): when compile leaves history out that no checkpoint covers, the engine folds
+# enough that the kept tail (with the head) fills at most this share of compile's input budget. Folding
+# only what compile left out would fold again on the very next call (the tail sits at the budget's
+# edge); folding to 90% leaves a tenth of the budget (1–2 tool rounds at 16k, 3 at 32k) for growth
+# before the next fold. Lower shares fold less often but waste the window: once history exceeds it,
+# window use swings between this share of the budget (after a fold) and the projection's limit
+# (window − output reserve), so the share sets the floor of the swing. Measured with the sessions
+# benchmark (`--scenarios 4`, usage reported): 0.7 → 64% mean use at 16k/32k; 0.8 → 67.9% / 67.9%
+# (31.8 / 16.5 folds per ~209 calls); 0.85 → 69.8% / 68.8% (38 / 20 folds); 0.9 → 71.9% / 70.5%
+# (47 / 24.5 folds), no rejections with a true window in any. flue keeps a fixed recent budget instead
+# (seed §12), maka folds everything before the turn (seed 002); neither leaves a measured headroom.
+COVER_TAIL_RATIO = 0.9
+
+
+def _tool_positions(messages: Sequence[Message]) -> tuple[dict[str, int], dict[str, int]]:
+    calls: dict[str, int] = {}
+    results: dict[str, int] = {}
+    for i, message in enumerate(messages):
+        for block in message.content:
+            if isinstance(block, ToolUse):
+                calls.setdefault(block.id, i)
+            elif isinstance(block, ToolResult):
+                results.setdefault(block.tool_use_id, i)
+    return calls, results
+
+
+def _straddles(cut: int, calls: dict[str, int], results: dict[str, int]) -> bool:
+    """Covering messages ``[0, cut)`` splits a pair, or covers an open call (no response yet)."""
+    for call_id, at in calls.items():
+        if at >= cut:
+            continue
+        answered = results.get(call_id)
+        if answered is None or answered >= cut:
+            return True
+    # A response whose call is covered but which itself is not is caught above; a response without
+    # any call is inert.
+    return False
+
+
+def select_safe_prefix(
+    messages: Sequence[Message],
+    *,
+    phase: FoldPhase,
+    turn_start: int | None = None,
+    reserve_tail: int | None = None,
+    max_covered: int | None = None,
+    first_partial: int | None = None,
+    pinned: Sequence[int] = (),
+) -> int | FoldFailure:
+    """How many leading messages a fold may cover, or why none (maka ``selectSafeCompactionPrefix``).
+
+    ``maxCut = min(len − reserve_tail, max_covered, first_partial, first pinned)``; cuts are tried from
+    there down to 1 and the first that straddles no tool pair wins. ``turn_start`` is the index of
+    the message that opened the current turn: pinned in ``pre_turn`` (the fold must stop at or before
+    it: ``0 < covered ≤ turn_start``) and to be passed in ``mid_turn`` (``covered > turn_start`` and
+    ``covered ≥ 2``). ``reserve_tail`` is 1 by default and 0 for ``standalone``.
+    """
+    if reserve_tail is None:
+        reserve_tail = 0 if phase == "standalone" else 1
+    if reserve_tail < 0:
+        raise InvalidInput("must be ≥ 0", path="reserve_tail")
+    if phase in ("pre_turn", "mid_turn") and turn_start is None:
+        raise InvalidInput(
+            f"a {phase} fold needs the index of the message that opened the turn", path="turn_start"
+        )
+    limits = [len(messages) - reserve_tail]
+    if max_covered is not None:
+        limits.append(max_covered)
+    if first_partial is not None:
+        limits.append(first_partial)
+    pins = list(pinned)
+    if phase == "pre_turn" and turn_start is not None:
+        pins.append(turn_start)
+    if pins:
+        limits.append(min(pins))
+    calls, results = _tool_positions(messages)
+    for cut in range(min(limits), 0, -1):
+        if _straddles(cut, calls, results):
+            continue
+        if _valid_coverage(cut, phase, turn_start):
+            return cut
+        break  # the largest safe cut is not valid for the phase; smaller ones are no better
+    return FoldFailure("no_safe_completed_span", f"phase {phase}, {len(messages)} messages")
+
+
+def _valid_coverage(covered: int, phase: FoldPhase, turn_start: int | None) -> bool:
+    if phase == "mid_turn":
+        assert turn_start is not None
+        return covered > turn_start and covered >= 2
+    if phase == "pre_turn":
+        assert turn_start is not None
+        return 0 < covered <= turn_start
+    return covered > 0

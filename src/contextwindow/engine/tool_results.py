@@ -1,0 +1,109 @@
+"""Tool results as they ride into the next round: text the ledger can store, cut at the inline cap.
+
+A tool's result goes into the request the engine is extending within a turn. Two things are settled
+before it does: its text must be storable (a lone surrogate, a tool's undecodable byte, becomes U+FFFD:
+:func:`storable_tool_result`), and text past the inline cap is cut with a notice naming the original
+length (:func:`cap_tool_result`, at :func:`inline_cap_chars`). Lengths are UTF-16 code units, and a
+cut never splits a surrogate pair.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..compile.truncate import safe_slice
+from ..content import Block, Text, ToolResult
+from ..errors import InvalidInput
+from ..pricing import utf16_len
+
+__all__ = [
+    "DEFAULT_TOOL_RESULT_INLINE_MAX_CHARS",
+    "cap_tool_result",
+    "inline_cap_chars",
+    "storable_tool_result",
+    "truncation_notice",
+]
+
+# agent-framework DEFAULT_TOOL_RESULT_INLINE_MAX_CHARS: 5000 earlier, 24000 now (seed-behaviours §6).
+DEFAULT_TOOL_RESULT_INLINE_MAX_CHARS = 24_000
+
+
+def truncation_notice(original_chars: int) -> str:
+    """agent-framework's notice for a tool result cut with no writable workspace (seed-behaviours §6)."""
+    return (
+        f"\n\n[truncated — original was {original_chars} chars; "
+        "no writable workspace, full content not retained]"
+    )
+
+
+def inline_cap_chars(
+    max_message_tokens: int | None, desired: int = DEFAULT_TOOL_RESULT_INLINE_MAX_CHARS
+) -> int:
+    """The inline cap of a tool result: ``min(desired, max_message_tokens × 4)`` (seed-behaviours §6)."""
+    if desired <= 0:
+        raise InvalidInput("must be > 0", path="desired")
+    if max_message_tokens is None:
+        return desired
+    if max_message_tokens <= 0:
+        raise InvalidInput("must be > 0", path="max_message_tokens")
+    return min(desired, max_message_tokens * 4)
+
+
+def _valid_unicode(text: str) -> str:
+    """``text`` with each lone surrogate (a tool's undecodable byte, ``"\\udcff"``) as U+FFFD; a
+    surrogate pair written as two code points becomes its character."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text
+
+
+def storable_tool_result(result: ToolResult) -> ToolResult:
+    """The result with text the ledger can store: a lone surrogate, which no UTF-8 store accepts,
+    becomes U+FFFD (the tool's own output is kept; only the undecodable unit is replaced)."""
+    if isinstance(result.content, str):
+        text = _valid_unicode(result.content)
+        return result if text is result.content else replace(result, content=text)
+    blocks = tuple(
+        replace(b, text=_valid_unicode(b.text)) if isinstance(b, Text) and not b.text.isascii() else b
+        for b in result.content
+    )
+    changed = any(a is not b for a, b in zip(blocks, result.content, strict=True))
+    return replace(result, content=blocks) if changed else result
+
+
+def cap_tool_result(result: ToolResult, cap_chars: int) -> ToolResult:
+    """The result as it rides into the next round: text beyond ``cap_chars`` cut with the notice.
+
+    A string result is cut at the cap; a list result keeps its text blocks in order within the cap
+    (the block that straddles it is cut, later text dropped) and keeps every media block, which is
+    priced by its own rule. The notice names the original length so the model knows what it lost.
+    """
+    if isinstance(result.content, str):
+        total = utf16_len(result.content)
+        if total <= cap_chars:
+            return result
+        return replace(result, content=safe_slice(result.content, cap_chars) + truncation_notice(total))
+    total = sum(utf16_len(b.text) for b in result.content if isinstance(b, Text))
+    if total <= cap_chars:
+        return result
+    kept: list[Block] = []
+    room = cap_chars
+    cut = False
+    for block in result.content:
+        if not isinstance(block, Text):
+            kept.append(block)
+            continue
+        if cut:
+            continue
+        length = utf16_len(block.text)
+        if length <= room:
+            kept.append(block)
+            room -= length
+            continue
+        kept.append(Text(text=safe_slice(block.text, room) + truncation_notice(total)))
+        cut = True
+    return replace(result, content=tuple(kept))  # type: ignore[arg-type]
