@@ -18,6 +18,7 @@ def test_there_are_examples() -> None:
         "engine_with_tools",
         "langchain_agent",
         "pydantic_ai_agent",
+        "openai_agents_runner",
     }
 
 
