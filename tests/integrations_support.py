@@ -3,8 +3,11 @@ and the tool-using task every framework's agent runs (one tool whose results are
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,3 +68,18 @@ def png(width: int = 800, height: int = 600) -> bytes:
 
 def png_data_url(width: int = 800, height: int = 600) -> str:
     return "data:image/png;base64," + base64.b64encode(png(width, height)).decode("ascii")
+
+
+def close_the_loop_left_open() -> Iterator[None]:
+    """After a test: close the event loop a framework's sync entry point set as the thread's and left
+    open (pydantic-ai's ``run_sync``, litellm's sync ``completion``)."""
+    yield
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            loop = asyncio.get_event_loop()
+        except RuntimeError:
+            return
+    if not loop.is_running():
+        loop.close()
+        asyncio.set_event_loop(None)

@@ -19,6 +19,7 @@ def test_there_are_examples() -> None:
         "langchain_agent",
         "pydantic_ai_agent",
         "openai_agents_runner",
+        "litellm_tool_loop",
     }
 
 

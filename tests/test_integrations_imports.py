@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 FRAMEWORKS = ("langchain", "langchain_core", "langgraph", "pydantic_ai", "agents", "litellm")
 
 
@@ -19,7 +21,17 @@ class TestOptionalFrameworks:
         loaded = _loaded_by("import contextwindow, contextwindow.integrations, contextwindow.guard")
         assert not {m for m in loaded if any(m == f or m.startswith(f"{f}.") for f in FRAMEWORKS)}
 
-    def test_an_adapter_loads_its_own_framework_only(self) -> None:
-        loaded = _loaded_by("import contextwindow.integrations.langchain")
-        assert "langchain" in loaded
-        assert not {m for m in loaded if m.split(".")[0] in ("pydantic_ai", "agents", "litellm")}
+    @pytest.mark.parametrize(
+        ("adapter", "framework"),
+        [
+            ("langchain", "langchain"),
+            ("pydantic_ai", "pydantic_ai"),
+            ("openai_agents", "agents"),
+            ("litellm", "litellm"),
+        ],
+    )
+    def test_an_adapter_loads_its_own_framework_and_no_other(self, adapter: str, framework: str) -> None:
+        loaded = _loaded_by(f"import contextwindow.integrations.{adapter}")
+        assert framework in loaded
+        others = {"langchain", "pydantic_ai", "agents", "litellm"} - {framework}
+        assert not {m for m in loaded if m.split(".")[0] in others}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,22 +22,9 @@ from pydantic_ai.providers.openai import OpenAIProvider
 
 from contextwindow.integrations.pydantic_ai import ContextWindow
 from contextwindow.testing import LocalServer
-from integrations_support import TURNS, WINDOW, ObservedModel, notes, png
+from integrations_support import TURNS, WINDOW, ObservedModel, close_the_loop_left_open, notes, png
 
-
-@pytest.fixture(autouse=True)
-def close_the_loop_run_sync_leaves() -> Iterator[None]:
-    """``Agent.run_sync`` sets an event loop of its own as the thread's and keeps it open."""
-    yield
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        try:
-            loop = asyncio.get_event_loop()
-        except RuntimeError:
-            return
-    if not loop.is_running():
-        loop.close()
-        asyncio.set_event_loop(None)
+close_the_loop = pytest.fixture(autouse=True)(close_the_loop_left_open)  # run_sync keeps one open
 
 
 @pytest.fixture
