@@ -163,6 +163,9 @@ class ContextWindowFilter:
         tools = [_tool(t) for t in getattr(agent, "tools", ()) if hasattr(t, "params_json_schema")]
         if tools:
             body["tools"] = tools
+        max_tokens = getattr(getattr(agent, "model_settings", None), "max_tokens", None)
+        if isinstance(max_tokens, int) and max_tokens > 0:
+            body["max_tokens"] = max_tokens  # the output reserve the guard keeps free
         chat_model = agent.model if not isinstance(agent.model, str) else None
         stepper = Stepper(self.bridge.core, body, lambda b: _summarize(chat_model, b))
         step = await stepper.start()
