@@ -18,7 +18,8 @@ For every request from the second on, four estimates are compared with that coun
 
 The estimate function is a parameter of :func:`measure`; :func:`main` runs the table twice in the
 same run: with contextwindow's ``Estimator`` (:func:`estimator_estimate`) and with the peers' rule
-:func:`chars4_estimate` (``ceil(chars/4)`` per block, litellm's and flue's fallback).
+:func:`chars4_estimate` (``ceil(chars/4)`` per block, litellm's and https://github.com/withastro/flue's
+fallback).
 
 Run: ``PYTHONPATH=src TIKTOKEN_CACHE_DIR=../shared/tokenizers python -m benchmarks.anchored_accuracy``.
 """
@@ -83,7 +84,7 @@ SCREENSHOTS = ((1280, 800), (1920, 1080), (800, 600), (2560, 1440), (390, 844))
 def tile_rule_tokens(width: int, height: int) -> int:
     """OpenAI's tile rule for gpt-4o at high detail: fit 2048², shortest side to 768, 85 + 170 per 512-px tile.
 
-    Source: platform.openai.com/docs/guides/images-vision (tile section); providers.md §1.
+    Source: https://platform.openai.com/docs/guides/images-vision (tile section).
     """
     scale = min(1.0, 2048 / max(width, height))
     w, h = width * scale, height * scale

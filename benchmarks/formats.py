@@ -1,6 +1,6 @@
 """Parse and render a 10,000-message Anthropic request with 500 inline images of ~200 KB each.
 
-The claim under test (issue 2): parsing and rendering must not copy image bytes more than once.
+The claim under test: parsing and rendering must not copy image bytes more than once.
 Each scenario runs in a fresh child process (so RSS is its own), once under ``tracemalloc`` for the
 Python-heap peak and ``--repeats`` times without it for wall time and peak RSS (``ru_maxrss``; psutil's
 current RSS is reported beside it). The request arrives as JSON text, as from an HTTP body; building it

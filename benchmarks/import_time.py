@@ -49,7 +49,9 @@ HEAVY = (
     "contextwindow.testing",
     "contextwindow.replay",
 )
-"""Modules ``import contextwindow`` must not load (the test suite checks the same list)."""
+"""Modules ``import contextwindow`` must not load: servers, SDKs, plotting, imaging, the local provider
+and the replay tooling load on first use of the layer that needs them (``tests/test_public_api.py``
+checks this list)."""
 
 _PROBE = """
 import json, sys, time

@@ -1,4 +1,4 @@
-"""Long sessions through the turn engine against the local provider (issue 8, "Figures").
+"""Long sessions through the turn engine against the local provider.
 
 Twenty long scenarios (≥ 200 provider calls each: real source files read in chunks, JSON tool
 results, screenshots as tool-result images, photos sent mid-turn, turns in Chinese; half of them the
@@ -13,7 +13,7 @@ Per cell: provider rejections (recovered / not), restarts, compactions, window u
 sending (the provider's own count of each request's input over the declared window: mean and 5th
 percentile), and engine overhead per call: wall time spent in engine code, excluding the provider's
 stream, the tools and the summariser's calls (wall time: on a machine shared with other work it
-rises with the load). Targets (issue 8): 0 rejections with a true window, ≤ 1 recovered per scenario
+rises with the load). Targets: 0 rejections with a true window, ≤ 1 recovered per scenario
 when the provider serves less, mean use ≥ 70%, overhead ≤ 5 ms.
 
 Reading the use columns honestly:
@@ -44,11 +44,11 @@ Reading the use columns honestly:
 
 ``python -m benchmarks.sessions [--scenarios N] [--workers N]`` from the repo root with ``PYTHONPATH=src``; writes
 ``benchmarks/results/sessions.md``. The output reserve (each call's ``max_tokens``) is
-``min(4096, window // 8)``: agent-framework's 4,096 default, smaller on small windows as agents there
-set it. The stream budget (``max_stream_input_tokens``) is off: it is a cost control for providers
-that cache the prompt, and the local provider caches nothing, so every call's whole input is fresh
-and the seeds' 150k budget would restart every other call at 128k without freeing anything; the
-physical window is what is measured here. Scenarios run in parallel, one process per core.
+``min(4096, window // 8)``: the 4,096 default of https://github.com/anima-research/agent-framework, smaller on
+small windows as agents there set it. The stream budget (``max_stream_input_tokens``) is off: it is a cost
+control for providers that cache the prompt, and the local provider caches nothing, so every call's whole
+input is fresh and agent-framework's 150k stream budget would restart every other call at 128k without freeing
+anything; the physical window is what is measured here. Scenarios run in parallel, one process per core.
 """
 
 from __future__ import annotations

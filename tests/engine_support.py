@@ -1,7 +1,8 @@
 """Test support for the engine: a scripted provider speaking the Provider protocol and a plain compiler.
 
 The scripted provider replays assistant messages with the usage samples a test gives (cumulative, as
-membrane's are, in the seed-001 vectors), and can reject a request for its size like a real provider.
+membrane's are, https://github.com/antra-tess/membrane), and can reject a request for its size like a
+real provider.
 The compiler here sends every visible message after the latest checkpoint, which is what the engine
 tests need to isolate the engine's own decisions from compile's fitting.
 """

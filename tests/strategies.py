@@ -220,7 +220,7 @@ def anthropic_canonical(draw: st.DrawFn) -> tuple[Request, dict[str, bytes]]:
         if kind == "pdf":
             return Document(ref=store.ref(PDF, "application/pdf"), title=draw(opt), context=draw(opt))
         if kind == "text-doc":
-            body = draw(texts).encode("utf-8")
+            body = draw(texts.filter(bool)).encode("utf-8")  # empty media are refused
             return Document(ref=store.ref(body, "text/plain"), title=draw(opt), context=draw(opt))
         return Document(url=draw(urls), title=draw(opt), context=draw(opt))
 
@@ -352,7 +352,7 @@ def anthropic_wire(draw: st.DrawFn) -> dict[str, Any]:
         if kind == "text-doc":
             return {
                 "type": "document",
-                "source": {"type": "text", "media_type": "text/plain", "data": draw(texts)},
+                "source": {"type": "text", "media_type": "text/plain", "data": draw(texts.filter(bool))},
             }
         return {"type": "document", "source": {"type": "url", "url": draw(urls)}, "context": draw(texts)}
 

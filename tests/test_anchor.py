@@ -1,4 +1,5 @@
-"""Request anchors: validation (acceptance test 31), anchored estimates and cold starts (§9)."""
+"""Usage anchors: record validation (maka's ``isLastRequestAnchor``,
+https://github.com/apache/maka/pull/4559), anchored estimates and cold starts."""
 
 from __future__ import annotations
 

@@ -73,12 +73,17 @@ class TestSniff:
         # A 9000×8000 PNG with no pixel data at all: the header is enough.
         assert sniff(png_header(9_000, 8_000), "image/png") == {"width": 9_000, "height": 8_000}
 
-    def test_a_decompression_bomb_header_gives_no_dimensions_and_no_warning(self) -> None:
-        assert sniff(png_header(100_000, 100_000), "image/png") == {}
+    def test_a_decompression_bomb_header_still_gives_its_dimensions_and_no_warning(self) -> None:
+        # Pillow refuses to open past its bomb limit; the header is read all the same.
+        assert sniff(png_header(100_000, 100_000), "image/png") == {"width": 100_000, "height": 100_000}
+        assert sniff(png_header(10**9, 10**9), "image/png") == {"width": 10**9, "height": 10**9}
         assert sniff(png_header(11_000, 11_000), "image/png") == {"width": 11_000, "height": 11_000}
 
-    def test_an_implausible_header_gives_nothing(self) -> None:
-        assert sniff(png_header(MAX_DIMENSION_PX + 1, 1), "image/png") == {}
+    def test_an_implausible_header_gives_its_figures_for_the_budget_to_refuse(self) -> None:
+        assert sniff(png_header(MAX_DIMENSION_PX + 1, 1), "image/png") == {
+            "width": MAX_DIMENSION_PX + 1,
+            "height": 1,
+        }
 
     @pytest.mark.parametrize("junk", [b"", b"not an image", b"\x89PNG\r\n\x1a\n", PDF])
     def test_unreadable_images_give_nothing(self, junk: bytes) -> None:
@@ -109,12 +114,57 @@ class TestMakeRef:
         assert make_ref(PDF, "application/pdf") == make_ref(bytearray(PDF), "Application/PDF")
         assert make_ref(memoryview(PDF), "application/pdf").pages == 2
 
-    def test_meta_overrides_what_was_sniffed_and_is_validated(self) -> None:
-        assert make_ref(WAV, "audio/wav", duration_seconds=9.0).duration_seconds == 9.0
+    def test_meta_fills_what_the_header_does_not_say_and_is_validated(self) -> None:
+        assert make_ref(WAV, "audio/wav", duration_seconds=9.0).duration_seconds == 0.25  # the header wins
+        assert make_ref(b"ID3", "audio/mpeg", duration_seconds=9.0).duration_seconds == 9.0
         assert make_ref(WAV, "audio/wav", token_estimate=float("nan")).token_estimate is None
         with pytest.raises(InvalidInput) as caught:
-            make_ref(WAV, "audio/wav", duration_seconds=-1.0)
-        assert caught.value.path == "ref.duration_seconds"
+            make_ref(b"ID3", "audio/mpeg", duration_seconds=-1.0)
+        assert caught.value.path == "duration_seconds"
+
+    @pytest.mark.parametrize(
+        ("width", "height"), [(70_000, 70_000), (10**9, 10**9), (65_536, 1), (20_000, 20_000)], ids=str
+    )
+    def test_a_header_past_the_dimension_budget_is_refused_even_when_pillow_will_not_open_it(
+        self, width: int, height: int
+    ) -> None:
+        with pytest.raises(InvalidInput, match="budget") as caught:
+            make_ref(png_header(width, height), "image/png")
+        assert caught.value.path == "width"
+        with pytest.raises(InvalidInput, match="header says"):  # small claims cannot hide the header
+            make_ref(png_header(width, height), "image/png", width=10, height=10)
+
+    def test_claimed_dimensions_that_contradict_the_header_are_refused(self) -> None:
+        with pytest.raises(InvalidInput, match="header says 30") as caught:
+            make_ref(png_header(30, 20), "image/png", width=10, height=20)
+        assert caught.value.path == "width"
+        assert make_ref(png_header(30, 20), "image/png", width=30, height=20).width == 30
+
+    def test_claimed_dimensions_fill_an_unknown_header_within_the_budget(self) -> None:
+        assert make_ref(b"<svg/>", "image/svg+xml", width=10, height=12).height == 12
+        with pytest.raises(InvalidInput, match="budget"):
+            make_ref(b"<svg/>", "image/svg+xml", width=70_000, height=70_000)
+
+    @pytest.mark.parametrize(
+        ("data", "media_type"),
+        [
+            (b"", "image/png"),
+            (b"", "text/plain"),
+            (b"not an image", "image/png"),
+            (b"hello", "application/pdf"),
+        ],
+        ids=["empty-png", "empty-text", "junk-png", "junk-pdf"],
+    )
+    def test_empty_or_mislabelled_bytes_are_refused(self, data: bytes, media_type: str) -> None:
+        with pytest.raises(InvalidInput):
+            make_ref(data, media_type)
+
+    def test_bytes_of_another_image_format_are_refused_where_the_media_type_came_from(self) -> None:
+        with pytest.raises(InvalidInput, match="image/png, not image/jpeg") as caught:
+            make_ref(
+                png_header(3, 3), "image/jpeg", media_type_path="messages[0].content[0].source.media_type"
+            )
+        assert caught.value.path == "messages[0].content[0].source.media_type"
 
     @pytest.mark.parametrize("media_type", ["png", "", "image/", "/png", "image png", None, 5])
     def test_a_bad_media_type_names_where_it_came_from(self, media_type: object) -> None:

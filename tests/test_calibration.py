@@ -1,5 +1,5 @@
 """Calibration learning, persistence with pricing epochs, and the rule that keeps a multiplier across
-an epoch change that changes no stored price (§2; tests 9–12)."""
+an epoch change that changes no stored price."""
 
 from __future__ import annotations
 
@@ -120,7 +120,8 @@ class TestSetter:
 
 
 class TestPersistence:
-    """The eight ``calibration-band`` tests of §2, adapted."""
+    """context-manager's eight ``calibration-band`` tests, adapted
+    (https://github.com/anima-research/context-manager/pull/227)."""
 
     def test_1_a_learned_value_is_persisted_with_the_epoch(self) -> None:
         cal, slot = calibrator({"multiplier": 1.8, "at": "t", "pricing": EPOCH})

@@ -1,4 +1,9 @@
-"""Fold selection, summary checks, triggers and the escalation ladder (acceptance 30, 32, 33, 35)."""
+"""Fold selection, summary checks, triggers and the escalation ladder.
+
+Known-answer vectors from apache/maka (https://github.com/apache/maka/pull/4559: safe prefix,
+summary defects, proactive fold) and withastro/flue (https://github.com/withastro/flue/issues/531:
+reserve, threshold, cut point).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""Compile: budget, caps, pairing, media budget, stale archive, determinism (seed §3, §4, §11; tests 13–21, 29, 35)."""
+"""Compile: budget, caps, pairing, media budget, stale archive, determinism.
+
+Known-answer vectors from anima-research/context-manager (https://github.com/anima-research/context-manager:
+caps, pairing, live images), withastro/flue (https://github.com/withastro/flue/issues/531: the byte
+budget) and apache/maka (https://github.com/apache/maka/pull/4486: the stale archive).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The turn engine, driven end to end with cumulative usage samples (acceptance 23–27, 30, 34; seeds 000–002)."""
+"""The turn engine, driven end to end with cumulative usage samples (vectors from agent-framework,
+https://github.com/anima-research/agent-framework/pull/98, and apache/maka,
+https://github.com/apache/maka/pull/4559)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from contextwindow.engine.events import (
     StreamRestarted,
     StreamResumed,
     TurnEnded,
+    UsageReported,
 )
 from contextwindow.engine.loop import Engine, EngineSettings, ToolOutcome
 from contextwindow.engine.summarizer import Summarizer
@@ -176,7 +179,8 @@ def _png(i: int) -> bytes:
 
 
 class TestMidTurnMessages:
-    """Seed 000: round 1 reported a 163k prompt and 2k output; reserve 32k; the projection sits at 197k."""
+    """agent-framework's vector: round 1 reported a 163k prompt and 2k output; reserve 32k; the
+    projection sits at 197k."""
 
     def _engine(self, photos: int) -> tuple[Engine, ScriptedProvider]:
         steps = [
@@ -439,7 +443,8 @@ class TestWithTheLocalProviderAndRealCompile:
         assert events[-1].calls == 31
         assert not any(isinstance(e, OverflowRecovered) for e in events)
         assert any(isinstance(e, StreamRestarted) for e in events)
-        assert max(engine.last_sent_tokens) <= 16_000
+        sent = [e.usage.prompt for e in events if isinstance(e, UsageReported) and e.reported]
+        assert sent and max(sent) <= 16_000
 
 
 class TestCalibrationAndAnchors:

@@ -1,4 +1,4 @@
-"""The engine is deterministic: the same scenario twice sends the same bytes (issue 8).
+"""The engine is deterministic: the same scenario twice sends the same bytes.
 
 A realistic run (the bundled demo's first turns: source files read in chunks, JSON tool results,
 screenshots as tool-result images, photos sent mid-turn) goes through the real engine, compiler,

@@ -1,6 +1,6 @@
 """The appended round at a tool boundary: priced by content kind, and learned from the provider's counts.
 
-The sessions benchmark traced a 32k rejection (issue 8): a code tool result the text rule priced 8%
+The sessions benchmark traced a 32k rejection: a code tool result the text rule priced 8%
 under the local provider's count landed at the window's edge, and one margin of 5% for the whole
 round let the request out 5 tokens over the window. The through-the-engine tests below rebuild that
 case with the local provider: a dry run at a large window measures what each call really costs, the

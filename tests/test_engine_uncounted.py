@@ -1,7 +1,7 @@
 """The engine before the provider has counted anything: no usage reported, and rejections that count.
 
 The sessions benchmark's no-usage rows with an o200k profile (the local provider counting with the
-model's own tokenizer) were refused 5–6 times per two scenarios at a true window (issue 8): every
+model's own tokenizer) were refused 5–6 times per two scenarios at a true window: every
 refusal was a request grown by appended rounds at a tool boundary, where no call reported a prompt,
 so the projection took the engine's own estimate of the whole request at face value, and the
 estimator's error on a whole request (up to ~7% low) was more than the rounds' margins left free.

@@ -1,4 +1,5 @@
-"""Events, boundary precedence and host notes (acceptance 25, 34; seed-behaviours §7)."""
+"""Events, boundary precedence (agent-framework's order, https://github.com/anima-research/agent-framework)
+and host notes (maka's ``system_note`` rules, https://github.com/apache/maka/pull/4559)."""
 
 from __future__ import annotations
 

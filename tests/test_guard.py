@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -357,3 +358,111 @@ class TestSansIO:
         assert exchange.result == {"answered": True}
         assert [s.purpose for s in seen] == ["request"]
         assert seen[0].body["messages"][0]["content"][0]["text"] == "hi"
+
+
+class TestRereads:
+    def _archived_history(self, client: Any, model: LocalModel) -> list[dict[str, Any]]:
+        history: list[dict[str, Any]] = []
+        for turn in range(4):
+            model.enqueue(
+                Message.assistant(ToolUse(id=f"r{turn}", name="read_file", input={"path": f"{turn}.py"})),
+                Message.assistant(f"Read {turn}."),
+            )
+            history.append({"role": "user", "content": f"Read file {turn}."})
+            for _ in range(2):
+                response = client.messages.create(model=CLAUDE, max_tokens=256, tools=TOOLS, messages=history)
+                history.append({"role": "assistant", "content": response.content})
+                uses = [b for b in response.content if b.type == "tool_use"]
+                if uses:
+                    body = f"ORIGINAL-{turn} " + "line of code\n" * 900
+                    history.append(
+                        {
+                            "role": "user",
+                            "content": [{"type": "tool_result", "tool_use_id": uses[0].id, "content": body}],
+                        }
+                    )
+        return history
+
+    def test_the_model_reads_an_archived_result_again_and_the_agent_sees_only_the_answer(
+        self, claude: Any, model: LocalModel
+    ) -> None:
+        client = claude()
+        history = self._archived_history(client, model)
+        session = client.store.session(client.last_exchange.session_id)
+        artifact = session.entries(["archive"])[0].payload["artifact_id"]
+        assert any("read_archived" in str(m) for m in client.last_exchange.body["messages"])
+        assert client.last_exchange.body["tools"][-1]["name"] == "read_archived"
+        model.enqueue(
+            Message.assistant(ToolUse(id="rr", name="read_archived", input={"id": artifact})),
+            Message.assistant("The first file again: seen."),
+        )
+        history.append({"role": "user", "content": "Look at the first file again."})
+        response = client.messages.create(model=CLAUDE, max_tokens=256, tools=TOOLS, messages=history)
+        assert [b.text for b in response.content] == ["The first file again: seen."]
+        last = client.last_exchange.body["messages"][-1]["content"][0]
+        assert last["type"] == "tool_result" and "ORIGINAL-0" in str(last["content"])
+
+    def test_the_host_can_turn_it_off(self, claude: Any, model: LocalModel) -> None:
+        client = claude(reread=False)
+        self._archived_history(client, model)
+        assert [t["name"] for t in client.last_exchange.body["tools"]] == ["read_file"]
+
+
+class TestResponses:
+    def test_a_responses_tool_loop_runs_through_the_guard(self, gpt: Any, model: LocalModel) -> None:
+        client = gpt()
+        tools = [
+            {"type": "function", "name": "read_file", "parameters": {"type": "object", "properties": {}}}
+        ]
+        history: list[Any] = []
+        for turn in range(14):
+            model.enqueue(
+                Message.assistant(ToolUse(id=f"call_{turn}", name="read_file", input={})),
+                Message.assistant(f"Read {turn}."),
+            )
+            history.append({"role": "user", "content": f"Turn {turn}: {words(turn)}"})
+            while True:
+                response = client.responses.create(
+                    model=GPT, instructions="Be brief.", tools=tools, input=history, max_output_tokens=512
+                )
+                assert isinstance(response, openai.types.responses.Response)
+                history += [item.model_dump(exclude_none=True) for item in response.output]
+                calls = [item for item in response.output if item.type == "function_call"]
+                if not calls:
+                    break
+                history += [
+                    {"type": "function_call_output", "call_id": c.call_id, "output": "print('hi')\n" * 50}
+                    for c in calls
+                ]
+        assert response.output_text == "Read 13."
+        assert len(client.store.sessions()) == 1
+        session = client.store.session(client.last_exchange.session_id)
+        assert session.latest("checkpoint") is not None  # the provider's 16k window was met by folding
+        sent = client.last_exchange.body
+        assert sent["instructions"] == "Be brief." and sent["input"][0]["role"] == "user"
+
+
+class TestPromptCache:
+    @staticmethod
+    def _unmarked(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        out = []
+        for message in messages:
+            content = [{k: v for k, v in b.items() if k != "cache_control"} for b in message["content"]]
+            out.append({**message, "content": content})
+        return out
+
+    def test_consecutive_requests_keep_their_prefix_and_mark_the_last_block(self, claude: Any) -> None:
+        client = claude()
+        history: list[dict[str, Any]] = []
+        bodies = []
+        for turn in range(6):
+            history.append({"role": "user", "content": f"Turn {turn}: tell me more."})
+            response = client.messages.create(
+                model=CLAUDE, max_tokens=256, system="Be brief.", messages=history
+            )
+            history.append({"role": "assistant", "content": response.content})
+            bodies.append(client.last_exchange.body["messages"])
+        for before, after in itertools.pairwise(bodies):
+            assert self._unmarked(after)[: len(before)] == self._unmarked(before)
+            marked = [b for m in after for b in m["content"] if "cache_control" in b]
+            assert marked == [after[-1]["content"][-1]]

@@ -1,4 +1,4 @@
-"""Media rules: the providers' documented tables reproduced exactly (providers.md §1)."""
+"""Media rules: the providers' documented tables reproduced exactly (their pages: ``docs/concepts.md``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Seed acceptance tests 1–8, 28 and 35 (pricing parts): the seed-store preset reproduces the store."""
+"""The seed-store preset reproduces context-manager's message store
+(https://github.com/anima-research/context-manager), and the other projects' image prices
+(https://github.com/apache/maka/pull/4486, https://github.com/withastro/flue/issues/531)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from contextwindow.content import (
     ToolUse,
     Video,
 )
-from contextwindow.pricing import Estimator, seed_estimate_text, seed_json_tokens
+from contextwindow.pricing import Estimator, seed_estimate_text, seed_json_tokens, utf16_len
 
 PROSE = ("The quick brown fox jumps over the lazy dog while the agent keeps reading files. " * 600)[:40_041]
 DENSE = ('{"key": "value", "path": "/usr/lib/x_y=z"} ' * 1000)[:40_041]
@@ -191,3 +193,13 @@ class TestMediaRulers:
         est = Estimator("claude-sonnet-4-5", preset=preset)  # type: ignore[arg-type]
         with_image = Message.user("look", Image(ref=ref()))
         assert est.message(with_image) - est.message(Message.user("look")) >= 1568
+
+
+class TestUtf16Length:
+    @pytest.mark.parametrize(
+        ("text", "units"),
+        [("abc", 3), ("é", 1), ("😀", 2), ("a\udcff", 2), ("\ud83d\ude00", 2)],
+        ids=["ascii", "bmp", "astral", "lone-surrogate", "pair-as-two-code-points"],
+    )
+    def test_counts_javascript_length_and_never_raises(self, text: str, units: int) -> None:
+        assert utf16_len(text) == units

@@ -1,4 +1,5 @@
-"""The physical-window projection and the appended-round estimate (seeds 000, 001; acceptance 23, 24, 26, 27)."""
+"""The physical-window projection and the appended-round estimate (agent-framework's vectors,
+https://github.com/anima-research/agent-framework/pull/98 and its follow-ups)."""
 
 from __future__ import annotations
 

@@ -65,7 +65,7 @@ class TestCounting:
             + n("read")
             + n('{"path":"main.py"}')
             + n("def main():\n    return 42\n")
-            + 1296  # Anthropic's table: 1000×1000 → 1296 on standard models (providers.md §1.1)
+            + 1296  # Anthropic's table: 1000×1000 → 1296 on standard models (its vision page)
         )
         counted = count_request(request, get_profile(MODEL), loader_from({ref.id: data}))
         assert counted.input_tokens == expected

@@ -1,4 +1,4 @@
-"""The overflow classifier against every verbatim message of providers.md §4, and the look-alikes."""
+"""The overflow classifier against the providers' verbatim messages, and the look-alikes."""
 
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -94,7 +95,8 @@ class TestAnthropicRules:
 
     def test_an_image_whose_bytes_are_not_its_declared_type_is_refused(self) -> None:
         jpeg = screenshot(64, 48, fmt="jpeg")
-        ref = make_ref(jpeg, "image/png")
+        # make_ref refuses the mislabel at intake; a ref relabelled after intake reaches the provider
+        ref = dataclasses.replace(make_ref(jpeg, "image/jpeg"), media_type="image/png")
         refusal = check(ask(Message.user(Image(ref=ref))), "anthropic", loader_from({ref.id: jpeg}))
         assert refusal is not None and "does not appear to be a valid image/png image" in refusal.message
 

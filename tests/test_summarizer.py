@@ -1,4 +1,5 @@
-"""The summariser alone, and its input_too_large path through the engine (acceptance 33; seed 002 §10)."""
+"""The summariser alone, and its input_too_large path through the engine (maka's summariser rules,
+https://github.com/apache/maka/pull/4559)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Usage normalisation and per-call usage (seed-behaviours.md §5, §6; acceptance tests 22–24, 26)."""
+"""Usage normalisation and per-call usage; the projection's vectors from agent-framework's per-call
+usage change (https://github.com/anima-research/agent-framework)."""
 
 from __future__ import annotations
 
@@ -299,7 +300,7 @@ class TestProperties:
             )
 
 
-# --- what the physical-window projection reads (seed 001, §6 vectors) -------------------------------
+# --- what the physical-window projection reads (agent-framework's per-call usage vectors) ------------
 
 WINDOW, RESERVE, APPENDED = 200_000, 32_000, 6_043
 
@@ -311,7 +312,7 @@ class Outcome:
 
 
 def project(samples: list[Usage | None], *, reserve: int = RESERVE, window: int = WINDOW) -> Outcome:
-    """The §6 projection driven by the tracker: the state rules the engine's projection applies.
+    """The projection driven by the tracker: the state rules the engine's projection applies.
 
     A ``None`` sample is a call that reported nothing at all.
     """

@@ -25,11 +25,13 @@ import pydantic
 from pydantic import AfterValidator, BeforeValidator, Field
 
 from .errors import InvalidInput
+from .limits import MAX_BYTES, MAX_DOCUMENT_DEPTH, MAX_TOKENS, check_depth, finite
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
 __all__ = [
+    "BLOCK_TAGS",
     "AttachmentRef",
     "Audio",
     "Block",
@@ -50,6 +52,7 @@ __all__ = [
     "attachment_id",
     "block_to_dict",
     "media_refs",
+    "message_as_data",
     "message_to_dict",
     "parse_attachment_ref",
     "parse_block",
@@ -68,21 +71,17 @@ MAX_PAGES = 10_000_000
 
 
 def valid_stamp(value: object) -> float | None:
-    """A token stamp counts only when it is a finite number ≥ 0 (seed 000); anything else is absent."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        as_float = float(value)
-    except OverflowError:  # an int too large for a float is corrupt data, not a price
-        return None
-    if not math.isfinite(as_float) or as_float < 0:
+    """A token stamp counts only when it is a finite number between 0 and ``limits.MAX_TOKENS``;
+    anything else (NaN, a negative, ``10**400``, a string) is absent."""
+    as_float = finite(value)  # an int too large for a float is corrupt data, not a price
+    if as_float is None or not 0 <= as_float <= MAX_TOKENS:
         return None
     return as_float
 
 
-def _non_negative(value: int | None) -> int | None:
-    if value is not None and value < 0:
-        raise ValueError("must be ≥ 0")
+def _size(value: int) -> int:
+    if not 0 <= value <= MAX_BYTES:
+        raise ValueError(f"must be between 0 and {MAX_BYTES} bytes")
     return value
 
 
@@ -105,10 +104,11 @@ def _pages(value: int | None) -> int | None:
 
 
 def _stamp(value: object) -> float | None:
-    # An invalid stamp is ignored (priced by rule), never propagated: the seeds show a NaN stamp
-    # switching a whole projection off. It runs before type validation, so a string ("12", "NaN"),
-    # a boolean or a list is ignored too rather than coerced or refused: a stamp is advice, and bad
-    # advice must not make a whole message unreadable.
+    # An invalid stamp is ignored (priced by rule), never propagated: a NaN stamp taken as given makes
+    # a whole projection NaN, so the round never restarts (the case agent-framework's projection
+    # fixed, https://github.com/anima-research/agent-framework). It runs before type validation, so a
+    # string ("12", "NaN"), a boolean or a list is ignored too rather than coerced or refused: a stamp
+    # is advice, and bad advice must not make a whole message unreadable.
     return valid_stamp(value)
 
 
@@ -122,7 +122,7 @@ class AttachmentRef:
     """Hex SHA-256 of the bytes."""
     media_type: str
     """MIME type, e.g. ``image/png``."""
-    size_bytes: Annotated[int, AfterValidator(_non_negative)]
+    size_bytes: Annotated[int, AfterValidator(_size)]
     """Size of the raw (decoded) bytes."""
     width: Annotated[int | None, AfterValidator(_dimension)] = None
     height: Annotated[int | None, AfterValidator(_dimension)] = None
@@ -161,7 +161,7 @@ class Image:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class GeneratedImage:
-    """An image the model produced. Priced as an image (later store rule, seed 000)."""
+    """An image the model produced. Priced as an image: formatters send it as one."""
 
     type: Literal["generated_image"] = "generated_image"
     ref: AttachmentRef
@@ -208,6 +208,9 @@ class ToolUse:
     name: str
     input: Mapping[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        check_depth(self.input, path="input")
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Thinking:
@@ -241,7 +244,12 @@ class ToolResult:
     type: Literal["tool_result"] = "tool_result"
     tool_use_id: str
     content: str | tuple[NestedBlock, ...] = ""
+    """A string, or blocks; a list of blocks (or strings) is taken as the tuple of blocks."""
     is_error: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.content, list):
+            object.__setattr__(self, "content", _blocks(self.content))
 
 
 Block: TypeAlias = Annotated[
@@ -261,6 +269,7 @@ Block: TypeAlias = Annotated[
 MediaBlock: TypeAlias = Image | GeneratedImage | Document | Audio | Video
 """The blocks that point at an attachment."""
 MEDIA_TYPES = (Image, GeneratedImage, Document, Audio, Video)
+_BLOCK_CLASSES = (*MEDIA_TYPES, Text, ToolUse, ToolResult, Thinking, RedactedThinking)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -269,10 +278,24 @@ class Message:
 
     role: Role
     content: tuple[Block, ...]
+    """The blocks. A string or a list (of blocks and strings) is taken as the tuple of blocks, so
+    ``Message(role="user", content="hi")`` is ``Message(role="user", content=(Text(text="hi"),))``."""
     id: str | None = None
     """Given by the ledger when the message is appended."""
     created_at: datetime | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Converted at the edge, so the stored value is always the canonical tuple of blocks (a list
+        # would make every serialisation warn).
+        content = self.content
+        if type(content) is not tuple:
+            if isinstance(content, str):
+                object.__setattr__(self, "content", (Text(text=content),))
+            elif isinstance(content, list):
+                object.__setattr__(self, "content", _blocks(content))
+        if self.metadata:
+            check_depth(self.metadata, path="metadata")
 
     @classmethod
     def user(cls, *parts: str | Block, **kwargs: Any) -> Message:
@@ -293,6 +316,9 @@ class ToolSpec:
     description: str = ""
     input_schema: Mapping[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
 
+    def __post_init__(self) -> None:
+        check_depth(self.input_schema, path="input_schema")
+
 
 def _one_source(ref: AttachmentRef | None, url: str | None, what: str) -> None:
     # InvalidInput is a ValueError, so at the edge pydantic reports it with the block's path.
@@ -300,7 +326,7 @@ def _one_source(ref: AttachmentRef | None, url: str | None, what: str) -> None:
         raise InvalidInput(f"an {what} needs exactly one of ref and url")
 
 
-def _blocks(parts: Sequence[str | Block]) -> tuple[Block, ...]:
+def _blocks(parts: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(Text(text=p) if isinstance(p, str) else p for p in parts)
 
 
@@ -359,14 +385,14 @@ def _path(prefix: str, loc: tuple[int | str, ...]) -> str:
             out += f"[{part}]"
             after_index = True
             continue
-        marker = (after_index and part in _TAGS) or part.startswith(_MARKERS)
+        marker = (after_index and part in BLOCK_TAGS) or part.startswith(_MARKERS)
         after_index = False
         if not marker:
             out += f".{part}" if out else part
     return out
 
 
-_TAGS = frozenset(
+BLOCK_TAGS = frozenset(
     {
         "text",
         "image",
@@ -380,6 +406,7 @@ _TAGS = frozenset(
         "redacted_thinking",
     }
 )
+"""The ``type`` tag of every block kind, as the wire formats and the ledger spell it."""
 # Union-member and validator markers pydantic puts in a location; they are not fields.
 _MARKERS = ("function-", "tuple[", "str", "json-or-python", "list[", "dict[", "nullable[", "union[")
 
@@ -388,12 +415,18 @@ def _invalid(err: pydantic.ValidationError, prefix: str) -> InvalidInput:
     # In a union every branch reports; the deepest location is the one the caller meant.
     first = max(err.errors(include_url=False), key=lambda e: len(e["loc"]))
     path = _path(prefix, tuple(first["loc"]))
+    cause = first.get("ctx", {}).get("error")
+    if isinstance(cause, InvalidInput):  # our own check inside a value: our message, the full path
+        inner = cause.path or ""
+        joined = f"{path}.{inner}" if path and inner else path or inner
+        return InvalidInput(cause.reason, path=joined or None)
     message = str(first["msg"]).removeprefix("Value error, ")
     return InvalidInput(message, path=path or None)
 
 
 def parse_block(data: Any, *, path: str = "") -> Block:
     """Validate one block from plain data; ``InvalidInput`` names the bad field."""
+    check_depth(data, path=path, limit=MAX_DOCUMENT_DEPTH)
     try:
         return _block_adapter().validate_python(data)
     except pydantic.ValidationError as err:
@@ -402,6 +435,7 @@ def parse_block(data: Any, *, path: str = "") -> Block:
 
 def parse_attachment_ref(data: Any, *, path: str = "ref") -> AttachmentRef:
     """Validate an attachment reference from plain data; ``InvalidInput`` names the bad field."""
+    check_depth(data, path=path, limit=MAX_DOCUMENT_DEPTH)
     try:
         return _ref_adapter().validate_python(data)
     except pydantic.ValidationError as err:
@@ -410,6 +444,7 @@ def parse_attachment_ref(data: Any, *, path: str = "ref") -> AttachmentRef:
 
 def parse_message(data: Any, *, path: str = "") -> Message:
     """Validate one message from plain data; ``InvalidInput`` names the bad field."""
+    check_depth(data, path=path, limit=MAX_DOCUMENT_DEPTH)
     try:
         return _message_adapter().validate_python(data)
     except pydantic.ValidationError as err:
@@ -418,10 +453,42 @@ def parse_message(data: Any, *, path: str = "") -> Message:
 
 def parse_messages(data: Any, *, path: str = "messages") -> list[Message]:
     """Validate a list of messages from plain data; ``InvalidInput`` names the bad field."""
+    check_depth(data, path=path, limit=MAX_DOCUMENT_DEPTH)
     try:
         return _messages_adapter().validate_python(data)
     except pydantic.ValidationError as err:
         raise _invalid(err, path) from None
+
+
+def _fields(value: Any) -> Any:
+    return {name: getattr(value, name) for name in value.__dataclass_fields__}
+
+
+def _block_data(block: Any, nested: bool) -> Any:
+    if not isinstance(block, _BLOCK_CLASSES):
+        return block  # for the validator to refuse, with its path
+    data = _fields(block)
+    if isinstance(data.get("ref"), AttachmentRef):
+        data["ref"] = _fields(data["ref"])
+    content = data.get("content")
+    if not nested and isinstance(block, ToolResult) and isinstance(content, tuple | list):
+        data["content"] = [_block_data(item, True) for item in content]
+    return data
+
+
+def message_as_data(message: Message) -> dict[str, Any]:
+    """A message built in Python as plain data, unchecked: what :func:`parse_message` validates when
+    such a message is admitted (a dataclass runs no validators, so ``Text(text=5)`` constructs).
+
+    It never serialises, so a wrongly typed field warns nothing and is refused by the validator
+    with its path, whatever the warnings filter. Nesting is that of the block types (a tool result
+    holds blocks, never another tool result), so the walk is bounded.
+    """
+    data: dict[str, Any] = _fields(message)
+    content = data["content"]
+    if isinstance(content, tuple | list):
+        data["content"] = [_block_data(block, False) for block in content]
+    return data
 
 
 def block_to_dict(block: Block) -> dict[str, Any]:
@@ -450,3 +517,7 @@ class Request:
     messages: tuple[Message, ...] = ()
     max_tokens: int | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.params:
+            check_depth(self.params, path="params", limit=MAX_DOCUMENT_DEPTH)

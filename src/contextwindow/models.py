@@ -1,7 +1,8 @@
 """Model profiles: each model's window, output cap, tokenizer family and media rules.
 
 Every rule in contextwindow is keyed by model, because vendors change how they count from one
-generation to the next (``../shared/reference/providers.md``). A :class:`ModelProfile` carries what
+generation to the next (each vendor's page is cited in ``docs/concepts.md``, "Sources"). A
+:class:`ModelProfile` carries what
 pricing and compile need; the built-in registry holds current Claude, GPT and Gemini models with the
 figures the vendors document, each cited beside its entry.
 
@@ -21,6 +22,7 @@ from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
 from .errors import InvalidInput, UnknownModel
+from .limits import MAX_TOKENS
 
 __all__ = [
     "AnthropicPatchRule",
@@ -44,7 +46,7 @@ TokenizerFamily: TypeAlias = Literal[
     "o200k",  # tiktoken o200k_base: gpt-4o, 4.1, 4.5, 5.x, o-series
     "cl100k",  # tiktoken cl100k_base: gpt-4, gpt-3.5-turbo
     "claude",  # Claude 3 .. 4.6 (not public; fitted against real usage)
-    "claude-2026",  # Opus 4.7 and later: the newer tokenizer, ~30% more tokens (providers.md §8)
+    "claude-2026",  # Opus 4.7 and later: the newer tokenizer, ~30% more tokens (Anthropic's docs)
     "gemini",  # not public offline; priced with a margin
     "deepseek",
     "unknown",
@@ -116,7 +118,7 @@ class GeminiTileRule:
     """Gemini 1.5/2.x: 258 for an image ≤ 384 px on both sides, else 258 per 768-px tile.
 
     Source: ai.google.dev/gemini-api/docs/tokens. The 2.x tiling is unpublished, so pricing computes
-    both documented variants and takes the larger (providers.md §8).
+    both documented variants and takes the larger (an estimate errs high).
     """
 
     kind: Literal["gemini-tile"] = "gemini-tile"
@@ -188,8 +190,8 @@ class ModelProfile:
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise InvalidInput(f"must be an integer, got {type(value).__name__}", path=key)
-        if self.context_window <= 0:
-            raise InvalidInput("must be > 0", path="context_window")
+        if not 0 < self.context_window <= MAX_TOKENS:
+            raise InvalidInput(f"must be > 0 and ≤ {MAX_TOKENS}", path="context_window")
         if not 0 < self.max_output_tokens <= self.context_window:
             raise InvalidInput(
                 f"must be > 0 and ≤ context_window ({self.context_window})", path="max_output_tokens"
@@ -211,9 +213,13 @@ class ModelProfile:
 
 
 # ---------------------------------------------------------------------------------------------------
-# The built-in registry. Windows and output caps: providers.md §6; image rules: providers.md §1.
+# The built-in registry. Windows and output caps from the vendors' model pages; image rules from their
+# vision pages (each profile's ``source`` names them).
 
-_ANTHROPIC_DOC = "platform.claude.com model pages (providers.md §6); vision rule providers.md §1.1(c)"
+_ANTHROPIC_DOC = (
+    "https://platform.claude.com/docs/en/about-claude/models/overview; vision rule "
+    "https://platform.claude.com/docs/en/build-with-claude/vision"
+)
 _STANDARD = AnthropicPatchRule(max_edge=1568, max_tokens=1568)
 _HIRES = AnthropicPatchRule(max_edge=2576, max_tokens=4784)  # Opus 4.7+, Fable 5, Mythos 5
 
@@ -233,7 +239,8 @@ def _claude(
 
 
 _OPENAI_DOC = (
-    "vendor-derived model pages and litellm 1.110.2 catalog (providers.md §6); vision providers.md §1.2"
+    "vendor-derived model pages and the litellm 1.110.2 catalog (https://pypi.org/project/litellm/); "
+    "vision https://platform.openai.com/docs/guides/images-vision"
 )
 
 
@@ -251,7 +258,9 @@ def _gpt(
     )
 
 
-_GEMINI_DOC = "ai.google.dev model docs (providers.md §6); vision providers.md §1.3"
+_GEMINI_DOC = (
+    "https://ai.google.dev/gemini-api/docs/models; vision https://ai.google.dev/gemini-api/docs/tokens"
+)
 
 
 def _gemini(name: str, window: int, output: int, rule: ImageRule) -> ModelProfile:
@@ -278,7 +287,7 @@ _PATCH_54 = (("low", 2048, 6144), ("high", 2048, 2500), ("auto", 2048, 2500), ("
 _PATCH_56 = (("low", 512, 256), ("high", 2048, 2500), ("auto", 65_535, 0), ("original", 65_535, 0))
 
 _BUILTIN: tuple[ModelProfile, ...] = (
-    # Anthropic (providers.md §6)
+    # Anthropic (models overview page)
     _claude("claude-3-5-haiku", 200_000, 8_192),
     _claude("claude-3-5-sonnet", 200_000, 8_192),
     _claude("claude-3-7-sonnet", 200_000, 64_000),
@@ -294,11 +303,11 @@ _BUILTIN: tuple[ModelProfile, ...] = (
     _claude("claude-opus-4-8", 1_000_000, 128_000, hires=True, new_tok=True),
     _claude("claude-fable-5", 1_000_000, 128_000, hires=True, new_tok=True),
     _claude("claude-mythos-5", 1_000_000, 128_000, hires=True, new_tok=True),
-    # §1.1(c) names the high-resolution models up to Opus 4.8; §8 extends the limits to every Claude
-    # ≥ 4.7. Taking them errs high on image cost, the safe side for an estimate.
+    # The vision page names the high-resolution models up to Opus 4.8; the limits are taken for every
+    # Claude ≥ 4.7. Taking them errs high on image cost, the safe side for an estimate.
     _claude("claude-opus-5", 1_000_000, 128_000, hires=True, new_tok=True),
     _claude("claude-sonnet-5", 1_000_000, 128_000, hires=True, new_tok=True),
-    # OpenAI (providers.md §6; tile vs patch by model, §1.2 and §8)
+    # OpenAI (model pages; tile vs patch by model, as the images-vision page lists them)
     _gpt("gpt-3.5-turbo", 16_385, 4_096, OpenAITileRule(), tok="cl100k"),
     _gpt("gpt-4", 8_192, 8_192, OpenAITileRule(), tok="cl100k"),
     _gpt("gpt-4-turbo", 128_000, 4_096, _TILE_4O, tok="cl100k"),
@@ -319,7 +328,7 @@ _BUILTIN: tuple[ModelProfile, ...] = (
     _gpt("gpt-5.4", 1_050_000, 128_000, OpenAIPatchRule(multiplier=1.2, budgets=_PATCH_54)),
     _gpt("gpt-5.5", 1_050_000, 128_000, OpenAIPatchRule(multiplier=1.2, budgets=_PATCH_55)),
     _gpt("gpt-5.6", 922_000, 128_000, OpenAIPatchRule(multiplier=1.2, budgets=_PATCH_56)),
-    # Gemini (providers.md §6, §1.3)
+    # Gemini (model pages; tiles or media resolution by generation)
     _gemini("gemini-2.0-flash", 1_048_576, 8_192, GeminiTileRule()),
     _gemini("gemini-2.5-pro", 1_048_576, 65_536, GeminiTileRule()),
     _gemini("gemini-2.5-flash", 1_048_576, 65_536, GeminiTileRule()),

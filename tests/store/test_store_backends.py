@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -120,6 +121,64 @@ class TestVersioning:
             store.session("s").entries()
 
 
+class TestUpgradeFromSchemaOne:
+    """A database written before attachment metadata moved onto the session's link."""
+
+    def _schema_one(self, target: Target) -> None:
+        from contextwindow.store import _migrations
+
+        migrations = _migrations.SQLITE if target.kind == "sqlite" else _migrations.POSTGRES
+        if target.kind == "sqlite":
+            db: Any = sqlite3.connect(target.url or "", isolation_level=None)
+            q = lambda sql: sql  # noqa: E731
+        else:
+            db = psycopg.connect(target.url or "", autocommit=True)
+            schema = target.options["schema"]
+            db.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+            db.execute(f'SET search_path TO "{schema}"')
+            q = lambda sql: sql.replace("?", "%s")  # noqa: E731
+        db.execute(
+            "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+        )
+        for statement in migrations[0][1]:
+            db.execute(statement)
+        db.execute(q("INSERT INTO schema_migrations VALUES (?, ?, ?)"), (1, migrations[0][0], "2026-01-01"))
+        digest = hashlib.sha256(b"old bytes").hexdigest()
+        att = f"att_{digest[:32]}"
+        db.execute(
+            q("INSERT INTO attachments VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+            (
+                att,
+                digest,
+                "text/plain",
+                9,
+                None,
+                None,
+                None,
+                None,
+                42.0,
+                '{"filename": "old.txt"}',
+                "2026-01-01",
+            ),
+        )
+        db.execute(q("INSERT INTO attachment_blobs VALUES (?, ?)"), (att, b"old bytes"))
+        db.execute(q("INSERT INTO session_attachments VALUES (?, ?, ?)"), ("old", att, "2026-01-01"))
+        db.close()
+
+    def test_links_made_before_read_the_metadata_they_were_given(self, durable_target: Target) -> None:
+        self._schema_one(durable_target)
+        with durable_target.open() as store:
+            assert store.schema_version == SCHEMA_VERSION
+            old = store.session("old")
+            [ref] = old.attachments()
+            assert (ref.token_estimate, old.attachment_meta(ref)) == (42.0, {"filename": "old.txt"})
+            assert old.read_attachment(ref) == b"old bytes"
+            fresh = store.session("new").attach(b"old bytes", "text/plain")
+            assert fresh.token_estimate is None and store.session("new").attachment_meta(fresh) == {}
+            assert old.attachment(ref.id) == ref
+            assert store.verify() == []
+
+
 class TestVerify:
     def _tamper(self, target: Target, sql: str) -> list[str]:
         with target.open() as store:
@@ -145,13 +204,26 @@ class TestVerify:
             ("UPDATE sessions SET length = 99", ["head_mismatch"]),
             ("UPDATE attachments SET size_bytes = 3 WHERE id = 'ATT'", ["size_mismatch"]),
             ("DELETE FROM attachment_blobs", ["missing_blob"]),
+            ("UPDATE session_attachments SET width = -4", ["bad_attachment_meta"]),
+            ("UPDATE session_attachments SET meta = '[1]'", ["bad_attachment_meta"]),
         ],
-        ids=["edited", "dropped", "unparseable", "head", "size", "bytes-gone"],
+        ids=["edited", "dropped", "unparseable", "head", "size", "bytes-gone", "link-figure", "link-meta"],
     )
     def test_each_broken_invariant_is_listed(
         self, durable_target: Target, sql: str, codes: list[str]
     ) -> None:
         assert self._tamper(durable_target, sql) == codes
+
+    def test_a_link_that_disagrees_with_the_sessions_messages_is_listed(self, durable_target: Target) -> None:
+        from contextwindow.content import Document
+
+        with durable_target.open() as store:
+            session = store.session("s")
+            session.append(Message.user(Document(ref=session.attach(b"some bytes", "text/plain"))))
+            store.session("t").attach(b"some bytes", "text/plain")
+            with store._backend()._write() as cur:  # type: ignore[attr-defined]
+                cur.execute("UPDATE session_attachments SET media_type = 'text/html' WHERE session_id = 's'")
+            assert [(p.code, p.session_id) for p in store.verify()] == [("attachment_mismatch", "s")]
 
     def test_changed_bytes_are_found_and_never_served(self, durable_target: Target) -> None:
         with durable_target.open() as store:

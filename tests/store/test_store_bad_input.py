@@ -12,6 +12,7 @@ from test_store_conformance import png
 from contextwindow.content import AttachmentRef, Image, Message, Text, ToolUse
 from contextwindow.errors import InvalidInput
 from contextwindow.store import Budgets, Session, Store, open_store
+from test_attachments import png_header
 
 
 def snapshot(store: Store) -> Any:
@@ -42,7 +43,25 @@ CASES: list[tuple[str, Callable[[Session], object], str]] = [
         lambda s: s.append(Message.assistant(ToolUse(id="t", name="n", input={"x": [math.inf]}))),
         "message.content[0].input.x[0]",
     ),
-    ("lone-surrogate", lambda s: s.append(Message.user("\ud800")), "payload"),
+    ("lone-surrogate", lambda s: s.append(Message.user("\ud800")), "message.content[0].text"),
+    (
+        "lone-surrogate-in-metadata",
+        lambda s: s.append(Message.user("x", metadata={"k": ["ok", "\udfff"]})),
+        "message.metadata.k[1]",
+    ),
+    ("price-past-a-float", lambda s: s.append(Message.user("x"), block_prices=[10**400]), "block_prices[0]"),
+    ("price-past-the-bound", lambda s: s.append(Message.user("x"), block_prices=[10**13]), "block_prices[0]"),
+    ("text-not-a-string", lambda s: s.append(Message.user(Text(text=5))), "message.content[0].text"),  # type: ignore[arg-type]
+    ("content-not-blocks", lambda s: s.append(Message(role="user", content=5)), "message.content"),  # type: ignore[arg-type]
+    ("nul-in-attachment-id", lambda s: s.attachment("att_\x00"), "attachment"),
+    ("nul-in-read-id", lambda s: s.read_attachment("att_\x00" + "0" * 31), "attachment"),
+    ("empty-media", lambda s: s.attach(b"", "image/png"), "data"),
+    ("empty-text", lambda s: s.attach(b"", "text/plain"), "data"),
+    ("not-an-image", lambda s: s.attach(b"junk", "image/png"), "data"),
+    ("not-a-pdf", lambda s: s.attach(b"junk", "application/pdf"), "data"),
+    ("bomb-header", lambda s: s.attach(png_header(70_000, 70_000), "image/png"), "width"),
+    ("giant-header", lambda s: s.attach(png_header(10**9, 10**9), "image/png", width=10, height=10), "width"),
+    ("claim-contradicts-header", lambda s: s.attach(png(3, 3), "image/png", width=10, height=3), "width"),
     (
         "bad-ref-width",
         lambda s: s.append(

@@ -198,6 +198,54 @@ class TestAttachments:
         assert session.read_attachment(ref) == png(2, 3)
 
 
+class TestAttachmentMetadataBelongsToTheSession:
+    """Bytes are shared by content hash; what a session says about them is its own."""
+
+    PDF = b"%PDF-1.4 " + b"/Type /Page " * 50 + b"/Type /Pages"
+
+    def test_a_stamp_set_by_one_session_is_never_seen_or_paid_by_another(self, store: Store) -> None:
+        a, b = store.session("a"), store.session("b")
+        stamped = a.attach(self.PDF, "application/pdf", token_estimate=0, filename="a.pdf")
+        plain_ref = b.attach(self.PDF, "application/pdf")
+        assert stamped.token_estimate == 0.0 and stamped.pages == 50
+        assert plain_ref.token_estimate is None and plain_ref.pages == 50
+        assert b.attachment(plain_ref.id) == plain_ref and b.attachments() == [plain_ref]
+        assert b.attachment_meta(plain_ref) == {} and a.attachment_meta(stamped) == {"filename": "a.pdf"}
+        assert a.attachment(stamped.id) == stamped
+        assert stamped.sha256 == plain_ref.sha256 and stamped.id == plain_ref.id
+
+    def test_the_bytes_are_still_stored_once(self, store: Store) -> None:
+        store.session("a").attach(self.PDF, "application/pdf", token_estimate=5)
+        store.session("b").attach(self.PDF, "application/pdf", token_estimate=7)
+        backend = store._backend()
+        assert len(backend.blob_ids()) == 1 and len(backend.all_attachments()) == 1
+        assert store.verify() == []
+
+    def test_claimed_figures_stay_with_the_session_that_claimed_them(self, store: Store) -> None:
+        data = b"\x00\x00\x00\x18ftypmp42" + b"\x00" * 100
+        a = store.session("a").attach(data, "video/mp4", duration_seconds=12.5)
+        b = store.session("b").attach(data, "video/mp4")
+        assert (a.duration_seconds, b.duration_seconds) == (12.5, None)
+
+    def test_each_session_appends_against_its_own_view(self, store: Store) -> None:
+        from contextwindow.content import Document
+
+        a, b = store.session("a"), store.session("b")
+        ref_a = a.attach(self.PDF, "application/pdf", token_estimate=0)
+        ref_b = b.attach(self.PDF, "application/pdf")
+        a.append(Message.user(Document(ref=ref_a)))
+        b.append(Message.user(Document(ref=ref_b)))
+        [read_b] = b.messages()
+        assert read_b.message.content[0] == Document(ref=ref_b)
+        assert store.verify() == []
+
+    def test_attaching_again_in_one_session_keeps_its_first_link(self, store: Store) -> None:
+        session = store.session("a")
+        first = session.attach(self.PDF, "application/pdf", token_estimate=3)
+        again = session.attach(self.PDF, "application/pdf", token_estimate=9)
+        assert first == again and again.token_estimate == 3.0
+
+
 class TestLifecycle:
     def test_a_closed_store_refuses_use(self, target: Target) -> None:
         from contextwindow.errors import UsageError

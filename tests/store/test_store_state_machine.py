@@ -40,7 +40,7 @@ class LedgerMachine(RuleBasedStateMachine):
         assert self._handle(which).session(session).record("note", payload).payload == payload
         self.model.session(session).record("note", payload)
 
-    @rule(which=st.integers(0, 1), data=st.binary(max_size=64))
+    @rule(which=st.integers(0, 1), data=st.binary(min_size=1, max_size=64))
     def attach(self, which: int, data: bytes) -> None:
         real = self._handle(which).session("a").attach(data, "text/plain")
         assert real == self.model.session("a").attach(data, "text/plain")

@@ -6,20 +6,32 @@ group is a new module and one import here. typer and rich come with the ``cli`` 
 
 from __future__ import annotations
 
+import os
+
 import typer
+from rich.markup import escape
 
 __all__ = ["app", "main"]
 
+_HELP = (
+    "Keep an LLM agent inside its model's context window.\n\n"
+    "Exit codes: 0 done (doctor: the store is clean); 1 a problem found (doctor: broken invariants; "
+    "simulate: an unrecovered rejection) or an internal error; 2 bad input or usage (missing, binary "
+    "or malformed files, JSON nested too deep, unknown models, bad options, a port in use); 3 the store "
+    "failed, was busy, is newer than this library, or is not a store. Errors are one line on stderr."
+)
+
 app = typer.Typer(
     name="contextwindow",
-    help="Keep an LLM agent inside its model's context window.",
+    help=_HELP,
     no_args_is_help=True,
     add_completion=False,
+    pretty_exceptions_enable=False,
 )
 """The ``contextwindow`` command; each command module registers on it when imported."""
 
 
-@app.callback()
+@app.callback(help=_HELP)
 def _root() -> None:
     """Keep an LLM agent inside its model's context window."""
 
@@ -35,10 +47,52 @@ _ = (_count, _run, _serve, _show, _store)
 
 
 def main() -> int:
-    """Entry point of the ``contextwindow`` script and ``python -m contextwindow``: the exit status."""
+    """Entry point of the ``contextwindow`` script and ``python -m contextwindow``: the exit status.
+
+    Exit codes: 0 done (``doctor``: the store is clean); 1 the command found a problem (``doctor``:
+    broken invariants; ``simulate``: an unrecovered rejection) or failed unexpectedly; 2 bad input
+    or usage (a missing, binary or malformed file, JSON nested too deep, an unknown model, a bad
+    option, a port that is taken); 3 the store failed, was busy, is newer than this library, or is
+    not a store. Every failure is one line on stderr, never a traceback.
+    """
     try:
-        app()
-    except SystemExit as done:  # typer's standalone mode always ends by exiting
-        code = done.code
-        return code if isinstance(code, int) else (0 if code is None else 1)
-    return 0
+        result = app(standalone_mode=False)
+    except typer.Abort:
+        return 130
+    except typer.TyperException as err:  # a bad option or argument (click's UsageError): one line, exit 2
+        ctx = getattr(err, "ctx", None)
+        hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
+        format_message = getattr(err, "format_message", None)
+        message = format_message() if callable(format_message) else str(err)
+        code = int(getattr(err, "exit_code", 2))
+        return _usage(f"{message}{hint}", code) if message.strip() else code  # no arguments: help shown
+    except KeyboardInterrupt:
+        return 130
+    except SystemExit as done:
+        status = done.code
+        return status if isinstance(status, int) else (0 if status is None else 1)
+    except RecursionError:
+        return _internal("input nested too deep for this command")
+    except Exception as err:
+        return _internal(f"{type(err).__name__}: {err}")
+    return result if isinstance(result, int) else 0
+
+
+def _usage(message: str, code: int = 2) -> int:
+    from ._common import stderr
+
+    stderr.print(f"[bold red]error:[/] {escape(' '.join(message.split()))}", soft_wrap=True)
+    return code
+
+
+def _internal(message: str) -> int:
+    from ._common import stderr
+
+    if os.environ.get("CONTEXTWINDOW_TRACEBACK"):
+        raise
+    stderr.print(
+        f"[bold red]internal error:[/] {escape(' '.join(message.split())[:400])} "
+        "(a bug in contextwindow; set CONTEXTWINDOW_TRACEBACK=1 to see where)",
+        soft_wrap=True,
+    )
+    return 1

@@ -6,15 +6,32 @@ request with a real tokenizer, and rejects a request over its window with the re
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Literal
 
 import typer
 
 from ..testing import serve as serve_local
 from . import app
-from ._common import guarded
+from ._common import EXIT_BAD_INPUT, fail, guarded
 
 __all__ = ["serve"]
+
+
+@contextmanager
+def _listening(host: str, port: int) -> Iterator[None]:
+    """A port that is taken or a host that cannot be listened on is one line and exit 2."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        return
+    except OverflowError:
+        fail(f"cannot listen on port {port}: ports are 0 to 65535", EXIT_BAD_INPUT)
+    except OSError as err:
+        reason = err.strerror or str(err)
+        fail(f"cannot listen on {host}:{port}: {reason}", EXIT_BAD_INPUT)
+
 
 UsageMode = Literal["cumulative", "per-call", "output-only", "none"]
 
@@ -22,7 +39,9 @@ UsageMode = Literal["cumulative", "per-call", "output-only", "none"]
 @app.command()
 def serve(
     host: Annotated[str, typer.Option(help="Address to listen on (loopback by default).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on (0 picks a free one).")] = 8765,
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="Port to listen on, 0 to 65535 (0 picks a free one).")
+    ] = 8765,
     window: Annotated[
         int | None, typer.Option(help="Declared context window for every model; default: each model's own.")
     ] = None,
@@ -44,7 +63,7 @@ def serve(
     """Run the local provider over HTTP until interrupted (Ctrl-C)."""
     if usage not in ("cumulative", "per-call", "output-only", "none"):
         raise typer.BadParameter("must be cumulative, per-call, output-only or none", param_hint="--usage")
-    with guarded():
+    with guarded(), _listening(host, port):
         serve_local(
             host,
             port,

@@ -18,9 +18,9 @@ from rich.console import Console
 from rich.table import Table
 
 from ..content import AttachmentRef, Block, ToolResult, media_refs
-from ..errors import ContextWindowError
 from ..formats import ParsedRequest, parse_any
 from . import app
+from ._common import guarded, read_json
 
 __all__ = ["BUNDLED_REQUEST", "load_request", "show", "summary_tables"]
 
@@ -28,14 +28,14 @@ BUNDLED_REQUEST = "coding_agent_anthropic.json"
 
 
 def load_request(path: Path | None) -> tuple[str, ParsedRequest]:
-    """The named request file (or the bundled one) parsed; its name for display."""
+    """The named request file (or the bundled one) parsed; its name for display. A file that cannot
+    be read as a JSON request exits 2 with one line saying why."""
     if path is None:
         text = resources.files("contextwindow").joinpath("data", BUNDLED_REQUEST).read_text("utf-8")
-        name = f"bundled {BUNDLED_REQUEST}"
-    else:
-        text = path.read_text("utf-8")
-        name = str(path)
-    return name, parse_any(json.loads(text))
+        return f"bundled {BUNDLED_REQUEST}", parse_any(json.loads(text))
+    data = read_json(path)
+    with guarded():
+        return str(path), parse_any(data)
 
 
 def _kinds(blocks: tuple[Block, ...]) -> str:
@@ -100,11 +100,7 @@ def show(
 ) -> None:
     """Show the canonical content of a request file: messages, blocks, attachments with their dimensions."""
     console = Console()
-    try:
-        name, parsed = load_request(request_file)
-    except (OSError, json.JSONDecodeError, ContextWindowError) as err:
-        console.print(f"[red]cannot read {request_file}:[/red] {err}")
-        raise typer.Exit(2) from None
+    name, parsed = load_request(request_file)
     request = parsed.request
     header: dict[str, Any] = {
         "request": name,

@@ -1,6 +1,8 @@
 """``contextwindow inspect STORE SESSION`` and ``contextwindow doctor STORE``: look into a ledger.
 
-``inspect`` compiles the session's next request without writing anything (compile is pure; the
+Both open the store read-only: they never create, migrate or change a file, and a path that is not a
+store (an empty file, a text file) is an error saying so (exit 3). ``inspect`` compiles the
+session's next request without writing anything (compile is pure; the
 archive and eviction records a live compile would append are not written) and shows its makeup by
 segment against the window. ``doctor`` runs the store's ``verify()`` and lists what is wrong.
 """
@@ -17,7 +19,7 @@ from rich.table import Table
 
 from ..compile import Policy, SessionCompiler, compile
 from ..models import get_profile
-from ..store import open_store
+from ..store import Store, open_store
 from . import app
 from ._common import EXIT_BAD_INPUT, EXIT_FOUND_PROBLEM, emit_json, fail, guarded
 
@@ -41,7 +43,7 @@ def inspect(
 ) -> None:
     """Show the makeup of a stored session's next request: what would be sent, and what was left out."""
     _must_exist(store)
-    with guarded(), open_store(store) as opened:
+    with guarded(), _look_into(store) as opened:
         profile = get_profile(model)
         if window is not None:
             profile = profile.with_(
@@ -103,6 +105,15 @@ def _must_exist(store: str) -> None:
         fail(f"{store}: no such store", EXIT_BAD_INPUT)
 
 
+def _look_into(store: str) -> Store:
+    """The store opened read-only: looking never creates, migrates or changes anything."""
+    return open_store(store) if _is_memory(store) else open_store(store, read_only=True)
+
+
+def _is_memory(store: str) -> bool:
+    return store in (":memory:", "memory://", "memory:")
+
+
 def _plain(value: Any) -> Any:
     return (
         dataclasses.asdict(value)
@@ -118,7 +129,7 @@ def doctor(
 ) -> None:
     """Check a store's invariants (hash chains, orders, references, attachment hashes). Exit 1 if any is broken."""
     _must_exist(store)
-    with guarded(), open_store(store) as opened:
+    with guarded(), _look_into(store) as opened:
         problems = opened.verify()
     if as_json:
         emit_json(

@@ -2,7 +2,8 @@
 
 ``compile(state, profile, policy)`` turns a :class:`CompileState` (a snapshot of a session's ledger:
 messages with stored prices, the latest summary checkpoint, archive records, the media watermark, the
-calibration multiplier and the anchor) into a :class:`CompiledRequest`. See DESIGN.md, "Compile".
+calibration multiplier and the anchor) into a :class:`CompiledRequest`. The words (budget, head and
+tail, makeup, eviction, archive, manifest) are defined in ``docs/concepts.md``, "Compile".
 """
 
 from __future__ import annotations

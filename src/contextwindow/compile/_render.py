@@ -1,9 +1,9 @@
 """One message as compile sees it: its stored prices, media items and tool blocks (the *base*), and
 the message as it renders once archive, media and cap decisions are applied, priced as it renders.
 
-Prices follow the one-ruler rule: a block that is the stored block itself (identity, seed 003) keeps
+Prices follow the one-ruler rule: a block that is the stored block itself (by identity) keeps
 its stored raw price; any block compile made (a cut, a placeholder, an archived result) is priced
-fresh by the same estimator. Each top-level block is rounded after the multiplier, half up (§1).
+fresh by the same estimator. Each top-level block is rounded after the multiplier, half up.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ __all__ = ["Base", "Pricer", "Rendered", "base_of", "calibrated", "price_blocks"
 # Segment slots in a price vector, in the order of state.SEGMENTS' message segments.
 TEXT, TOOL_RESULTS, IMAGES, OTHER_MEDIA = 0, 1, 2, 3
 _MEDIA = (Image, GeneratedImage, Document, Audio, Video)
-# JSON framing per block/message on the wire; an estimate for the byte wall only (§4b).
+# JSON framing per block/message on the wire; an estimate for the byte wall only.
 _BLOCK_OVERHEAD = 40
 _MESSAGE_OVERHEAD = 30
 
@@ -63,7 +63,8 @@ class Pricer(Protocol):
 
 
 def calibrated(raw: float, multiplier: float) -> int:
-    """``floor(raw × m + 0.5)``: per top-level block, half up, as the seeds' store rounds (§1)."""
+    """``floor(raw × m + 0.5)``: per top-level block, half up, as the store of
+    https://github.com/anima-research/context-manager rounds."""
     return max(0, math.floor(raw * multiplier + 0.5))
 
 
@@ -73,7 +74,7 @@ class Base:
 
     raw: tuple[float, ...]
     tokens: int
-    """Calibrated price as stored (pre-strip): the depth ruler (§4a)."""
+    """Calibrated price as stored (pre-strip): the ruler the media depth is measured with."""
     media: tuple[tuple[int, int, MediaItem], ...]
     """(top-level index, nested index or -1, item) in reading order."""
     results: tuple[int, ...]

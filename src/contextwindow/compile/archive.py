@@ -1,15 +1,15 @@
 """Stale tool results: older results that carry media, or whose text is large, become re-readable
-placeholders (maka's stale tool-result archive, seed-behaviours.md §11).
+placeholders (maka's stale tool-result archive, https://github.com/apache/maka/pull/4486).
 
 A result is a candidate when it lies outside the newest ``policy.recent_turns_full`` turns and it
-carries media (always, final rule #4486) or its raw price is over ``policy.archive_text_over_tokens``.
-The decision is a pure function of the message, its turn and the policy; the record (the §11 shape)
+carries media (always) or its raw price is over ``policy.archive_text_over_tokens``.
+The decision is a pure function of the message, its turn and the policy; the record (maka's shape)
 is what the ledger keeps, and a recorded archive wins over a fresh decision, so a rival's earlier
 record is what shows. The original stays in the ledger under its message id.
 
 The artifact id is sent to the model, so it must not carry the ledger's message id (random, minted
 at append): two runs of the same session would send different bytes and price them differently.
-§11's ``runtimeEventId`` is therefore the message's place in the session (:func:`event_ref`), which
+maka's ``runtimeEventId`` is therefore the message's place in the session (:func:`event_ref`), which
 names the same event uniquely within the session and is the same in every run.
 """
 
@@ -20,13 +20,14 @@ import json
 
 from ..content import ToolResult, block_to_dict, media_refs
 from .policy import Policy
+from .reread import READ_ARCHIVED
 from .state import ArchiveRecord
 
 __all__ = ["archive_record", "artifact_id", "event_ref", "is_candidate", "placeholder_result", "turn_starts"]
 
 
 def is_candidate(result: ToolResult, raw_price: float, policy: Policy) -> bool:
-    """Media → always; text only → over the threshold (§11 final rule)."""
+    """Media → always; text only → over the threshold."""
     if not isinstance(result.content, str) and media_refs(result.content):
         return True
     return raw_price > policy.archive_text_over_tokens
@@ -44,7 +45,7 @@ def artifact_id(
     *, session_id: str, event: str, tool_use_id: str, tool_name: str, body_sha256: str, version: int = 1
 ) -> str:
     """``'tool-result-archive-' + sha256(JSON{sessionId, runtimeEventId, toolCallId, toolName,
-    bodySha256, rewriteVersion}).hex[:32]`` (§11); ``event`` is the runtime event id
+    bodySha256, rewriteVersion}).hex[:32]`` (maka's artifact id); ``event`` is the runtime event id
     (:func:`event_ref` of the message in compile)."""
     body = json.dumps(
         {
@@ -64,7 +65,7 @@ def artifact_id(
 def archive_record(
     result: ToolResult, *, raw_price: float, session_id: str, message_id: str, event: str, tool_name: str
 ) -> ArchiveRecord:
-    """The §11 record for archiving ``result``: hashed over its canonical JSON (refs, not bytes).
+    """The archive record for ``result``: hashed over its canonical JSON (refs, not bytes).
     ``message_id`` is the ledger's id of the carrying message (where the original stays); ``event``
     is what the artifact id hashes in its place (:func:`event_ref`)."""
     body = json.dumps(block_to_dict(result), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -94,7 +95,7 @@ def placeholder_result(result: ToolResult, record: ArchiveRecord) -> ToolResult:
     media = f", with attachments {', '.join(record.media_ids)}" if record.media_ids else ""
     text = (
         f"[tool result archived as {record.artifact_id}: {record.tool_name or 'tool'} output of about "
-        f"{record.original_estimated_tokens} tokens{media}; ask to re-read it by this id]"
+        f"{record.original_estimated_tokens} tokens{media}; call {READ_ARCHIVED} with this id to read it again]"
     )
     return ToolResult(tool_use_id=result.tool_use_id, content=text, is_error=result.is_error)
 

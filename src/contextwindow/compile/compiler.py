@@ -3,10 +3,11 @@
 The budget is the window less the output reserve. The head — system, tools and the latest summary
 checkpoint — is reserved; if it alone does not fit, :class:`~contextwindow.errors.OverBudget` says so
 with the makeup. The tail is then filled newest first, one *unit* at a time (a message with its tool
-calls' results, never split), over prices as rendered: stale tool results archived (§11), media
-outside the count cap, depth or byte budget replaced by placeholders (§4a, §4d), messages over the cap
-cut (§3). The tail is emitted in order, tool pairing is enforced (§3), a manifest names the
-attachments left out of line, and the byte wall is checked (§4b). Every decision is returned with ids.
+calls' results, never split), over prices as rendered: stale tool results archived (``archive``),
+media outside the count cap, depth or byte budget replaced by placeholders (``media``), messages
+over the cap cut (``truncate``). The tail is emitted in order, tool pairing is enforced
+(``pairing``), a manifest names the attachments left out of line, and the byte wall is checked.
+Every decision is returned with ids.
 
 Nothing here reads a byte of an attachment: ``CompiledRequest.inline_attachments`` lists the only
 refs whose bytes rendering may load. A :class:`CompileCache` memoises the per-message work across
@@ -503,7 +504,7 @@ class _Run:
         return ""
 
     def media_budget(self, start: int) -> tuple[MediaBudget, MediaWatermark | None, bool]:
-        """The media budget for this compile; with hysteresis, trimmed when a limit binds (§4a)."""
+        """The media budget for this compile; with hysteresis, trimmed when a limit binds."""
         policy = self.policy
         watermark_at: tuple[int, int] | None = None
         if self.state.watermark is not None:
@@ -750,7 +751,7 @@ class _Run:
         request_bytes: int,
         wall: int,
     ) -> tuple[list[Message], int, list[_Ev]]:
-        """Replace inline media oldest first, nested ones included, until within the wall (§4b opt-in)."""
+        """Replace inline media oldest first, nested ones included, until within the wall (opt-in)."""
         shed: list[_Ev] = []
         out = list(final)
         for index, message in enumerate(out):

@@ -1,15 +1,16 @@
 """Media budget: which attachments go inline, decided newest first from stored sizes before any byte is read.
 
-Limits (seed-behaviours.md §4a, §4d): a count cap on images, a depth in tokens from the newest message,
-and a byte budget over the encoded (base64) size computed from ``AttachmentRef.size_bytes``. An item
-over any of them becomes a short text placeholder naming its attachment id, and a manifest lists the
-ids so the model can ask for one again. With a hysteresis ratio, a binding limit trims to
-``ratio × limit`` and moves a watermark that the ledger persists; items before it stay out of line, so
-the cached prefix survives the next few images (§4a: cap 4, ratio 0.5 → ``IIII``, ``...II``,
-``...III``, ``...IIII``, ``......II``).
+Limits (the live-image policy of https://github.com/anima-research/context-manager, and the byte budget
+https://github.com/withastro/flue/issues/531 asks for): a count cap on images, a depth in tokens from
+the newest message, and a byte budget over the encoded (base64) size computed from
+``AttachmentRef.size_bytes``. An item over any of them becomes a short text placeholder naming its
+attachment id, and a manifest lists the ids so the model can ask for one again. With a hysteresis
+ratio, a binding limit trims to ``ratio × limit`` and moves a watermark that the ledger persists;
+items before it stay out of line, so the cached prefix survives the next few images (cap 4, ratio
+0.5 → ``IIII``, ``...II``, ``...III``, ``...IIII``, ``......II``).
 
 Everything here is a pure function of refs and constants, so a rebuild after a crash gives the same
-partition byte for byte (seed 004).
+partition byte for byte.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ..content import (
     ToolResult,
     Video,
 )
+from .reread import READ_ARCHIVED
 
 __all__ = [
     "MediaBudget",
@@ -48,12 +50,12 @@ _MEDIA = (Image, GeneratedImage, Document, Audio, Video)
 
 
 def encoded_size(size_bytes: int) -> int:
-    """Base64 characters for ``size_bytes`` raw bytes: what the wire carries (§4a counts base64)."""
+    """Base64 characters for ``size_bytes`` raw bytes: what the wire carries (the budget counts these)."""
     return 4 * math.ceil(size_bytes / 3)
 
 
 def is_image(block: Block) -> bool:
-    """Images and generated images: the blocks the count cap applies to (§4a ``maxLiveImages``)."""
+    """Images and generated images: the blocks the count cap (``maxLiveImages``) applies to."""
     return isinstance(block, Image | GeneratedImage)
 
 
@@ -63,7 +65,9 @@ def placeholder(block: MediaLike) -> Text:
     what = "image" if isinstance(block, GeneratedImage) else block.type
     if ref is None:
         return Text(text=f"[{what} dropped from live context]")
-    return Text(text=f"[{what} {ref.id} dropped from live context; listed under available attachments]")
+    return Text(
+        text=f"[{what} {ref.id} dropped from live context; call {READ_ARCHIVED} with its id to see it again]"
+    )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -86,7 +90,7 @@ def partition_refs(
     refs_newest_first: Iterable[AttachmentRef], *, byte_budget: int, count_cap: int
 ) -> tuple[list[AttachmentRef], list[AttachmentRef]]:
     """``(inline, evicted)``: refs walked newest first, inline while within the count cap (0 = none)
-    and the encoded byte budget (seed 004's byte budget; §4a's per-item test)."""
+    and the encoded byte budget (each item tested on its own, as context-manager does)."""
     inline: list[AttachmentRef] = []
     evicted: list[AttachmentRef] = []
     kept_bytes = 0
@@ -161,7 +165,8 @@ class MediaBudget:
 
 def shed_media(message: Message, excess: int) -> tuple[Message, int, list[AttachmentRef]]:
     """Replace inline media in ``message`` in reading order, nested tool-result media included, until
-    ``excess`` encoded bytes are freed (§4b ``shedImagesToFitByteBudget``). Returns the message, the
+    ``excess`` encoded bytes are freed (``shedImagesToFitByteBudget`` of
+    https://github.com/antra-tess/membrane). Returns the message, the
     bytes freed and the refs shed."""
     freed = 0
     shed: list[AttachmentRef] = []
@@ -199,7 +204,7 @@ def hysteresis_limits(
     items_newest_first: Sequence[MediaItem], *, count_cap: int, byte_budget: int, ratio: float
 ) -> tuple[int, int, bool]:
     """``(count_cap, byte_budget, bound)``: the limits trimmed to ``ratio ×`` when either binds over
-    the eligible items (§4a hysteresis), else unchanged."""
+    the eligible items (the hysteresis of ``Policy.media_hysteresis_ratio``), else unchanged."""
     images = sum(1 for item in items_newest_first if item.image)
     total = sum(item.wire_bytes for item in items_newest_first)
     count_binds = bool(count_cap) and images > count_cap
@@ -212,10 +217,13 @@ def hysteresis_limits(
 
 def manifest_text(entries: Sequence[AttachmentRef], *, max_entries: int) -> str:
     """The ``<attachments>`` manifest: the not-inline attachments by id, newest first, so the model
-    can ask for one again (seed 004). It names no ledger message id: those are random, minted at
+    can ask for one again. It names no ledger message id: those are random, minted at
     append, and would make two runs of the same session send different bytes; the attachment id
     (a content hash) is what the model asks by, and the compile decisions keep the message ids."""
-    lines = ["<attachments>", "Not inline in this request; ask for any of them by id:"]
+    lines = [
+        "<attachments>",
+        f"Not inline in this request; call {READ_ARCHIVED} with an id to see one again:",
+    ]
     seen: set[str] = set()
     shown = 0
     hidden = 0

@@ -1,8 +1,9 @@
-"""Tool pairing: a tool use and its result are never split (seed-behaviours.md §3, ``enforceToolPairing``).
+"""Tool pairing: a tool use and its result are never split (context-manager's ``enforceToolPairing``).
 
 Two places keep pairs whole. Selection takes a *unit* at a time — a message with tool results and the
 earlier messages holding their calls (:func:`unit_start`) — so a cut never falls inside a pair. Then
-:func:`enforce_tool_pairing` repairs what the stored history itself got wrong, in the seeds' order:
+:func:`enforce_tool_pairing` repairs what the stored history itself got wrong, in the order of
+https://github.com/anima-research/context-manager:
 
 * Rule B: a call whose result is not in the next message has it moved up from within 6 messages, or
   gets the stub :data:`STUB` (a trailing call gets a stub user message); the results open the next
@@ -21,11 +22,11 @@ from ..content import Block, Message, Text, ToolResult, ToolUse
 __all__ = ["LOOKAHEAD", "OMITTED_CALL", "STUB", "enforce_tool_pairing", "result_ids", "unit_start", "use_ids"]
 
 STUB = "[tool result unavailable — omitted during context compression]"
-"""The stub result for a call whose result is gone (§3 Rule B)."""
+"""The stub result for a call whose result is gone (Rule B)."""
 OMITTED_CALL = "[tool call omitted]"
-"""What a message says when every block in it was an orphan result (§3 Rule A)."""
+"""What a message says when every block in it was an orphan result (Rule A)."""
 LOOKAHEAD = 6
-"""How far ahead a missing result is looked for before it is stubbed (§3 Rule B)."""
+"""How far ahead a missing result is looked for before it is stubbed (Rule B)."""
 
 
 def use_ids(message: Message) -> tuple[str, ...]:
@@ -158,7 +159,7 @@ def enforce_tool_pairing(
                 if not keep:
                     if not result:
                         previous_calls = set()
-                        continue  # a leading orphan-only message is dropped (§3 tail emission)
+                        continue  # a leading orphan-only message is dropped (a request never opens on one)
                     keep = [Text(text=OMITTED_CALL)]
                 message = _with_content(message, tuple(keep))
         if any(isinstance(b, Text) and not b.text for b in message.content):

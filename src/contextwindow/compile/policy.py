@@ -2,7 +2,8 @@
 
 A :class:`Policy` is a frozen value, part of what makes a compile reproducible: the same ledger state,
 profile, policy and calibration give a byte-identical request. ``0`` switches a limit off wherever the
-seeds use that convention (``maxLiveImages: 0`` = unlimited, ``imageStripDepthTokens: 0`` = off).
+projects the defaults come from use that convention (``maxLiveImages: 0`` = unlimited,
+``imageStripDepthTokens: 0`` = off).
 """
 
 from __future__ import annotations
@@ -29,52 +30,60 @@ def _check_int(name: str, value: object, *, minimum: int = 0, optional: bool = F
 class Policy:
     """What compile may do to fit a request, and how far.
 
-    Defaults come from the seeds (``reference/seed-behaviours.md``); each field says which.
+    Defaults come from the public projects each field names: anima-research/context-manager
+    (https://github.com/anima-research/context-manager), antra-tess/membrane
+    (https://github.com/antra-tess/membrane), apache/maka (https://github.com/apache/maka/pull/4486)
+    and withastro/flue (https://github.com/withastro/flue/issues/531).
     """
 
     output_reserve: int | None = None
-    """Tokens kept free for the reply. ``None`` derives flue's reserve (seed §12):
+    """Tokens kept free for the reply. ``None`` derives flue's reserve:
     ``min(20_000, profile.max_output_tokens)``, or ``max(1024, window // 3)`` when twice that would
     reach the window."""
 
     max_message_tokens: int | None = None
-    """Per-message cap in the seeds' text-only chars/4 units (§3, ``maxMessageTokens``). ``0`` = no
-    cap (the seed default); ``None`` derives half the budget, so one message can never crowd out the
-    rest and the newest message always fits beside the head. connectome-host uses 10,000 (seed 003)."""
+    """Per-message cap in context-manager's text-only chars/4 units (``maxMessageTokens``). ``0`` = no
+    cap (context-manager's default); ``None`` derives half the budget, so one message can never crowd out the
+    rest and the newest message always fits beside the head. anima-research/connectome-host
+    (https://github.com/anima-research/connectome-host) uses 10,000."""
 
     max_inline_images: int = 6
-    """Images (and generated images) sent inline, newest first (§4a ``maxLiveImages`` = 6); 0 = no cap."""
+    """Images (and generated images) sent inline, newest first (context-manager ``maxLiveImages`` =
+    6); 0 = no cap."""
 
     image_depth_tokens: int = 30_000
     """Media in messages deeper than this many tokens from the newest are not inline
-    (§4a ``imageStripDepthTokens`` = 30,000); 0 = off."""
+    (context-manager ``imageStripDepthTokens`` = 30,000); 0 = off."""
 
     inline_media_bytes: int = 20 * MiB
     """Encoded (base64) bytes of inline media, decided from stored sizes before any byte is read
-    (§4a ``maxLiveImageBytes`` = 20 MiB of base64 characters; seed 004's byte budget)."""
+    (context-manager ``maxLiveImageBytes`` = 20 MiB of base64 characters; the byte budget withastro/flue
+    asks for)."""
 
     media_hysteresis_ratio: float | None = None
     """When a media limit binds, trim to ``ratio × limit`` and persist a watermark, so the cached
-    prefix survives several more images (§4a ``imageStripHysteresisRatio``; off by default)."""
+    prefix survives several more images (context-manager ``imageStripHysteresisRatio``; off by default)."""
 
     recent_turns_full: int = 2
-    """The newest turns whose tool results are never archived (§11 maka ``minRecentTurnsFull`` = 2)."""
+    """The newest turns whose tool results are never archived (maka ``minRecentTurnsFull`` = 2)."""
 
     archive_text_over_tokens: int = 2048
     """An older text-only tool result over this price becomes an archive placeholder; one carrying
-    media always does (§11 maka ``maxResultEstimatedTokens`` = 2048, final rule #4486)."""
+    media always does (maka ``maxResultEstimatedTokens`` = 2048; media always, as in maka's archive)."""
 
     archive_stale_results: bool = True
-    """Archive stale tool results at all (§11)."""
+    """Archive stale tool results at all."""
 
     transport_max_bytes: int = 28 * MiB
-    """The serialized request's byte wall (§4b membrane ``DEFAULT_MAX_REQUEST_BYTES`` = 28 MiB); 0 = off."""
+    """The serialized request's byte wall (membrane ``DEFAULT_MAX_REQUEST_BYTES`` = 28 MiB); 0 = off."""
 
     shed_media_over_wall: bool = False
-    """Over the byte wall, shed inline media oldest first instead of raising (§4b ``shedOversizeImages``)."""
+    """Over the byte wall, shed inline media oldest first instead of raising (membrane
+    ``shedOversizeImages``)."""
 
     over_budget_grace_ratio: float = 0.02
-    """Slack before the reserved head is declared over budget (§3 ``overBudgetGraceRatio`` = 0.02)."""
+    """Slack before the reserved head is declared over budget (context-manager
+    ``overBudgetGraceRatio`` = 0.02)."""
 
     manifest_max_entries: int = 100
     """How many not-inline attachments the manifest lists by id (newest first); the rest are counted."""
@@ -115,7 +124,7 @@ class Policy:
             )
 
     def reserve_for(self, window: int, max_output_tokens: int) -> int:
-        """The output reserve for a model: the policy's, or flue's derived reserve (seed §12)."""
+        """The output reserve for a model: the policy's, or flue's derived reserve (``output_reserve``)."""
         if self.output_reserve is not None:
             return self.output_reserve
         reserve = min(20_000, max_output_tokens if max_output_tokens > 0 else 20_000)

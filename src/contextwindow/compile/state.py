@@ -67,9 +67,10 @@ class Checkpoint:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ArchiveRecord:
-    """A stale tool result replaced by a re-readable placeholder (seed §11 shape, ``rewrite_version`` 1).
+    """A stale tool result replaced by a re-readable placeholder (``rewrite_version`` 1).
 
-    The original stays in the ledger under ``message_id``; ``artifact_id`` is how the model asks for it.
+    The record's shape is maka's (https://github.com/apache/maka/pull/4486). The original stays in
+    the ledger under ``message_id``; ``artifact_id`` is how the model asks for it.
     """
 
     artifact_id: str
@@ -118,7 +119,7 @@ class ArchiveRecord:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class MediaWatermark:
-    """Hysteresis watermark (§4a): media before this point stay out of line.
+    """Hysteresis watermark: media before this point stay out of line.
 
     ``message_id`` and ``index`` (the media item's ordinal within that message, nested tool-result
     media included, in reading order) name the oldest media item still allowed inline.
@@ -162,7 +163,7 @@ class CompileState:
     connection: str = "default"
     """The connection the anchor must match."""
     session_id: str = ""
-    """Part of each archive artifact id (§11)."""
+    """Part of each archive artifact id."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -201,7 +202,7 @@ class Decisions:
     omitted: tuple[str, ...] = ()
     """Ids of the visible messages left out for the budget, oldest first (none are folded)."""
     stubbed: tuple[str, ...] = ()
-    """Tool-use ids whose missing result was replaced by the seeds' stub."""
+    """Tool-use ids whose missing result was replaced by the stub (``pairing.STUB``)."""
     dropped_results: tuple[str, ...] = ()
     """Tool-use ids of orphan results dropped because their call is not in the request."""
     watermark: MediaWatermark | None = None

@@ -1,9 +1,10 @@
-"""Per-message caps: the seeds' ``truncateContent`` cut, in the seeds' text-only chars/4 units.
+"""Per-message caps: context-manager's ``truncateContent`` cut, in its text-only chars/4 units.
 
-The cut is decided from the content it is given (seed 003: an override that rewrites content has its
-rewrite cut, and the render is priced as it is sent). Lengths are UTF-16 code units, as the
+The cut is decided from the content it is given (an override that rewrites content has its rewrite
+cut, and the render is priced as it is sent). Lengths are UTF-16 code units, as the
 TypeScript source counts them, and a cut never splits a surrogate pair (``safeSlice``).
-Source: context-manager ``autobiographical.ts@5ab06174`` (seed-behaviours.md §3).
+Source: ``autobiographical.ts@5ab06174`` of https://github.com/anima-research/context-manager, and
+its https://github.com/anima-research/context-manager/pull/227 (a capped message priced as it renders).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ __all__ = [
 ]
 
 OMITTED_RESULT = "[content omitted — context budget exceeded]"
-"""A tool result the cut reached with no budget left: kept (pairing must survive), emptied (§3)."""
+"""A tool result the cut reached with no budget left: kept (pairing must survive), emptied."""
 
 
 def safe_slice(text: str, units: int) -> str:
@@ -43,7 +44,7 @@ def safe_slice(text: str, units: int) -> str:
 
 
 def truncation_marker(original_units: int) -> str:
-    """``"\\n\\n[truncated — original was {ceil(L/4)} tokens]"`` (§3; 41 characters at five digits)."""
+    """``"\\n\\n[truncated — original was {ceil(L/4)} tokens]"`` (41 characters at five digits)."""
     return f"\n\n[truncated — original was {math.ceil(original_units / 4)} tokens]"
 
 
@@ -52,8 +53,8 @@ def _json_len(value: object) -> int:
 
 
 def text_only_estimate(blocks: Sequence[Block]) -> int:
-    """The seeds' ``estimateTextOnlyTokens``: chars/4 of text, thinking, tool-use JSON (+20) and string
-    tool results; media and everything else 0 (§3 table)."""
+    """context-manager's ``estimateTextOnlyTokens``: chars/4 of text, thinking, tool-use JSON (+20) and
+    string tool results; media and everything else 0."""
     total = 0
     for block in blocks:
         if isinstance(block, Text):
@@ -81,7 +82,7 @@ def truncate_content(blocks: tuple[Block, ...], max_tokens: int) -> tuple[Block,
     for block in blocks:
         if isinstance(block, Text):
             if remaining <= 0:
-                continue  # later text blocks are dropped (§3)
+                continue  # later text blocks are dropped
             length = utf16_len(block.text)
             if length <= remaining:
                 out.append(block)

@@ -11,7 +11,7 @@ checkpoints: :mod:`.safe_prefix` which prefix may be folded, :mod:`.fold_trigger
 
 from __future__ import annotations
 
-from .compiler import Compiled, Compiler, EngineCompiler
+from .compiler import CompileContext, Compiled, Compiler, EngineCompiler
 from .events import (
     AttachmentsEvicted,
     Compacted,
@@ -35,6 +35,7 @@ __all__ = [
     "AttachmentsEvicted",
     "Compacted",
     "CompactionFailed",
+    "CompileContext",
     "Compiled",
     "Compiler",
     "Engine",

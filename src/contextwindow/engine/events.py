@@ -4,14 +4,16 @@ A host iterates ``engine.run_turn(...)`` and gets these values: the stream's own
 thinking deltas, tool calls, tool results), the usage each call reported, and what the engine did to
 keep the request inside the window (``stream_restarted``, ``compacted``, ``attachments_evicted``,
 ``tool_results_archived``, ``overflow_recovered``), plus :class:`Note` values a host can show a user
-(maka's ``system_note`` kinds, seed-behaviours §7). Every event is a frozen value with a ``type``
+(maka's ``system_note`` kinds, https://github.com/apache/maka/pull/4559). Every event is a frozen
+value with a ``type``
 literal; :func:`event_to_dict` gives its JSON form for the ledger.
 
 Two decision rules live here because they decide *which* event a boundary or a rejection produces:
 
 - :func:`decide_boundary`: at a tool boundary, ``end_turn`` wins; otherwise the stream budget
-  (``context_budget``) takes precedence over the physical window (agent-framework, §6 step 3–4);
-- :class:`NoteBook`: when each note fires, and the once-per-send / once-per-session bounds (§7).
+  (``context_budget``) takes precedence over the physical window (agent-framework's order,
+  https://github.com/anima-research/agent-framework/pull/98);
+- :class:`NoteBook`: when each note fires, and the once-per-send / once-per-session bounds.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ __all__ = [
 
 RestartReason: TypeAlias = Literal["context_budget", "physical_window"]
 FoldPhase: TypeAlias = Literal["pre_turn", "mid_turn", "reactive", "standalone"]
-# maka history-compact-error.ts failure reasons (§10), plus the safe-prefix failure (§10, §32).
+# maka history-compact-error.ts failure reasons, plus the safe-prefix failure and nothing_to_free.
 FoldFailureReason: TypeAlias = Literal[
     "output_length",
     "input_too_large",
@@ -71,7 +73,8 @@ FoldFailureReason: TypeAlias = Literal[
     "no_safe_completed_span",
     "nothing_to_free",
 ]
-# maka system_note kinds (§7): the five of protocol epoch 106 and the other three.
+# maka system_note kinds: the five of its protocol epoch 106, and context_compacted,
+# context_compaction_failed_open and step_limit; context_hard_cut is contextwindow's own.
 NoteKind: TypeAlias = Literal[
     "context_provider_dropping",
     "context_window_suggestion",
@@ -131,7 +134,7 @@ class UsageReported:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class StreamRestarted:
-    """The stream was cut at a tool boundary and the next request is compiled afresh (§6, §7).
+    """The stream was cut at a tool boundary and the next request is compiled afresh (a restart).
 
     ``input_tokens`` is the stream's accumulated fresh input for ``context_budget`` and the projection
     for ``physical_window``; ``budget`` is ``max_stream_input_tokens`` or the window.
@@ -199,7 +202,7 @@ class OverflowRecovered:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Note:
-    """A note for the host to show its user (maka ``system_note``, §7)."""
+    """A note for the host to show its user (maka's ``system_note``)."""
 
     type: Literal["note"] = "note"
     kind: NoteKind
@@ -277,7 +280,7 @@ def decide_boundary(
     projected_over: int | None,
     window: int | None,
 ) -> BoundaryDecision:
-    """What happens at a tool boundary (agent-framework ``handleProcessEvent``, §6; acceptance 25).
+    """What happens at a tool boundary (agent-framework's ``handleProcessEvent``).
 
     ``end_turn`` wins over both restarts. Otherwise the stream budget comes first: accumulated fresh
     input over ``max_stream_input_tokens`` restarts with ``context_budget``; then a projection over
@@ -301,10 +304,10 @@ def decide_boundary(
 
 @dataclass(slots=True)
 class NoteBook:
-    """When each host note fires (maka, seed 002 and §7), with its once-per-send/session bounds.
+    """When each host note fires (maka's rules), with its once-per-send/session bounds.
 
     One ``NoteBook`` lives as long as the engine's session; :meth:`start_send` opens a new send (a
-    user turn). ``declared_window`` is the user-declared window (maka's capacity), or ``None``.
+    user turn). ``declared_window`` is the declared window (maka's capacity), or ``None``.
     """
 
     declared_window: int | None

@@ -27,7 +27,8 @@ from ..content import Message, ToolResult
 from ..models import ModelProfile
 from ..pricing import Estimator
 from ..usage.calibration import BAND, Calibrator
-from .rounds import ROUND_TEXT_MARGIN, RoundPricer, RoundRatios
+from .rounds import RoundPricer, RoundRatios
+from .settings import EngineSettings
 
 __all__ = ["WindowFit"]
 
@@ -40,17 +41,18 @@ class WindowFit:
         profile: ModelProfile,
         calibrator: Calibrator,
         *,
-        fit_margin: float,
-        multiplier_step: float,
         estimator: Estimator,
-        round_pricing: Literal["estimator", "flat"] = "estimator",
-        round_text_margin: float = ROUND_TEXT_MARGIN,
-        uncounted_margin: float | None = None,
+        settings: EngineSettings,
     ) -> None:
+        fit_margin = settings.fit_margin
+        uncounted_margin = settings.uncounted_margin
+        multiplier_step = settings.multiplier_step
+        round_pricing = settings.round_pricing
+        round_text_margin = settings.round_text_margin
         self.profile = profile
         self.calibrator = calibrator
         self.fit_margin = fit_margin
-        self.uncounted_margin = fit_margin if uncounted_margin is None else max(fit_margin, uncounted_margin)
+        self.uncounted_margin = max(fit_margin, uncounted_margin)
         """The margin while no provider input count is known (see :meth:`margin`)."""
         self.counted = False
         """Whether the provider has counted a request's input in this session: a reported prompt, a

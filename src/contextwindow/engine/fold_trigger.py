@@ -2,7 +2,8 @@
 
 :class:`ProactiveTrigger` folds before a request when the last accepted request's real input +
 output + reply reserve (``min(2 × last output, 8000)``) reaches the *declared* window, at most once
-per send; and once after a reply cut at its limit (maka #4559/#4634, acceptance 30).
+per send; and once after a reply cut at its limit (maka's proactive fold,
+https://github.com/apache/maka/pull/4559 and https://github.com/apache/maka/issues/4634).
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from ..providers.base import output_limit_hit
 
 __all__ = ["REPLY_RESERVE_CAP", "ProactiveTrigger"]
 
-# maka #4634: replyReserve = min(2 × lastOutput, 8000) (seed-behaviours §9).
+# maka's later proactive trigger: replyReserve = min(2 × lastOutput, 8000)
+# (https://github.com/apache/maka/issues/4634).
 REPLY_RESERVE_CAP = 8_000
 
 
 @dataclass(slots=True)
 class ProactiveTrigger:
-    """maka's proactive fold (acceptance 30), kept per engine; :meth:`start_send` per user turn.
+    """maka's proactive fold, kept per engine; :meth:`start_send` per user turn.
 
     ``baseline`` is the last accepted request's ``input + max(0, output)`` as the provider counted
     them; it is unknown until a request is accepted, and again after a fold. The fold is due when a

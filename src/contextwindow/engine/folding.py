@@ -5,7 +5,7 @@ Left out silently, the model forgets the task's beginning; so what compile leave
 folded into a summary checkpoint through the summariser (rolling the previous summary forward), or,
 when the summariser cannot (it failed, the turn is past ``max_folds_per_turn``, no room for a
 summary), cut with a note in its place. Every original stays in the ledger; a checkpoint only moves
-the start of what compile reads (DESIGN.md "Turn engine"; seed-behaviours §6, §9).
+the start of what compile reads (``docs/concepts.md``, "Folding and recovery").
 
 Besides the covering folds (:meth:`Folding.cover`, driven by the engine's compile loop), this module
 holds the engine's other ways of freeing room: the proactive fold when the last request plus its
@@ -66,6 +66,8 @@ class FoldLimits(Protocol):
     def max_folds_per_turn(self) -> int: ...
     @property
     def cover_tail_ratio(self) -> float: ...
+    @property
+    def max_compactions_per_turn(self) -> int: ...
 
 
 class FoldCounters(Protocol):
@@ -81,8 +83,9 @@ class Folding:
     """The engine's folds and cuts over one session (see the module docstring).
 
     It compiles through the engine's :class:`~contextwindow.engine.compiler.RequestCompiler` (whose
-    escalations it adds to), records its events in the session, updates the turn's ``counters``, and
-    tells the ``trigger`` when a fold moved the baseline. ``summarizer`` may be swapped between turns.
+    escalations it adds to), records its events in the session and updates the turn's ``counters``.
+    It keeps the proactive :attr:`trigger` (for a ``declared_window``) and the escalation
+    :attr:`ladder`. ``summarizer`` may be swapped between turns.
     """
 
     def __init__(
@@ -93,9 +96,8 @@ class Folding:
         estimator: Estimator,
         limits: FoldLimits,
         counters: FoldCounters,
-        trigger: ProactiveTrigger,
-        ladder: EscalationLadder,
         notes: NoteBook,
+        declared_window: int | None,
         summarizer: Summarizer | None = None,
     ) -> None:
         self.session = session
@@ -103,11 +105,16 @@ class Folding:
         self.estimator = estimator
         self.limits = limits
         self.counters = counters
-        self.trigger = trigger
-        self.ladder = ladder
         self.notes = notes
+        self.trigger = ProactiveTrigger(declared_window=declared_window)
+        self.ladder = EscalationLadder(max_compactions=limits.max_compactions_per_turn)
         self.summarizer = summarizer
         self._log_cache: MessageLog | None = None
+
+    def start_turn(self) -> None:
+        """A new user turn: a new send for the trigger, the ladder's rungs all untried."""
+        self.trigger.start_send()
+        self.ladder.start_turn()
 
     def _record(self, event: _E) -> _E:
         return record_event(self.session, event)

@@ -3,7 +3,8 @@
 ``async for event in engine.run_turn(message)`` runs one user turn to its end. Within a turn the
 rounds (tool results and mid-turn messages from :meth:`Engine.inject`) are appended to the request
 already sent, without recompiling, so the provider's prompt cache stays warm, until one of these says
-recompile (DESIGN.md "Turn engine"; seed-behaviours §6, §9):
+recompile (in the order of agent-framework's tool boundary,
+https://github.com/anima-research/agent-framework/pull/98; the words are defined in ``docs/concepts.md``):
 
 1. ``end_turn`` from a tool ends the turn (it wins over both restarts);
 2. the stream's accumulated fresh input passes ``max_stream_input_tokens``:
@@ -23,24 +24,24 @@ as a ``note`` record.
 
 from __future__ import annotations
 
-import inspect
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import TypeAlias, TypeVar
+from typing import TypeVar
 
 from ..compile import Policy
+from ..compile.reread import READ_ARCHIVED, READ_ARCHIVED_TOOL, names_reread, read_archived
 from ..content import Message, Request, Text, ToolResult, ToolSpec, ToolUse
 from ..errors import ContextOverflow, InvalidInput, ProviderError, UsageError
 from ..models import ModelProfile, get_profile
 from ..pricing import Estimator
 from ..providers import Provider, Stop, TextDelta, ThinkingDelta, ToolCall, UsageSample
 from ..providers.overflow import output_cap_error
-from ..providers.streams import continues_stream
 from ..store import Session
 from ..store.slots import LedgerSlot
 from ..usage.calibration import Calibrator, stored_prices_unchanged
-from ..usage.tracker import Anchor, AnchorBook, CallUsage, Usage, UsageTracker
+from ..usage.tracker import AnchorBook, Usage
+from .accounting import CallAccounting
 from .compiler import (
     Compiled,
     Compiler,
@@ -69,11 +70,17 @@ from .events import (
 from .fit import WindowFit
 from .fold_trigger import ProactiveTrigger
 from .folding import COVER_ROUNDS, Folding
-from .ladder import EscalationLadder
 from .projection import PhysicalWindow
 from .settings import EngineSettings
 from .summarizer import Summarizer
-from .tool_results import cap_tool_result, inline_cap_chars, storable_tool_result
+from .tool_results import (
+    ToolOutcome,
+    ToolRunner,
+    cap_tool_result,
+    inline_cap_chars,
+    run_tool,
+    storable_tool_result,
+)
 
 _E = TypeVar("_E", bound=Event)
 
@@ -85,20 +92,6 @@ __all__ = [
     "ToolOutcome",
     "ToolRunner",
 ]
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ToolOutcome:
-    """A tool's result and whether it ends the turn (agent-framework ``endTurn``)."""
-
-    result: ToolResult
-    end_turn: bool = False
-
-
-ToolReturn: TypeAlias = ToolResult | ToolOutcome | str
-"""What a tool runner may return: a result, a result that may end the turn, or the result's text."""
-ToolRunner: TypeAlias = Callable[[ToolUse], Awaitable[ToolReturn] | ToolReturn]
-"""Runs one tool use: a plain or an ``async`` function returning a :data:`ToolReturn`."""
 
 
 @dataclass(slots=True)
@@ -158,31 +151,6 @@ class _TurnStats:
     def engine_seconds(self) -> float:
         """Engine time alone: the overhead less the summariser's calls made within it."""
         return max(0.0, self.overhead_seconds - self.summarizer_seconds)
-
-
-@dataclass(slots=True)
-class _StreamState:
-    """What the engine remembers of the calls it made: the stream they belong to, and the figures
-    the next call's notes and round learning compare with."""
-
-    request: Request | None = None
-    """The previous request and its reply: whether the next request continues their stream."""
-    reply: Message | None = None
-    round_base: int | None = None
-    """The latest call's prompt + output when it reported both (see :meth:`Engine._learn_round`)."""
-    round_probe: tuple[int, int] | None = None
-    """``(base, estimate)`` of the round appended after that call, awaiting the next prompt."""
-    prior_input: int | None = None
-    """The latest reported prompt (``context_provider_dropping``)."""
-    previous_used: int | None = None
-    """The latest reported prompt + output (``context_reported_window_exceeded``)."""
-    last_accepted: Usage | None = None
-    """The latest reported call's usage (``context_window_suggestion``)."""
-
-    def forget_stream(self) -> None:
-        """A refused attempt is no stream, and a recompiled request starts a new one."""
-        self.request = self.reply = None
-        self.round_base = self.round_probe = None
 
 
 @dataclass(slots=True)
@@ -249,16 +217,7 @@ class Engine:
             connection=connection,
             prices_unchanged=lambda: stored_prices_unchanged(session.messages(), self._estimator.raw_block),
         )
-        self._fit = WindowFit(
-            profile,
-            self._calibrator,
-            fit_margin=settings.fit_margin,
-            multiplier_step=settings.multiplier_step,
-            estimator=self._estimator,
-            round_pricing=settings.round_pricing,
-            round_text_margin=settings.round_text_margin,
-            uncounted_margin=settings.uncounted_margin,
-        )
+        self._fit = WindowFit(profile, self._calibrator, estimator=self._estimator, settings=settings)
         self._anchors = AnchorBook(LedgerSlot(session, "anchor"))
         self._requests = RequestCompiler(
             session,
@@ -268,32 +227,39 @@ class Engine:
             window=self._window or profile.context_window,
             connection=connection,
         )
-        # The stream: each call's own usage, the projection at tool boundaries.
-        self._usage = UsageTracker(settings.usage_mode)
-        self._physical = PhysicalWindow(window=self._window, reserve=0)
-        self._stream = _StreamState()
-        self._last_projection: int | None = None
-        self._sent_tokens: list[int] = []
-        # Keeping history inside the window: the proactive trigger, the ladder, the folds, the notes.
-        self._stats = _TurnStats()
+        # The calls: each call's own usage and what it teaches; the projection at tool boundaries.
         self._notes = NoteBook(declared_window=self._window)
-        self._trigger = ProactiveTrigger(declared_window=self._window)
-        self._ladder = EscalationLadder(max_compactions=settings.max_compactions_per_turn)
+        self._physical = PhysicalWindow(window=self._window, reserve=0)
+        self._calls = CallAccounting(
+            session,
+            profile,
+            connection=connection,
+            usage_mode=settings.usage_mode,
+            fit=self._fit,
+            calibrator=self._calibrator,
+            anchors=self._anchors,
+            physical=self._physical,
+            notes=self._notes,
+        )
+        self._last_projection: int | None = None
+        # Keeping history inside the window: the folds (with their trigger and ladder).
+        self._stats = _TurnStats()
         self._folding = Folding(
             session,
             self._requests,
             estimator=self._estimator,
             limits=settings,
             counters=self._stats,
-            trigger=self._trigger,
-            ladder=self._ladder,
             notes=self._notes,
+            declared_window=self._window,
             summarizer=summarizer,
         )
         stored = self._anchors.latest
         if stored is not None and stored.model == profile.name and stored.connection == connection:
-            # Step 0 of the first send seeds the proactive baseline from the stored anchor (seed 002).
-            self._trigger.seed(input_tokens=stored.input_tokens, output_tokens=stored.output_tokens or 0)
+            # Step 0 of the first send seeds the proactive baseline from the stored anchor.
+            self._folding.trigger.seed(
+                input_tokens=stored.input_tokens, output_tokens=stored.output_tokens or 0
+            )
             self._fit.counted = True  # the provider counted this route's requests before
         # The turn.
         self._injected: list[Message] = []
@@ -323,7 +289,7 @@ class Engine:
     @property
     def trigger(self) -> ProactiveTrigger:
         """When the next fold is due (its baseline is the last accepted request)."""
-        return self._trigger
+        return self._folding.trigger
 
     @property
     def stats(self) -> _TurnStats:
@@ -339,11 +305,6 @@ class Engine:
     def last_projection(self) -> int | None:
         """The projection at the latest tool boundary (``None`` when none could be made)."""
         return self._last_projection
-
-    @property
-    def last_sent_tokens(self) -> list[int]:
-        """The provider's real prompt of each reporting call, for window-use figures."""
-        return self._sent_tokens
 
     def fit_profile(self) -> ModelProfile:
         """The profile compile fits against (:class:`~contextwindow.engine.fit.WindowFit`): the window as
@@ -370,8 +331,7 @@ class Engine:
         stats.reset()
         stats.resume()
         self._notes.start_send()
-        self._trigger.start_send()
-        self._ladder.start_turn()
+        self._folding.start_turn()
         self._requests.overrides.clear()
         turn_start = self._append(message)
         for pending in self._drain_injected():
@@ -423,7 +383,7 @@ class Engine:
             appended, round_estimate = self._fit.price_round(round_.results, injected)
             decision = decide_boundary(
                 end_turn=round_.end_turn,
-                stream_fresh_input=self._usage.stream_fresh_input,
+                stream_fresh_input=self._calls.usage.stream_fresh_input,
                 max_stream_input_tokens=self.settings.max_stream_input_tokens,
                 projected_over=self._projected_over(live, appended),
                 window=self._window,
@@ -474,8 +434,7 @@ class Engine:
             messages=tuple(live.messages),
             max_tokens=live.max_tokens,
         )
-        if not continues_stream(self._stream.request, self._stream.reply, request):
-            self._usage.start_stream()
+        self._calls.sending(request)
         try:
             async for event in self.provider.stream(
                 request, max_tokens=live.max_tokens, load=self.session.read_attachment
@@ -501,15 +460,20 @@ class Engine:
         self._stats.calls += 1
         if received.stop is None:
             raise UsageError("the provider's stream ended without a stop event")
-        self._stream.request, self._stream.reply = request, received.stop.message
+        self._calls.answered(request, received.stop.message)
 
     async def _accept(self, live: _Live, received: _Received, *, first_of_send: bool) -> AsyncIterator[Event]:
         """An accepted call: its usage (anchor, calibration, notes), and its reply appended."""
         stop = received.stop
         assert stop is not None
-        call = self._account(received.sample, live)
+        call = self._calls.account(
+            received.sample,
+            max_tokens=live.max_tokens,
+            local_estimate=live.local_estimate,
+            multiplier=live.multiplier,
+        )
         if call.reported and call.prompt > 0:
-            # Anchor + delta within the stream (DESIGN principle 2): the provider has just counted
+            # Anchor + delta within the stream (the usage anchor, ``docs/concepts.md``): the provider has just counted
             # what was sent, so later rounds of this stream price only what they append to it.
             live.estimated_tokens = call.prompt
             live.margins = 0
@@ -518,19 +482,22 @@ class Engine:
                 call=self._stats.calls - 1,
                 usage=call.usage,
                 reported=call.reported,
-                stream_total=self._usage.total,
+                stream_total=self._calls.usage.total,
             )
         )
-        for note in self._usage_notes(
-            call, live.local_estimate, first_of_send=first_of_send, append_only=not live.recompiled
+        for note in self._calls.usage_notes(
+            call,
+            expected_input=live.local_estimate,
+            first_of_send=first_of_send,
+            append_only=not live.recompiled,
         ):
-            yield note
+            yield self._record(note)
         self._append(stop.message)
         live.messages.append(stop.message)
         reply_tokens = self._fit.live_estimator().message(stop.message)
         live.estimated_tokens += reply_tokens
         live.local_estimate += reply_tokens
-        self._trigger.accepted(
+        self._folding.trigger.accepted(
             input_tokens=call.prompt, output_tokens=call.usage.output, finish_reason=stop.reason
         )
 
@@ -540,12 +507,10 @@ class Engine:
         """A rejection for size: believe its numbers, free room (the ladder when they alone do not),
         and compile the retry; a second rejection in a row, or nothing freed, raises it after the
         notes."""
-        self._stream.forget_stream()
-        self._anchors.clear("the provider rejected the request for its size")
-        self._calibrator.arm(0)
+        self._calls.refused()
         if again:
-            for note in self._overflow_notes():
-                yield note
+            for note in self._calls.overflow_notes(compacted=self._stats.compactions > 0):
+                yield self._record(note)
             raise rejection
         # First, believe the provider's numbers: fit the next compile to them. That alone usually
         # frees enough (compile leaves out the oldest turns); the ladder is for when not.
@@ -557,8 +522,8 @@ class Engine:
                     freed = True
                 yield event
         if not freed:
-            for note in self._overflow_notes():
-                yield note
+            for note in self._calls.overflow_notes(compacted=self._stats.compactions > 0):
+                yield self._record(note)
             raise rejection
         async for event in self._fresh_request(turn_start_id):
             yield event
@@ -569,11 +534,15 @@ class Engine:
     async def _run_tools(self, tool_uses: Sequence[ToolUse], round_: _Round) -> AsyncIterator[Event]:
         """Run each tool use; its result rides into the round with storable text, within the inline cap."""
         cap = inline_cap_chars(self.settings.max_message_tokens, self.settings.tool_result_inline_chars)
+        offered = self._live is not None and READ_ARCHIVED_TOOL in self._live.tools
         for use in tool_uses:
-            if self.tool_runner is None:
-                raise UsageError("the model called a tool and the engine has no tool_runner")
             self._stats.pause()
-            outcome = await _run_tool(self.tool_runner, use)
+            if use.name == READ_ARCHIVED and offered:
+                outcome = ToolOutcome(result=self._reread(use))
+            elif self.tool_runner is None:
+                raise UsageError("the model called a tool and the engine has no tool_runner")
+            else:
+                outcome = await run_tool(self.tool_runner, use)
             self._stats.resume()
             stored = storable_tool_result(outcome.result)
             capped = cap_tool_result(stored, cap)
@@ -582,6 +551,15 @@ class Engine:
             yield ToolResultReady(
                 tool_use_id=use.id, truncated=capped is not stored, end_turn=outcome.end_turn
             )
+
+    def _reread(self, use: ToolUse) -> ToolResult:
+        """The model asked to read an archived result or an attachment again: the original, from the
+        ledger (:func:`~contextwindow.compile.reread.read_archived`); an unknown id is an error result."""
+        try:
+            content = read_archived(self.session, str(use.input.get("id", "")))
+        except InvalidInput as exc:
+            return ToolResult(tool_use_id=use.id, content=str(exc), is_error=True)
+        return ToolResult(tool_use_id=use.id, content=content)
 
     def _projected_over(self, live: _Live, appended: int) -> int | None:
         """The projection of the request with the round appended when it crosses the window, else
@@ -601,13 +579,7 @@ class Engine:
         self, live: _Live, results: Message, injected: Sequence[Message], appended: int, round_estimate: int
     ) -> None:
         """The round rides on the live request: append it and keep the stream's figures."""
-        # The next call's prompt, less this one's prompt and output, is what the round cost:
-        # learnt when this call reported both and nothing else grew the stream since.
-        base = self._stream.round_base
-        self._stream.round_probe = (
-            (base, round_estimate) if base is not None and self._physical.growth == 0 else None
-        )
-        self._physical.continue_past(appended)
+        self._calls.round_appended(appended=appended, estimate=round_estimate)
         live.messages.append(results)
         live.messages.extend(injected)
         live.estimated_tokens += round_estimate
@@ -628,7 +600,7 @@ class Engine:
         """Compile the next request afresh, covering what compile would leave out
         (:meth:`~contextwindow.engine.folding.Folding.cover`) and compiling again: ``[summary] + tail``,
         at most ``COVER_ROUNDS`` rounds, the last one a cut: bounded, never looping. A new stream
-        starts on it: the projection starts from nothing (seed 001); the usage tracker follows the
+        starts on it: the projection starts from nothing (a restarted stream must not inherit its numbers); the usage tracker follows the
         provider's own notion of a stream, decided when the request is sent."""
         live = self._compile()
         for round_ in range(COVER_ROUNDS):
@@ -644,23 +616,30 @@ class Engine:
                 break
             live = self._compile()
         self._live = live
-        self._physical.start_stream()
-        self._stream.round_base = self._stream.round_probe = None
+        self._calls.stream_started()
 
     def _compile(self) -> _Live:
         compiled = self._requests.fitting()
         self._fit.live_estimator()
-        # One calibration sample per compiled request, learned from its first call (seed §2).
+        # One calibration sample per compiled request, learned from its first call.
         self._calibrator.arm(compiled.local_estimate)
         max_tokens = self.settings.max_tokens or compiled.output_reserve
+        tools, extra = compiled.tools, 0
+        if (
+            self.settings.reread
+            and all(t.name != READ_ARCHIVED for t in tools)
+            and names_reread(compiled.messages)
+        ):
+            tools = (*tools, READ_ARCHIVED_TOOL)
+            extra = self._fit.live_estimator().tool_spec(READ_ARCHIVED_TOOL)
         self._physical.reserve = max_tokens
         self._fit.reserve = compiled.output_reserve
         return _Live(
             system=compiled.system,
-            tools=compiled.tools,
+            tools=tools,
             messages=list(compiled.messages),
-            estimated_tokens=compiled.estimated_tokens,
-            local_estimate=compiled.local_estimate,
+            estimated_tokens=compiled.estimated_tokens + extra,
+            local_estimate=compiled.local_estimate + extra,
             max_tokens=max_tokens,
             output_reserve=compiled.output_reserve,
             multiplier=self._fit.multiplier(),
@@ -690,109 +669,8 @@ class Engine:
             self._window = limit
             self._requests.window = limit
             self._physical.window = limit
-            self._trigger.declared_window = limit
+            self._folding.trigger.declared_window = limit
         return learned is not None or refit
-
-    # -- usage: per call, anchors, calibration, notes ---------------------------------------------
-
-    def _learn_round(self, call: CallUsage) -> None:
-        """Learn what the round appended before ``call`` cost by the provider's count, and keep this
-        call's figures as the base for the next round (:class:`~contextwindow.engine.rounds.RoundRatios`).
-        Only a continued request whose previous call reported its prompt and output measures a round."""
-        stream = self._stream
-        probe, stream.round_probe = stream.round_probe, None
-        if not (call.reported and call.prompt > 0):
-            stream.round_base = None
-            return
-        if probe is not None:
-            base, estimate = probe
-            if call.prompt >= base:
-                self._fit.observe_round(real=call.prompt - base, estimate=estimate)
-        stream.round_base = call.prompt + call.usage.output if call.usage.output > 0 else None
-
-    def _account(self, sample: Usage | None, live: _Live) -> CallUsage:
-        max_tokens = live.max_tokens
-        if sample is None:
-            call = self._usage.unreported(max_tokens=max_tokens)
-        else:
-            try:
-                call = self._usage.feed(sample, max_tokens=max_tokens)
-            except InvalidInput:
-                # A running total that went backwards: the provider layer restarted its count (a new
-                # stream by its own reckoning). Take the sample as this call's own, erring high.
-                self._usage.start_stream()
-                call = self._usage.feed(sample, max_tokens=max_tokens)
-        self._physical.observe_call(prompt=call.prompt, output=call.usage.output, max_tokens=max_tokens)
-        self._learn_round(call)
-        payload = {
-            "fresh_input": call.usage.fresh_input,
-            "cache_read": call.usage.cache_read,
-            "cache_write": call.usage.cache_write,
-            "output": call.usage.output,
-            "reported": call.reported,
-        }
-        self.session.record("usage", payload)
-        if call.reported:
-            self._sent_tokens.append(call.prompt)
-            self._fit.observe(
-                prompt=call.prompt, local_estimate=live.local_estimate, multiplier=live.multiplier
-            )
-            self._stream.last_accepted = call.usage
-            if self._calibrator.armed:
-                self._calibrator.report_real_input(call.prompt)
-            self._anchors.record(
-                Anchor(
-                    model=self.profile.name,
-                    connection=self.settings.connection,
-                    input_tokens=call.prompt,
-                    output_tokens=call.usage.output,
-                    payload_estimate=live.local_estimate,
-                )
-            )
-        else:
-            self._calibrator.arm(0)  # a grown request must never be compared with the first estimate
-        return call
-
-    def _usage_notes(
-        self, call: CallUsage, expected_input: int, *, first_of_send: bool, append_only: bool
-    ) -> list[Note]:
-        notes: list[Note] = []
-        if call.reported:
-            stream = self._stream
-            dropping = self._notes.provider_dropping(
-                input_tokens=call.prompt,
-                prior_input_tokens=stream.prior_input,
-                first_of_send=first_of_send,
-                append_only=append_only or first_of_send,
-            )
-            overrun = self._notes.window_overrun(input_tokens=call.prompt, output_tokens=call.usage.output)
-            used = call.prompt + call.usage.output
-            exceeded = self._notes.reported_window_exceeded(
-                used_tokens=used,
-                previous_used=stream.previous_used,
-                reported_window=self.profile.context_window,
-            )
-            truncated = self._notes.provider_truncated(
-                input_tokens=call.prompt, expected_input=expected_input
-            )
-            notes.extend(n for n in (dropping, overrun, exceeded, truncated) if n is not None)
-            stream.prior_input = call.prompt
-            stream.previous_used = used
-        return [self._record(n) for n in notes]
-
-    def _overflow_notes(self) -> list[Note]:
-        notes: list[Note] = []
-        if self._stats.compactions:
-            note = self._notes.overflow_after_compaction()
-            if note is not None:
-                notes.append(note)
-        last = self._stream.last_accepted
-        suggestion = self._notes.window_suggestion(
-            last_accepted_total=last.total if last is not None else None
-        )
-        if suggestion is not None:
-            notes.append(suggestion)
-        return [self._record(n) for n in notes]
 
     # -- the ledger -------------------------------------------------------------------------------
 
@@ -817,29 +695,3 @@ class Engine:
     def _drain_injected(self) -> list[Message]:
         out, self._injected = self._injected, []
         return out
-
-
-async def _run_tool(runner: ToolRunner, use: ToolUse) -> ToolOutcome:
-    """Run one tool use through the host's runner, sync or async, as a :class:`ToolOutcome`.
-
-    A tool that raises is the model's to know about, not the turn's end: the exception becomes an
-    error result naming its type and message (``is_error=True``), and the turn goes on. A runner
-    that returns something other than a :data:`ToolReturn` is the host's mistake: ``UsageError``."""
-    try:
-        value = runner(use)
-        if inspect.isawaitable(value):
-            value = await value
-    except Exception as error:
-        detail = str(error)
-        text = f"{type(error).__name__}: {detail}" if detail else type(error).__name__
-        return ToolOutcome(result=ToolResult(tool_use_id=use.id, content=text, is_error=True))
-    if isinstance(value, ToolOutcome):
-        return value
-    if isinstance(value, ToolResult):
-        return ToolOutcome(result=value)
-    if isinstance(value, str):
-        return ToolOutcome(result=ToolResult(tool_use_id=use.id, content=value))
-    raise UsageError(
-        f"the tool runner returned {type(value).__name__} for {use.name!r}: it returns a ToolResult,"
-        " a ToolOutcome or a str"
-    )

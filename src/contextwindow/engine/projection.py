@@ -3,7 +3,9 @@
 Within a turn the engine appends rounds (tool results and mid-turn messages) to the request it already
 sent, without recompiling, so the provider's prompt cache stays warm. Nothing in that path measures the
 growing request, so at every tool boundary the engine asks this module whether the request about to go
-out still fits (seed 001, agent-framework #92/#98, final rule at da42e8b)::
+out still fits (agent-framework's projection: issue
+https://github.com/anima-research/agent-framework/issues/92, pull
+https://github.com/anima-research/agent-framework/pull/98, with each call's own usage)::
 
     projection = real + out + growth + appended + reserve
 
@@ -18,7 +20,7 @@ out still fits (seed 001, agent-framework #92/#98, final rule at da42e8b)::
 
 It runs only with a declared window and once a call on the stream has reported a prompt (``real > 0``):
 before then there is no real figure to project from. All state resets at stream start; without the
-reset a restarted stream inherits the number that restarted it and loops (seed 001).
+reset a restarted stream inherits the number that restarted it and loops.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ def projection(*, real: int, out: int, growth: int, appended: int, reserve: int)
 
 @dataclass(slots=True)
 class PhysicalWindow:
-    """The per-stream state behind the projection (seed 001 final rule).
+    """The per-stream state behind the projection.
 
     ``window`` is the declared physical window (``None``: no projection at all); ``reserve`` the output
     reserve each request asks for, which also bounds an unreported output (``max_tokens``).

@@ -1,11 +1,12 @@
 """Pricing the round appended at a tool boundary: what the projection adds for it.
 
-The appended round (seed 000, final rule) prices everything the round brings in, media of mid-turn
+The appended round prices everything the round brings in, media of mid-turn
 messages included, erring high: a needless recompile costs less than a provider's refusal.
 :class:`RoundPricer` prices it with the same ``Estimator`` as the rest of the library; the ``flat``
-preset reproduces agent-framework's flat rule exactly (``ceil(chars/4) + 1600 × tool-result images +
+preset reproduces agent-framework's flat rule
+(https://github.com/anima-research/agent-framework/pull/98) exactly (``ceil(chars/4) + 1600 × tool-result images +
 20 × (tool results + injected messages)``; mid-turn image or generated image at a valid stamp else
-1,600; document, audio, video 1,000) so the seed vectors can be checked.
+1,600; document, audio, video 1,000) so its known-answer vectors can be checked.
 
 :class:`RoundRatios` learns from the provider's own counts of recent rounds how far over its estimate
 the next one may be counted.
@@ -49,13 +50,13 @@ __all__ = [
 
 # estimateAppendedRoundTokens: each tool result and each injected message carries a 20-token envelope.
 ENVELOPE_TOKENS = 20
-# The store's flat prices the seed-000 projection uses: image 1,600; document/audio/video 1,000.
+# The store's flat prices agent-framework's appended-round rule uses: image 1,600; document/audio/video 1,000.
 FLAT_IMAGE_TOKENS = 1_600
 FLAT_OTHER_MEDIA_TOKENS = 1_000
 # RoundPricer: the text of an appended round is priced this much over the text rule's estimate. One
 # chunk of text is priced far less surely than a whole request: benchmarks/pricing_accuracy on
 # held-out chunks (o200k_base) puts the rule's |error| at p95 9.7% for prose, 7.8% for JSON, 12% for
-# markdown and 16.7% for code (as measured at the start of session 2). 15% covers nearly
+# markdown and 16.7% for code (as measured when this margin was set). 15% covers nearly
 # every chunk of the common kinds; the price of erring high is a restart one round sooner in the few
 # cases where the projection lands within that share of a round below the window.
 ROUND_TEXT_MARGIN = 0.15
@@ -213,7 +214,7 @@ class RoundRatios:
 
 
 def _flat_media(block: Block) -> int | None:
-    """Seed 000's price of a mid-turn message's media block, or None for a non-media block."""
+    """The flat rule's price of a mid-turn message's media block, or None for a non-media block."""
     if isinstance(block, Image | GeneratedImage):
         stamp = valid_stamp(block.ref.token_estimate) if block.ref is not None else None
         return math.ceil(stamp) if stamp is not None else FLAT_IMAGE_TOKENS
@@ -223,7 +224,7 @@ def _flat_media(block: Block) -> int | None:
 
 
 def flat_round_tokens(tool_results: Sequence[ToolResult], injected: Sequence[Message] = ()) -> int:
-    """agent-framework ``estimateAppendedRoundTokens`` (seed 000 final rule), exactly.
+    """agent-framework ``estimateAppendedRoundTokens`` (with a mid-turn message's media priced), exactly.
 
     ``ceil(chars/4) + 1600 × tool-result images + 20 × (tool results + injected messages)``, where
     ``chars`` is the tool results' text and the injected messages' text; a mid-turn message's image or

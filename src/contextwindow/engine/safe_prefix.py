@@ -2,7 +2,7 @@
 
 :func:`select_safe_prefix` gives the largest prefix that does not straddle a tool pair, stops before
 partial and pinned messages, and is valid for the fold's phase (maka ``selectSafeCompactionPrefix``,
-seed-behaviours §10, acceptance 32); otherwise the fold fails open with ``no_safe_completed_span``.
+https://github.com/apache/maka/pull/4486); otherwise the fold fails open with ``no_safe_completed_span``.
 :data:`COVER_TAIL_RATIO` is how far a covering fold reaches past what compile left out.
 """
 
@@ -26,7 +26,8 @@ __all__ = ["COVER_TAIL_RATIO", "select_safe_prefix"]
 # benchmark (`--scenarios 4`, usage reported): 0.7 → 64% mean use at 16k/32k; 0.8 → 67.9% / 67.9%
 # (31.8 / 16.5 folds per ~209 calls); 0.85 → 69.8% / 68.8% (38 / 20 folds); 0.9 → 71.9% / 70.5%
 # (47 / 24.5 folds), no rejections with a true window in any. flue keeps a fixed recent budget instead
-# (seed §12), maka folds everything before the turn (seed 002); neither leaves a measured headroom.
+# (https://github.com/withastro/flue), maka folds everything before the turn; neither leaves a measured
+# headroom.
 COVER_TAIL_RATIO = 0.9
 
 

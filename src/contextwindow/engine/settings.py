@@ -12,7 +12,7 @@ from .safe_prefix import COVER_TAIL_RATIO
 
 __all__ = ["DEFAULT_MAX_STREAM_INPUT_TOKENS", "EngineSettings"]
 
-# agent-framework maxStreamTokens default (seed-behaviours §5).
+# agent-framework's maxStreamTokens default (https://github.com/anima-research/agent-framework).
 DEFAULT_MAX_STREAM_INPUT_TOKENS = 150_000
 
 
@@ -62,6 +62,9 @@ class EngineSettings:
     max_compactions_per_turn: int = 4
     max_steps_per_turn: int = 1_000
     max_fold_halvings: int = 4
+    reread: bool = True
+    """Offer the model ``read_archived`` when a placeholder in the request names it, and answer its
+    calls from the ledger (the host's tool runner never sees them); ``False`` turns it off."""
     max_folds_per_turn: int = 32
     """Summariser calls for covering folds per turn (each compile that leaves history out folds it,
     see :meth:`Engine._prepare`). A long tool loop on a small window legitimately folds every few

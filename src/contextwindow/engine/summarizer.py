@@ -1,7 +1,7 @@
 """The summariser: one LLM call (two at most) that turns a span of history into a checkpoint summary.
 
 It talks to any :class:`~contextwindow.providers.Provider`, the same protocol the engine sends turns
-through (maka's history-compact summariser, seed-behaviours §10, acceptance 33):
+through (maka's history-compact summariser, https://github.com/apache/maka/pull/4559):
 
 - the covered span is rendered as a transcript inside one user message that ends with the
   instruction (the request always ends with a user instruction; thinking is skipped; media become

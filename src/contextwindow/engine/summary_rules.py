@@ -2,7 +2,8 @@
 
 :func:`find_summary_defect` checks a summary: the required sections in order, each with content,
 outside code fences; truncation markers rejected; the too-small floor judged from the summariser
-call's real usage (maka ``findCheckpointSummaryDefect``, seed 002, acceptance 33).
+call's real usage (maka's ``findCheckpointSummaryDefect``,
+https://github.com/apache/maka/pull/4559).
 :data:`DEFAULT_SUMMARY_PROMPT` asks for those sections; :data:`SUMMARY_MAX_OUTPUT_TOKENS` caps the call.
 """
 
@@ -20,15 +21,16 @@ __all__ = [
     "find_summary_defect",
 ]
 
-# maka history-compact-summarizer.ts: "applies the default output cap" (seed-behaviours §10).
+# maka history-compact-summarizer.ts: "applies the default output cap"
+# (https://github.com/apache/maka/pull/4486).
 SUMMARY_MAX_OUTPUT_TOKENS = 8_000
-# Too-small floor (seed 002, #4559): judged from the summariser's real usage. The earlier rule was
+# Too-small floor (maka's second rule, https://github.com/apache/maka/pull/4559): judged from the summariser's real usage. The earlier rule was
 # "< 800 characters while the covered span is over 10,000 tokens"; 800 characters ≈ 200 tokens.
 TOO_SMALL_INPUT_TOKENS = 10_000
 TOO_SMALL_OUTPUT_TOKENS = 200
 
-# The issue's required sections (issue 8): goal, decisions, files and artefacts, open work, latest
-# state. maka's seed-002 set (Goal/Progress/Next Steps) plays the same role.
+# The sections a checkpoint needs for the agent to carry on: goal, decisions, files and artefacts, open work, latest
+# state. maka's set (Goal/Progress/Next Steps) plays the same role.
 REQUIRED_SECTIONS: tuple[str, ...] = (
     "Goal",
     "Decisions",
@@ -83,7 +85,7 @@ def find_summary_defect(
     output_tokens: int | None = None,
     roll_forward: bool = False,
 ) -> FoldFailureReason | None:
-    """The first defect of a summary, or ``None`` when it is usable (acceptance 33).
+    """The first defect of a summary, or ``None`` when it is usable.
 
     - Truncated (``malformed_summary_truncated``): ends in ``:``/``：``/``...``/``…``, or leaves a
       code fence open.

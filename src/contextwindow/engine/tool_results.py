@@ -1,7 +1,9 @@
-"""Tool results as they ride into the next round: text the ledger can store, cut at the inline cap.
+"""Tool results: from the host's tool runner to the next round, as storable text within the inline cap.
 
-A tool's result goes into the request the engine is extending within a turn. Two things are settled
-before it does: its text must be storable (a lone surrogate, a tool's undecodable byte, becomes U+FFFD:
+:func:`run_tool` runs one tool use through the host's runner (sync or async, returning a
+:class:`~contextwindow.content.ToolResult`, a :class:`ToolOutcome` or the result's text; a tool that
+raises becomes an error result). The result then goes into the request the engine is extending
+within a turn. Two things are settled before it does: its text must be storable (a lone surrogate, a tool's undecodable byte, becomes U+FFFD:
 :func:`storable_tool_result`), and text past the inline cap is cut with a notice naming the original
 length (:func:`cap_tool_result`, at :func:`inline_cap_chars`). Lengths are UTF-16 code units, and a
 cut never splits a surrogate pair.
@@ -9,27 +11,76 @@ cut never splits a surrogate pair.
 
 from __future__ import annotations
 
-from dataclasses import replace
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from typing import TypeAlias
 
 from ..compile.truncate import safe_slice
-from ..content import Block, Text, ToolResult
-from ..errors import InvalidInput
+from ..content import Block, Text, ToolResult, ToolUse
+from ..errors import InvalidInput, UsageError
 from ..pricing import utf16_len
 
 __all__ = [
     "DEFAULT_TOOL_RESULT_INLINE_MAX_CHARS",
+    "ToolOutcome",
+    "ToolReturn",
+    "ToolRunner",
     "cap_tool_result",
     "inline_cap_chars",
+    "run_tool",
     "storable_tool_result",
     "truncation_notice",
 ]
 
-# agent-framework DEFAULT_TOOL_RESULT_INLINE_MAX_CHARS: 5000 earlier, 24000 now (seed-behaviours §6).
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolOutcome:
+    """A tool's result and whether it ends the turn (agent-framework ``endTurn``)."""
+
+    result: ToolResult
+    end_turn: bool = False
+
+
+ToolReturn: TypeAlias = ToolResult | ToolOutcome | str
+"""What a tool runner may return: a result, a result that may end the turn, or the result's text."""
+ToolRunner: TypeAlias = Callable[[ToolUse], Awaitable[ToolReturn] | ToolReturn]
+"""Runs one tool use: a plain or an ``async`` function returning a :data:`ToolReturn`."""
+
+
+async def run_tool(runner: ToolRunner, use: ToolUse) -> ToolOutcome:
+    """Run one tool use through the host's runner, sync or async, as a :class:`ToolOutcome`.
+
+    A tool that raises is the model's to know about, not the turn's end: the exception becomes an
+    error result naming its type and message (``is_error=True``), and the turn goes on. A runner
+    that returns something other than a :data:`ToolReturn` is the host's mistake: ``UsageError``."""
+    try:
+        value = runner(use)
+        if inspect.isawaitable(value):
+            value = await value
+    except Exception as error:
+        detail = str(error)
+        text = f"{type(error).__name__}: {detail}" if detail else type(error).__name__
+        return ToolOutcome(result=ToolResult(tool_use_id=use.id, content=text, is_error=True))
+    if isinstance(value, ToolOutcome):
+        return value
+    if isinstance(value, ToolResult):
+        return ToolOutcome(result=value)
+    if isinstance(value, str):
+        return ToolOutcome(result=ToolResult(tool_use_id=use.id, content=value))
+    raise UsageError(
+        f"the tool runner returned {type(value).__name__} for {use.name!r}: it returns a ToolResult,"
+        " a ToolOutcome or a str"
+    )
+
+
+# agent-framework DEFAULT_TOOL_RESULT_INLINE_MAX_CHARS: 5000 earlier, 24000 now
+# (https://github.com/anima-research/agent-framework/pull/98).
 DEFAULT_TOOL_RESULT_INLINE_MAX_CHARS = 24_000
 
 
 def truncation_notice(original_chars: int) -> str:
-    """agent-framework's notice for a tool result cut with no writable workspace (seed-behaviours §6)."""
+    """agent-framework's notice for a tool result cut with no writable workspace."""
     return (
         f"\n\n[truncated — original was {original_chars} chars; "
         "no writable workspace, full content not retained]"
@@ -39,7 +90,7 @@ def truncation_notice(original_chars: int) -> str:
 def inline_cap_chars(
     max_message_tokens: int | None, desired: int = DEFAULT_TOOL_RESULT_INLINE_MAX_CHARS
 ) -> int:
-    """The inline cap of a tool result: ``min(desired, max_message_tokens × 4)`` (seed-behaviours §6)."""
+    """The inline cap of a tool result: ``min(desired, max_message_tokens × 4)`` (agent-framework's)."""
     if desired <= 0:
         raise InvalidInput("must be > 0", path="desired")
     if max_message_tokens is None:

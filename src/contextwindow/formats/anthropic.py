@@ -34,6 +34,7 @@ from ..content import (
     Video,
 )
 from ..errors import InvalidInput
+from ..limits import MAX_DOCUMENT_DEPTH, MAX_TOKENS, check_depth
 from ._wire import SPELLING_PARAMS, AttachmentLoader, ParsedRequest, Sink, expect
 
 __all__ = ["parse_messages", "parse_request", "render_block", "render_messages", "render_request"]
@@ -44,6 +45,7 @@ _KNOWN_TOP = frozenset({"model", "system", "tools", "messages", "max_tokens"})
 def parse_request(data: Mapping[str, Any]) -> ParsedRequest:
     """An Anthropic Messages request as canonical content; ``InvalidInput`` names any bad field."""
     expect(data, dict, "request", "a request object")
+    check_depth(data, limit=MAX_DOCUMENT_DEPTH)
     sink = Sink()
     system = _parse_system(data.get("system"), "system")
     tools = tuple(
@@ -53,8 +55,8 @@ def parse_request(data: Mapping[str, Any]) -> ParsedRequest:
     max_tokens = data.get("max_tokens")
     if max_tokens is not None:
         expect(max_tokens, int, "max_tokens")
-        if max_tokens <= 0:
-            raise InvalidInput("must be > 0", path="max_tokens")
+        if not 0 < max_tokens <= MAX_TOKENS:
+            raise InvalidInput(f"must be > 0 and ≤ {MAX_TOKENS}", path="max_tokens")
     model = data.get("model")
     if model is not None:
         expect(model, str, "model")
@@ -67,6 +69,7 @@ def parse_request(data: Mapping[str, Any]) -> ParsedRequest:
 
 def parse_messages(messages: Any) -> ParsedRequest:
     """A bare Anthropic ``messages`` list as canonical content."""
+    check_depth(messages, path="messages", limit=MAX_DOCUMENT_DEPTH)
     sink = Sink()
     request = Request(messages=_parse_messages(messages, sink))
     return ParsedRequest(request=request, attachments=sink.attachments, format="anthropic")
@@ -110,6 +113,7 @@ def _parse_tool(tool: Any, path: str) -> ToolSpec:
     name = expect(tool.get("name"), str, f"{path}.name")
     schema = tool.get("input_schema", {"type": "object", "properties": {}})
     expect(schema, dict, f"{path}.input_schema")
+    check_depth(schema, path=f"{path}.input_schema")
     description = expect(tool.get("description", ""), str, f"{path}.description")
     return ToolSpec(name=name, description=description, input_schema=schema)
 
@@ -130,6 +134,7 @@ def _parse_block(raw: Any, path: str, sink: Sink, *, nested: bool = False) -> Bl
     if kind == "tool_use":
         tool_input = raw.get("input", {})
         expect(tool_input, dict, f"{path}.input")
+        check_depth(tool_input, path=f"{path}.input")
         return ToolUse(
             id=expect(raw.get("id"), str, f"{path}.id"),
             name=expect(raw.get("name"), str, f"{path}.name"),

@@ -42,6 +42,7 @@ from ..content import (
     Video,
 )
 from ..errors import InvalidInput
+from ..limits import MAX_DEPTH, MAX_DOCUMENT_DEPTH, MAX_TOKENS, check_depth, loads_json
 from ._wire import AttachmentLoader, ParsedRequest, Sink, expect
 
 __all__ = ["carried", "parse_messages", "parse_request", "render_messages", "render_request"]
@@ -62,6 +63,7 @@ _AUDIO_FORMAT_OF = {v: k for k, v in _AUDIO_FORMATS.items()} | {"audio/x-wav": "
 def parse_request(data: Mapping[str, Any]) -> ParsedRequest:
     """A Chat Completions request as canonical content; ``InvalidInput`` names any bad field."""
     expect(data, dict, "request", "a request object")
+    check_depth(data, limit=MAX_DOCUMENT_DEPTH)
     sink = Sink()
     system, system_role, messages = _parse_messages(data.get("messages"), sink)
     tools = tuple(
@@ -72,8 +74,8 @@ def parse_request(data: Mapping[str, Any]) -> ParsedRequest:
     max_tokens = data.get(key)
     if max_tokens is not None:
         expect(max_tokens, int, key)
-        if max_tokens <= 0:
-            raise InvalidInput("must be > 0", path=key)
+        if not 0 < max_tokens <= MAX_TOKENS:
+            raise InvalidInput(f"must be > 0 and ≤ {MAX_TOKENS}", path=key)
         if key == "max_completion_tokens":
             params["max_tokens_field"] = key
     if system_role == "developer":
@@ -89,6 +91,7 @@ def parse_request(data: Mapping[str, Any]) -> ParsedRequest:
 
 def parse_messages(messages: Any) -> ParsedRequest:
     """A bare Chat Completions ``messages`` list as canonical content (system messages included)."""
+    check_depth(messages, path="messages", limit=MAX_DOCUMENT_DEPTH)
     sink = Sink()
     system, system_role, parsed = _parse_messages(messages, sink)
     params = {"system_role": "developer"} if system_role == "developer" else {}
@@ -241,7 +244,11 @@ def _parse_assistant(raw: dict[str, Any], path: str) -> Message:
         function = expect(call.get("function"), dict, f"{cpath}.function")
         arguments = expect(function.get("arguments", "{}"), str, f"{cpath}.function.arguments")
         try:
-            parsed = json.loads(arguments) if arguments.strip() else {}
+            parsed = (
+                loads_json(arguments, path=f"{cpath}.function.arguments", limit=MAX_DEPTH)
+                if arguments.strip()
+                else {}
+            )
         except json.JSONDecodeError:
             parsed = None
         tool_input = parsed if isinstance(parsed, dict) else {RAW_ARGUMENTS: arguments}
@@ -262,6 +269,7 @@ def _parse_tool(tool: Any, path: str) -> ToolSpec:
     function = expect(tool.get("function"), dict, f"{path}.function")
     schema = function.get("parameters", {"type": "object", "properties": {}})
     expect(schema, dict, f"{path}.function.parameters")
+    check_depth(schema, path=f"{path}.function.parameters")
     return ToolSpec(
         name=expect(function.get("name"), str, f"{path}.function.name"),
         description=expect(function.get("description", ""), str, f"{path}.function.description"),

@@ -10,7 +10,9 @@ unchanged; only the calls that send a conversation go through the guard core (:m
 
 - ``anthropic.Anthropic`` / ``AsyncAnthropic``: ``messages.create`` (with or without ``stream``),
   ``messages.stream`` and ``messages.count_tokens`` (it counts the request the guard would send);
-- ``openai.OpenAI`` / ``AsyncOpenAI``: ``chat.completions.create`` (with or without ``stream``).
+- ``openai.OpenAI`` / ``AsyncOpenAI``: ``chat.completions.create`` (with or without ``stream``) and
+  ``responses.create`` (unless the request names ``previous_response_id``: the provider keeps that
+  history).
 
 Responses and streams are the SDK's own objects: a stream is the SDK's ``Stream`` whose events are
 read as they pass by the agent, and its reply is recorded when the stream ends. Errors other than a
@@ -32,7 +34,15 @@ from ..errors import ContextOverflow, UsageError
 from ..store import Store, open_store
 from ._core import Exchange, GuardCore
 from ._entry import DEFAULT_STORE, STORE_ENV
-from ._replies import AnthropicEvents, OpenAIChunks, anthropic_reply, jsonable, openai_reply
+from ._replies import (
+    AnthropicEvents,
+    OpenAIChunks,
+    ResponsesEvents,
+    anthropic_reply,
+    jsonable,
+    openai_reply,
+    responses_reply,
+)
 from ._steps import Reply, Send, run_async, run_sync
 from ._wire import GuardFormat
 
@@ -54,6 +64,7 @@ def wrap(
     context_window: int | None = None,
     policy: Policy | None = None,
     settings: EngineSettings | None = None,
+    reread: bool = True,
 ) -> Any:
     """What :func:`contextwindow.guard` does (it loads this module on first use)."""
     kind, is_async = _kind(client)
@@ -73,6 +84,8 @@ def wrap(
         context_window=context_window,
         summary_model=summary_model,
         summarize=summarizer is not False,
+        reread=reread,
+        reply_of=anthropic_reply if kind == "anthropic" else openai_reply,
     )
     summary_client = client if summarizer in (None, False) else summarizer
     if kind == "anthropic":
@@ -171,6 +184,7 @@ class _Guarded(_Proxy):
         """The :class:`~contextwindow.guard.GuardCore` behind this client (its store, its sessions)."""
         self._summary_client = summary_client
         self._is_async = is_async
+        self._responses_core: GuardCore | None = None
         self.last_exchange: Exchange | None = None
         """The latest call's :class:`~contextwindow.guard.Exchange`: its session id, the body sent,
         what the guard did (``events``)."""
@@ -352,6 +366,10 @@ class GuardedOpenAI(_Guarded):
     def chat(self) -> Any:
         return _OpenAIChat(self._inner.chat, self)
 
+    @property
+    def responses(self) -> Any:
+        return _OpenAIResponses(self._inner.responses, self)
+
 
 class _OpenAIChat(_Proxy):
     def __init__(self, inner: Any, owner: GuardedOpenAI) -> None:
@@ -396,4 +414,66 @@ class _OpenAICompletions(_Proxy):
             return await self._inner.create(**step.body, **options)
 
         exchange = await run_async(self._owner.guard_core.request(body), perform)
+        return self._done(exchange, bool(body.get("stream")))
+
+
+class _OpenAIResponses(_Proxy):
+    """``responses.create`` guarded: the same core over the Responses wire format (its own session
+    state: a Responses conversation is kept apart from a Chat Completions one)."""
+
+    def __init__(self, inner: Any, owner: GuardedOpenAI) -> None:
+        super().__init__(inner)
+        self._owner = owner
+
+    def _core(self) -> GuardCore:
+        core = self._owner.guard_core
+        twin = getattr(self._owner, "_responses_core", None)
+        if twin is None:
+            twin = GuardCore(
+                core.store,
+                "openai-responses",
+                overflow=core.overflow,
+                session=core.session_root,
+                policy=core.policy,
+                settings=core.settings,
+                context_window=core.context_window,
+                summary_model=core.summary_model,
+                summarize=core.summarize,
+                reread=core.reread,
+                reply_of=responses_reply,
+            )
+            self._owner._responses_core = twin
+        return twin
+
+    def _done(self, exchange: Exchange, streamed: bool) -> Any:
+        self._owner.last_exchange = exchange
+        if streamed:
+            return _tap(exchange.result, ResponsesEvents(), exchange.finish)
+        exchange.finish(responses_reply(exchange.result))
+        return exchange.result
+
+    def create(self, **kwargs: Any) -> Any:
+        body, options = _split(kwargs)
+        if body.get("previous_response_id"):
+            # The provider holds the history: nothing here to fit. Sent as the agent wrote it.
+            return self._inner.create(**kwargs)
+        summary = self._owner._summary_client.responses
+        if self._owner._is_async:
+            return self._acreate(body, options, summary)
+
+        def perform(step: Send) -> Any:
+            if step.purpose == "summary":
+                return responses_reply(summary.create(**step.body))
+            return self._inner.create(**step.body, **options)
+
+        exchange = run_sync(self._core().request(body), perform)
+        return self._done(exchange, bool(body.get("stream")))
+
+    async def _acreate(self, body: dict[str, Any], options: dict[str, Any], summary: Any) -> Any:
+        async def perform(step: Send) -> Any:
+            if step.purpose == "summary":
+                return responses_reply(await summary.create(**step.body))
+            return await self._inner.create(**step.body, **options)
+
+        exchange = await run_async(self._core().request(body), perform)
         return self._done(exchange, bool(body.get("stream")))

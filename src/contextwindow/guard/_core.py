@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..compile import Policy
-from ..content import Message, Request, ToolResult, media_refs
+from ..compile.reread import READ_ARCHIVED, READ_ARCHIVED_TOOL, names_reread, read_archived
+from ..content import Message, Request, ToolResult, ToolUse, media_refs
 from ..engine.compiler import EngineCompiler
 from ..engine.events import (
     Event,
@@ -40,7 +41,7 @@ from ..engine.events import (
 from ..engine.loop import Engine, _Received
 from ..engine.settings import EngineSettings
 from ..engine.summarizer import Summarizer
-from ..errors import ContextOverflow, OverBudget, UnknownModel, UsageError
+from ..errors import ContextOverflow, InvalidInput, OverBudget, UnknownModel, UsageError
 from ..formats import ParsedRequest
 from ..models import get_profile
 from ..providers.base import ProviderEvent, Stop, UsageSample, normalise_stop_reason
@@ -140,6 +141,8 @@ class GuardCore:
         context_window: int | None = None,
         summary_model: str | None = None,
         summarize: bool = True,
+        reread: bool = True,
+        reply_of: Callable[[Any], Reply] | None = None,
     ) -> None:
         self.store = store
         self.wire = FORMATS[fmt]
@@ -150,6 +153,10 @@ class GuardCore:
         self.context_window = context_window
         self.summary_model = summary_model
         self.summarize = summarize
+        self.reread = reread and reply_of is not None
+        """Offer the model :data:`~contextwindow.compile.reread.READ_ARCHIVED` when a placeholder in the
+        request names it, and answer its calls here (the agent never sees them); not on streams."""
+        self.reply_of = reply_of
         self._conversations: dict[str, _Conversation] = {}
         self._hashes: dict[str, dict[str, tuple[_Conversation, int]]] = {}
         """Per root, every stored chain hash: the conversation and how many messages it covers."""
@@ -261,8 +268,7 @@ class GuardCore:
         # One agent call is one send of the engine's: its per-send state starts afresh.
         engine._stats.reset()
         engine._notes.start_send()
-        engine._trigger.start_send()
-        engine._ladder.start_turn()
+        engine._folding.start_turn()
         engine._requests.overrides.clear()
         for message in canonical.messages[held:]:
             self._append(conversation, engine, message, parsed)
@@ -282,16 +288,24 @@ class GuardCore:
         overflowed = False
         while True:
             live = engine._current()
+            offer = (
+                self.reread
+                and not count
+                and not body.get("stream")
+                and all(t.name != READ_ARCHIVED for t in canonical.tools)
+                and names_reread(live.messages)
+            )
             sent = self.wire.render(
                 body,
                 live.messages,
                 conversation.session.read_attachment,
+                extra_tools=(READ_ARCHIVED_TOOL,) if offer else (),
                 max_tokens=canonical.max_tokens,
             )
             if count:
                 counted = await Ask(Send(body=sent, purpose="count"))
                 return Exchange(result=counted, body=sent, session_id=conversation.session.id, events=events)
-            engine._usage.start_stream()  # the SDKs report each call's own usage
+            engine._calls.usage.start_stream()  # the SDKs report each call's own usage
             try:
                 result = await Ask(Send(body=sent, purpose="request"))
             except Exception as exc:
@@ -310,6 +324,8 @@ class GuardCore:
                 overflowed = True
                 continue
             break
+        if offer:
+            result, sent = await self._answer_rereads(conversation.session, body, live.messages, result, sent)
 
         def finish(reply: Reply) -> None:
             request = Request(
@@ -325,12 +341,17 @@ class GuardCore:
                 raw_reason=reply.stop_reason,
                 message=reply.message,
             )
-            engine._stream.request, engine._stream.reply = request, reply.message
+            engine._calls.answered(request, reply.message)
             if not reply.message.content:
                 # Nothing canonical to keep (the agent's own copy is stored when it sends it back):
                 # the usage still anchors, calibrates and sets the proactive fold's baseline.
-                call = engine._account(reply.usage, live)
-                engine._trigger.accepted(
+                call = engine._calls.account(
+                    reply.usage,
+                    max_tokens=live.max_tokens,
+                    local_estimate=live.local_estimate,
+                    multiplier=live.multiplier,
+                )
+                engine._folding.trigger.accepted(
                     input_tokens=call.prompt, output_tokens=call.usage.output, finish_reason=stop.reason
                 )
                 return
@@ -344,3 +365,41 @@ class GuardCore:
         return Exchange(
             result=result, body=sent, session_id=conversation.session.id, events=events, _finish=finish
         )
+
+    async def _answer_rereads(
+        self,
+        session: Session,
+        body: Mapping[str, Any],
+        messages: Sequence[Message],
+        result: Any,
+        sent: dict[str, Any],
+    ) -> tuple[Any, dict[str, Any]]:
+        """While the model's reply only calls the re-read tool, answer it from the ledger and ask again
+        (at most :data:`MAX_REREADS` times); the agent gets the first reply that is its own business."""
+        assert self.reply_of is not None
+        rounds: list[Message] = []
+        for _ in range(MAX_REREADS):
+            reply = self.reply_of(result)
+            uses = [b for b in reply.message.content if isinstance(b, ToolUse)]
+            if not uses or any(u.name != READ_ARCHIVED for u in uses):
+                break
+            answers = []
+            for use in uses:
+                try:
+                    answers.append(
+                        ToolResult(
+                            tool_use_id=use.id, content=read_archived(session, str(use.input.get("id", "")))
+                        )
+                    )
+                except InvalidInput as exc:
+                    answers.append(ToolResult(tool_use_id=use.id, content=str(exc), is_error=True))
+            rounds += [reply.message, Message(role="user", content=tuple(answers))]
+            sent = self.wire.render(
+                body, [*messages, *rounds], session.read_attachment, extra_tools=(READ_ARCHIVED_TOOL,)
+            )
+            result = await Ask(Send(body=sent, purpose="request"))
+        return result, sent
+
+
+MAX_REREADS = 3
+"""Re-read rounds the guard answers within one agent call before handing the reply over as it is."""

@@ -29,6 +29,7 @@ def guard(
     context_window: int | None = None,
     policy: Policy | None = None,
     settings: EngineSettings | None = None,
+    reread: bool = True,
 ) -> Any:
     """``client`` (``anthropic.Anthropic``/``AsyncAnthropic``, ``openai.OpenAI``/``AsyncOpenAI``)
     guarded: every call that sends a conversation is fitted to the window, and a rejection for size is
@@ -44,6 +45,9 @@ def guard(
       one), or ``False`` (no summaries: history that does not fit is cut, with a note in its place).
     - ``context_window``: the window to fit when you know it is smaller than the model's profile says
       (without it the guard learns it from the provider's first rejection).
+    - ``reread``: offer the model ``read_archived`` when a placeholder in the request names it, and
+      answer its calls from the ledger without the agent seeing them (not on streamed calls);
+      ``False`` turns it off.
     - ``policy``, ``settings``: the compile :class:`~contextwindow.compile.Policy` and the
       :class:`~contextwindow.engine.EngineSettings`.
     """
@@ -58,4 +62,5 @@ def guard(
         context_window=context_window,
         policy=policy,
         settings=settings,
+        reread=reread,
     )

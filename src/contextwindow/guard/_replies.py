@@ -17,10 +17,19 @@ from ..content import Message
 from ..errors import ContextWindowError
 from ..formats import anthropic as anthropic_format
 from ..formats import openai as openai_format
+from ..formats import responses as responses_format
 from ..usage.tracker import Usage
 from ._steps import Reply
 
-__all__ = ["AnthropicEvents", "OpenAIChunks", "anthropic_reply", "jsonable", "openai_reply"]
+__all__ = [
+    "AnthropicEvents",
+    "OpenAIChunks",
+    "ResponsesEvents",
+    "anthropic_reply",
+    "jsonable",
+    "openai_reply",
+    "responses_reply",
+]
 
 _EMPTY = Message(role="assistant", content=())
 
@@ -195,3 +204,57 @@ class OpenAIChunks:
             usage=_usage("openai", self.usage),
             stop_reason=self.stop_reason,
         )
+
+
+def responses_reply(response: Any) -> Reply:
+    """An OpenAI Responses ``Response`` as a reply: its message and function-call output items."""
+    data = jsonable(response)
+    if not isinstance(data, Mapping):
+        return Reply(message=_EMPTY)
+    items = [
+        item
+        for item in data.get("output") or []
+        if isinstance(item, Mapping) and item.get("type") in ("message", "function_call")
+    ]
+    items = [
+        {
+            **item,
+            "content": [p for p in item.get("content") or [] if p.get("type") in ("output_text", "refusal")],
+        }
+        if item.get("type") == "message"
+        else {k: item[k] for k in ("type", "call_id", "name", "arguments") if k in item}
+        for item in items
+    ]
+    try:
+        parsed = responses_format.parse_request({"input": items}).request.messages
+    except (ContextWindowError, ValueError):
+        parsed = ()
+    blocks = tuple(b for m in parsed if m.role == "assistant" for b in m.content)
+    message = Message(role="assistant", content=blocks) if blocks else _EMPTY
+    status = data.get("status")
+    stop = "tool_calls" if any(i.get("type") == "function_call" for i in items) else "stop"
+    if status == "incomplete":
+        stop = "length"
+    return Reply(message=message, usage=_usage("openai", data.get("usage")), stop_reason=stop)
+
+
+class ResponsesEvents:
+    """Accumulates an OpenAI Responses stream: the reply is the ``response.completed`` event's response
+    (or ``response.incomplete``'s)."""
+
+    def __init__(self) -> None:
+        self.final: Any = None
+        self.usage: dict[str, Any] | None = None
+        self.done = False
+
+    def feed(self, event: Any) -> None:
+        kind = getattr(event, "type", None) if not isinstance(event, Mapping) else event.get("type")
+        if kind in ("response.completed", "response.incomplete"):
+            self.final = (
+                getattr(event, "response", None) if not isinstance(event, Mapping) else event.get("response")
+            )
+            self.usage = {"final": True}
+            self.done = True
+
+    def reply(self) -> Reply:
+        return responses_reply(self.final) if self.final is not None else Reply(message=_EMPTY)

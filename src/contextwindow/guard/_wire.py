@@ -18,10 +18,11 @@ from ..content import Message, Request, ToolSpec
 from ..formats import AttachmentLoader, ParsedRequest
 from ..formats import anthropic as anthropic_format
 from ..formats import openai as openai_format
+from ..formats import responses as responses_format
 
 __all__ = ["FORMATS", "GuardFormat", "WireAdapter"]
 
-GuardFormat: TypeAlias = Literal["anthropic", "openai"]
+GuardFormat: TypeAlias = Literal["anthropic", "openai", "openai-responses"]
 
 _ANTHROPIC_BREAKPOINTS = 4
 """Anthropic allows at most four ``cache_control`` breakpoints per request
@@ -148,8 +149,68 @@ def _openai_tool(tool: ToolSpec) -> dict[str, Any]:
     }
 
 
+class _Responses:
+    name: GuardFormat = "openai-responses"
+
+    def parse(self, body: Mapping[str, Any]) -> ParsedRequest:
+        return responses_format.parse_request(body)
+
+    def render(
+        self,
+        body: Mapping[str, Any],
+        messages: Sequence[Message],
+        load: AttachmentLoader,
+        *,
+        extra_tools: Sequence[ToolSpec] = (),
+        max_tokens: int | None = None,
+    ) -> dict[str, Any]:
+        out = dict(body)
+        raw = body.get("input")
+        head = []
+        # Leading system/developer items are the agent's system prompt: kept verbatim (as instructions).
+        for item in raw if isinstance(raw, list) else []:
+            if (
+                isinstance(item, Mapping)
+                and item.get("type", "message") == "message"
+                and item.get("role")
+                in (
+                    "system",
+                    "developer",
+                )
+            ):
+                head.append(item)
+            else:
+                break
+        out["input"] = [*head, *responses_format.render_items(list(messages), load)]
+        if extra_tools:
+            out["tools"] = [
+                *(body.get("tools") or []),
+                *(
+                    {
+                        "type": "function",
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": dict(t.input_schema),
+                    }
+                    for t in extra_tools
+                ),
+            ]
+        if max_tokens is not None:
+            out["max_output_tokens"] = max_tokens
+        return out
+
+    def summary(self, request: Request, *, model: str) -> dict[str, Any]:
+        body = responses_format.render_request(request, _no_media)
+        body["model"] = model
+        return body
+
+
 def _no_media(ref: Any) -> bytes:  # the summariser's transcript names media, it never carries them
     raise AssertionError(f"a summary request renders no media ({ref!r})")
 
 
-FORMATS: dict[GuardFormat, WireAdapter] = {"anthropic": _Anthropic(), "openai": _OpenAI()}
+FORMATS: dict[GuardFormat, WireAdapter] = {
+    "anthropic": _Anthropic(),
+    "openai": _OpenAI(),
+    "openai-responses": _Responses(),
+}

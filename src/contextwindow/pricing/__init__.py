@@ -1,10 +1,10 @@
 """Pricing: how many tokens a block, a message, a request costs, for one model.
 
-One ruler for the whole library (DESIGN.md, Principle 1). :class:`Estimator` prices with the
+One ruler for the whole library (``docs/concepts.md``, "Estimator"). :class:`Estimator` prices with the
 fitted, content-aware text rule of the model's tokenizer family and the provider's media rules
 (``preset="default"``), optionally counting text exactly with tiktoken (``exact=True``), or with
-the seeds' store rates (``preset="seed-store"``). :func:`image_tokens` is the pure image rule;
-:func:`count_tokens` is the one-call convenience.
+the message-store rates of https://github.com/anima-research/context-manager (``preset="seed-store"``).
+:func:`image_tokens` is the pure image rule; :func:`count_tokens` is the one-call convenience.
 """
 
 from __future__ import annotations

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any, cast, get_args
 
-from ..content import Block, Message, Request, parse_block
+from ..content import BLOCK_TAGS, Block, Message, Request, parse_block
 from ..errors import InvalidInput, UsageError
+from ..limits import MAX_DOCUMENT_DEPTH, check_depth, shown
 from ..models import ModelProfile
 from ._estimator import Estimator
 
@@ -24,9 +24,17 @@ def count_tokens(obj: Any, *, model: str | ModelProfile | None = None) -> int:
     ``contextwindow.formats.parse_any``; a wire request's own ``model`` is used when ``model`` is
     not given. Media inside wire payloads are priced by the media rules, never as base64 text.
     """
+    check_depth(obj, path="obj", limit=MAX_DOCUMENT_DEPTH)  # before any walk of it
     if isinstance(obj, Mapping) and "type" in obj and "role" not in obj and "messages" not in obj:
-        with contextlib.suppress(InvalidInput):  # a canonical block as plain data
-            obj = parse_block(obj)
+        if (
+            isinstance(obj["type"], str) and obj["type"] in BLOCK_TAGS
+        ):  # a canonical block as plain data: its own errors, its paths
+            obj = parse_block(obj, path="obj")
+        else:
+            raise InvalidInput(
+                f"unknown block type {shown(obj['type'])}; one of {', '.join(sorted(BLOCK_TAGS))}",
+                path="obj.type",
+            )
     if isinstance(obj, Mapping) or (
         isinstance(obj, Sequence)
         and not isinstance(obj, str)

@@ -3,9 +3,9 @@
 Contract:
 
 - ``raw_block(block)`` is the unrounded price before the multiplier; ``block(block)`` is
-  ``floor(raw × multiplier + 0.5)`` (JavaScript's ``Math.round``, as the seeds' store rounds);
+  ``floor(raw × multiplier + 0.5)`` (JavaScript's ``Math.round``, as context-manager's store rounds);
   ``blocks`` sums per-top-level-block rounded prices. A tool result's nested blocks are summed raw
-  and rounded once, with the tool result (seed-behaviours §1).
+  and rounded once, with the tool result (as https://github.com/anima-research/context-manager's store does).
 - ``message`` adds the rule's per-message framing (0 in the ``seed-store`` preset), rounded as one
   more top-level item; ``request`` adds system, tools and the per-request framing.
 - Media are priced from metadata only, never from bytes: a valid stamp wins, then the provider's
@@ -15,7 +15,6 @@ Contract:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -38,6 +37,7 @@ from ..content import (
     valid_stamp,
 )
 from ..errors import InvalidInput
+from ..limits import finite
 from ..models import ModelProfile, get_profile
 from . import _media, _seed_store
 from ._seed_store import js_round
@@ -48,7 +48,7 @@ __all__ = ["Breakdown", "BreakdownRow", "Estimator", "Preset", "js_round"]
 Preset = Literal["default", "seed-store"]
 """Which pricing rules an :class:`Estimator` uses: the fitted rules, or the seeds' store rates."""
 
-# Multipliers the store's setter accepts (seed-behaviours §1: finite and 0.25 < f < 4).
+# Multipliers context-manager's store setter accepts (``setTokenCalibration``: finite and 0.25 < f < 4).
 MULTIPLIER_MIN = 0.25
 MULTIPLIER_MAX = 4.0
 _SEED_STRUCTURE = Structure(
@@ -60,7 +60,7 @@ def _valid_multiplier(value: object) -> bool:
     return (
         not isinstance(value, bool)
         and isinstance(value, int | float)
-        and math.isfinite(value)
+        and finite(value) is not None
         and MULTIPLIER_MIN < value < MULTIPLIER_MAX
     )
 
@@ -101,8 +101,9 @@ class Estimator:
 
     ``preset="default"`` is the fitted, content-aware rule of the profile's tokenizer family with
     the provider's media rules; ``exact=True`` counts text with tiktoken for OpenAI families.
-    ``preset="seed-store"`` reproduces the seeds' store rates exactly. ``image_flat`` prices every
-    image (and generated image) without a stamp at a fixed figure, as maka's 2,000 ruler does.
+    ``preset="seed-store"`` reproduces context-manager's message-store rates exactly. ``image_flat``
+    prices every image (and generated image) without a stamp at a fixed figure, as the 2,000-token
+    ruler of https://github.com/apache/maka/pull/4486 does.
     """
 
     __slots__ = ("_exact", "_image_flat", "_multiplier", "_preset", "_profile", "_structure", "_text")
@@ -158,7 +159,7 @@ class Estimator:
         return self._exact
 
     def with_multiplier(self, multiplier: float) -> Estimator:
-        """The same rules at another multiplier. Like the seeds' store setter, a value that is not
+        """The same rules at another multiplier. Like context-manager's store setter, a value that is not
         finite or not within (0.25, 4) is ignored: the estimator comes back unchanged."""
         if not _valid_multiplier(multiplier) or multiplier == self._multiplier:
             return self
@@ -227,7 +228,7 @@ class Estimator:
                 return float(js_round(len(block.data) / _seed_store.ENCRYPTED_CARRIER_CHARS_PER_TOKEN))
             return float(_seed_store.HIDDEN_THINKING_TOKENS_DEFAULT)
         unknown: object = block
-        if seed:  # the seeds' store prices any other block at 0
+        if seed:  # context-manager's store prices any other block at 0
             return 0.0
         raise InvalidInput(f"unknown block type {type(unknown).__name__}", path="type")
 

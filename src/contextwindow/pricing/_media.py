@@ -1,9 +1,9 @@
 """Media rules: what an image, document, audio or video costs, by the provider's published rule.
 
-Each rule reproduces the vendor's documentation (``../shared/reference/providers.md`` §1–§2); the
+Each rule reproduces the vendor's documentation (the pages are listed in ``docs/concepts.md``); the
 test suite reproduces the documented tables exactly. Media are never priced from their bytes: the
 rules read only an :class:`~contextwindow.content.AttachmentRef`'s metadata, and when the figures a
-rule needs are unknown the price is the rule's upper bound, so an estimate errs high (§8).
+rule needs are unknown the price is the rule's upper bound, so an estimate errs high.
 """
 
 from __future__ import annotations
@@ -36,18 +36,22 @@ __all__ = [
 ]
 
 MEDIA_FLAT_TOKENS = 1000
-"""Document, audio or video with no published rate: the seeds' store price (seed-behaviours §1)."""
+"""Document, audio or video with no published rate: the store price of
+https://github.com/anima-research/context-manager."""
 
 # Anthropic PDF pages: "1,500 to 3,000 tokens per page depending on content density", and the page
-# image is priced by the image rule on top (providers.md §2). The upper end, so it errs high.
+# image is priced by the image rule on top (https://docs.claude.com/en/docs/build-with-claude/pdf-support).
+# The upper end, so it errs high.
 ANTHROPIC_PDF_TEXT_PER_PAGE = 3000
-# Gemini 2.x: "Each document page is equivalent to 258 tokens" (providers.md §2).
+# Gemini 2.x: "Each document page is equivalent to 258 tokens" (Gemini's document-processing page,
+# https://ai.google.dev/gemini-api/docs/document-processing).
 GEMINI_PDF_PAGE = 258
-# Gemini audio: "each second of audio as 32 tokens" (providers.md §2).
+# Gemini audio: "each second of audio as 32 tokens" (https://ai.google.dev/gemini-api/docs/audio).
 GEMINI_AUDIO_PER_SECOND = 32
 # Gemini 2.x video: ~300 tokens per second at default media resolution (258/frame at 1 FPS + audio).
 GEMINI_VIDEO_PER_SECOND = 300
-# OpenAI: "1 token per 100 ms of audio" in user messages (Realtime costs page, providers.md §2).
+# OpenAI: "1 token per 100 ms of audio" in user messages
+# (https://developers.openai.com/api/docs/guides/realtime-costs).
 OPENAI_AUDIO_PER_SECOND = 10
 # Gemini 2.x tiles have no published ceiling; a 4K frame (3840×2160) is 15–16 tiles.
 _GEMINI_TILE_UPPER = 16
@@ -136,7 +140,7 @@ def _openai_patch(rule: OpenAIPatchRule, width: int, height: int, detail: str | 
 def _gemini_tile(rule: GeminiTileRule, width: int, height: int) -> int:
     if width <= rule.small_edge and height <= rule.small_edge:
         return rule.per_tile
-    # The 2.x tiling is unpublished: both documented variants, the larger (providers.md §8).
+    # The 2.x tiling is unpublished: both documented variants, the larger (an estimate errs high).
     fixed = -(-width // rule.tile) * -(-height // rule.tile)
     unit = min(max(min(width, height) / 1.5, 256.0), float(rule.tile))
     cropped = math.ceil(width / unit) * math.ceil(height / unit)
@@ -172,7 +176,7 @@ def image_tokens(rule: ImageRule, width: int, height: int, detail: str | None = 
 
 
 def image_upper_bound(rule: ImageRule, detail: str | None = None) -> int:
-    """The price of an image whose dimensions are unknown: the rule's ceiling (providers.md §8)."""
+    """The price of an image whose dimensions are unknown: the rule's ceiling, so it errs high."""
     if isinstance(rule, AnthropicPatchRule):
         return rule.max_tokens
     if isinstance(rule, OpenAITileRule):

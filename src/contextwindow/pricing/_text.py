@@ -39,7 +39,7 @@ from .tokenizers import cache_dir, load_encoding
 __all__ = ["EXACT_ENCODINGS", "Structure", "ceil_nonneg", "exact_counter", "fitted_rule", "structure_for"]
 
 EXACT_ENCODINGS: dict[str, str] = {"o200k": "o200k_base", "cl100k": "cl100k_base"}
-"""Families tiktoken counts exactly (providers.md §5)."""
+"""Families tiktoken counts exactly (its model table: https://github.com/openai/tiktoken)."""
 
 # Families without an offline tokenizer: the o200k fit with a margin so the estimate errs high.
 _MARGIN_FAMILIES: dict[str, float] = {"gemini": 1.15, "deepseek": 1.15, "unknown": 1.25}
@@ -63,7 +63,8 @@ class Structure:
 
 
 # OpenAI chat framing: 3 tokens per message, 3 to prime the reply (OpenAI cookbook convention,
-# providers.md §5). Tool framing is not published; the small figures are assumptions that err high.
+# https://github.com/openai/openai-cookbook/blob/main/examples/How_to_count_tokens_with_tiktoken.ipynb).
+# Tool framing is not published; the small figures are assumptions that err high.
 _OPENAI = Structure(
     message=3, request=3, text_block=0, tool_use=8, tool_result=6, tool_spec=10, media_block=0
 )

@@ -152,7 +152,8 @@ class AnthropicProvider:
 
 
 def _merge_usage(merged: dict[str, int], usage: Any) -> Usage | None:
-    """Last writer wins per field (providers.md §3); ``None`` when this event carried no counts."""
+    """Last writer wins per field (``message_delta`` counts are cumulative, and server tools can send
+    several); ``None`` when this event carried no counts."""
     if usage is None:
         return None
     seen = False

@@ -6,11 +6,13 @@ A provider is anything with ``stream(request, *, max_tokens, load)`` returning a
 - :class:`TextDelta` / :class:`ThinkingDelta` as the model writes;
 - :class:`ToolCall` once a tool use is complete (its input parsed);
 - :class:`UsageSample` each time the provider reports usage. A sample is the provider's figure as it
-  reported it, merged field by field within the call (last writer wins, providers.md §3): Anthropic's
-  ``message_start`` then each cumulative ``message_delta``; OpenAI's one final chunk, or a running
-  total on every chunk from servers that send one. A provider layer that reports a *running total
-  across a tool loop* (seed 001) shows up here unchanged; turning samples into each call's own usage
-  is :class:`contextwindow.usage.tracker.UsageTracker`'s job, not the provider's;
+  reported it, merged field by field within the call (last writer wins): Anthropic's
+  ``message_start`` then each cumulative ``message_delta``
+  (https://platform.claude.com/docs/en/build-with-claude/streaming); OpenAI's one final chunk, or a
+  running total on every chunk from servers that send one. A provider layer that reports a *running
+  total across a tool loop* (as https://github.com/antra-tess/membrane does) shows up here unchanged;
+  turning samples into each call's own usage is
+  :class:`contextwindow.usage.tracker.UsageTracker`'s job, not the provider's;
 - one :class:`Stop`, last, with the normalised stop reason and the assembled assistant message.
 
 Failures are raised, typed: :class:`~contextwindow.errors.ContextOverflow` for a rejection for size

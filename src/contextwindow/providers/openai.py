@@ -2,9 +2,10 @@
 
 Renders with :func:`contextwindow.formats.openai.render_request` and streams with
 ``stream_options={"include_usage": True}``: OpenAI then sends usage once, on a last chunk whose
-``choices`` is empty, and not at all when a stream is interrupted (providers.md §3). Some compatible
-servers send a running total on every chunk instead; each non-null ``usage`` becomes a
-:class:`~.base.UsageSample`, so last-value semantics handle both. Cached tokens are a subset of
+``choices`` is empty, and not at all when a stream is interrupted
+(``stream_options.include_usage``: https://platform.openai.com/docs/api-reference/chat/create).
+Some compatible servers send a running total on every chunk instead; each non-null ``usage``
+becomes a :class:`~.base.UsageSample`, so last-value semantics handle both. Cached tokens are a subset of
 ``prompt_tokens``; :meth:`contextwindow.usage.tracker.Usage.from_openai` subtracts them out of fresh input.
 
 Tool calls arrive in fragments keyed by ``index``; each is emitted as one :class:`~.base.ToolCall` when

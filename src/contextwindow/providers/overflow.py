@@ -7,10 +7,12 @@ status: 400 also covers unrelated errors, and litellm ignores OpenAI's ``code`` 
 Structured fields confirm a match where present (``code: context_length_exceeded`` for OpenAI and
 Groq; ``type: exceed_context_size_error`` with ``n_prompt_tokens``/``n_ctx`` for llama.cpp).
 
-The patterns and the look-alikes that must not match are the texts of
-``../shared/reference/providers.md`` §4 and §8 (Anthropic, OpenAI Chat and Responses, Azure, Gemini
-and Vertex, Bedrock, vLLM, llama.cpp, Ollama, OpenRouter, DeepSeek, Mistral, Groq, xAI, Cerebras),
-after pi-mono's ``packages/ai/src/utils/overflow.ts`` and litellm's ``exception_mapping_utils.py``.
+The patterns and the look-alikes that must not match are the providers' own error texts
+(Anthropic, OpenAI Chat and Responses, Azure, Gemini and Vertex, Bedrock, vLLM, llama.cpp, Ollama,
+OpenRouter, DeepSeek, Mistral, Groq, xAI, Cerebras), as collected by pi-mono's ``isContextOverflow``
+(https://github.com/badlogic/pi-mono/blob/main/packages/ai/src/utils/overflow.ts) and litellm's
+exception mapping
+(https://github.com/BerriAI/litellm/blob/main/litellm/litellm_core_utils/exception_mapping_utils.py).
 Payload-size rejections (Anthropic 413 ``Request exceeds the maximum size``, Vertex ``Request
 payload size exceeds``) are overflows of ``kind="bytes"``: a byte limit with no token numbers.
 
@@ -62,7 +64,8 @@ def _p(
     return _Pattern(name, re.compile(pattern, _FLAGS), groups, input)
 
 
-# Shapes with numbers first (most specific), then number-less shapes. Sources: providers.md §4 table.
+# Shapes with numbers first (most specific), then number-less shapes. Sources: the two lists named in
+# the module docstring, and the providers' messages as quoted in their issue trackers.
 _TOKEN_PATTERNS: tuple[_Pattern, ...] = (
     # Anthropic (and Bedrock's "The model returned the following errors: ..." wrapper).
     _p(
@@ -157,7 +160,8 @@ _BYTE_PATTERNS: tuple[_Pattern, ...] = (
     _p("request-too-large", r"request_too_large"),
 )
 
-# Look-alikes that must never be read as a context overflow (providers.md §8, "Exclude look-alikes").
+# Look-alikes that must never be read as a context overflow: throttling and validation errors that
+# share words with an overflow (litellm excludes the same ones).
 _EXCLUDE: tuple[re.Pattern[str], ...] = tuple(
     re.compile(p, _FLAGS)
     for p in (
@@ -337,7 +341,7 @@ _OUTPUT_CAP = (
 
 
 def output_cap_error(status: int | None, body_or_message: Any) -> OutputCapError | None:
-    """The two numbers of an output-cap rejection (providers.md §4 and §8, first bullet), or ``None``."""
+    """The two numbers of an output-cap rejection (``max_tokens`` over the model's cap), or ``None``."""
     message, _ = error_text(body_or_message)
     for regex, _order in _OUTPUT_CAP:
         match = regex.search(message)

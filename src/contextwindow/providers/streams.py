@@ -1,11 +1,11 @@
 """Where a stream begins: when a request continues the previous one, and when it starts anew.
 
-A provider layer that reports usage as a *running total* (membrane's ``usage`` event, seed 001; the
-local provider's ``cumulative`` setting) keeps one total per stream: the calls of one tool loop, each
-request the previous one with the model's reply and the tool results appended. Whoever turns such
-samples into per-call figures must agree with the layer on where a stream begins, or a per-call
-figure comes out as the sum of several calls (erring high, and restarting needlessly) or as a
-difference of unrelated calls (erring low).
+A provider layer that reports usage as a *running total* (the ``usage`` event of
+https://github.com/antra-tess/membrane; the local provider's ``cumulative`` setting) keeps one total
+per stream: the calls of one tool loop, each request the previous one with the model's reply and
+the tool results appended. Whoever turns such samples into per-call figures must agree with the
+layer on where a stream begins, or a per-call figure comes out as the sum of several calls (erring
+high, and restarting needlessly) or as a difference of unrelated calls (erring low).
 
 :func:`continues_stream` is that agreement, decided from the requests alone so both sides reach it
 independently: a request continues a stream exactly when it is the previous request (same system,

@@ -8,7 +8,17 @@ summarises what a run did.
 
 from __future__ import annotations
 
+from .importers import load_any
+from .report import CallRecord, summarize
 from .scenario import Scenario, ScenarioBuilder
 from .scenario_file import dump_scenario, load_scenario
 
-__all__ = ["Scenario", "ScenarioBuilder", "dump_scenario", "load_scenario"]
+__all__ = [
+    "CallRecord",
+    "Scenario",
+    "ScenarioBuilder",
+    "dump_scenario",
+    "load_any",
+    "load_scenario",
+    "summarize",
+]

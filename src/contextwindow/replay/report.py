@@ -121,7 +121,7 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 
 
 def summarize(records: Sequence[CallRecord], *, tokenizer: str = "") -> dict[str, Any]:
-    """The run summary ``simulate --json`` prints (issue 9).
+    """The run summary ``simulate --json`` prints.
 
     - ``calls``: requests sent; ``rejections``: refused for size; ``recovered``: rejections whose next
       request was accepted.

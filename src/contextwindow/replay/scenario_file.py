@@ -54,6 +54,7 @@ from ..content import (
 )
 from ..errors import InvalidInput
 from . import synthetic_media
+from ._json_text import json_at, read_text
 from .scenario import AssistantStep, InjectStep, Scenario, ScenarioBuilder, ScenarioError, ToolResultStep
 
 __all__ = ["dump_scenario", "dumps_scenario", "load_scenario", "loads_scenario"]
@@ -270,13 +271,7 @@ def _validation_error(err: pydantic.ValidationError, where: str) -> ScenarioErro
 def load_scenario(path: str | Path) -> Scenario:
     """Read a scenario file; every mistake is a ``ScenarioError`` naming its line and field."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise ScenarioError(f"cannot read scenario: {err.strerror}", where=str(path)) from None
-    except UnicodeDecodeError:
-        raise ScenarioError("not UTF-8 text", where=str(path)) from None
-    return loads_scenario(text, name=str(path), base_dir=path.parent)
+    return loads_scenario(read_text(path), name=str(path), base_dir=path.parent)
 
 
 def loads_scenario(text: str, *, name: str = "scenario.jsonl", base_dir: Path | None = None) -> Scenario:
@@ -288,10 +283,7 @@ def loads_scenario(text: str, *, name: str = "scenario.jsonl", base_dir: Path | 
         if not line.strip():
             continue
         where = f"{name}:{number}"
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ScenarioError(f"not valid JSON: {err.msg} at column {err.colno}", where=where) from None
+        raw = json_at(line, where=where)
         if not isinstance(raw, dict):
             raise ScenarioError("each line must be a JSON object with a type", where=where)
         try:

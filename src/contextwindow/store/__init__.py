@@ -19,7 +19,8 @@ objects; NaN and infinities are refused. Old payload formats are upgraded when r
 
 **Guarantees**: a call that raises wrote nothing; appends are atomic and totally ordered even
 across processes; attachment metadata reads never touch bytes, bytes are read one attachment at a
-time and only by sessions that attached them; :meth:`Store.verify` lists any broken invariant.
+time and only by sessions that attached them; bytes are stored once, but the metadata and stamps of an
+attachment belong to each session's link to them; :meth:`Store.verify` lists any broken invariant.
 Every driver error is mapped into :mod:`contextwindow.errors` (``StoreError``, ``StoreBusy``,
 ``SchemaTooNew``); bad input is ``InvalidInput`` naming the field.
 """
@@ -37,6 +38,7 @@ from ._lazy import MessageLog
 from ._ledger import Session, Store
 from ._migrations import SCHEMA_VERSION
 from ._values import Entry, Problem, StoredMessage
+from .slots import LedgerSlot, MemorySlot, StateSlot
 
 __all__ = [
     "DEFAULT_MEDIA_TYPES",
@@ -46,16 +48,19 @@ __all__ = [
     "SCHEMA_VERSION",
     "Budgets",
     "Entry",
+    "LedgerSlot",
+    "MemorySlot",
     "MessageLog",
     "Problem",
     "Session",
+    "StateSlot",
     "Store",
     "StoredMessage",
     "open_store",
 ]
 
-_SQLITE_OPTIONS = frozenset({"busy_timeout", "durability"})
-_POSTGRES_OPTIONS = frozenset({"busy_timeout", "durability", "schema", "connect_timeout"})
+_SQLITE_OPTIONS = frozenset({"busy_timeout", "durability", "read_only"})
+_POSTGRES_OPTIONS = frozenset({"busy_timeout", "durability", "schema", "connect_timeout", "read_only"})
 
 
 def open_store(url_or_path: str | Path | None = None, **options: Any) -> Store:
@@ -69,7 +74,10 @@ def open_store(url_or_path: str | Path | None = None, **options: Any) -> Store:
       ``durability``, ``schema``, ``connect_timeout``.
 
     Every backend takes ``budgets=Budgets(...)`` (admission limits). A database written by a newer
-    library opens read-only: writes raise ``SchemaTooNew``.
+    library opens read-only: writes raise ``SchemaTooNew``. ``read_only=True`` (SQLite and
+    PostgreSQL) looks into an existing store without creating or changing anything: no migration,
+    no new file; a path that is not a store (missing, empty, a text file, another SQLite database) is
+    a ``StoreError`` saying so, and writes are a ``UsageError``.
     """
     budgets = options.pop("budgets", None)
     if budgets is not None and not isinstance(budgets, Budgets):

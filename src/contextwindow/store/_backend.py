@@ -6,9 +6,12 @@ guarantee:
 
 - ``append`` is atomic and serialised per session: the entries get the next dense positions and
   their chained digests, all or none, even with many processes appending at once.
-- ``put_attachment`` is insert-or-ignore by attachment id (the content hash settles who won) and
-  links the attachment to the session in the same transaction; it returns the stored row.
-- Reads that take a ``session_id`` see only that session's entries and linked attachments.
+- ``put_attachment`` stores the bytes insert-or-ignore by attachment id (the content hash settles
+  who won) and, in the same transaction, links them to the session with the row's metadata
+  (insert-or-ignore per session); it returns the session's view. Metadata lives on the link, never
+  on the shared bytes, so one session's stamp or figures never reach another.
+- Reads that take a ``session_id`` see only that session's entries and linked attachments, with
+  that session's own metadata.
 - Every driver error that escapes is a :class:`~contextwindow.errors.StoreError`.
 """
 

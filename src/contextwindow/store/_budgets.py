@@ -12,6 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..attachments import MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE, check_image
 from ..content import AttachmentRef
 from ..errors import InvalidInput
 
@@ -21,7 +22,7 @@ MiB = 1024 * 1024
 
 DEFAULT_MEDIA_TYPES = frozenset(
     {
-        # Images every provider takes (providers.md: Anthropic, OpenAI and Gemini image inputs).
+        # Images every provider takes (the Anthropic, OpenAI and Gemini vision pages list these).
         "image/png",
         "image/jpeg",
         "image/gif",
@@ -62,10 +63,11 @@ class Budgets:
     """Sum of the distinct attachments one message references."""
     allowed_media_types: frozenset[str] | None = DEFAULT_MEDIA_TYPES
     """``None`` admits any well-formed media type."""
-    max_image_side: int = 65_535
+    max_image_side: int = MAX_IMAGE_SIDE
     """Pixels per side; 65,535 is the JPEG and PNG-in-practice ceiling, beyond it the header is corrupt."""
-    max_image_pixels: int = 178_956_970
-    """Width × height; Pillow's decompression-bomb error threshold (2 × ``Image.MAX_IMAGE_PIXELS``)."""
+    max_image_pixels: int = MAX_IMAGE_PIXELS
+    """Width × height; Pillow's decompression-bomb error threshold (2 × ``Image.MAX_IMAGE_PIXELS``).
+    A header past it is refused by its dimensions, even though Pillow would not open it."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -97,18 +99,8 @@ class Budgets:
             )
 
     def check_dimensions(self, width: int | None, height: int | None) -> None:
-        """Image dimensions that a real image can have."""
-        if width is None or height is None:
-            return
-        if max(width, height) > self.max_image_side:
-            raise InvalidInput(
-                f"image is {width}×{height} px, over the {self.max_image_side}-px side budget", path="width"
-            )
-        if width * height > self.max_image_pixels:
-            raise InvalidInput(
-                f"image is {width}×{height} = {width * height} px, over the {self.max_image_pixels}-px budget",
-                path="width",
-            )
+        """Image dimensions within the side and pixel budgets (the media rule's own check)."""
+        check_image(width, height, max_side=self.max_image_side, max_pixels=self.max_image_pixels)
 
     def check_message(self, refs: Sequence[AttachmentRef]) -> None:
         """The distinct attachments of one message within the per-message total."""

@@ -14,7 +14,6 @@ path checks; a row it refuses goes through the general path, which names the bad
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from datetime import datetime
 from functools import cache
@@ -26,6 +25,7 @@ from typing_extensions import TypedDict
 
 from ..content import AttachmentRef, Message, message_to_dict, parse_message
 from ..errors import InvalidInput, StoreError
+from ..limits import MAX_TOKENS, check_json_depth, finite, shown
 from ._kinds import ENTRY_KINDS, FORMAT_VERSIONS, canonical_json, upgrade
 from ._rows import AttachmentRow, EntryRow
 from ._values import Entry, StoredMessage
@@ -40,7 +40,8 @@ __all__ = [
 
 
 def check_block_prices(prices: Sequence[float] | None, blocks: int) -> list[float] | None:
-    """One finite price ≥ 0 per top-level block, or ``None`` when the caller priced nothing."""
+    """One finite price between 0 and ``limits.MAX_TOKENS`` per top-level block, or ``None`` when
+    the caller priced nothing."""
     if prices is None:
         return None
     if isinstance(prices, str | bytes) or not isinstance(prices, Sequence):
@@ -49,14 +50,13 @@ def check_block_prices(prices: Sequence[float] | None, blocks: int) -> list[floa
         raise InvalidInput(f"has {len(prices)} prices for {blocks} top-level blocks", path="block_prices")
     out = []
     for index, price in enumerate(prices):
-        if (
-            isinstance(price, bool)
-            or not isinstance(price, int | float)
-            or not math.isfinite(price)
-            or price < 0
-        ):
-            raise InvalidInput(f"must be a finite number ≥ 0, got {price!r}", path=f"block_prices[{index}]")
-        out.append(float(price))
+        as_float = finite(price)
+        if as_float is None or not 0 <= as_float <= MAX_TOKENS:
+            raise InvalidInput(
+                f"must be a finite number between 0 and {MAX_TOKENS}, got {shown(price)}",
+                path=f"block_prices[{index}]",
+            )
+        out.append(as_float)
     return out
 
 
@@ -64,13 +64,14 @@ def encode_message(message: Message, prices: list[float] | None) -> str:
     """The canonical JSON payload of a message entry (``id`` is the entry's, kept out of the payload)."""
     data = message_to_dict(message)
     data.pop("id", None)
-    return canonical_json({"message": data, "block_prices": prices})
+    return canonical_json({"message": data, "block_prices": prices}, path="")
 
 
 def _payload(row: EntryRow) -> dict[str, Any]:
     try:
+        check_json_depth(row.payload)
         data = json.loads(row.payload)
-    except ValueError as exc:
+    except ValueError as exc:  # InvalidInput (too deep) is a ValueError too
         raise StoreError(
             f"entry {row.id} at position {row.position} of {row.session_id!r} is not JSON"
         ) from exc
@@ -104,7 +105,7 @@ def decode_entry(row: EntryRow) -> Entry:
     )
 
 
-_Price = Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True)]
+_Price = Annotated[float, Field(ge=0, le=MAX_TOKENS, allow_inf_nan=False, strict=True)]
 
 
 class _MessagePayload(TypedDict):

@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from ..errors import InvalidInput, SchemaTooNew
+from ..limits import MAX_DOCUMENT_DEPTH, check_depth
 
 __all__ = [
     "ENTRY_KINDS",
@@ -91,36 +92,68 @@ def upgrade(kind: str, version: int, payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def canonical_json(value: Any, *, path: str = "payload") -> str:
-    """Compact JSON with sorted keys; refuses NaN, infinities, non-string keys and non-JSON values."""
+    """Compact JSON with sorted keys; refuses NaN, infinities, non-string keys, non-JSON values, text
+    that is not valid Unicode (a lone surrogate) and nesting past ``limits.MAX_DOCUMENT_DEPTH``,
+    naming the field (``path`` is the prefix; ``""`` for none)."""
+    check_depth(value, path=path, limit=MAX_DOCUMENT_DEPTH)
     _check_json(value, path)
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        # A lone surrogate cannot be stored as UTF-8 by any backend; refuse it at the door.
-        raise InvalidInput(f"contains text that is not valid Unicode ({exc.reason})", path=path) from None
+        # A lone surrogate cannot be stored as UTF-8 by any backend; refuse it at the door, at the
+        # string that holds it (found only now, so valid text pays for one encode, not a walk).
+        raise InvalidInput(
+            f"contains text that is not valid Unicode ({exc.reason})", path=_bad_text(value, path) or None
+        ) from None
     return text
 
 
+def _child(path: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else key
+
+
+def _bad_text(value: Any, path: str) -> str:
+    """The path of the first string (or key) in ``value`` that does not encode as UTF-8."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, str):
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError:
+                return where
+        elif isinstance(node, Mapping):
+            for key, item in reversed(list(node.items())):
+                stack.append((item, _child(where, key)))
+                stack.append((key, where))
+        elif isinstance(node, list | tuple):
+            stack.extend((item, _child(where, i)) for i, item in reversed(list(enumerate(node))))
+    return path
+
+
 def _check_json(value: Any, path: str) -> None:
-    # Walk once to name the bad field; json.dumps alone would only say "not serializable".
+    # Walk once to name the bad field; json.dumps alone would only say "not serializable". The depth
+    # was checked first, so this recursion is bounded by limits.MAX_DEPTH.
     if value is None or isinstance(value, bool | str | int):
         return
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise InvalidInput(f"must be a finite number, got {value!r}", path=path)
+            raise InvalidInput(f"must be a finite number, got {value!r}", path=path or None)
         return
     if isinstance(value, Mapping):
         for key, item in value.items():
             if not isinstance(key, str):
-                raise InvalidInput(f"keys must be strings, got {key!r}", path=path)
-            _check_json(item, f"{path}.{key}")
+                raise InvalidInput(f"keys must be strings, got {key!r}", path=path or None)
+            _check_json(item, _child(path, key))
         return
     if isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            _check_json(item, f"{path}[{index}]")
+            _check_json(item, _child(path, index))
         return
-    raise InvalidInput(f"is not JSON data: {type(value).__name__}", path=path)
+    raise InvalidInput(f"is not JSON data: {type(value).__name__}", path=path or None)
 
 
 def check_payload(kind: str, payload: object) -> dict[str, Any]:

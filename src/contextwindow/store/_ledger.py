@@ -11,25 +11,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
-from functools import cache
 from types import TracebackType
 from typing import Any, Self
 
-import pydantic
-import pydantic_core
-from pydantic import TypeAdapter
-
-from ..attachments import normal_media_type, sniff
+from ..attachments import make_ref, normal_media_type
 from ..content import (
     AttachmentRef,
     Message,
     ToolUse,
-    attachment_id,
     media_refs,
-    message_to_dict,
+    message_as_data,
     parse_message,
 )
 from ..errors import InvalidInput, StoreError, UsageError
@@ -44,15 +38,9 @@ from ._verify import verify
 
 __all__ = ["Session", "Store"]
 
-
-@cache
-def _ref_adapter() -> TypeAdapter[AttachmentRef]:
-    """Built on first use, not at import."""
-    return TypeAdapter(AttachmentRef)
-
-
 _REF_FIELDS = ("width", "height", "duration_seconds", "pages", "token_estimate")
 MAX_SESSION_ID = 256
+_ATTACHMENT_ID = re.compile(r"att_[0-9a-f]{32}")
 
 
 class Store:
@@ -146,22 +134,21 @@ class Session:
         backend = self._store._backend()
         if not isinstance(message, Message):
             raise InvalidInput(f"must be a Message, got {type(message).__name__}", path="message")
-        prices = check_block_prices(block_prices, len(message.content))
         now = now_iso()
-        if message.created_at is None:
-            message = replace(message, created_at=datetime.fromisoformat(now))
+        data = message_as_data(message)
+        data.pop("id", None)
+        if data["created_at"] is None:
+            data["created_at"] = now
+        # Validated from its fields, never by serialising it first: a wrongly typed field is then
+        # InvalidInput naming it, whatever the warnings filter, and a valid message warns nothing.
+        canonical = parse_message(data, path="message")
+        prices = check_block_prices(block_prices, len(canonical.content))
         # The free-form JSON of a message must be checked before dumping: pydantic's JSON mode would
         # quietly turn a NaN into null.
-        canonical_json(message.metadata, path="message.metadata")
-        for index, block in enumerate(message.content):
+        canonical_json(canonical.metadata, path="message.metadata")
+        for index, block in enumerate(canonical.content):
             if isinstance(block, ToolUse):
                 canonical_json(block.input, path=f"message.content[{index}].input")
-        try:
-            data = message_to_dict(message)
-        except (pydantic_core.PydanticSerializationError, ValueError, TypeError) as exc:
-            raise InvalidInput(f"cannot be stored: {exc}", path="message") from None
-        data.pop("id", None)
-        canonical = parse_message(data, path="message")  # the dataclasses skip validators; this doesn't
         self._check_refs(backend, media_refs(canonical.content))
         entry = NewEntry(
             id=new_id(ID_PREFIXES["message"]),
@@ -180,7 +167,7 @@ class Session:
     def _check_refs(self, backend: Backend, refs: list[AttachmentRef]) -> None:
         stored: list[AttachmentRef] = []
         for ref in {ref.id: ref for ref in refs}.values():
-            row = backend.attachment(self.id, ref.id)
+            row = backend.attachment(self.id, ref.id) if _ATTACHMENT_ID.fullmatch(ref.id) else None
             if row is None:
                 raise InvalidInput(
                     f"attachment {ref.id} is not attached to session {self.id!r}; "
@@ -296,13 +283,15 @@ class Session:
     # -- attachments ------------------------------------------------------------------------------
 
     def attach(self, data: bytes, media_type: str, **meta: Any) -> AttachmentRef:
-        """Store bytes once by SHA-256 and link them to this session; returns their metadata.
+        """Store bytes once by SHA-256 and link them to this session; returns this session's metadata.
 
-        Image dimensions are sniffed from the header (Pillow, no decode), WAV duration and PDF
-        pages where the bytes say; ``width``, ``height``, ``duration_seconds``, ``pages`` and
-        ``token_estimate`` in ``meta`` fill what sniffing cannot (sniffed figures win), and any
-        other JSON ``meta`` is kept beside the bytes (:meth:`attachment_meta`). Identical bytes are
-        stored once; the first metadata stored for them is kept.
+        The media rule is :func:`contextwindow.attachments.make_ref`'s: bytes not empty and of their
+        media type, dimensions from the header within the budget. ``width``, ``height``,
+        ``duration_seconds``, ``pages`` and ``token_estimate`` in ``meta`` fill what the header does
+        not say (a width or height contradicting it is refused), and any other JSON ``meta`` is kept
+        (:meth:`attachment_meta`). Identical bytes are stored once, but metadata and stamps belong to
+        the session's link to them: another session attaching the same bytes sees and pays only what
+        it attached them with. Attaching the same bytes again in one session keeps the first link.
         """
         backend = self._store._backend()
         budgets = self._store.budgets
@@ -314,24 +303,15 @@ class Session:
         budgets.check_media_type(media_type)
         raw = bytes(data)
         budgets.check_size(len(raw))
-        found = sniff(raw, media_type, verify_type=True)
-        digest = hashlib.sha256(raw).hexdigest()
         given = {key: meta.pop(key) for key in _REF_FIELDS if key in meta}
-        fields = {**given, **found}
-        try:
-            ref = _ref_adapter().validate_python(
-                {
-                    "id": attachment_id(digest),
-                    "sha256": digest,
-                    "media_type": media_type,
-                    "size_bytes": len(raw),
-                }
-                | fields
-            )
-        except pydantic.ValidationError as exc:
-            first = exc.errors(include_url=False)[0]
-            raise InvalidInput(str(first["msg"]), path=".".join(str(p) for p in first["loc"])) from None
-        budgets.check_dimensions(ref.width, ref.height)
+        extra = canonical_json(meta, path="meta")
+        ref = make_ref(
+            raw,
+            media_type,
+            max_image_side=budgets.max_image_side,
+            max_image_pixels=budgets.max_image_pixels,
+            **given,
+        )
         row = AttachmentRow(
             id=ref.id,
             sha256=ref.sha256,
@@ -342,7 +322,7 @@ class Session:
             duration_seconds=ref.duration_seconds,
             pages=ref.pages,
             token_estimate=ref.token_estimate,
-            meta=canonical_json(meta, path="meta"),
+            meta=extra,
             created_at=now_iso(),
         )
         return ref_from_row(backend.put_attachment(self.id, row, raw))
@@ -353,7 +333,9 @@ class Session:
             raise InvalidInput(
                 f"must be an AttachmentRef or an id, got {type(att).__name__}", path="attachment"
             )
-        row = self._store._backend().attachment(self.id, att)
+        # An id that cannot be an attachment's is refused before any backend sees it (PostgreSQL
+        # would refuse a NUL in it with a driver error of its own).
+        row = self._store._backend().attachment(self.id, att) if _ATTACHMENT_ID.fullmatch(att) else None
         if row is None:
             raise InvalidInput(f"no attachment {att!r} in session {self.id!r}", path="attachment")
         return row

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ._rows import GENESIS, AttachmentRow, EntryRow, NewEntry, entry_digest, now_iso
 
@@ -27,7 +28,8 @@ class MemoryBackend:
         self._heads: dict[str, tuple[int, str]] = {}
         self._attachments: dict[str, AttachmentRow] = {}
         self._blobs: dict[str, bytes] = {}
-        self._links: dict[str, dict[str, str]] = {}
+        self._links: dict[str, dict[str, AttachmentRow]] = {}
+        """``{session: {attachment id: the session's own view}}``: metadata lives on the link."""
 
     def append(self, session_id: str, entries: Sequence[NewEntry]) -> list[EntryRow]:
         with self._lock:
@@ -77,22 +79,35 @@ class MemoryBackend:
 
     def put_attachment(self, session_id: str, row: AttachmentRow, data: bytes) -> AttachmentRow:
         with self._lock:
-            stored = self._attachments.setdefault(row.id, row)
+            # The shared row is the bytes' identity only, as in the SQL backends.
+            self._attachments.setdefault(
+                row.id,
+                replace(
+                    row,
+                    width=None,
+                    height=None,
+                    duration_seconds=None,
+                    pages=None,
+                    token_estimate=None,
+                    meta="{}",
+                ),
+            )
             self._blobs.setdefault(row.id, bytes(data))
-            self._links.setdefault(session_id, {}).setdefault(row.id, now_iso())
-            return stored
+            return self._links.setdefault(session_id, {}).setdefault(
+                row.id, replace(row, created_at=now_iso())
+            )
 
     def attachment(self, session_id: str, attachment_id: str) -> AttachmentRow | None:
         with self._lock:
-            if attachment_id not in self._links.get(session_id, {}):
+            if attachment_id not in self._attachments:
                 return None
-            return self._attachments.get(attachment_id)
+            return self._links.get(session_id, {}).get(attachment_id)
 
     def attachments(self, session_id: str) -> list[AttachmentRow]:
         with self._lock:
-            linked = self._links.get(session_id, {})
-            ordered = sorted(linked.items(), key=lambda item: (item[1], item[0]))
-            return [self._attachments[att] for att, _ in ordered if att in self._attachments]
+            linked = self._links.get(session_id, {}).values()
+            ordered = sorted(linked, key=lambda row: (row.created_at, row.id))
+            return [row for row in ordered if row.id in self._attachments]
 
     def read_blob(self, session_id: str, attachment_id: str) -> bytes | None:
         with self._lock:

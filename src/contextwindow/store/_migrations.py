@@ -58,6 +58,22 @@ SQLITE: Final[tuple[Migration, ...]] = (
                 PRIMARY KEY (session_id, attachment_id))""",
         ),
     ),
+    (
+        "per-session attachment metadata: each link carries the media type, figures, stamp and meta "
+        "the session attached the bytes with (NULL meta: a link made before, read from the shared row)",
+        tuple(
+            f"ALTER TABLE session_attachments ADD COLUMN {column}"
+            for column in (
+                "media_type TEXT",
+                "width INTEGER",
+                "height INTEGER",
+                "duration_seconds REAL",
+                "pages INTEGER",
+                "token_estimate REAL",
+                "meta TEXT",
+            )
+        ),
+    ),
 )
 
 POSTGRES: Final[tuple[Migration, ...]] = (
@@ -100,6 +116,15 @@ POSTGRES: Final[tuple[Migration, ...]] = (
                 attachment_id TEXT NOT NULL REFERENCES attachments (id),
                 created_at TEXT NOT NULL,
                 PRIMARY KEY (session_id, attachment_id))""",
+        ),
+    ),
+    (
+        "per-session attachment metadata: each link carries the media type, figures, stamp and meta "
+        "the session attached the bytes with (NULL meta: a link made before, read from the shared row)",
+        (
+            "ALTER TABLE session_attachments ADD COLUMN media_type TEXT, ADD COLUMN width INTEGER, "
+            "ADD COLUMN height INTEGER, ADD COLUMN duration_seconds DOUBLE PRECISION, "
+            "ADD COLUMN pages INTEGER, ADD COLUMN token_estimate DOUBLE PRECISION, ADD COLUMN meta TEXT",
         ),
     ),
 )

@@ -53,6 +53,7 @@ class PostgresBackend(SqlBackend):
         durability: str = "full",
         schema: str | None = None,
         connect_timeout: float = 10.0,
+        read_only: bool = False,
     ) -> None:
         if durability not in ("full", "normal"):
             raise InvalidInput(f"must be one of ['full', 'normal'], got {durability!r}", path="durability")
@@ -82,7 +83,11 @@ class PostgresBackend(SqlBackend):
             self._db.execute(f"SET lock_timeout = {int(busy_timeout * 1000)}")
             if durability == "normal":
                 self._db.execute("SET synchronous_commit TO off")
-            self._migrate(_migrations.POSTGRES)
+            if read_only:
+                self._db.execute("SET default_transaction_read_only = on")
+                self._open_read_only()
+            else:
+                self._migrate(_migrations.POSTGRES)
         except self._pg.Error as exc:
             self._db.close()
             raise from_psycopg(exc, self.url) from exc
@@ -98,6 +103,10 @@ class PostgresBackend(SqlBackend):
             hashlib.sha256(f"contextwindow:{self.schema}".encode()).digest()[:8], "big", signed=True
         )
         cur.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+
+    def _has_table(self, cur: Cursor, name: str) -> bool:
+        cur.execute("SELECT to_regclass(%s) IS NOT NULL", (name,))
+        return bool(cur.fetchone()[0])
 
     def _connection(self) -> Any:
         if self._closed:

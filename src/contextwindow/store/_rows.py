@@ -7,8 +7,10 @@ backends cannot disagree. The shapes mirror the SQL tables:
 - ``entries``: one row per entry, ``(session_id, position)`` unique and dense from 0; ``id`` is a
   random, globally unique string (not derived from the position) so a later branch can point at any
   entry as its parent without renumbering.
-- ``attachments``: metadata by content hash; ``attachment_blobs``: the bytes, in a separate table so
-  a metadata read never pages them in; ``session_attachments``: which session may read what.
+- ``attachments``: the bytes' identity by content hash (id, sha256, size); ``attachment_blobs``: the
+  bytes, in a separate table so a metadata read never pages them in; ``session_attachments``: which
+  session may read what, and what that session attached the bytes with (media type, figures, stamp,
+  extra meta). Metadata belongs to the link: one session's stamp never prices another's request.
 """
 
 from __future__ import annotations
@@ -65,7 +67,8 @@ class EntryRow:
 
 @dataclass(frozen=True, slots=True)
 class AttachmentRow:
-    """Stored attachment metadata (never the bytes)."""
+    """One session's view of an attachment (never the bytes): identity from the shared row,
+    metadata from the session's link. ``created_at`` is when the session linked it."""
 
     id: str
     sha256: str

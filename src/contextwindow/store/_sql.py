@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from ..errors import SchemaTooNew
+from ..errors import SchemaTooNew, StoreError, UsageError
 from ._migrations import SCHEMA_VERSION, Migration
 from ._rows import GENESIS, AttachmentRow, EntryRow, NewEntry, entry_digest, now_iso
 
@@ -24,6 +24,25 @@ _ATTACHMENT_COLUMNS = (
     "a.id, a.sha256, a.media_type, a.size_bytes, a.width, a.height, a.duration_seconds, a.pages, "
     "a.token_estimate, a.meta, a.created_at"
 )
+_LINK_FIELDS = ("media_type", "width", "height", "duration_seconds", "pages", "token_estimate")
+
+
+def _linked(name: str) -> str:
+    # A link made before schema 2 has no metadata of its own (``meta`` NULL): it reads the shared
+    # row's, which is what that session was given when it attached the bytes.
+    return f"CASE WHEN l.meta IS NULL THEN a.{name} ELSE l.{name} END"
+
+
+_LINKED_COLUMNS = (
+    f"a.id, a.sha256, {_linked('media_type')}, a.size_bytes, {_linked('width')}, {_linked('height')}, "
+    f"{_linked('duration_seconds')}, {_linked('pages')}, {_linked('token_estimate')}, "
+    "COALESCE(l.meta, a.meta), l.created_at"
+)
+"""A session's view of an attachment: the bytes' identity (id, hash, size) from the shared row,
+everything else from the session's own link."""
+_SCHEMA_ONE_COLUMNS = _ATTACHMENT_COLUMNS.replace("a.created_at", "l.created_at")
+"""The same view in a schema-1 database opened read-only (links had no metadata of their own)."""
+_NOT_A_LEDGER = "not a contextwindow store (no ledger tables in it)"
 
 
 class Cursor(Protocol):
@@ -79,6 +98,33 @@ class SqlBackend(abc.ABC):
     def _lock_migrations(self, cur: Cursor) -> None:  # noqa: B027 - a hook only some dialects need
         """Serialise concurrent migrators (SQLite: ``BEGIN IMMEDIATE`` already does)."""
 
+    read_only: bool = False
+
+    @property
+    def _view(self) -> str:
+        return _LINKED_COLUMNS if self.schema_version >= 2 else _SCHEMA_ONE_COLUMNS
+
+    def _open_read_only(self) -> None:
+        """Read the schema version and migrate nothing: looking into a store never changes it."""
+        self.read_only, self.writable = True, False
+        with self._read() as cur:
+            found = self._found_version(cur)
+        if found is None:
+            raise StoreError(f"{self.url}: {_NOT_A_LEDGER}")
+        self.schema_version = found
+
+    def _found_version(self, cur: Cursor) -> int | None:
+        """The recorded schema version, or ``None`` when the database has no ledger."""
+        if not self._has_table(cur, "schema_migrations"):
+            return None
+        cur.execute("SELECT MAX(version) FROM schema_migrations")
+        found = cur.fetchone()[0]
+        return None if found is None else int(found)
+
+    @abc.abstractmethod
+    def _has_table(self, cur: Cursor, name: str) -> bool:
+        """Whether the database has a table of this name."""
+
     def _migrate(self, migrations: Sequence[Migration]) -> None:
         with self._write() as cur:
             self._lock_migrations(cur)
@@ -103,6 +149,8 @@ class SqlBackend(abc.ABC):
             self.schema_version = SCHEMA_VERSION
 
     def _check_writable(self) -> None:
+        if self.read_only:
+            raise UsageError(f"the store {self.url} was opened read-only")
         if not self.writable:
             raise SchemaTooNew(self.schema_version, SCHEMA_VERSION)
 
@@ -195,37 +243,46 @@ class SqlBackend(abc.ABC):
     def put_attachment(self, session_id: str, row: AttachmentRow, data: bytes) -> AttachmentRow:
         self._check_writable()
         with self._write() as cur:
-            # Insert-or-ignore: whoever stored these bytes first settles the metadata.
+            # The shared row holds the bytes' identity only; whoever stores them first writes it, and
+            # its metadata columns stay empty (they describe links made before schema 2).
             cur.execute(
                 self._q(
                     "INSERT INTO attachments (id, sha256, media_type, size_bytes, width, height, duration_seconds, "
-                    "pages, token_estimate, meta, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "pages, token_estimate, meta, created_at) VALUES (?, ?, ?, ?, NULL, NULL, NULL, NULL, NULL, "
+                    "'{}', ?) ON CONFLICT DO NOTHING"
+                ),
+                (row.id, row.sha256, row.media_type, row.size_bytes, row.created_at),
+            )
+            if self._rowcount(cur):
+                cur.execute(self._q("INSERT INTO attachment_blobs (id, data) VALUES (?, ?)"), (row.id, data))
+            # The session's own metadata goes on its link; a session that attaches the same bytes
+            # again keeps what it first attached them with.
+            cur.execute(
+                self._q(
+                    "INSERT INTO session_attachments (session_id, attachment_id, created_at, "
+                    f"{', '.join(_LINK_FIELDS)}, meta) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                     "ON CONFLICT DO NOTHING"
                 ),
                 (
+                    session_id,
                     row.id,
-                    row.sha256,
+                    now_iso(),
                     row.media_type,
-                    row.size_bytes,
                     row.width,
                     row.height,
                     row.duration_seconds,
                     row.pages,
                     row.token_estimate,
                     row.meta,
-                    row.created_at,
                 ),
             )
-            if self._rowcount(cur):
-                cur.execute(self._q("INSERT INTO attachment_blobs (id, data) VALUES (?, ?)"), (row.id, data))
             cur.execute(
                 self._q(
-                    "INSERT INTO session_attachments (session_id, attachment_id, created_at) VALUES (?, ?, ?) "
-                    "ON CONFLICT DO NOTHING"
+                    f"SELECT {self._view} FROM attachments a JOIN session_attachments l "
+                    "ON l.attachment_id = a.id WHERE l.session_id = ? AND a.id = ?"
                 ),
-                (session_id, row.id, now_iso()),
+                (session_id, row.id),
             )
-            cur.execute(self._q(f"SELECT {_ATTACHMENT_COLUMNS} FROM attachments a WHERE a.id = ?"), (row.id,))
             return _attachment(cur.fetchone())
 
     @staticmethod
@@ -236,7 +293,7 @@ class SqlBackend(abc.ABC):
         with self._read() as cur:
             cur.execute(
                 self._q(
-                    f"SELECT {_ATTACHMENT_COLUMNS} FROM attachments a JOIN session_attachments l "
+                    f"SELECT {self._view} FROM attachments a JOIN session_attachments l "
                     "ON l.attachment_id = a.id WHERE l.session_id = ? AND a.id = ?"
                 ),
                 (session_id, attachment_id),
@@ -248,7 +305,7 @@ class SqlBackend(abc.ABC):
         with self._read() as cur:
             cur.execute(
                 self._q(
-                    f"SELECT {_ATTACHMENT_COLUMNS} FROM attachments a JOIN session_attachments l "
+                    f"SELECT {self._view} FROM attachments a JOIN session_attachments l "
                     "ON l.attachment_id = a.id WHERE l.session_id = ? ORDER BY l.created_at, a.id"
                 ),
                 (session_id,),

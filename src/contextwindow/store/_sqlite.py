@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from ..errors import InvalidInput, UsageError
+from ..errors import InvalidInput, StoreError, UsageError
 from . import _migrations
 from ._driver_errors import from_sqlite
 from ._sql import Cursor, SqlBackend
@@ -36,7 +36,14 @@ DURABILITY = {"full": "FULL", "normal": "NORMAL"}
 class SqliteBackend(SqlBackend):
     """A SQLite file (or ``:memory:``); one connection per store, guarded by a lock."""
 
-    def __init__(self, path: str | Path, *, busy_timeout: float = 5.0, durability: str = "full") -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        busy_timeout: float = 5.0,
+        durability: str = "full",
+        read_only: bool = False,
+    ) -> None:
         if durability not in DURABILITY:
             raise InvalidInput(f"must be one of {sorted(DURABILITY)}, got {durability!r}", path="durability")
         if (
@@ -50,6 +57,9 @@ class SqliteBackend(SqlBackend):
         self.durability = durability
         self._lock = threading.RLock()
         self._closed = False
+        if read_only:
+            self._connect_read_only(float(busy_timeout))
+            return
         try:
             self._db = sqlite3.connect(
                 self.path, timeout=float(busy_timeout), isolation_level=None, check_same_thread=False
@@ -68,6 +78,50 @@ class SqliteBackend(SqlBackend):
         except BaseException:
             self._db.close()
             raise
+
+    def _connect_read_only(self, busy_timeout: float) -> None:
+        """Open without creating or changing a file: the path must be an SQLite file with a ledger.
+
+        With no ``-wal`` file beside it (no writer has it open), the database is opened
+        ``immutable``, so SQLite creates no ``-wal``/``-shm`` files either; with one, read-only
+        (``mode=ro``) through the files the writer already made, so its uncommitted-to-the-main-file
+        appends are seen.
+        """
+        path = Path(self.path)
+        try:
+            with path.open("rb") as f:
+                header = f.read(16)
+        except FileNotFoundError:
+            raise StoreError(f"{self.path}: no such store") from None
+        except OSError as exc:
+            raise StoreError(f"{self.path}: cannot read: {exc.strerror or exc}") from None
+        if not header:
+            raise StoreError(f"{self.path}: not a contextwindow store (the file is empty)")
+        if header != b"SQLite format 3\x00":
+            raise StoreError(f"{self.path}: not a contextwindow store (not an SQLite database)")
+        mode = "mode=ro" if Path(f"{self.path}-wal").exists() else "immutable=1"
+        try:
+            self._db = sqlite3.connect(
+                f"{path.resolve().as_uri()}?{mode}",
+                uri=True,
+                timeout=busy_timeout,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise from_sqlite(exc, self.url) from exc
+        try:
+            self._open_read_only()
+        except sqlite3.Error as exc:
+            self._db.close()
+            raise from_sqlite(exc, self.url) from exc
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _has_table(self, cur: Cursor, name: str) -> bool:
+        cur.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
+        return cur.fetchone() is not None
 
     def _connection(self) -> sqlite3.Connection:
         if self._closed:

@@ -3,17 +3,21 @@
 What is checked, per session: positions are dense from 0; each entry's digest chains from the one
 before (so an edited, dropped, reordered or half-written entry shows); the session head agrees
 with the last entry; every payload reads back at the current format (messages parse, prices fit);
-media refer to attachments linked to the session with matching hash, type and size; checkpoint
+media refer to attachments linked to the session with the hash, type and size of the session's own
+view of them; each session's attachment metadata (kept on its link) reads back valid; checkpoint
 ranges name earlier messages in order. Per attachment: the id derives from the hash, the bytes
 exist, hash to it and have the stored size. Bytes are read one attachment at a time.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
+from collections.abc import Iterable
 
-from ..content import attachment_id, media_refs
-from ..errors import StoreError
+from ..content import attachment_id, media_refs, parse_attachment_ref
+from ..errors import InvalidInput, StoreError
 from ._backend import Backend
 from ._codec import decode_entry, decode_message
 from ._rows import GENESIS, AttachmentRow, EntryRow, NewEntry, entry_digest
@@ -28,10 +32,13 @@ def verify(backend: Backend) -> list[Problem]:
     attachments = {row.id: row for row in backend.all_attachments()}
     links = set(backend.links())
     heads = backend.heads()
-    for session_id in backend.sessions():
+    linked = {session_id for session_id, _ in links}
+    for session_id in sorted(set(backend.sessions()) | linked):
         rows = backend.entries(session_id, None)
+        views = {row.id: row for row in backend.attachments(session_id)}
         problems.extend(_chain(session_id, rows, heads.get(session_id)))
-        problems.extend(_payloads(session_id, rows, links, attachments))
+        problems.extend(_payloads(session_id, rows, views))
+        problems.extend(_views(session_id, views.values()))
     for row in attachments.values():
         problems.extend(_attachment(backend, row))
     for blob_id in backend.blob_ids():
@@ -87,9 +94,8 @@ def _chain(session_id: str, rows: list[EntryRow], head: tuple[int, str] | None) 
     return problems
 
 
-def _payloads(
-    session_id: str, rows: list[EntryRow], links: set[tuple[str, str]], attachments: dict[str, AttachmentRow]
-) -> list[Problem]:
+def _payloads(session_id: str, rows: list[EntryRow], views: dict[str, AttachmentRow]) -> list[Problem]:
+    """Each payload readable; media refer to this session's own view of an attachment."""
     problems = []
     messages: dict[str, int] = {}
     for row in rows:
@@ -103,8 +109,8 @@ def _payloads(
                 stored = decode_message(row)
                 messages[row.id] = row.position
                 for ref in media_refs(stored.message.content):
-                    stored_ref = attachments.get(ref.id)
-                    if (session_id, ref.id) not in links or stored_ref is None:
+                    stored_ref = views.get(ref.id)
+                    if stored_ref is None:
                         problems.append(problem("unlinked_attachment", f"media refer to {ref.id}"))
                     elif (stored_ref.sha256, stored_ref.media_type, stored_ref.size_bytes) != (
                         ref.sha256,
@@ -119,6 +125,28 @@ def _payloads(
                     problems.append(problem("bad_checkpoint_range", "range is not earlier messages in order"))
         except StoreError as exc:
             problems.append(problem("unreadable_entry", str(exc)))
+    return problems
+
+
+def _views(session_id: str, views: Iterable[AttachmentRow]) -> list[Problem]:
+    """Each session's metadata of its attachments reads back as a valid reference and JSON meta."""
+    problems = []
+    for row in views:
+        try:
+            fields = dataclasses.asdict(row)
+            del fields["meta"], fields["created_at"]
+            parse_attachment_ref(fields, path="")
+            if not isinstance(json.loads(row.meta), dict):
+                raise ValueError("meta is not a JSON object")
+        except (InvalidInput, ValueError, TypeError) as exc:
+            problems.append(
+                Problem(
+                    "bad_attachment_meta",
+                    f"this session's metadata does not read back: {exc}",
+                    session_id=session_id,
+                    attachment_id=row.id,
+                )
+            )
     return problems
 
 

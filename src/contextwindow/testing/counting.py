@@ -4,8 +4,9 @@ The count of a canonical request (the same whichever wire format carried it), as
 that a test can recompute it independently:
 
 - ``REPLY_PRIMING`` (3) once, plus ``MESSAGE_OVERHEAD`` (3) per message and once for a non-empty
-  system prompt: OpenAI's cookbook chat framing (providers.md §5, "3 tokens per message, +3 to prime
-  the reply"), used for every model;
+  system prompt: OpenAI's cookbook chat framing ("3 tokens per message, +3 to prime the reply",
+  https://github.com/openai/openai-cookbook/blob/main/examples/How_to_count_tokens_with_tiktoken.ipynb),
+  used for every model;
 - text, thinking, redacted-thinking data, a tool result's string: the tokenizer's count of the string;
 - a tool use: ``name`` plus its input as compact JSON (``separators=(",", ":")``, not ASCII-escaped);
 - each tool definition: ``name`` plus ``description`` plus its schema as compact JSON;
@@ -65,13 +66,17 @@ __all__ = [
     "tokenizer_for",
 ]
 
-MESSAGE_OVERHEAD = 3  # OpenAI cookbook chat framing: 3 tokens per message (providers.md §5)
+MESSAGE_OVERHEAD = 3  # OpenAI cookbook chat framing: 3 tokens per message (see the module docstring)
 """Tokens of chat framing per message (OpenAI cookbook)."""
 REPLY_PRIMING = 3  # ... and 3 to prime the reply
 """Tokens that prime the reply, once per request (OpenAI cookbook)."""
-PDF_PAGE_TOKENS = 3_000  # Anthropic: "1,500 to 3,000 tokens per page" (providers.md §2); the top end
-AUDIO_TOKENS_PER_SECOND = 32  # Gemini: "each second of audio as 32 tokens" (providers.md §2)
-VIDEO_TOKENS_PER_SECOND = 300  # Gemini: "approximately 300 tokens per second of video" (providers.md §2)
+# Anthropic: "1,500 to 3,000 tokens per page" (https://docs.claude.com/en/docs/build-with-claude/pdf-support);
+# the top end.
+PDF_PAGE_TOKENS = 3_000
+AUDIO_TOKENS_PER_SECOND = 32  # Gemini: "each second of audio as 32 tokens" (its audio page)
+# Gemini: "approximately 300 tokens per second of video" (its video-understanding page; both at
+# https://ai.google.dev/gemini-api/docs/tokens and the pages it links).
+VIDEO_TOKENS_PER_SECOND = 300
 UNKNOWN_DURATION_SECONDS = 60.0
 _MEMO_MIN_CHARS = 256  # shorter strings are counted afresh: the memo lookup would cost as much
 

@@ -7,6 +7,7 @@ transfer for streams) so it runs wherever contextwindow does. Endpoints:
 - ``POST /v1/messages/count_tokens`` — ``{"input_tokens": N}`` as the local provider counts;
 - ``POST /v1/chat/completions`` — OpenAI Chat Completions, JSON or SSE, usage chunk with
   ``stream_options.include_usage``;
+- ``POST /v1/responses`` — OpenAI Responses, JSON (not streamed);
 - ``GET /`` — what the server is: settings and tokenizer.
 
 Every answer carries ``x-contextwindow-tokenizer`` and, once counted, ``x-contextwindow-input-tokens``
@@ -28,13 +29,14 @@ from ..content import Message
 from ..errors import InvalidInput, UnknownModel
 from ..formats import anthropic as anthropic_format
 from ..formats import openai as openai_format
+from ..formats import responses as responses_format
 from .counting import tokenizer_for
 from .model import LocalModel, LocalSettings, Rejection, Reply, UsageReport, WireFormat, error_json
-from .wire import anthropic_events, anthropic_message, openai_chunks, openai_completion
+from .wire import anthropic_events, anthropic_message, openai_chunks, openai_completion, responses_object
 
 __all__ = ["LocalServer", "serve"]
 
-_MAX_BODY = 64 * 1024 * 1024  # above Anthropic's 32 MB request limit (providers.md §1.1): 413 past it
+_MAX_BODY = 64 * 1024 * 1024  # above Anthropic's 32 MB request limit (its vision page): 413 past it
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -59,8 +61,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         path = self.path.split("?", 1)[0].rstrip("/")
-        wire: WireFormat = "openai" if path.endswith("/chat/completions") else "anthropic"
-        if path not in ("/v1/messages", "/v1/messages/count_tokens", "/v1/chat/completions"):
+        wire: WireFormat = "openai" if path.endswith(("/chat/completions", "/responses")) else "anthropic"
+        if path not in ("/v1/messages", "/v1/messages/count_tokens", "/v1/chat/completions", "/v1/responses"):
             self._reject(wire, 404, "not_found_error", f"no route for POST {self.path}")
             return
         length = int(self.headers.get("content-length") or 0)
@@ -78,7 +80,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._reject(wire, 400, "invalid_request_error", "The request body must be a JSON object.")
             return
         try:
-            parsed = (openai_format if wire == "openai" else anthropic_format).parse_request(data)
+            reader = (
+                responses_format
+                if path.endswith("/responses")
+                else openai_format
+                if wire == "openai"
+                else anthropic_format
+            )
+            parsed = reader.parse_request(data)
             model = self.server.model
             profile = model.profile(parsed.request.model)
         except InvalidInput as exc:
@@ -114,7 +123,12 @@ class _Handler(BaseHTTPRequestHandler):
             "x-contextwindow-input-tokens": str(outcome.input_tokens),
             "request-id": outcome.id,
         }
-        if data.get("stream"):
+        if path.endswith("/responses"):
+            if data.get("stream"):
+                self._reject(wire, 400, "invalid_request_error", "streaming Responses are not served locally")
+                return
+            self._json(200, responses_object(outcome), headers)
+        elif data.get("stream"):
             include_usage = bool((data.get("stream_options") or {}).get("include_usage"))
             self._stream(self._events(wire, outcome, include_usage), headers)
         elif wire == "anthropic":

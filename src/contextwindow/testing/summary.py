@@ -8,7 +8,8 @@ asks for that many output tokens (default: :data:`DEFAULT_TARGET_TOKENS`, never 
 ``max_tokens``: a larger target is cut at ``max_tokens`` and stops with ``max_tokens``, as a real
 model cut at its output cap does). The sections are the ``## Heading`` lines of the instructions (the
 system prompt and that last user message), in order; with none, ``## Goal``, ``## Progress`` and
-``## Next Steps`` (the sections maka's checkpoint validator requires, seed-behaviours.md §10).
+``## Next Steps`` (the sections maka's checkpoint validator requires,
+https://github.com/apache/maka/pull/4559).
 
 The body of each section is built from the words of the conversation being summarised, in order, so
 the same request always gives the same summary; each section ends with a full stop (a trailing colon

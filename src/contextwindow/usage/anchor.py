@@ -2,18 +2,19 @@
 
 An :class:`Anchor` is ``{input_tokens, output_tokens, payload_estimate}`` of the last request the
 provider accepted, for one (model, connection). The next request's size is then the anchor's real
-input plus the *signed* change of the local estimate since (DESIGN.md, "Real usage is the anchor";
-seed 002, maka #4486 → #4559): only what changed is estimated, so the estimator's error applies to
-the delta, not to the whole window.
+input plus the *signed* change of the local estimate since (``docs/concepts.md``, "Usage anchor";
+learned from https://github.com/apache/maka/pull/4486 and https://github.com/apache/maka/pull/4559):
+only what changed is estimated, so the estimator's error applies to the delta, not to the whole
+window.
 
 Cold start (the plain estimate, with the reason) when there is no anchor, when the newest anchor is
-for another model or connection (no fallback to an older anchor: seed 002, "the newest anchor
-decides"), when the anchor has no payload estimate (half an anchor, e.g. a record from maka's retired
-``payloadChars`` shape), when the delta is wider than the whole payload now (a compaction or a
+for another model or connection (no fallback to an older anchor: the newest anchor decides), when
+the anchor has no payload estimate (half an anchor, e.g. a record in maka's retired ``payloadChars``
+shape), when the delta is wider than the whole payload now (a compaction or a
 restart changed what is sent, not appended to it), or when the anchored figure would be negative.
 
-Record validation follows maka's ``isLastRequestAnchor`` (seed-behaviours.md §9, acceptance test
-31): ``input_tokens > 0`` is required, ``output_tokens ≥ 0`` if present, the retired
+Record validation follows maka's ``isLastRequestAnchor`` (https://github.com/apache/maka/pull/4559):
+``input_tokens > 0`` is required, ``output_tokens ≥ 0`` if present, the retired
 ``payloadChars`` still decodes (and is dropped), and any unknown key makes the whole record invalid.
 maka's camelCase spellings (``inputTokens``, ``outputTokens``, ``modelId``, ``connectionId``) decode
 as aliases of the snake_case fields.
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidInput
+from ..limits import check_count
 from ..store.slots import StateSlot
 
 __all__ = ["Anchor", "AnchorBook", "AnchoredEstimate", "anchored_estimate", "newest_anchor"]
@@ -44,7 +46,8 @@ _FIELDS: dict[str, tuple[str, ...]] = {
     "version": ("version",),
 }
 _RETIRED = ("payloadChars",)
-"""maka #4486's ``payloadChars`` (a character count): accepted and dropped since #4559 (seed 002)."""
+"""maka's first anchor field ``payloadChars`` (a character count): accepted and dropped, as maka's
+second anchor shape does."""
 
 
 def _int(value: Any, path: str, *, minimum: int) -> int:
@@ -54,7 +57,7 @@ def _int(value: Any, path: str, *, minimum: int) -> int:
         raise InvalidInput(f"must be a whole number, got {value!r}", path=path)
     if value < minimum:
         raise InvalidInput(f"must be ≥ {minimum}, got {value}", path=path)
-    return int(value)
+    return check_count(value, path=path)  # and within limits.MAX_TOKENS
 
 
 def _name(value: Any, path: str) -> str:
@@ -88,7 +91,7 @@ class Anchor:
 
     @property
     def baseline(self) -> int:
-        """Input + output of the anchored request: the size the next request starts from (seed 002 §9)."""
+        """Input + output of the anchored request: the size the next request starts from (the baseline)."""
         return self.input_tokens + (self.output_tokens or 0)
 
     def to_record(self) -> dict[str, Any]:
@@ -204,8 +207,8 @@ def anchored_estimate(
 def newest_anchor(anchors: Iterable[Anchor | None]) -> Anchor | None:
     """The newest anchor in a history oldest-first; entries without one (``None``) are skipped.
 
-    No fallback: the newest anchor decides even when it is for another model (seed 002, maka's reverse
-    scan), so a caller comparing it with its route gets a cold start rather than a stale anchor.
+    No fallback: the newest anchor decides even when it is for another model (as maka's reverse scan
+    does), so a caller comparing it with its route gets a cold start rather than a stale anchor.
     """
     found: Anchor | None = None
     for anchor in anchors:

@@ -1,14 +1,15 @@
 """Calibration: one pricing multiplier per (model, connection), learned from the provider's real counts.
 
 The estimator prices a request; the provider then counts it. :class:`Calibrator` moves the
-multiplier toward what the provider counted, carefully (context-manager's ``reportRealInputTokens``,
-``seed-behaviours.md`` §2, acceptance tests 9–12):
+multiplier toward what the provider counted, carefully (the ``reportRealInputTokens`` of
+https://github.com/anima-research/context-manager):
 
 - **One sample per compiled request.** :meth:`Calibrator.arm` is called once with the compiled
   request's estimate; :meth:`Calibrator.report_real_input` learns once from the first call's real
   prompt and disarms. Comparing a request that grew through a tool loop with its original estimate
   once drove a multiplier from 1.0 to 2.37 upstream. The real figure is one call's prompt (fresh +
-  cache read + cache write, ``CallUsage.prompt``), never a stream's cumulative sample (seed 001).
+  cache read + cache write, ``CallUsage.prompt``), never a stream's cumulative sample, which holds
+  every call of the stream so far (the mistake https://github.com/anima-research/agent-framework fixed).
 - **Band.** ``ratio = real / estimate``; ``observed = ratio × current`` backs out the multiplier
   already applied. A sample is accepted if ``ratio`` or ``observed`` is within [0.6, 1.8]; otherwise
   it is rejected and the multiplier stays.
@@ -52,9 +53,10 @@ __all__ = [
 
 CALIBRATION_PRICING_EPOCH = 5
 """The pricing rules' epoch. A multiplier learned under other rules is discarded on load. contextwindow
-adopts the seeds' numbering: 3 is context-manager's epoch after #227 / seed 003 (a capped message
-priced as it renders); 0 is an unstamped record; 4 is the fitted text rule with the non-Latin word
-table (session 2); 5 adds the Latin word table and the byte-pair sums. Bump it whenever pricing
+adopts context-manager's numbering: 3 is its epoch after
+https://github.com/anima-research/context-manager/pull/227 (a capped message priced as it renders);
+0 is an unstamped record; 4 is the fitted text rule with the non-Latin word table; 5 adds the Latin
+word table and the byte-pair sums. Bump it whenever pricing
 changes what a block costs."""
 
 BAND = (0.6, 1.8)
@@ -154,7 +156,7 @@ class Calibrator:
         if not isinstance(saved, Mapping):
             return
         multiplier = _finite_number(saved.get("multiplier"))
-        if multiplier is None:  # used only if its multiplier is finite (§2); the next learn overwrites it
+        if multiplier is None:  # used only if its multiplier is finite; the next learn overwrites it
             return
         epoch = _epoch_of(saved.get("pricing"))
         if epoch == CALIBRATION_PRICING_EPOCH:

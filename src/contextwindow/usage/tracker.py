@@ -6,14 +6,16 @@ in one shape for every provider: ``fresh_input``, ``cache_read``, ``cache_write`
 counted as input, the figure a context window is measured against) is their sum. Anthropic reports
 cache tokens *beside* ``input_tokens``; OpenAI and Gemini report cached tokens *inside* the prompt
 count, so the parsers subtract them out of ``fresh_input`` rather than counting them twice
-(``../shared/reference/providers.md`` §3). ``output`` is everything the model generated, reasoning
-included; ``reasoning`` is the part of it that was reasoning (OpenAI counts it inside
+(https://platform.claude.com/docs/en/build-with-claude/prompt-caching,
+https://platform.openai.com/docs/api-reference/chat/object,
+https://ai.google.dev/gemini-api/docs/tokens). ``output`` is everything the model generated,
+reasoning included; ``reasoning`` is the part of it that was reasoning (OpenAI counts it inside
 ``completion_tokens``; Gemini's ``candidatesTokenCount`` excludes ``thoughtsTokenCount``, so the
 parser adds it back).
 
 :class:`UsageTracker` turns one stream's samples (cumulative across a tool loop, as membrane's
-``usage`` event is, or one per call) into each call's own usage (seed 001, ``seed-behaviours.md``
-§5). A call whose prompt is 0, a repeated cumulative sample included, is *unreported*, not empty; an
+``usage`` event is, https://github.com/antra-tess/membrane, or one per call) into each call's own
+usage. A call whose prompt is 0, a repeated cumulative sample included, is *unreported*, not empty; an
 output of 0 counts as the call's ``max_tokens`` bound, because the call generated something the
 sample did not show. A refused attempt's usage is kept out. A cumulative sample that goes backwards is
 :class:`~contextwindow.errors.InvalidInput`: no per-call figure is ever negative.
@@ -24,12 +26,12 @@ Anchors (``{input_tokens, output_tokens, payload_estimate}`` of the last accepte
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Literal, TypeAlias
 
 from ..errors import InvalidInput, UsageError
+from ..limits import check_count
 from .anchor import Anchor, AnchorBook, AnchoredEstimate, anchored_estimate, newest_anchor
 
 __all__ = [
@@ -63,20 +65,11 @@ def _as_mapping(obj: Any, path: str) -> Mapping[str, Any]:
 
 
 def _count(value: Any, path: str) -> int:
-    """A token count: an int ≥ 0 (an integral float from JSON is accepted); ``None`` means 0."""
+    """A token count: a whole number between 0 and ``limits.MAX_TOKENS`` (an integral float from
+    JSON is accepted); ``None`` means 0."""
     if value is None:
         return 0
-    if isinstance(value, bool):
-        raise InvalidInput("must be a token count, not a boolean", path=path)
-    if isinstance(value, float):
-        if not math.isfinite(value) or value != int(value):
-            raise InvalidInput(f"must be a whole number of tokens, got {value!r}", path=path)
-        value = int(value)
-    if not isinstance(value, int):
-        raise InvalidInput(f"must be a token count, got {type(value).__name__}", path=path)
-    if value < 0:
-        raise InvalidInput(f"must be ≥ 0, got {value}", path=path)
-    return value
+    return check_count(value, path=path, what="a token count")
 
 
 def _first(m: Mapping[str, Any], *keys: str) -> tuple[str, Any]:
@@ -102,7 +95,8 @@ def _unwrap(
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Usage:
-    """Token counts a provider reported, normalised; every field is an int ≥ 0."""
+    """Token counts a provider reported, normalised; every field is a whole number between 0 and
+    ``limits.MAX_TOKENS`` (anything else is ``InvalidInput``)."""
 
     fresh_input: int = 0
     """Input tokens neither read from nor written to a prompt cache."""
@@ -117,7 +111,8 @@ class Usage:
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            _count(getattr(self, f.name), f"usage.{f.name}")
+            # Checked and normalised at the edge: an integral float from JSON is stored as an int.
+            object.__setattr__(self, f.name, _count(getattr(self, f.name), f"usage.{f.name}"))
         if self.reasoning > self.output:
             raise InvalidInput(
                 f"reasoning ({self.reasoning}) cannot exceed output ({self.output})", path="usage.reasoning"
@@ -158,8 +153,9 @@ class Usage:
         """Anthropic Messages ``usage``: ``input_tokens`` is fresh input, disjoint from both cache fields.
 
         Source: Anthropic prompt-caching docs, "total_input_tokens = cache_read_input_tokens +
-        cache_creation_input_tokens + input_tokens" (providers.md §3). Anthropic reports no separate
-        thinking count, so ``reasoning`` is 0. A whole ``Message`` is accepted too (its ``usage``).
+        cache_creation_input_tokens + input_tokens"
+        (https://platform.claude.com/docs/en/build-with-claude/prompt-caching). Anthropic reports no
+        separate thinking count, so ``reasoning`` is 0. A whole ``Message`` is accepted too (its ``usage``).
         """
         m, path = _unwrap(
             _as_mapping(obj, path),
@@ -181,7 +177,7 @@ class Usage:
         Chat: ``prompt_tokens``, ``completion_tokens``, ``prompt_tokens_details.cached_tokens``,
         ``completion_tokens_details.reasoning_tokens``. Responses: ``input_tokens``, ``output_tokens``,
         ``input_tokens_details.cached_tokens``, ``output_tokens_details.reasoning_tokens``. Cached
-        tokens are a subset of the prompt (providers.md §3), so ``fresh_input = prompt − cached``; a
+        tokens are a subset of the prompt (OpenAI's usage object), so ``fresh_input = prompt − cached``; a
         ``cache_write_tokens`` detail, where a server sends one, is taken as a subset the same way.
         """
         m, path = _unwrap(
@@ -234,7 +230,7 @@ class Usage:
         """Gemini ``usageMetadata`` (REST camelCase or the python SDK's snake_case).
 
         ``promptTokenCount`` includes ``cachedContentTokenCount``; ``candidatesTokenCount`` excludes
-        ``thoughtsTokenCount`` (providers.md §3), so ``output = candidates + thoughts``. The
+        ``thoughtsTokenCount`` (google-genai's doc comments), so ``output = candidates + thoughts``. The
         ``toolUsePromptTokenCount`` is input the model read, so it is counted as fresh input (it is in
         ``totalTokenCount``), which errs high rather than low.
         """
@@ -299,7 +295,7 @@ class CallUsage:
 
 
 class UsageTracker:
-    """Each call's own usage from one stream's usage samples (seed 001; seed-behaviours.md §5).
+    """Each call's own usage from one stream's usage samples (``docs/concepts.md``, "Usage sample").
 
     ``mode="cumulative"``: every sample is the running total since the stream started (membrane's
     ``usage`` event, Anthropic ``message_delta`` within a call); a call's usage is the field-wise
@@ -324,7 +320,7 @@ class UsageTracker:
         self._next_index = 0
 
     def start_stream(self) -> None:
-        """Forget the previous stream: a restarted stream inherits nothing (seed 001, the reset test)."""
+        """Forget the previous stream: a restarted stream inherits nothing, or it restarts again at once."""
         self._calls.clear()
         self._baseline = _ZERO
         self._baseline_before_last = _ZERO
@@ -419,5 +415,6 @@ class UsageTracker:
 
     @property
     def stream_fresh_input(self) -> int:
-        """Accumulated fresh input of the stream (membrane's ``lastStreamInputTokens``; §5, §6)."""
+        """Accumulated fresh input of the stream: what the stream budget measures (``lastStreamInputTokens``
+        of https://github.com/anima-research/agent-framework)."""
         return self.total.fresh_input

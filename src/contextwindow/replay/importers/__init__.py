@@ -12,10 +12,10 @@ Kinds read:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
+from .._json_text import json_at, read_text
 from ..scenario import Scenario, ScenarioError
 from ..scenario_file import load_scenario
 from .claude_code import import_claude_code, looks_like_claude_code
@@ -53,8 +53,8 @@ def detect_kind(path: str | Path) -> TranscriptKind:
     if stripped.startswith("["):
         return "chat"
     try:
-        first: Any = json.loads(stripped)
-    except json.JSONDecodeError:
+        first: Any = json_at(stripped, where=str(path))
+    except ScenarioError:
         first = None
     if isinstance(first, dict):
         if looks_like_claude_code(first):
@@ -88,6 +88,6 @@ def load_any(path: str | Path) -> Scenario:
 
 def _whole_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        return json_at(read_text(path), where=str(path))
+    except ScenarioError:
         return None

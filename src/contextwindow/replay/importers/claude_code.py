@@ -15,13 +15,13 @@ so media are decoded, hashed and measured as any request's would be.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from ...errors import InvalidInput
 from ...formats import anthropic
+from .._json_text import json_at, lines
 from ..scenario import Scenario, ScenarioError
 from ._assemble import Assembler
 
@@ -44,16 +44,12 @@ def import_claude_code(path: str | Path) -> Scenario:
     """Read a Claude Code session file; ``ScenarioError`` names the line of anything unreadable."""
     path = Path(path)
     entries: list[tuple[int, dict[str, Any]]] = []
-    with path.open(encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ScenarioError(f"not valid JSON: {err.msg}", where=f"{path}:{number}") from None
-            if isinstance(entry, dict) and entry.get("type") in ("user", "assistant"):
-                entries.append((number, entry))
+    for number, line in lines(path):
+        if not line.strip():
+            continue
+        entry = json_at(line, where=f"{path}:{number}")
+        if isinstance(entry, dict) and entry.get("type") in ("user", "assistant"):
+            entries.append((number, entry))
     if any(not e.get("isSidechain", False) for _, e in entries):
         entries = [(n, e) for n, e in entries if not e.get("isSidechain", False)]
     model = next(

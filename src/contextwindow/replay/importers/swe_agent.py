@@ -16,10 +16,10 @@ its own turn — which is what the model saw. An old trajectory without ``histor
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from .._json_text import json_at, read_text
 from ..scenario import Scenario, ScenarioError
 from .wire import import_chat
 
@@ -35,10 +35,7 @@ def import_swe_agent(path: str | Path, data: Any = None) -> Scenario:
     """Read a ``.traj`` file (or its already-parsed ``data``); errors name the history item."""
     path = Path(path)
     if data is None:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as err:
-            raise ScenarioError(f"not valid JSON: {err.msg} at line {err.lineno}", where=str(path)) from None
+        data = json_at(read_text(path), where=str(path))
     if not looks_like_swe_agent(data):
         raise ScenarioError(
             "not a SWE-agent trajectory: expected an object with history or trajectory", where=str(path)
@@ -110,8 +107,8 @@ def _model_name(data: dict[str, Any]) -> str | None:
     config = data.get("replay_config")
     if isinstance(config, str):
         try:
-            config = json.loads(config)
-        except json.JSONDecodeError:
+            config = json_at(config, where="replay_config")
+        except ScenarioError:
             return None
     if isinstance(config, dict):
         model = (config.get("agent") or {}).get("model") or {}

@@ -9,13 +9,13 @@ become the scripted replies; ``tool`` messages (Chat Completions) or ``tool_resu
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ...errors import InvalidInput
 from ...formats import parse_any
+from .._json_text import json_at, read_text
 from ..scenario import Scenario, ScenarioError
 from ._assemble import Assembler
 
@@ -46,8 +46,5 @@ def _at(where: str, index: int | str) -> str:
 def import_chat_file(path: str | Path) -> Scenario:
     """:func:`import_chat` on a JSON file."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ScenarioError(f"not valid JSON: {err.msg} at line {err.lineno}", where=str(path)) from None
+    data = json_at(read_text(path), where=str(path))
     return import_chat(data, name=path.stem, where=str(path))

@@ -1,0 +1,246 @@
+"""OpenAI Responses ⇄ canonical content (the ``input`` items of ``responses.create``).
+
+Mapping (both directions):
+
+- ``instructions``, and ``system``/``developer`` messages before any other item, are the system
+  prompt (the instructions are the guard's to keep verbatim; a parse reads them for pricing);
+- a message item (``{"role", "content"}``, ``type`` ``"message"`` or absent) holds ``input_text`` /
+  ``output_text`` / ``refusal`` text, ``input_image`` (data URL or URL) and ``input_file`` parts; the
+  parts are read as their Chat Completions equivalents are (:mod:`.openai`), so media become
+  attachments the same way;
+- ``function_call`` items are ``ToolUse`` blocks of an assistant message (joined to the assistant
+  message right before them), ``function_call_output`` items ``ToolResult`` blocks of a user message
+  (consecutive ones share it);
+- ``reasoning`` items and other item kinds the canonical form cannot hold are not carried.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..content import (
+    Block,
+    Document,
+    GeneratedImage,
+    Image,
+    Message,
+    Request,
+    Text,
+    ToolResult,
+    ToolSpec,
+    ToolUse,
+)
+from ..errors import InvalidInput
+from . import openai as chat
+from ._wire import AttachmentLoader, ParsedRequest, Sink, expect
+
+__all__ = ["parse_request", "render_items", "render_request"]
+
+_KNOWN_TOP = frozenset({"model", "input", "instructions", "tools", "max_output_tokens"})
+
+
+def parse_request(data: Mapping[str, Any]) -> ParsedRequest:
+    """A Responses request as canonical content; ``InvalidInput`` names any bad field."""
+    expect(data, dict, "request", "a request object")
+    sink = Sink()
+    system: list[Text] = []
+    instructions = data.get("instructions")
+    if instructions is not None:
+        text = expect(instructions, str, "instructions")
+        if text:
+            system.append(Text(text=text))
+    raw = data.get("input", [])
+    items = [{"role": "user", "content": raw}] if isinstance(raw, str) else expect(raw, list, "input")
+    messages: list[Message] = []
+    for i, item in enumerate(items):
+        path = f"input[{i}]"
+        expect(item, dict, path, "an input item")
+        kind = item.get("type", "message")
+        if kind == "message":
+            role = item.get("role")
+            if role in ("system", "developer") and not messages:
+                system.extend(
+                    b for b in _parts(item.get("content"), f"{path}.content", sink) if isinstance(b, Text)
+                )
+                continue
+            if role not in ("user", "assistant", "system", "developer"):
+                raise InvalidInput(f"unknown role {role!r}", path=f"{path}.role")
+            blocks = _parts(item.get("content"), f"{path}.content", sink)
+            wire_role = {"wire_role": role} if role in ("system", "developer") else {}
+            messages.append(
+                Message(
+                    role="assistant" if role == "assistant" else "user", content=blocks, metadata=wire_role
+                )
+            )
+        elif kind == "function_call":
+            arguments = expect(item.get("arguments", "{}"), str, f"{path}.arguments")
+            try:
+                parsed = json.loads(arguments) if arguments.strip() else {}
+            except json.JSONDecodeError:
+                parsed = None
+            use = ToolUse(
+                id=expect(item.get("call_id"), str, f"{path}.call_id"),
+                name=expect(item.get("name"), str, f"{path}.name"),
+                input=parsed if isinstance(parsed, dict) else {chat.RAW_ARGUMENTS: arguments},
+            )
+            if messages and messages[-1].role == "assistant" and not messages[-1].metadata:
+                messages[-1] = Message(role="assistant", content=(*messages[-1].content, use))
+            else:
+                messages.append(Message(role="assistant", content=(use,)))
+        elif kind == "function_call_output":
+            output = item.get("output", "")
+            content: str | tuple[Any, ...]
+            if isinstance(output, list):
+                content = tuple(
+                    b for b in _parts(output, f"{path}.output", sink) if not isinstance(b, ToolUse)
+                )
+            else:
+                content = expect(output, str, f"{path}.output", "a string or a list of parts")
+            result = ToolResult(
+                tool_use_id=expect(item.get("call_id"), str, f"{path}.call_id"), content=content
+            )
+            last = messages[-1] if messages else None
+            if (
+                last is not None
+                and last.role == "user"
+                and last.content
+                and all(isinstance(b, ToolResult) for b in last.content)
+            ):
+                messages[-1] = Message(role="user", content=(*last.content, result))
+            else:
+                messages.append(Message(role="user", content=(result,)))
+        # reasoning and other items: not carried (see the module docstring)
+    specs = (_tool(t, f"tools[{i}]") for i, t in enumerate(expect(data.get("tools", []), list, "tools")))
+    tools = tuple(t for t in specs if t is not None)
+    max_tokens = data.get("max_output_tokens")
+    if max_tokens is not None:
+        expect(max_tokens, int, "max_output_tokens")
+    model = data.get("model")
+    if model is not None:
+        expect(model, str, "model")
+    params = {k: v for k, v in data.items() if k not in _KNOWN_TOP}
+    request = Request(
+        model=model,
+        system=tuple(system),
+        tools=tools,
+        messages=tuple(messages),
+        max_tokens=max_tokens,
+        params=params,
+    )
+    return ParsedRequest(request=request, attachments=sink.attachments, format="openai-responses")
+
+
+def _tool(tool: Any, path: str) -> ToolSpec | None:
+    expect(tool, dict, path, "a tool object")
+    if tool.get("type", "function") != "function":
+        return (
+            None  # a built-in tool (web search, file search, ...): the provider's, not priced as a function
+        )
+    function = {k: v for k, v in tool.items() if k in ("name", "description", "parameters")}
+    return chat._parse_tool({"type": "function", "function": function}, path)
+
+
+def _parts(content: Any, path: str, sink: Sink) -> tuple[Block, ...]:
+    if isinstance(content, str):
+        return (Text(text=content),) if content else ()
+    out: list[Block] = []
+    for j, part in enumerate(expect(content, list, path, "a string or a list of parts")):
+        ppath = f"{path}[{j}]"
+        expect(part, dict, ppath, "a content part")
+        kind = part.get("type")
+        if kind in ("input_text", "output_text", "text"):
+            out.append(Text(text=expect(part.get("text"), str, f"{ppath}.text")))
+        elif kind == "refusal":
+            out.append(Text(text=expect(part.get("refusal"), str, f"{ppath}.refusal")))
+        elif kind == "input_image":
+            url = expect(part.get("image_url"), str, f"{ppath}.image_url")
+            image = {"url": url} | ({"detail": part["detail"]} if part.get("detail") else {})
+            out.append(chat._parse_part({"type": "image_url", "image_url": image}, ppath, sink))
+        elif kind == "input_file":
+            file = {k: part[k] for k in ("file_data", "file_id", "filename") if k in part}
+            out.append(chat._parse_part({"type": "file", "file": file}, ppath, sink))
+        else:
+            raise InvalidInput(f"unknown content part type {kind!r}", path=f"{ppath}.type")
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------------------------------
+# canonical → wire
+
+
+def render_request(request: Request, load: AttachmentLoader) -> dict[str, Any]:
+    """A canonical request as a Responses request body."""
+    out: dict[str, Any] = {}
+    if request.model is not None:
+        out["model"] = request.model
+    if request.system:
+        out["instructions"] = "\n\n".join(t.text for t in request.system)
+    out["input"] = render_items(request.messages, load)
+    if request.tools:
+        out["tools"] = [
+            {
+                "type": "function",
+                "name": t.name,
+                "description": t.description,
+                "parameters": dict(t.input_schema),
+            }
+            for t in request.tools
+        ]
+    if request.max_tokens is not None:
+        out["max_output_tokens"] = request.max_tokens
+    for key, value in request.params.items():
+        out.setdefault(key, value)
+    return out
+
+
+def render_items(messages: Sequence[Message], load: AttachmentLoader) -> list[dict[str, Any]]:
+    """Canonical messages as Responses ``input`` items."""
+    items: list[dict[str, Any]] = []
+    for message in chat.carried(list(messages)):
+        role = message.metadata.get("wire_role") or message.role
+        parts: list[dict[str, Any]] = []
+        calls: list[dict[str, Any]] = []
+        for block in message.content:
+            if isinstance(block, ToolUse):
+                arguments = (
+                    block.input[chat.RAW_ARGUMENTS]
+                    if set(block.input) == {chat.RAW_ARGUMENTS}
+                    else json.dumps(dict(block.input), separators=(",", ":"), ensure_ascii=False)
+                )
+                calls.append(
+                    {"type": "function_call", "call_id": block.id, "name": block.name, "arguments": arguments}
+                )
+            elif isinstance(block, ToolResult):
+                output = (
+                    block.content
+                    if isinstance(block.content, str)
+                    else "\n".join(b.text for b in block.content if isinstance(b, Text))
+                )
+                items.append({"type": "function_call_output", "call_id": block.tool_use_id, "output": output})
+            else:
+                part = _render_part(block, load, assistant=message.role == "assistant")
+                if part is not None:
+                    parts.append(part)
+        if parts:
+            items.append({"role": role, "content": parts})
+        items.extend(calls)
+    return items
+
+
+def _render_part(block: Block, load: AttachmentLoader, *, assistant: bool) -> dict[str, Any] | None:
+    if isinstance(block, Text):
+        return {"type": "output_text" if assistant else "input_text", "text": block.text}
+    chat_part = chat._render_part(block, load)
+    if chat_part is None:
+        return None
+    if isinstance(block, Image | GeneratedImage) and chat_part.get("type") == "image_url":
+        image = chat_part["image_url"]
+        return {"type": "input_image", "image_url": image["url"]} | (
+            {"detail": image["detail"]} if "detail" in image else {}
+        )
+    if isinstance(block, Document) and chat_part.get("type") == "file":
+        return {"type": "input_file", **chat_part["file"]}
+    text = chat_part.get("text")
+    return {"type": "input_text", "text": text} if isinstance(text, str) else None
