@@ -9,7 +9,16 @@ from collections.abc import Iterator
 
 from benchmarks._agents import TURNS, WINDOW, Call, ObservedModel, notes, png, png_data_url
 
-__all__ = ["TURNS", "WINDOW", "Call", "ObservedModel", "close_the_loop_left_open", "notes", "png", "png_data_url"]
+__all__ = [
+    "TURNS",
+    "WINDOW",
+    "Call",
+    "ObservedModel",
+    "close_the_loop_left_open",
+    "notes",
+    "png",
+    "png_data_url",
+]
 
 
 def close_the_loop_left_open() -> Iterator[None]:

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 FRAMEWORKS = ("langchain", "langchain_core", "langgraph", "pydantic_ai", "agents", "litellm")
+"""Also in ``benchmarks.import_time.HEAVY``, which ``tests/test_public_api.py`` checks for ``import contextwindow``."""
 
 
 def _loaded_by(statement: str) -> set[str]:

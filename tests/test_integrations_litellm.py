@@ -15,9 +15,6 @@ from contextwindow.integrations.litellm import GuardedLiteLLM, _profile_name
 from contextwindow.testing import LocalServer
 from integrations_support import TURNS, WINDOW, ObservedModel, close_the_loop_left_open, notes
 
-# litellm builds a pydantic schema of its own ReadOnly TypedDicts on first use; pydantic warns about it.
-pytestmark = pytest.mark.filterwarnings("ignore:.* using the `ReadOnly` qualifier:UserWarning")
-
 TOOLS = [
     {
         "type": "function",
