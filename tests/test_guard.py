@@ -466,3 +466,73 @@ class TestPromptCache:
             assert self._unmarked(after)[: len(before)] == self._unmarked(before)
             marked = [b for m in after for b in m["content"] if "cache_control" in b]
             assert marked == [after[-1]["content"][-1]]
+
+
+class TestPassThrough:
+    def test_thinking_signatures_and_images_reach_the_provider_intact(
+        self, claude: Any, model: LocalModel
+    ) -> None:
+        import base64
+
+        from contextwindow import Thinking
+        from contextwindow.replay.synthetic_media import screenshot
+
+        client = claude()
+        model.enqueue(
+            Message.assistant(Thinking(thinking="Let me look.", signature="sig-abc"), "A screenshot.")
+        )
+        png = base64.b64encode(screenshot(320, 200, seed=1)).decode()
+        image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}}
+        history: list[dict[str, Any]] = [
+            {"role": "user", "content": [{"type": "text", "text": "What is this?"}, image]}
+        ]
+        response = client.messages.create(model=CLAUDE, max_tokens=256, messages=history)
+        assert response.content[0].type == "thinking" and response.content[0].signature == "sig-abc"
+        history += [
+            {"role": "assistant", "content": response.content},
+            {"role": "user", "content": "And now?"},
+        ]
+        client.messages.create(model=CLAUDE, max_tokens=256, messages=history)
+        sent = client.last_exchange.body["messages"]
+        assert sent[0]["content"][1]["source"]["data"] == png
+        assert sent[1]["content"][0] == {
+            "type": "thinking",
+            "thinking": "Let me look.",
+            "signature": "sig-abc",
+        }
+        assert len(client.store.sessions()) == 1
+
+
+class TestMistakes:
+    def test_a_client_the_guard_does_not_know_is_a_usage_error_naming_it(self) -> None:
+        from contextwindow import UsageError
+
+        with pytest.raises(UsageError) as raised:
+            contextwindow.guard(object(), store=":memory:")
+        assert "object" in str(raised.value)
+
+    def test_a_summariser_client_of_another_kind_is_refused(self, server: LocalServer) -> None:
+        from contextwindow import UsageError
+
+        with (
+            anthropic.Anthropic(api_key="l", base_url=server.url) as sync_client,
+            pytest.raises(UsageError),
+        ):
+            contextwindow.guard(sync_client, store=":memory:", summarizer=openai.OpenAI(api_key="l"))
+
+
+class TestAsyncStreams:
+    def test_an_async_stream_is_the_sdks_and_its_reply_is_recorded(self, server: LocalServer) -> None:
+        async def main() -> tuple[bool, int, list[str]]:
+            async with openai.AsyncOpenAI(api_key="l", base_url=server.url + "/v1") as raw:
+                client = contextwindow.guard(raw, store=":memory:")
+                stream = await client.chat.completions.create(
+                    model=GPT, stream=True, messages=[{"role": "user", "content": "hello"}]
+                )
+                is_sdk = isinstance(stream, openai.AsyncStream)
+                pieces = [c.choices[0].delta.content or "" async for c in stream if c.choices]
+                session = client.store.session(client.last_exchange.session_id)
+                return is_sdk, len(session.messages()), pieces
+
+        is_sdk, stored, pieces = asyncio.run(main())
+        assert is_sdk and stored == 2 and "".join(pieces).startswith("Local reply")

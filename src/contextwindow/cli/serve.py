@@ -59,6 +59,9 @@ def serve(
     fail_transient: Annotated[
         int, typer.Option(help="Fail this many first requests with an overload error.")
     ] = 0,
+    call_tools: Annotated[
+        bool, typer.Option(help="Answer a request that offers tools by calling each once (test a tool loop).")
+    ] = False,
 ) -> None:
     """Run the local provider over HTTP until interrupted (Ctrl-C)."""
     if usage not in ("cumulative", "per-call", "output-only", "none"):
@@ -73,4 +76,5 @@ def serve(
             default_model=model,
             delay_seconds=delay,
             fail_transient=fail_transient,
+            call_tools=call_tools,
         )

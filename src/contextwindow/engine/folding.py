@@ -285,22 +285,8 @@ class Folding:
             self.counters.summarizer_failed = True
             yield self._record(CompactionFailed(phase=tag, reason=summary.reason))
             return
-        covered = messages[:cut]
-        first_id = self._first_covered_id(covered)
-        assert first_id is not None and covered[-1].id is not None
-        self.session.record_checkpoint(summary.text, first_id=first_id, last_id=covered[-1].id, phase=tag)
-        self.trigger.folded()
         self.counters.compactions += 1
-        summary_tokens = self.estimator.text(summary.text)
-        yield self._record(
-            Compacted(
-                phase=tag,
-                covered_ids=tuple(m.id for m in covered if m.id is not None),
-                summary_tokens=summary_tokens,
-                tokens_freed=self.estimator.messages(covered) - summary_tokens,
-                summarizer_calls=summary.calls,
-            )
-        )
+        yield self._checkpoint(messages[:cut], summary.text, tag, tag, summarizer_calls=summary.calls)
 
     async def _record_cut(
         self,
@@ -315,22 +301,10 @@ class Folding:
         note naming what was cut (the originals stay in the ledger). ``counted``: the ladder's rung
         already counted this compaction."""
         covered = messages[:cut]
-        first_id = self._first_covered_id(covered)
-        assert first_id is not None and covered[0].id is not None and covered[-1].id is not None
+        assert covered[0].id is not None and covered[-1].id is not None
         text = hard_cut_text(previous, len(covered), covered[0].id, covered[-1].id)
-        self.session.record_checkpoint(text, first_id=first_id, last_id=covered[-1].id, phase="hard_cut")
-        self.trigger.folded()
         self.counters.compactions += 0 if counted else 1
-        text_tokens = self.estimator.text(text)
-        yield self._record(
-            Compacted(
-                phase=tag,
-                covered_ids=tuple(m.id for m in covered if m.id is not None),
-                summary_tokens=text_tokens,
-                tokens_freed=self.estimator.messages(covered) - text_tokens,
-                summarizer_calls=0,
-            )
-        )
+        yield self._checkpoint(covered, text, "hard_cut", tag, summarizer_calls=0)
         yield self._record(Note(kind="context_hard_cut", data={"messages": len(covered)}))
 
     async def fold(
@@ -366,26 +340,48 @@ class Folding:
                 yield self._record(note)
             return
         assert not isinstance(cut, FoldFailure)
-        covered = messages[:cut]
-        first_id = self._first_covered_id(covered)
-        last_id = covered[-1].id
-        assert first_id is not None and last_id is not None
-        self.session.record_checkpoint(summary.text, first_id=first_id, last_id=last_id, phase=tag)
-        self.trigger.folded()
-        freed = self.estimator.messages(covered) - self.estimator.text(summary.text)
-        yield self._record(
-            Compacted(
-                phase=tag,
-                covered_ids=tuple(m.id for m in covered if m.id is not None),
-                summary_tokens=summary.usage.output if summary.usage else self.estimator.text(summary.text),
-                tokens_freed=freed,
-                summarizer_calls=summary.calls,
-            )
+        yield self._checkpoint(
+            messages[:cut],
+            summary.text,
+            tag,
+            tag,
+            summarizer_calls=summary.calls,
+            summary_tokens=summary.usage.output if summary.usage else None,
         )
         self.counters.compactions += 0 if phase_tag == "reactive" else 1
         note = self.notes.compacted({"phase": tag})
         if note is not None:
             yield self._record(note)
+
+    def _checkpoint(
+        self,
+        covered: Sequence[Message],
+        text: str,
+        recorded_phase: str,
+        tag: FoldPhase,
+        *,
+        summarizer_calls: int,
+        summary_tokens: int | None = None,
+    ) -> Compacted:
+        """Record a checkpoint whose ``text`` stands for ``covered`` (from the first message the
+        previous checkpoint covered, so one checkpoint always covers all that is folded) and the
+        ``compacted`` event saying so; the trigger's baseline is unknown until the next accepted
+        request. ``summary_tokens`` defaults to the text's estimate."""
+        first_id = self._first_covered_id(covered)
+        last_id = covered[-1].id
+        assert first_id is not None and last_id is not None
+        self.session.record_checkpoint(text, first_id=first_id, last_id=last_id, phase=recorded_phase)
+        self.trigger.folded()
+        text_tokens = self.estimator.text(text)
+        return self._record(
+            Compacted(
+                phase=tag,
+                covered_ids=tuple(m.id for m in covered if m.id is not None),
+                summary_tokens=text_tokens if summary_tokens is None else summary_tokens,
+                tokens_freed=self.estimator.messages(covered) - text_tokens,
+                summarizer_calls=summarizer_calls,
+            )
+        )
 
     def _first_covered_id(self, covered: Sequence[Message]) -> str | None:
         checkpoint = self.session.latest("checkpoint")

@@ -67,7 +67,7 @@ class EngineSettings:
     calls from the ledger (the host's tool runner never sees them); ``False`` turns it off."""
     max_folds_per_turn: int = 32
     """Summariser calls for covering folds per turn (each compile that leaves history out folds it,
-    see :meth:`Engine._prepare`). A long tool loop on a small window legitimately folds every few
+    see :meth:`Engine._fresh_request`). A long tool loop on a small window legitimately folds every few
     calls; past this bound the turn's further overflow is cut with a note instead (no more summariser
     cost). A summariser that fails once is not asked again in the same turn."""
     cover_tail_ratio: float = COVER_TAIL_RATIO

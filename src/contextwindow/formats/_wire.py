@@ -7,6 +7,7 @@ Wire JSON is checked by hand while it is walked, so that an error names the exac
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -53,21 +54,48 @@ def loader_from(attachments: Mapping[str, bytes]) -> AttachmentLoader:
     return load
 
 
+_RECENT = 64
+"""How many recently decoded media a parse remembers: an agent that resends its whole history sends
+the same screenshots on every call, and decoding, hashing and sniffing them again is most of a parse."""
+
+
+@functools.lru_cache(maxsize=_RECENT)
+def _decoded(text: str) -> bytes:
+    return decode_base64(text, path="")
+
+
+@functools.lru_cache(maxsize=_RECENT)
+def _ref(data: bytes, media_type: str) -> AttachmentRef:
+    return make_ref(data, media_type)
+
+
 class Sink:
-    """Collects decoded attachments during one parse; identical bytes are kept once."""
+    """Collects decoded attachments during one parse; identical bytes are kept once. The last
+    :data:`_RECENT` media decoded (by any parse) are remembered by their text: a value, so a repeat
+    gives the same bytes and ref as a fresh decode would."""
 
     def __init__(self) -> None:
         self.attachments: dict[str, bytes] = {}
 
     def add(self, data: bytes, media_type: str, *, media_type_path: str, **meta: Any) -> AttachmentRef:
         """Hash, size and sniff ``data``; keep it once by id. A bad media type names its wire path."""
-        ref = make_ref(data, media_type, media_type_path=media_type_path, **meta)
+        if meta or not isinstance(data, bytes):
+            ref = make_ref(data, media_type, media_type_path=media_type_path, **meta)
+        else:
+            try:
+                ref = _ref(data, media_type)
+            except InvalidInput:
+                ref = make_ref(data, media_type, media_type_path=media_type_path)  # the error, with its path
         self.attachments.setdefault(ref.id, data)
         return ref
 
     def decode(self, value: Any, path: str) -> bytes:
         """Base64 text at ``path`` decoded; anything else is ``InvalidInput`` at ``path``."""
-        return decode_base64(expect(value, str, path, "base64 text"), path=path)
+        text = expect(value, str, path, "base64 text")
+        try:
+            return _decoded(text)
+        except InvalidInput:
+            return decode_base64(text, path=path)  # the error, with its path
 
 
 def expect(value: Any, kind: type[T] | tuple[type, ...], path: str, what: str | None = None) -> T:

@@ -246,6 +246,7 @@ def serve(
     delay_seconds: float = 0.0,
     fail_transient: int = 0,
     script: Iterable[Message] = (),
+    call_tools: bool = False,
 ) -> None:
     """Serve the local provider until interrupted (what ``contextwindow serve`` runs)."""
     settings = LocalSettings(
@@ -254,6 +255,7 @@ def serve(
         usage=usage,
         default_model=default_model,
         delay_seconds=delay_seconds,
+        call_tools=call_tools,
     )
     model = LocalModel(settings, script=script)
     model.fail_next(fail_transient)
