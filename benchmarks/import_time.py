@@ -48,9 +48,17 @@ HEAVY = (
     "PIL",
     "contextwindow.testing",
     "contextwindow.replay",
+    "langchain",
+    "langchain_core",
+    "langgraph",
+    "pydantic_ai",
+    "agents",
+    "litellm",
+    "contextwindow.integrations",
 )
-"""Modules ``import contextwindow`` must not load: servers, SDKs, plotting, imaging, the local provider
-and the replay tooling load on first use of the layer that needs them (``tests/test_public_api.py``
+"""Modules ``import contextwindow`` must not load: servers, SDKs, agent frameworks, plotting, imaging,
+the local provider, the framework adapters and the replay tooling load on first use of the layer
+that needs them (``tests/test_public_api.py``
 checks this list)."""
 
 _PROBE = """

@@ -16,6 +16,10 @@ def test_there_are_examples() -> None:
         "openai_async_loop",
         "streaming",
         "engine_with_tools",
+        "langchain_agent",
+        "pydantic_ai_agent",
+        "openai_agents_runner",
+        "litellm_tool_loop",
     }
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ._entry import DEFAULT_STORE, STORE_ENV, guard
 
 if TYPE_CHECKING:
-    from ._clients import GuardedAnthropic, GuardedOpenAI
+    from ._clients import GuardedAnthropic, GuardedOpenAI, resolve_store
     from ._core import Exchange, GuardCore
     from ._steps import Reply, Send, run_async, run_sync
 
@@ -28,6 +28,7 @@ __all__ = [
     "Reply",
     "Send",
     "guard",
+    "resolve_store",
     "run_async",
     "run_sync",
 ]
@@ -35,6 +36,7 @@ __all__ = [
 _LAZY = {
     "GuardedAnthropic": "contextwindow.guard._clients",
     "GuardedOpenAI": "contextwindow.guard._clients",
+    "resolve_store": "contextwindow.guard._clients",
     "Exchange": "contextwindow.guard._core",
     "GuardCore": "contextwindow.guard._core",
     "Reply": "contextwindow.guard._steps",

@@ -46,7 +46,7 @@ from ._replies import (
 from ._steps import Reply, Send, run_async, run_sync
 from ._wire import GuardFormat
 
-__all__ = ["GuardedAnthropic", "GuardedOpenAI", "wrap"]
+__all__ = ["GuardedAnthropic", "GuardedOpenAI", "resolve_store", "wrap"]
 
 _OPTIONS = frozenset({"extra_headers", "extra_query", "extra_body", "timeout"})
 """Keyword arguments of the SDK methods that are not part of the request body."""
@@ -74,16 +74,8 @@ def wrap(
             raise UsageError(
                 "the summarizer client must be of the same kind as the guarded client (sync or async)"
             )
-    if not isinstance(store, Store):
-        if store is None:
-            store = os.environ.get(STORE_ENV) or DEFAULT_STORE
-        if isinstance(store, str | Path) and str(store) not in (":memory:", "memory://", "memory:"):
-            path = str(store)
-            if "://" not in path:
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
-        store = open_store(store)
     core = GuardCore(
-        store,
+        resolve_store(store),
         kind,
         overflow=_overflow_reader(kind),
         session=session,
@@ -99,6 +91,20 @@ def wrap(
     if kind == "anthropic":
         return GuardedAnthropic(client, core, summary_client, is_async)
     return GuardedOpenAI(client, core, summary_client, is_async)
+
+
+def resolve_store(store: Store | str | Path | None) -> Store:
+    """The guard's ledger: ``store`` itself, what :func:`~contextwindow.store.open_store` opens from it,
+    or (``None``) ``$CONTEXTWINDOW_STORE`` else :data:`DEFAULT_STORE`, its directory created."""
+    if isinstance(store, Store):
+        return store
+    if store is None:
+        store = os.environ.get(STORE_ENV) or DEFAULT_STORE
+    if isinstance(store, str | Path) and str(store) not in (":memory:", "memory://", "memory:"):
+        path = str(store)
+        if "://" not in path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return open_store(store)
 
 
 def _kind(client: Any) -> tuple[GuardFormat, bool]:

@@ -1,0 +1,69 @@
+"""What the framework agents of the integrations benchmark and tests share: a local provider that
+keeps a log of what it answered, and the task's material (a search tool's long answer, a real PNG)."""
+
+from __future__ import annotations
+
+import base64
+import io
+from dataclasses import dataclass
+from typing import Any
+
+from PIL import Image as PILImage
+
+from contextwindow.testing import LocalModel, LocalSettings
+from contextwindow.testing.model import Rejection
+
+__all__ = ["TURNS", "WINDOW", "Call", "ObservedModel", "notes", "png", "png_data_url"]
+
+WINDOW = 16_000
+TURNS = 42
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Call:
+    """One call the provider answered: its input count, or the rejection it sent."""
+
+    input_tokens: int | None
+    status: int | None = None
+    message: str = ""
+
+
+class ObservedModel(LocalModel):
+    """The local provider, recording each call it answers (thread-safe, like the model)."""
+
+    def __init__(self, settings: LocalSettings | None = None) -> None:
+        super().__init__(settings or LocalSettings(window=WINDOW, call_tools=True))
+        self.calls: list[Call] = []
+
+    def handle(self, request: Any, **kwargs: Any) -> Any:
+        answer = super().handle(request, **kwargs)
+        with self._lock:
+            if isinstance(answer, Rejection):
+                self.calls.append(Call(input_tokens=None, status=answer.status, message=answer.message))
+            else:
+                self.calls.append(Call(input_tokens=answer.input_tokens))
+        return answer
+
+    @property
+    def rejections(self) -> list[Call]:
+        return [c for c in self.calls if c.status is not None]
+
+    @property
+    def largest(self) -> int:
+        return max(c.input_tokens or 0 for c in self.calls)
+
+
+def notes(query: str, n: int = 150) -> str:
+    """A search tool's long answer: about 2,000 tokens."""
+    return " ".join(f"note on {query} {i}: a long paragraph about the topic." for i in range(n))
+
+
+def png(width: int = 800, height: int = 600) -> bytes:
+    """A real PNG of the given size."""
+    out = io.BytesIO()
+    PILImage.new("RGB", (width, height), (40, 90, 160)).save(out, format="PNG")
+    return out.getvalue()
+
+
+def png_data_url(width: int = 800, height: int = 600) -> str:
+    return "data:image/png;base64," + base64.b64encode(png(width, height)).decode("ascii")

@@ -1,0 +1,278 @@
+"""What every framework adapter shares: a guard core that speaks Chat Completions, and the way back.
+
+A framework keeps its own message objects. Each adapter writes the framework's request as an OpenAI
+Chat Completions body (the lingua franca every framework can already produce), hands it to a
+:class:`~contextwindow.guard.GuardCore`, and makes the call the core asks for with the framework's
+own machinery (its model, its handler, its router). So the guard's matching, pricing, folding,
+media budget and recovery are the same code for every framework and for ``guard(client)``.
+
+The compiled history comes back as Chat Completions messages. :class:`Originals` turns them back
+into the framework's objects: a compiled message that is exactly one the agent sent (most of them)
+is that very object again, with its ids and metadata; only what the guard changed (a summary
+checkpoint, a placeholder, a truncated message) is built anew.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from ..compile import Policy
+from ..engine.settings import EngineSettings
+from ..errors import ContextOverflow, ContextWindowError
+from ..formats import openai as openai_format
+from ..guard import Exchange, GuardCore, Reply, Send, resolve_store, run_async, run_sync
+from ..guard._replies import openai_reply
+from ..providers.overflow import classify
+from ..store import Store
+from ..usage.tracker import Usage
+
+__all__ = [
+    "ChatBridge",
+    "Originals",
+    "Stepper",
+    "leading_system",
+    "read_overflow",
+    "reply_from_wire",
+    "usage_from_totals",
+]
+
+T = TypeVar("T")
+
+_MAX_CHAIN = 8  # how deep to follow __cause__/__context__ for the provider's error
+
+
+def read_overflow(exc: BaseException) -> ContextOverflow | None:
+    """The rejection for size that ``exc`` means, or ``None``.
+
+    Frameworks wrap the provider's error in their own (pydantic-ai's ``ModelHTTPError``, LangChain's
+    ``ContextOverflowError``, litellm's mapped exceptions), so the exception and its causes are each
+    read as the SDK errors are: the status and body when it has them, else its message, through the
+    project's classifier (:func:`contextwindow.providers.overflow.classify`).
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    for _ in range(_MAX_CHAIN):
+        if current is None or id(current) in seen:
+            return None
+        seen.add(id(current))
+        if isinstance(current, ContextOverflow):
+            return current
+        found = _classify_one(current)
+        if found is not None:
+            return found
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _classify_one(exc: BaseException) -> ContextOverflow | None:
+    status = getattr(exc, "status_code", None)
+    if not isinstance(status, int) or isinstance(status, bool):
+        status = None
+    body = getattr(exc, "body", None)
+    message = str(getattr(exc, "message", None) or exc)
+    found = classify(status, body) if body is not None else None
+    if found is None:
+        found = classify(status, message)
+    return found
+
+
+def reply_from_wire(
+    message: Mapping[str, Any], *, usage: Usage | None = None, stop_reason: str | None = None
+) -> Reply:
+    """A Chat Completions assistant message (and the call's usage) as the guard's :class:`Reply`."""
+    reply = openai_reply({"choices": [{"message": dict(message), "finish_reason": stop_reason}]})
+    return Reply(message=reply.message, usage=usage, stop_reason=stop_reason)
+
+
+def usage_from_totals(
+    *, input_tokens: int, output_tokens: int, cache_read: int = 0, cache_write: int = 0, reasoning: int = 0
+) -> Usage | None:
+    """A call's usage from a framework's totals, where ``input_tokens`` is everything the provider
+    counted as input (cache reads and writes included), as LangChain and pydantic-ai report it;
+    ``None`` when it reported no input (an unreported call, not an empty one)."""
+    if input_tokens <= 0:
+        return None
+    read = min(max(cache_read, 0), input_tokens)
+    write = min(max(cache_write, 0), input_tokens - read)
+    output = max(output_tokens, 0)
+    return Usage(
+        fresh_input=input_tokens - read - write,
+        cache_read=read,
+        cache_write=write,
+        output=output,
+        reasoning=min(max(reasoning, 0), output),
+    )
+
+
+def _key(wire: Mapping[str, Any]) -> str | None:
+    """One Chat Completions message as the guard renders it, as text; ``None`` if it is not one."""
+    try:
+        parsed = openai_format.parse_messages([dict(wire)])
+        rendered = openai_format.render_messages(parsed.request.messages, parsed.loader())
+    except (ContextWindowError, ValueError, TypeError, KeyError):
+        return None
+    if len(rendered) != 1:
+        return None
+    return json.dumps(rendered[0], sort_keys=True, ensure_ascii=False)
+
+
+class Originals(Generic[T]):
+    """The framework's own messages by their Chat Completions form, to hand back what was sent."""
+
+    def __init__(self, pairs: Iterable[tuple[Mapping[str, Any], T]]) -> None:
+        self._by_key: dict[str, deque[T]] = {}
+        for wire, original in pairs:
+            key = _key(wire)
+            if key is not None:
+                self._by_key.setdefault(key, deque()).append(original)
+
+    def restore(self, wire: Sequence[Mapping[str, Any]], build: Callable[[Mapping[str, Any]], T]) -> list[T]:
+        """``wire`` as framework messages: the agent's own object where the message is unchanged
+        (in order, for repeated equal messages), ``build(message)`` where the guard wrote it."""
+        out: list[T] = []
+        for message in wire:
+            key = json.dumps(dict(message), sort_keys=True, ensure_ascii=False)
+            kept = self._by_key.get(key)
+            out.append(kept.popleft() if kept else build(message))
+        return out
+
+
+def leading_system(wire: Sequence[Mapping[str, Any]]) -> int:
+    """How many of ``wire``'s first messages are the system prompt (kept verbatim by the guard)."""
+    n = 0
+    for message in wire:
+        if message.get("role") not in ("system", "developer"):
+            break
+        n += 1
+    return n
+
+
+Send_ = Callable[[dict[str, Any]], Any]
+Summarize = Callable[[dict[str, Any]], Reply]
+
+
+class ChatBridge:
+    """A :class:`~contextwindow.guard.GuardCore` over Chat Completions bodies, for one adapter.
+
+    ``send(body)`` makes the agent's call with the framework (and returns whatever the framework
+    returns); ``summarize(body)`` makes a summariser's call and returns its :class:`Reply`. After
+    :meth:`run` the caller records the framework's answer with ``exchange.finish(reply)``.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: Store | str | Path | None = None,
+        session: str | None = None,
+        context_window: int | None = None,
+        policy: Policy | None = None,
+        settings: EngineSettings | None = None,
+        summary_model: str | None = None,
+        summarize: bool = True,
+    ) -> None:
+        self.core = GuardCore(
+            resolve_store(store),
+            "openai",
+            overflow=read_overflow,
+            session=session,
+            policy=policy,
+            settings=settings,
+            context_window=context_window,
+            summary_model=summary_model,
+            summarize=summarize,
+        )
+        self.last_exchange: Exchange | None = None
+        """The latest call's :class:`~contextwindow.guard.Exchange` (session id, body sent, events)."""
+
+    @property
+    def store(self) -> Store:
+        """The ledger the adapter keeps its sessions in."""
+        return self.core.store
+
+    def run(self, body: Mapping[str, Any], send: Send_, summarize: Summarize) -> Exchange:
+        def perform(step: Send) -> Any:
+            if step.purpose == "summary":
+                return summarize(dict(step.body))
+            return send(dict(step.body))
+
+        self.last_exchange = run_sync(self.core.request(body), perform)
+        return self.last_exchange
+
+    async def arun(
+        self,
+        body: Mapping[str, Any],
+        send: Callable[[dict[str, Any]], Awaitable[Any]],
+        summarize: Callable[[dict[str, Any]], Awaitable[Reply]],
+    ) -> Exchange:
+        async def perform(step: Send) -> Any:
+            if step.purpose == "summary":
+                return await summarize(dict(step.body))
+            return await send(dict(step.body))
+
+        self.last_exchange = await run_async(self.core.request(body), perform)
+        return self.last_exchange
+
+
+class Stepper:
+    """The guard core for one call, stepped across a framework's separate hooks.
+
+    Some frameworks do not hand the adapter a function that makes the call: they call the model
+    themselves between two hooks (one before, one after, one on error) and let a hook ask for another
+    attempt. :meth:`start` runs the core to the call it asks for, :meth:`accepted` hands it the
+    framework's answer, :meth:`rejected` hands it the call's failure and returns the retry (or raises
+    what the core raises: the failure itself, or ``ContextOverflow``). Summary calls the core needs on
+    the way are made at once with ``summarize``.
+    """
+
+    def __init__(
+        self,
+        core: GuardCore,
+        body: Mapping[str, Any],
+        summarize: Callable[[dict[str, Any]], Awaitable[Reply]],
+    ) -> None:
+        self._coro = core.request(body)
+        self._summarize = summarize
+        self.step: Send | None = None
+        """The call the core asked for last: the body to send now."""
+        self.exchange: Exchange | None = None
+
+    async def _advance(self, answer: Any = None, error: BaseException | None = None) -> Send | Exchange:
+        while True:
+            try:
+                step = self._coro.throw(error) if error is not None else self._coro.send(answer)
+            except StopIteration as done:
+                self.step = None
+                self.exchange = done.value
+                return done.value  # type: ignore[no-any-return]
+            if not isinstance(step, Send):  # pragma: no cover - the core awaits nothing else
+                self._coro.close()
+                raise RuntimeError(f"the guard core awaited {step!r}, not a call")
+            if step.purpose != "summary":
+                self.step = step
+                return step
+            try:
+                answer, error = await self._summarize(dict(step.body)), None
+            except Exception as exc:
+                answer, error = None, exc
+
+    async def start(self) -> Send:
+        step = await self._advance()
+        assert isinstance(step, Send), "the guard core asks for the call before it returns"
+        return step
+
+    async def accepted(self, result: Any) -> Exchange:
+        done = await self._advance(answer=result)
+        assert isinstance(done, Exchange), "the guard core returns once its call was answered"
+        return done
+
+    async def rejected(self, error: BaseException) -> Send:
+        retry = await self._advance(error=error)
+        assert isinstance(retry, Send), "after a failure the guard core raises or asks again"
+        return retry
+
+    def close(self) -> None:
+        self._coro.close()

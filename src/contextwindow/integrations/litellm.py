@@ -1,0 +1,164 @@
+"""litellm: ``completion`` and ``acompletion`` guarded, over litellm's own provider routing.
+
+::
+
+    from contextwindow.integrations.litellm import GuardedLiteLLM
+
+    llm = GuardedLiteLLM()
+    response = llm.completion(model="anthropic/claude-sonnet-4-6", messages=history, tools=TOOLS)
+
+The call takes litellm's arguments (its body is a Chat Completions body, whatever the provider); the
+guard core matches the conversation in the ledger, compiles the history to the window and the call
+goes out through ``litellm.completion`` (or ``acompletion``) with the compiled messages and every
+other argument as given, so routing, keys, ``api_base``, retries and fallbacks are litellm's. A
+rejection for size is recognised through contextwindow's own classifier (from the provider's message
+litellm carries, for the providers that classifier knows), the guard compacts and retries once, and a
+second one is :class:`~contextwindow.errors.ContextOverflow`; every other error is litellm's own.
+Summaries go through the same model and routing. ``stream=True`` returns an iterator (an async one
+for ``acompletion``) over litellm's chunks; the reply is recorded when it ends.
+
+The model profile is litellm's model name without its provider prefix (``anthropic/claude-…`` is
+``claude-…``); ``model=`` on :class:`GuardedLiteLLM` names another. litellm reads its model-cost map
+from the package (``LITELLM_LOCAL_MODEL_COST_MAP=True`` is set before it is imported, unless the
+environment says otherwise), so nothing is fetched at run time.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from collections.abc import AsyncIterator, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import litellm
+
+from ..compile import Policy
+from ..engine.settings import EngineSettings
+from ..guard import Exchange, Reply
+from ..guard._replies import OpenAIChunks, jsonable, openai_reply
+from ..store import Store
+from ._bridge import ChatBridge
+
+__all__ = ["GuardedLiteLLM"]
+
+_ROUTING = frozenset(
+    {"api_base", "base_url", "api_key", "api_version", "custom_llm_provider", "timeout", "extra_headers"}
+)
+"""litellm arguments that say where and how to call, kept for the summariser's calls too."""
+_BODY = frozenset({"model", "messages", "tools", "max_tokens", "max_completion_tokens", "stream"})
+"""What the guard reads of a call: the rest goes to litellm untouched."""
+
+
+class GuardedLiteLLM:
+    """``completion``/``acompletion`` through the guard (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        store: Store | str | Path | None = None,
+        session: str | None = None,
+        context_window: int | None = None,
+        summarize: bool = True,
+        summary_model: str | None = None,
+        policy: Policy | None = None,
+        settings: EngineSettings | None = None,
+    ) -> None:
+        self.model = model
+        self.summary_model = summary_model
+        self.bridge = ChatBridge(
+            store=store,
+            session=session,
+            context_window=context_window,
+            policy=policy,
+            settings=settings,
+            summary_model=_profile_name(summary_model) if summary_model else None,
+            summarize=summarize,
+        )
+
+    @property
+    def store(self) -> Store:
+        return self.bridge.store
+
+    @property
+    def last_exchange(self) -> Exchange | None:
+        return self.bridge.last_exchange
+
+    def _body(self, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        body = {k: jsonable(v) for k, v in kwargs.items() if k in _BODY and v is not None}
+        body["model"] = self.model or _profile_name(str(kwargs.get("model", "")))
+        return body
+
+    def _call(self, kwargs: Mapping[str, Any], sent: Mapping[str, Any]) -> dict[str, Any]:
+        call = dict(kwargs)
+        call["messages"] = sent["messages"]
+        for key in ("max_tokens", "max_completion_tokens"):
+            if key in sent:
+                call[key] = sent[key]
+        return call
+
+    def _summary_call(self, kwargs: Mapping[str, Any], body: Mapping[str, Any]) -> dict[str, Any]:
+        call = {k: v for k, v in kwargs.items() if k in _ROUTING}
+        call["model"] = self.summary_model or kwargs["model"]
+        call["messages"] = body["messages"]
+        if isinstance(body.get("max_tokens"), int):
+            call["max_tokens"] = body["max_tokens"]
+        return call
+
+    def completion(self, **kwargs: Any) -> Any:
+        """``litellm.completion(**kwargs)``, fitted to the window."""
+
+        def send(sent: dict[str, Any]) -> Any:
+            return litellm.completion(**self._call(kwargs, sent))
+
+        def summarize(body: dict[str, Any]) -> Reply:
+            return openai_reply(litellm.completion(**self._summary_call(kwargs, body)))
+
+        exchange = self.bridge.run(self._body(kwargs), send, summarize)
+        if kwargs.get("stream"):
+            return _tap(exchange)
+        exchange.finish(openai_reply(exchange.result))
+        return exchange.result
+
+    async def acompletion(self, **kwargs: Any) -> Any:
+        """``await litellm.acompletion(**kwargs)``, fitted to the window."""
+
+        async def send(sent: dict[str, Any]) -> Any:
+            return await litellm.acompletion(**self._call(kwargs, sent))
+
+        async def summarize(body: dict[str, Any]) -> Reply:
+            return openai_reply(await litellm.acompletion(**self._summary_call(kwargs, body)))
+
+        exchange = await self.bridge.arun(self._body(kwargs), send, summarize)
+        if kwargs.get("stream"):
+            return _atap(exchange)
+        exchange.finish(openai_reply(exchange.result))
+        return exchange.result
+
+
+def _profile_name(model: str) -> str:
+    """litellm's ``provider/model`` as the model's own name."""
+    try:
+        name, _provider, _key, _base = litellm.get_llm_provider(model)
+    except Exception:  # litellm does not know the provider: the name as written
+        return model.split("/", 1)[-1]
+    return str(name)
+
+
+def _tap(exchange: Exchange) -> Iterator[Any]:
+    chunks = OpenAIChunks()
+    for chunk in exchange.result:
+        chunks.feed(chunk)
+        yield chunk
+    exchange.finish(chunks.reply())
+
+
+async def _atap(exchange: Exchange) -> AsyncIterator[Any]:
+    chunks = OpenAIChunks()
+    async for chunk in exchange.result:
+        chunks.feed(chunk)
+        yield chunk
+    exchange.finish(chunks.reply())

@@ -1,0 +1,155 @@
+"""The LangChain adapter: a real ``create_agent`` agent over ``ChatOpenAI`` against the local provider."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+
+pytest.importorskip("langchain")
+
+from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+
+from contextwindow.integrations.langchain import ContextWindowMiddleware
+from contextwindow.testing import LocalServer
+from integrations_support import TURNS, WINDOW, ObservedModel, notes, png_data_url
+
+
+@tool
+def search(query: str) -> str:
+    """Search the notes."""
+    return notes(query)
+
+
+@pytest.fixture
+def model() -> ObservedModel:
+    return ObservedModel()
+
+
+@pytest.fixture
+def server(model: ObservedModel) -> Iterator[LocalServer]:
+    with LocalServer(model) as running:
+        yield running
+
+
+def chat(server: LocalServer) -> ChatOpenAI:
+    return ChatOpenAI(model="gpt-4o", base_url=server.url + "/v1", api_key="local", max_retries=0)
+
+
+class Recorder(AgentMiddleware):  # type: ignore[type-arg]
+    """Inside the guard: sees the request the model gets."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests: list[Any] = []
+
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        self.requests.append(request)
+        return handler(request)
+
+
+def run(agent: Any, turns: int, start: list[Any] | None = None) -> list[Any]:
+    messages: list[Any] = list(start or [])
+    for turn in range(turns):
+        state = agent.invoke({"messages": [*messages, HumanMessage(f"Turn {turn}: notes on topic {turn}.")]})
+        messages = state["messages"]
+    return messages
+
+
+class TestLangChainAgent:
+    def test_a_tool_agent_runs_forty_turns_on_a_16k_window_without_an_error(
+        self, server: LocalServer, model: ObservedModel
+    ) -> None:
+        guard = ContextWindowMiddleware(store=":memory:", context_window=WINDOW)
+        agent = create_agent(chat(server), [search], middleware=[guard], system_prompt="You search notes.")
+        messages = run(agent, TURNS)
+        assert sum(isinstance(m, ToolMessage) for m in messages) == TURNS  # every turn used its tool
+        assert model.rejections == []
+        assert model.largest <= WINDOW
+        assert model.largest > 0.6 * WINDOW  # the window is used once full
+        session = guard.bridge.store.session(guard.last_exchange.session_id)
+        assert len(session.messages()) == len(messages)  # one session, every message kept
+        assert session.latest("checkpoint") is not None  # older history folded, not dropped
+
+    def test_the_first_rejection_teaches_the_window_and_the_agent_never_sees_it(
+        self, server: LocalServer, model: ObservedModel
+    ) -> None:
+        guard = ContextWindowMiddleware(store=":memory:")  # gpt-4o's profile says 128k; 16k is served
+        agent = create_agent(chat(server), [search], middleware=[guard])
+        run(agent, 12)
+        assert len(model.rejections) == 1
+        assert "maximum context length" in model.rejections[0].message
+
+    def test_the_async_agent_shares_the_core(self, server: LocalServer, model: ObservedModel) -> None:
+        guard = ContextWindowMiddleware(store=":memory:", context_window=WINDOW)
+        agent = create_agent(chat(server), [search], middleware=[guard])
+
+        async def go() -> list[Any]:
+            messages: list[Any] = []
+            for turn in range(12):
+                state = await agent.ainvoke({"messages": [*messages, HumanMessage(f"Turn {turn}.")]})
+                messages = state["messages"]
+            return messages
+
+        messages = asyncio.run(go())
+        assert len(messages) == 12 * 4
+        assert model.rejections == []
+        assert guard.last_exchange is not None
+        assert any(e.type == "compacted" for e in guard.last_exchange.events) or model.largest > 0.6 * WINDOW
+
+    def test_messages_the_guard_kept_are_the_agents_own_objects(self, server: LocalServer) -> None:
+        recorder = Recorder()
+        guard = ContextWindowMiddleware(store=":memory:", context_window=WINDOW)
+        agent = create_agent(chat(server), [search], middleware=[guard, recorder])
+        messages = run(agent, 2)
+        sent = recorder.requests[-1].messages
+        assert [type(m) for m in sent] == [type(m) for m in messages[:-1]]
+        assert all(a is b for a, b in zip(sent, messages, strict=False))
+        calls = [m for m in messages if isinstance(m, AIMessage) and m.tool_calls]
+        results = [m for m in messages if isinstance(m, ToolMessage)]
+        assert [c.tool_calls[0]["id"] for c in calls] == [r.tool_call_id for r in results]
+
+    def test_an_image_reaches_the_model_and_is_priced_by_its_dimensions(self, server: LocalServer) -> None:
+        recorder = Recorder()
+        guard = ContextWindowMiddleware(store=":memory:", context_window=WINDOW)
+        agent = create_agent(chat(server), [], middleware=[guard, recorder])
+        photo = HumanMessage(
+            content=[
+                {"type": "text", "text": "What is in this photo?"},
+                {"type": "image_url", "image_url": {"url": png_data_url(800, 600)}},
+            ]
+        )
+        agent.invoke({"messages": [photo]})
+        assert recorder.requests[-1].messages[0] is photo
+        session = guard.bridge.store.session(guard.last_exchange.session_id)
+        [stored] = [m.message for m in session.messages() if m.message.role == "user"]
+        [image] = [b for b in stored.content if b.type == "image"]
+        assert (image.ref.width, image.ref.height) == (800, 600)
+
+    def test_a_message_larger_than_the_window_is_cut_with_a_marker_after_the_first_rejection(
+        self, server: LocalServer, model: ObservedModel
+    ) -> None:
+        guard = ContextWindowMiddleware(store=":memory:")
+        agent = create_agent(chat(server), [], middleware=[guard])
+        state = agent.invoke({"messages": [HumanMessage(notes("everything", 3000))]})
+        assert isinstance(state["messages"][-1], AIMessage)
+        assert [c.status for c in model.calls] == [400, None]
+        assert "[truncated" in guard.last_exchange.body["messages"][-1]["content"]
+        assert guard.last_exchange.events[0].type == "overflow_recovered"
+
+    def test_any_other_error_reaches_the_agent_as_the_sdks_own(
+        self, server: LocalServer, model: ObservedModel
+    ) -> None:
+        guard = ContextWindowMiddleware(store=":memory:", context_window=WINDOW)
+        agent = create_agent(chat(server), [], middleware=[guard])
+        model.fail_next(1)
+        with pytest.raises(openai.APIStatusError) as raised:
+            agent.invoke({"messages": [HumanMessage("hello")]})
+        assert raised.value.status_code >= 500  # the provider's own answer, not a rejection for size

@@ -1,0 +1,117 @@
+"""The litellm adapter: real ``litellm.completion``/``acompletion`` routed to the local provider."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("litellm")
+
+from contextwindow.integrations.litellm import GuardedLiteLLM, _profile_name
+from contextwindow.testing import LocalServer
+from integrations_support import TURNS, WINDOW, ObservedModel, close_the_loop_left_open, notes
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "search",
+            "description": "Search the notes.",
+            "parameters": {
+                "type": "object",
+                "properties": {"query": {"type": "string"}},
+                "required": ["query"],
+            },
+        },
+    }
+]
+
+
+close_the_loop = pytest.fixture(autouse=True)(close_the_loop_left_open)  # litellm's sync path keeps one open
+
+
+@pytest.fixture
+def model() -> ObservedModel:
+    return ObservedModel()
+
+
+@pytest.fixture
+def server(model: ObservedModel) -> Iterator[LocalServer]:
+    with LocalServer(model) as running:
+        yield running
+
+
+def routing(server: LocalServer) -> dict[str, Any]:
+    return {"model": "openai/gpt-4o", "api_base": server.url + "/v1", "api_key": "local", "num_retries": 0}
+
+
+def tool_loop(llm: GuardedLiteLLM, server: LocalServer, turns: int) -> list[dict[str, Any]]:
+    history: list[dict[str, Any]] = [{"role": "system", "content": "You search notes."}]
+    for turn in range(turns):
+        history.append({"role": "user", "content": f"Turn {turn}: notes on topic {turn}."})
+        while True:
+            response = llm.completion(**routing(server), messages=history, tools=TOOLS)
+            message = response.choices[0].message
+            history.append(message.model_dump(exclude_none=True))
+            if not message.tool_calls:
+                break
+            for call in message.tool_calls:
+                history.append({"role": "tool", "tool_call_id": call.id, "content": notes(str(turn))})
+    return history
+
+
+class TestGuardedLiteLLM:
+    def test_a_tool_loop_runs_forty_turns_on_a_16k_window_without_an_error(
+        self, server: LocalServer, model: ObservedModel
+    ) -> None:
+        llm = GuardedLiteLLM(store=":memory:", context_window=WINDOW)
+        history = tool_loop(llm, server, TURNS)
+        assert sum(m["role"] == "tool" for m in history) == TURNS
+        assert model.rejections == []
+        assert WINDOW * 0.6 < model.largest <= WINDOW
+        assert llm.last_exchange is not None
+        assert llm.store.session(llm.last_exchange.session_id).latest("checkpoint") is not None
+
+    def test_a_rejection_litellm_raises_is_recognised_and_recovered_once(
+        self, server: LocalServer, model: ObservedModel
+    ) -> None:
+        llm = GuardedLiteLLM(store=":memory:")  # gpt-4o's profile says 128k; 16k is served
+        tool_loop(llm, server, 10)
+        assert len(model.rejections) == 1
+        assert "maximum context length" in model.rejections[0].message
+
+    def test_acompletion_and_streams_are_guarded(self, server: LocalServer, model: ObservedModel) -> None:
+        llm = GuardedLiteLLM(store=":memory:", context_window=WINDOW)
+
+        async def go() -> list[str]:
+            history: list[dict[str, Any]] = []
+            texts = []
+            for turn in range(6):
+                history.append({"role": "user", "content": f"Turn {turn}: {notes(str(turn), 200)}"})
+                if turn % 2:
+                    response = await llm.acompletion(**routing(server), messages=history)
+                    text = response.choices[0].message.content
+                else:
+                    stream = await llm.acompletion(**routing(server), messages=history, stream=True)
+                    text = "".join([c.choices[0].delta.content or "" async for c in stream])
+                history.append({"role": "assistant", "content": text})
+                texts.append(text)
+            return texts
+
+        texts = asyncio.run(go())
+        assert all(texts)
+        assert model.rejections == []
+        assert model.largest <= WINDOW
+        session = llm.store.session(llm.last_exchange.session_id)
+        assert len(session.messages()) == 12  # streamed replies recorded too
+
+    def test_the_model_profile_is_the_name_without_litellms_provider_prefix(self) -> None:
+        assert _profile_name("openai/gpt-4o") == "gpt-4o"
+        assert _profile_name("anthropic/claude-sonnet-4-6") == "claude-sonnet-4-6"
+
+    def test_litellm_reads_its_model_map_from_the_package(self) -> None:
+        assert os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP") == "True"

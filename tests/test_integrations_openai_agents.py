@@ -1,0 +1,142 @@
+"""The OpenAI Agents SDK adapter: a real ``Runner.run`` agent over ``OpenAIChatCompletionsModel``
+against the local provider, its history in contextwindow's store."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("agents")
+
+import openai
+from agents import Agent, OpenAIChatCompletionsModel, RunConfig, Runner, function_tool, set_tracing_disabled
+
+from contextwindow.integrations.openai_agents import ContextWindowFilter, LedgerSession
+from contextwindow.testing import LocalServer
+from integrations_support import TURNS, WINDOW, ObservedModel, notes
+
+set_tracing_disabled(True)
+
+
+@function_tool
+def search(query: str) -> str:
+    """Search the notes."""
+    return notes(query)
+
+
+@pytest.fixture
+def model() -> ObservedModel:
+    return ObservedModel()
+
+
+@pytest.fixture
+def server(model: ObservedModel) -> Iterator[LocalServer]:
+    with LocalServer(model) as running:
+        yield running
+
+
+async def run(
+    server: LocalServer, guard: ContextWindowFilter, session: Any, turns: int, hooks: bool = True
+) -> None:
+    async with openai.AsyncOpenAI(base_url=server.url + "/v1", api_key="local", max_retries=0) as client:
+        agent = Agent(
+            name="notes",
+            instructions="You search notes.",
+            tools=[search],
+            model=OpenAIChatCompletionsModel(model="gpt-4o", openai_client=client),
+        )
+        for turn in range(turns):
+            await Runner.run(
+                agent,
+                f"Turn {turn}: notes on topic {turn}.",
+                session=session,
+                run_config=RunConfig(call_model_input_filter=guard),
+                hooks=guard.hooks if hooks else None,
+            )
+
+
+class TestAgentsSDK:
+    def test_a_runner_agent_runs_forty_turns_on_a_16k_window_without_an_error(
+        self, server: LocalServer, model: ObservedModel
+    ) -> None:
+        guard = ContextWindowFilter(store=":memory:", context_window=WINDOW)
+        session = LedgerSession("run-1", store=guard.store)
+        asyncio.run(run(server, guard, session, TURNS))
+        items = asyncio.run(session.get_items())
+        calls = [i["call_id"] for i in items if i.get("type") == "function_call"]
+        outputs = [i["call_id"] for i in items if i.get("type") == "function_call_output"]
+        assert len(calls) == TURNS and calls == outputs
+        assert model.rejections == []
+        assert WINDOW * 0.6 < model.largest <= WINDOW
+        assert guard.last_exchange is not None
+        ledger = guard.store.session(guard.last_exchange.session_id)
+        assert ledger.latest("checkpoint") is not None
+        assert any(e.type == "usage" and e.reported for e in guard.last_exchange.events)  # via the hooks
+
+    def test_without_hooks_the_filter_still_fits_every_call(
+        self, server: LocalServer, model: ObservedModel
+    ) -> None:
+        guard = ContextWindowFilter(store=":memory:", context_window=WINDOW)
+        asyncio.run(run(server, guard, LedgerSession("run-2", store=guard.store), 14, hooks=False))
+        assert model.rejections == []
+        assert model.largest <= WINDOW
+
+    def test_the_session_resumes_from_the_store_in_a_new_process(
+        self, server: LocalServer, tmp_path: Path
+    ) -> None:
+        path = tmp_path / "agents.sqlite"
+        first = ContextWindowFilter(store=path, context_window=WINDOW)
+        asyncio.run(run(server, first, LedgerSession("run-3", store=first.store), 2))
+        before = asyncio.run(LedgerSession("run-3", store=first.store).get_items())
+        first.store.close()
+        again = LedgerSession("run-3", store=path)
+        assert asyncio.run(again.get_items()) == before
+        assert asyncio.run(again.get_items(limit=2)) == before[-2:]
+        again.store.close()
+
+    def test_pop_and_clear_are_records_and_the_items_stay_in_the_ledger(self) -> None:
+        session = LedgerSession("run-4", store=":memory:")
+
+        async def go() -> tuple[Any, list[Any], list[Any]]:
+            await session.add_items([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
+            popped = await session.pop_item()
+            kept = await session.get_items()
+            await session.clear_session()
+            return popped, kept, await session.get_items()
+
+        popped, kept, cleared = asyncio.run(go())
+        assert popped == {"role": "user", "content": "b"}
+        assert kept == [{"role": "user", "content": "a"}]
+        assert cleared == []
+        assert len(session.store.session("run-4.items").entries(["note"])) == 4
+
+    def test_items_the_guard_kept_are_the_runs_own(self, server: LocalServer) -> None:
+        guard = ContextWindowFilter(store=":memory:", context_window=WINDOW)
+        seen: list[Any] = []
+
+        async def recording(data: Any) -> Any:
+            result = await guard(data)
+            seen.append((list(data.model_data.input), list(result.input)))
+            return result
+
+        async def go() -> None:
+            async with openai.AsyncOpenAI(
+                base_url=server.url + "/v1", api_key="local", max_retries=0
+            ) as client:
+                agent = Agent(
+                    name="notes",
+                    tools=[search],
+                    model=OpenAIChatCompletionsModel(model="gpt-4o", openai_client=client),
+                )
+                await Runner.run(
+                    agent, "Find notes.", run_config=RunConfig(call_model_input_filter=recording)
+                )
+
+        asyncio.run(go())
+        given, sent = seen[-1]
+        assert sent[0] is given[0]
+        assert [i.get("type") for i in sent] == [i.get("type") for i in given]

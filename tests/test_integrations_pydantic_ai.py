@@ -1,0 +1,171 @@
+"""The pydantic-ai adapter: a real ``Agent`` over ``OpenAIChatModel`` against the local provider."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+pytest.importorskip("pydantic_ai")
+
+from pydantic_ai import Agent, BinaryContent
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import ModelHTTPError
+from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+
+from contextwindow.integrations.pydantic_ai import ContextWindow
+from contextwindow.testing import LocalServer
+from integrations_support import TURNS, WINDOW, ObservedModel, close_the_loop_left_open, notes, png
+
+close_the_loop = pytest.fixture(autouse=True)(close_the_loop_left_open)  # run_sync keeps one open
+
+
+@pytest.fixture
+def model() -> ObservedModel:
+    return ObservedModel()
+
+
+@pytest.fixture
+def server(model: ObservedModel) -> Iterator[LocalServer]:
+    with LocalServer(model) as running:
+        yield running
+
+
+@dataclass
+class Recorder(AbstractCapability[Any]):
+    """After the guard: sees the messages each attempt sends."""
+
+    seen: list[list[Any]] = field(default_factory=list)
+
+    async def prepare_model_request(self, ctx: Any, request_context: Any) -> Any:
+        self.seen.append(list(request_context.messages))
+        return request_context
+
+
+def agent(server: LocalServer, *capabilities: Any, tools: bool = True) -> Agent[None, str]:
+    # No kept-alive connections: run_sync opens an event loop per run, and a pooled connection
+    # would outlive its loop.
+    client = openai.AsyncOpenAI(
+        base_url=server.url + "/v1",
+        api_key="local",
+        max_retries=0,
+        http_client=httpx.AsyncClient(limits=httpx.Limits(max_keepalive_connections=0)),
+    )
+    chat = OpenAIChatModel("gpt-4o", provider=OpenAIProvider(openai_client=client))
+    made: Agent[None, str] = Agent(chat, instructions="You search notes.", capabilities=list(capabilities))
+    if tools:
+
+        @made.tool_plain
+        def search(query: str) -> str:
+            """Search the notes."""
+            return notes(query)
+
+    return made
+
+
+def tool_pairs(messages: list[Any]) -> tuple[list[str], list[str]]:
+    calls = [
+        p.tool_call_id
+        for m in messages
+        if isinstance(m, ModelResponse)
+        for p in m.parts
+        if isinstance(p, ToolCallPart)
+    ]
+    results = [
+        p.tool_call_id
+        for m in messages
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, ToolReturnPart)
+    ]
+    return calls, results
+
+
+class TestPydanticAIAgent:
+    def test_a_tool_agent_runs_forty_turns_on_a_16k_window_without_an_error(
+        self, server: LocalServer, model: ObservedModel
+    ) -> None:
+        guard = ContextWindow(store=":memory:", context_window=WINDOW)
+        running = agent(server, guard)
+        history: list[Any] = []
+        for turn in range(TURNS):
+            history = running.run_sync(
+                f"Turn {turn}: notes on topic {turn}.", message_history=history
+            ).all_messages()
+        calls, results = tool_pairs(history)
+        assert len(calls) == TURNS and calls == results
+        assert model.rejections == []
+        assert WINDOW * 0.6 < model.largest <= WINDOW
+        assert guard.last_exchange is not None
+        session = guard.bridge.store.session(guard.last_exchange.session_id)
+        assert session.latest("checkpoint") is not None
+
+    def test_the_first_rejection_is_recovered_by_compacting_and_retrying_once(
+        self, server: LocalServer, model: ObservedModel
+    ) -> None:
+        guard = ContextWindow(store=":memory:")  # gpt-4o's profile says 128k; 16k is served
+        running = agent(server, guard)
+        history: list[Any] = []
+        for turn in range(10):
+            history = running.run_sync(f"Turn {turn}.", message_history=history).all_messages()
+        assert len(model.rejections) == 1
+        assert sum(isinstance(m, ModelResponse) for m in history) == 20  # no failed turn
+
+    def test_streaming_and_async_runs_are_guarded(self, server: LocalServer, model: ObservedModel) -> None:
+        guard = ContextWindow(store=":memory:", context_window=WINDOW)
+        running = agent(server, guard)
+
+        async def go() -> list[Any]:
+            history: list[Any] = []
+            for turn in range(8):
+                if turn % 2:
+                    history = (await running.run(f"Turn {turn}.", message_history=history)).all_messages()
+                    continue
+                async with running.run_stream(f"Turn {turn}.", message_history=history) as stream:
+                    text = await stream.get_output()
+                    assert text
+                history = stream.all_messages()
+            return history
+
+        history = asyncio.run(go())
+        calls, results = tool_pairs(history)
+        assert len(calls) == 8 and calls == results
+        assert model.rejections == []
+        assert guard.last_exchange is not None and guard.last_exchange.session_id
+        session = guard.bridge.store.session(guard.last_exchange.session_id)
+        assert len(session.messages()) >= 8 * 3
+
+    def test_parts_the_guard_kept_are_the_agents_own_objects(self, server: LocalServer) -> None:
+        recorder = Recorder()
+        running = agent(server, ContextWindow(store=":memory:", context_window=WINDOW), recorder)
+        history = running.run_sync("Turn 0.").all_messages()
+        history = running.run_sync("Turn 1.", message_history=history).all_messages()
+        sent = recorder.seen[-1]
+        assert len(sent) == len(history) - 1
+        assert all(a is b for a, b in zip(sent, history, strict=False))
+
+    def test_an_image_is_stored_with_its_dimensions(self, server: LocalServer) -> None:
+        guard = ContextWindow(store=":memory:", context_window=WINDOW)
+        running = agent(server, guard, tools=False)
+        running.run_sync(
+            ["What is in this photo?", BinaryContent(data=png(800, 600), media_type="image/png")]
+        )
+        assert guard.last_exchange is not None
+        session = guard.bridge.store.session(guard.last_exchange.session_id)
+        [stored] = [m.message for m in session.messages() if m.message.role == "user"]
+        [image] = [b for b in stored.content if b.type == "image"]
+        assert (image.ref.width, image.ref.height) == (800, 600)
+
+    def test_any_other_error_is_pydantic_ais_own(self, server: LocalServer, model: ObservedModel) -> None:
+        running = agent(server, ContextWindow(store=":memory:", context_window=WINDOW), tools=False)
+        model.fail_next(5)
+        with pytest.raises(ModelHTTPError) as raised:
+            running.run_sync("hello")
+        assert raised.value.status_code >= 500
