@@ -89,7 +89,10 @@ class TestInspect:
         out = json.loads(result.output)
         assert out["messages_stored"] == 80
         assert 0 < out["messages_sent"] < 80
-        assert len(out["omitted"]) == out["messages_stored"] - out["messages_sent"]
+        # _store alternates user and assistant: a tail whose first kept message is an answer is sent
+        # behind a short user message of compile's own (not stored).
+        opened = len(out["omitted"]) % 2 == 1
+        assert len(out["omitted"]) == out["messages_stored"] - out["messages_sent"] + opened
         assert out["estimated_tokens"] + out["makeup"]["output_reserve"] <= 8000
 
     def test_writes_nothing(self, tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from contextwindow.compile import (
     partition_refs,
     truncate_content,
 )
+from contextwindow.compile.compiler import OPENING
 from contextwindow.compile.truncate import OMITTED_RESULT, safe_slice
 from contextwindow.content import AttachmentRef, Image, Message, Text, ToolResult, ToolUse
 from contextwindow.errors import InvalidInput, OverBudget
@@ -272,7 +273,24 @@ class TestToolPairing:
         for window in range(1_100, 2_000, 13):
             out = run(state(*msgs), profile(window, 1000), Policy(output_reserve=1000))
             assert out.messages[0].role == "user"
-            assert len(out.messages) + len(out.decisions.omitted) == len(msgs)
+            opened = out.messages[0].id is None  # the short opening stands in for what was left out
+            assert len(out.messages) - opened + len(out.decisions.omitted) == len(msgs)
+
+    def test_a_tool_loop_cut_keeps_every_round_that_fits_behind_a_short_opening(self) -> None:
+        # The loop's one user message is its opener; every later unit opens on the assistant. The cut
+        # keeps as many rounds as the budget holds (the opening priced with them), not only the newest.
+        msgs = [Message.user("start", id="u0")]
+        for n in range(20):
+            msgs += tool_round(n, PROSE * 4)
+        for window in range(1_300, 1_800, 50):
+            out = run(state(*msgs), profile(window, 1000), Policy(output_reserve=1000))
+            assert out.messages[0].role == "user" and out.messages[0].id is None
+            assert out.messages[0].content == (Text(text=OPENING),)
+            assert len(out.messages) - 1 > 2, window  # more than the newest round
+            assert out.decisions.omitted == tuple(m.id for m in msgs[: len(msgs) - len(out.messages) + 1])
+            assert out.estimated_tokens <= window - 1000
+            wider = run(state(*msgs), profile(window + 50, 1000), Policy(output_reserve=1000))
+            assert len(wider.messages) >= len(out.messages)
 
     def test_a_history_that_opens_with_the_assistant_gets_a_user_message_first(self) -> None:
         out = run(

@@ -330,6 +330,14 @@ class _Run:
             new_watermark = self.watermark_after(units, start)
             moved = new_watermark != state.watermark
 
+        # The APIs open a conversation with a user message (Anthropic refuses anything else): with no
+        # summary to lead, a tail that opens on the assistant (a cut inside a tool loop, or a history
+        # stored that way) gets a short user message first, priced with the tail. Dropping such units
+        # instead would drop every round of a tool loop whose one user message is its opener, and a
+        # covering fold would then take all but the newest round.
+        opening = Message(role="user", content=(Text(text=OPENING),))
+        opening_tokens = est.message(opening)
+
         # Manifest: drop the oldest units until head + tail + manifest fits.
         manifest = ""
         manifest_tokens = 0
@@ -339,24 +347,16 @@ class _Run:
             manifest = manifest_text(entries, max_entries=policy.manifest_max_entries) if entries else ""
             manifest_tokens = est.block(Text(text=manifest)) if manifest else 0
             tail = sum(u.tokens for u in units)
+            if summary is None and units and units[-1].rendered[0][1].message.role != "user":
+                tail += opening_tokens
             if head + tail + manifest_tokens <= budget or len(units) <= 1:
                 break
             units.pop()  # units are newest first: the last one is the oldest
 
-        # The APIs open a conversation with a user message (Anthropic refuses anything else): a cut
-        # that would open on the assistant leaves that unit out too (it is omitted, so a covering fold
-        # takes it); a history that opens on the assistant as kept gets a short user message first.
-        while (
-            summary is None
-            and len(units) > 1
-            and units[-1].start > start
-            and units[-1].rendered[0][1].message.role != "user"
-        ):
-            units.pop()
         renders = [r[1] for u in reversed(units) for r in u.rendered]
         final, stubbed, dropped = enforce_tool_pairing([r.message for r in renders])
         if summary is None and final and final[0].role != "user":
-            final.insert(0, Message(role="user", content=(Text(text=OPENING),)))
+            final.insert(0, opening)
         if (
             stubbed
             or dropped
