@@ -14,7 +14,7 @@ import openai
 import pytest
 
 import contextwindow
-from contextwindow import ContextOverflow, Message, Text, ToolUse
+from contextwindow import ContextOverflow, Message, Policy, Text, ToolUse
 from contextwindow.guard import GuardCore, Reply, Send, run_sync
 from contextwindow.testing import LocalModel, LocalServer, LocalSettings
 
@@ -128,13 +128,25 @@ class TestOneLine:
     def test_a_message_larger_than_the_window_raises_context_overflow_with_the_providers_numbers(
         self, server: LocalServer, claude: Any
     ) -> None:
-        client = claude()
+        # No per-message cap: with the default one (half the budget) compile cuts the message once the
+        # rejection taught the window, and the retry is accepted.
+        client = claude(policy=Policy(max_message_tokens=0))
         with pytest.raises(ContextOverflow) as raised:
             client.messages.create(
                 model=CLAUDE, max_tokens=1024, messages=[{"role": "user", "content": words(0, 9000)}]
             )
         assert raised.value.limit == 16_000
         assert isinstance(raised.value.__cause__, anthropic.BadRequestError)
+
+    def test_a_message_over_the_cap_is_cut_once_the_rejection_taught_the_window(self, claude: Any) -> None:
+        client = claude()
+        response = client.messages.create(
+            model=CLAUDE, max_tokens=1024, messages=[{"role": "user", "content": words(0, 9000)}]
+        )
+        assert response.usage.input_tokens + 1024 <= 16_000
+        assert [e.type for e in client.last_exchange.events].count("overflow_recovered") == 1
+        sent = client.last_exchange.body["messages"][0]["content"][0]["text"]
+        assert sent.startswith("word0_0 ") and "[truncated — original was" in sent
 
     def test_other_errors_are_the_sdks_own(self, claude: Any) -> None:
         client = claude()
@@ -367,9 +379,13 @@ class TestSansIO:
 
 
 class TestRereads:
-    def _archived_history(self, client: Any, model: LocalModel) -> list[dict[str, Any]]:
+    def _archived_history(
+        self, client: Any, model: LocalModel, lines: tuple[int, ...] = (1300,) * 4
+    ) -> list[dict[str, Any]]:
+        """Four reads of ``lines`` lines (~4 tokens each): more than the 16k window holds, so stale
+        results are archived (they are only under pressure)."""
         history: list[dict[str, Any]] = []
-        for turn in range(4):
+        for turn, n in enumerate(lines):
             model.enqueue(
                 Message.assistant(ToolUse(id=f"r{turn}", name="read_file", input={"path": f"{turn}.py"})),
                 Message.assistant(f"Read {turn}."),
@@ -380,20 +396,22 @@ class TestRereads:
                 history.append({"role": "assistant", "content": response.content})
                 uses = [b for b in response.content if b.type == "tool_use"]
                 if uses:
-                    body = f"ORIGINAL-{turn} " + "line of code\n" * 900
+                    body = f"ORIGINAL-{turn} " + "line of code\n" * n
                     history.append(
                         {
                             "role": "user",
                             "content": [{"type": "tool_result", "tool_use_id": uses[0].id, "content": body}],
                         }
                     )
+        assert client.store.session(client.last_exchange.session_id).entries(["archive"])
         return history
 
     def test_the_model_reads_an_archived_result_again_and_the_agent_sees_only_the_answer(
         self, claude: Any, model: LocalModel
     ) -> None:
-        client = claude()
-        history = self._archived_history(client, model)
+        client = claude(context_window=16_000)
+        # Larger reads: the new turn's compile archives one more, and the original fits again beside it.
+        history = self._archived_history(client, model, (1600,) * 4)
         session = client.store.session(client.last_exchange.session_id)
         artifact = session.entries(["archive"])[0].payload["artifact_id"]
         assert any("read_archived" in str(m) for m in client.last_exchange.body["messages"])
@@ -408,8 +426,26 @@ class TestRereads:
         last = client.last_exchange.body["messages"][-1]["content"][0]
         assert last["type"] == "tool_result" and "ORIGINAL-0" in str(last["content"])
 
+    def test_an_original_too_large_to_fit_again_is_refused_to_the_model_not_the_agent(
+        self, claude: Any, model: LocalModel
+    ) -> None:
+        client = claude(context_window=16_000)
+        # The new turn fits without new archives (~10.7k), and the 5.2k original does not fit beside it.
+        history = self._archived_history(client, model)
+        session = client.store.session(client.last_exchange.session_id)
+        artifact = session.entries(["archive"])[0].payload["artifact_id"]
+        model.enqueue(
+            Message.assistant(ToolUse(id="rr", name="read_archived", input={"id": artifact})),
+            Message.assistant("Working from the placeholder."),
+        )
+        history.append({"role": "user", "content": "Look at the first file again."})
+        response = client.messages.create(model=CLAUDE, max_tokens=256, tools=TOOLS, messages=history)
+        assert [b.text for b in response.content] == ["Working from the placeholder."]
+        last = client.last_exchange.body["messages"][-1]["content"][0]
+        assert last["type"] == "tool_result" and last["is_error"] and "too large" in str(last["content"])
+
     def test_the_host_can_turn_it_off(self, claude: Any, model: LocalModel) -> None:
-        client = claude(reread=False)
+        client = claude(reread=False, context_window=16_000)
         self._archived_history(client, model)
         assert [t["name"] for t in client.last_exchange.body["tools"]] == ["read_file"]
 

@@ -9,13 +9,19 @@ from contextwindow import Engine, Message, Policy, ToolResult, ToolUse, open_sto
 from contextwindow.compile.reread import READ_ARCHIVED, read_archived
 from contextwindow.engine import EngineSettings
 from contextwindow.errors import InvalidInput
+from contextwindow.models import get_profile
 from contextwindow.testing import LocalModel, LocalProvider, LocalSettings
 
 TOOLS = [{"name": "read_file", "input_schema": {"type": "object", "properties": {}}}]
 
 
+WINDOW = 12_000
+"""Small enough that four results (~4,200 tokens each) do not fit without archiving: stale results
+are archived under pressure only, so the history must really not fit."""
+
+
 def _engine(settings: EngineSettings | None = None) -> tuple[Engine, LocalModel, list[ToolUse]]:
-    model = LocalModel(LocalSettings())
+    model = LocalModel(LocalSettings(window=WINDOW))
     seen: list[ToolUse] = []
 
     def read_file(use: ToolUse) -> str:
@@ -26,7 +32,7 @@ def _engine(settings: EngineSettings | None = None) -> tuple[Engine, LocalModel,
     engine = Engine(
         session,
         LocalProvider(model),
-        "claude-haiku-4-5",
+        get_profile("claude-haiku-4-5").with_(context_window=WINDOW),
         tools=TOOLS,
         policy=Policy(output_reserve=512),
         tool_runner=read_file,

@@ -397,9 +397,37 @@ class GuardCore:
             sent = self.wire.render(
                 body, [*messages, *rounds], session.read_attachment, extra_tools=(READ_ARCHIVED_TOOL,)
             )
-            result = await Ask(Send(body=sent, purpose="request"))
+            try:
+                result = await Ask(Send(body=sent, purpose="request"))
+            except Exception as exc:
+                if self.overflow(exc) is None:
+                    raise
+                # The original does not fit beside the request (archives happen under pressure, so
+                # the request is near the window): the model is told so, and asked once more.
+                rounds[-1] = Message(
+                    role="user",
+                    content=tuple(
+                        ToolResult(tool_use_id=use.id, content=REREAD_TOO_LARGE, is_error=True)
+                        for use in uses
+                    ),
+                )
+                sent = self.wire.render(
+                    body, [*messages, *rounds], session.read_attachment, extra_tools=(READ_ARCHIVED_TOOL,)
+                )
+                try:
+                    result = await Ask(Send(body=sent, purpose="request"))
+                except Exception as again:
+                    rejection = self.overflow(again)
+                    if rejection is None:
+                        raise
+                    raise rejection from again
         return result, sent
 
 
 MAX_REREADS = 3
 """Re-read rounds the guard answers within one agent call before handing the reply over as it is."""
+
+REREAD_TOO_LARGE = (
+    "The original is too large to read again within the context window; work from its placeholder."
+)
+"""The re-read's error result when the provider refused the request carrying the original for size."""
