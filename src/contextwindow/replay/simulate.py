@@ -36,13 +36,13 @@ from ..engine.events import (
 from ..engine.loop import Engine, EngineSettings
 from ..engine.summarizer import Summarizer
 from ..errors import ContextOverflow, InvalidInput
-from ..formats import AttachmentLoader, render
+from ..formats import AttachmentLoader, WireFormat, render
 from ..models import ModelProfile, get_profile
 from ..pricing import Estimator
 from ..store import Session, open_store
 from ..testing import LocalModel, LocalProvider, LocalSettings
 from ..testing.counting import tokenizer_for
-from ..testing.model import Rejection, Reply, WireFormat
+from ..testing.model import Rejection, Reply
 from .report import CallRecord, EventKind, summarize
 from .scenario import Scenario
 

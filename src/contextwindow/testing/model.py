@@ -39,7 +39,7 @@ from typing import Any, Literal, TypeAlias
 
 from ..content import Message, Request, Text, ToolResult, ToolUse
 from ..errors import InvalidInput
-from ..formats import AttachmentLoader
+from ..formats import AttachmentLoader, WireFormat
 from ..formats.openai import carried
 from ..models import ModelProfile, get_profile
 from ..providers.streams import continues_stream
@@ -55,7 +55,6 @@ __all__ = [
     "Rejection",
     "Reply",
     "UsageReport",
-    "WireFormat",
     "arguments_for",
     "as_carried",
     "error_json",
@@ -63,7 +62,6 @@ __all__ = [
 
 UsageReport: TypeAlias = Literal["cumulative", "per-call", "output-only", "none"]
 """How the local provider reports usage in a stream, as the real APIs variously do."""
-WireFormat: TypeAlias = Literal["anthropic", "openai"]
 USAGE_REPORTS: tuple[UsageReport, ...] = ("cumulative", "per-call", "output-only", "none")
 """Every :data:`UsageReport`, in order."""
 

@@ -27,11 +27,12 @@ from typing import Any
 
 from ..content import Message
 from ..errors import InvalidInput, UnknownModel
+from ..formats import WireFormat
 from ..formats import anthropic as anthropic_format
 from ..formats import openai as openai_format
 from ..formats import responses as responses_format
 from .counting import tokenizer_for
-from .model import LocalModel, LocalSettings, Rejection, Reply, UsageReport, WireFormat, error_json
+from .model import LocalModel, LocalSettings, Rejection, Reply, UsageReport, error_json
 from .wire import anthropic_events, anthropic_message, openai_chunks, openai_completion, responses_object
 
 __all__ = ["LocalServer", "serve"]
