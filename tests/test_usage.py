@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contextwindow.errors import InvalidInput, UsageError
-from contextwindow.usage.tracker import CallUsage, Usage, UsageTracker
+from contextwindow.usage.tracker import CallUsage, Usage, UsageMode, UsageTracker
 
 
 def cumulative(*calls: Usage) -> list[Usage]:
@@ -266,6 +266,14 @@ class TestPerCallSamples:
         with pytest.raises(InvalidInput) as err:
             UsageTracker("per-call").feed(Usage(), max_tokens=-1)
         assert err.value.path == "max_tokens"
+
+    @pytest.mark.parametrize("mode", ["output-only", "none"])
+    def test_modes_other_than_cumulative_take_each_sample_as_the_calls_own(self, mode: UsageMode) -> None:
+        tracker = UsageTracker(mode)
+        a = tracker.feed(Usage(output=4), max_tokens=9)
+        b = tracker.feed(Usage(output=4), max_tokens=9)
+        assert (a.reported, b.usage) == (False, Usage(output=4))
+        assert tracker.total == Usage(output=8)
 
 
 _usages = st.builds(

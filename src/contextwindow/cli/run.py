@@ -20,13 +20,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..errors import ScenarioError
-from ..replay.simulate import SimulationResult, UsageMode, simulate
+from ..replay.simulate import SimulationResult, simulate
+from ..usage.tracker import USAGE_MODES, UsageMode
 from . import app
 from ._common import EXIT_BAD_INPUT, EXIT_FOUND_PROBLEM, emit_json, fail, guarded
 
 __all__ = ["demo", "simulate_command"]
 
-_USAGE_MODES = ("cumulative", "per-call", "output-only", "none")
 _SUMMARY_ROWS = (
     ("calls", "provider calls"),
     ("rejections", "rejected by the provider"),
@@ -108,8 +108,8 @@ def simulate_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
 ) -> None:
     """Run a scenario or transcript through the engine against the local provider; summarise the run."""
-    if usage not in _USAGE_MODES:
-        raise typer.BadParameter("must be cumulative, per-call, output-only or none", param_hint="--usage")
+    if usage not in USAGE_MODES:
+        raise typer.BadParameter(f"must be one of {', '.join(USAGE_MODES)}", param_hint="--usage")
     from ..replay.importers import load_any
 
     if not scenario_path.exists():
@@ -144,8 +144,8 @@ def simulate_command(
 
 
 def _mode(usage: str) -> UsageMode:
-    assert usage in _USAGE_MODES
-    return usage  # type: ignore[return-value]
+    assert usage in USAGE_MODES
+    return usage
 
 
 @app.command()

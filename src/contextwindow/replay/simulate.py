@@ -20,7 +20,7 @@ import json
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any, Literal
+from typing import IO, Any
 
 from ..compile import SEGMENTS, CompiledRequest, Policy
 from ..content import Audio, Block, Document, GeneratedImage, Image, Message, Request, ToolResult, Video
@@ -43,12 +43,12 @@ from ..store import Session, open_store
 from ..testing import LocalModel, LocalProvider, LocalSettings
 from ..testing.counting import tokenizer_for
 from ..testing.model import Rejection, Reply
+from ..usage.tracker import UsageMode
 from .report import CallRecord, EventKind, summarize
 from .scenario import Scenario
 
-__all__ = ["RecordingModel", "SimulationResult", "UsageMode", "simulate", "simulate_sync"]
+__all__ = ["RecordingModel", "SimulationResult", "simulate", "simulate_sync"]
 
-UsageMode = Literal["cumulative", "per-call", "output-only", "none"]
 SUMMARIZE_MARKER = "[[contextwindow:summarize]]"
 """What the local provider recognises as a request for a summary (see ``providers/local``)."""
 
@@ -227,7 +227,7 @@ async def simulate(
             ),
             settings=settings
             or EngineSettings(
-                usage_mode="cumulative" if usage == "cumulative" else "per-call",
+                usage_mode=usage,
                 max_tokens=reserve,
                 max_stream_input_tokens=None,
             ),

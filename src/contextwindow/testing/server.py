@@ -31,8 +31,9 @@ from ..formats import WireFormat
 from ..formats import anthropic as anthropic_format
 from ..formats import openai as openai_format
 from ..formats import responses as responses_format
+from ..usage.tracker import UsageMode
 from .counting import tokenizer_for
-from .model import LocalModel, LocalSettings, Rejection, Reply, UsageReport, error_json
+from .model import LocalModel, LocalSettings, Rejection, Reply, error_json
 from .wire import anthropic_events, anthropic_message, openai_chunks, openai_completion, responses_object
 
 __all__ = ["LocalServer", "serve"]
@@ -241,7 +242,7 @@ def serve(
     port: int = 8765,
     *,
     window: int | None = None,
-    usage: UsageReport = "per-call",
+    usage: UsageMode = "per-call",
     effective_window: int | None = None,
     default_model: str = "claude-sonnet-4-6",
     delay_seconds: float = 0.0,
