@@ -40,7 +40,7 @@ from ..formats import AttachmentLoader, WireFormat, render
 from ..models import ModelProfile, get_profile
 from ..pricing import Estimator
 from ..store import Session, open_store
-from ..testing import LocalModel, LocalProvider, LocalSettings
+from ..testing import SUMMARY_MARKER, LocalModel, LocalProvider, LocalSettings
 from ..testing.counting import tokenizer_for
 from ..testing.model import Rejection, Reply
 from ..usage.tracker import UsageMode
@@ -48,9 +48,6 @@ from .report import CallRecord, EventKind, summarize
 from .scenario import Scenario
 
 __all__ = ["RecordingModel", "SimulationResult", "simulate", "simulate_sync"]
-
-SUMMARIZE_MARKER = "[[contextwindow:summarize]]"
-"""What the local provider recognises as a request for a summary (see ``providers/local``)."""
 
 
 @dataclass
@@ -222,7 +219,7 @@ async def simulate(
             summarizer=Summarizer(
                 LocalProvider(local, session="summarizer", wire=wire),
                 profile,
-                instruction_suffix=SUMMARIZE_MARKER,
+                instruction_suffix=f"{SUMMARY_MARKER}]]",
                 load=session.read_attachment,
             ),
             settings=settings
