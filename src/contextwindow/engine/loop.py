@@ -32,6 +32,7 @@ from typing import TypeVar
 from ..compile import Policy
 from ..content import Message, Request, Text, ToolResult, ToolSpec, ToolUse
 from ..errors import ContextOverflow, InvalidInput, ProviderError, UsageError
+from ..formats import ToolDefinition
 from ..models import ModelProfile, get_profile
 from ..pricing import Estimator
 from ..providers import Provider, Stop, TextDelta, ThinkingDelta, ToolCall, UsageSample
@@ -47,7 +48,6 @@ from .compiler import (
     EngineCompiler,
     RequestCompiler,
     SystemPrompt,
-    ToolDefinition,
 )
 from .events import (
     AttachmentsEvicted,
