@@ -8,7 +8,6 @@ Chinese) on a small window and writes a report with a chart to ``./contextwindow
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from pathlib import Path
@@ -20,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..errors import ScenarioError
-from ..replay.simulate import SimulationResult, simulate
+from ..replay.simulate import SimulationResult, simulate_sync
 from ..usage.tracker import USAGE_MODES, UsageMode
 from . import app
 from ._common import EXIT_BAD_INPUT, EXIT_FOUND_PROBLEM, emit_json, fail, guarded
@@ -46,12 +45,12 @@ _SUMMARY_ROWS = (
 def _run(scenario: Any, console: Console | None, record: IO[str] | None, **options: Any) -> SimulationResult:
     """Run with a progress bar on ``console`` (none when printing JSON)."""
     if console is None:
-        return asyncio.run(simulate(scenario, record=record, **options))
+        return simulate_sync(scenario, record=record, **options)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task("provider calls", total=scenario.calls)
-        return asyncio.run(
-            simulate(scenario, record=record, progress=lambda n: bar.update(task, completed=n), **options)
+        return simulate_sync(
+            scenario, record=record, progress=lambda n: bar.update(task, completed=n), **options
         )
 
 

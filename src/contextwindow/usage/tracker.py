@@ -394,24 +394,6 @@ class UsageTracker:
         return tuple(self._calls)
 
     @property
-    def last_reported(self) -> CallUsage | None:
-        """The latest call that reported a prompt: the physical-window projection's ``real``/``out``."""
-        for call in reversed(self._calls):
-            if call.reported:
-                return call
-        return None
-
-    @property
-    def unreported_since_last_reported(self) -> tuple[CallUsage, ...]:
-        """Calls after the latest reporting one; their ``output_counted`` is the projection's growth."""
-        tail: list[CallUsage] = []
-        for call in reversed(self._calls):
-            if call.reported:
-                break
-            tail.append(call)
-        return tuple(reversed(tail))
-
-    @property
     def total(self) -> Usage:
         """The surviving calls' usage summed: the stream's running total without refused attempts."""
         acc = _ZERO
