@@ -34,7 +34,7 @@ from ..content import (
     Video,
 )
 from .archive import placeholder_result
-from .media import MediaItem, encoded_size, placeholder
+from .media import MediaItem, encoded_size, is_image, placeholder
 from .state import ArchiveRecord, PricedMessage
 from .truncate import truncate_content
 
@@ -116,7 +116,7 @@ def base_of(pm: PricedMessage, position: int, est: Pricer, multiplier: float) ->
                 position=position,
                 ordinal=ordinal,
                 ref=block.ref,
-                image=isinstance(block, Image | GeneratedImage),
+                image=is_image(block),
             ),
         )
         for ordinal, (index, nested_index, block) in enumerate(found)
