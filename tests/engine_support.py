@@ -32,9 +32,9 @@ from contextwindow.providers import (
     UsageSample,
     normalise_stop_reason,
 )
-from contextwindow.replay.simulate import SUMMARIZE_MARKER, RecordingModel
+from contextwindow.replay.simulate import RecordingModel
 from contextwindow.store import Session
-from contextwindow.testing import LocalProvider
+from contextwindow.testing import SUMMARY_MARKER, LocalProvider
 from contextwindow.usage.tracker import Usage
 
 
@@ -169,7 +169,7 @@ def local_engine(
         compiler=EngineCompiler(Policy(output_reserve=reserve)),
         tool_runner=tool_runner,
         summarizer=Summarizer(
-            LocalProvider(model, session="summarizer"), profile, instruction_suffix=SUMMARIZE_MARKER
+            LocalProvider(model, session="summarizer"), profile, instruction_suffix=f"{SUMMARY_MARKER}]]"
         ),
         settings=settings,
     )

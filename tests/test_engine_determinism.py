@@ -32,10 +32,10 @@ import contextwindow.replay.simulate as simulate_module
 from contextwindow.content import AttachmentRef, Image, Message, Request, Text
 from contextwindow.engine.events import event_to_dict
 from contextwindow.engine.folding import _media_ids
-from contextwindow.formats import AttachmentLoader, render
+from contextwindow.formats import AttachmentLoader, WireFormat, render
 from contextwindow.replay.demo import build_demo
 from contextwindow.replay.simulate import RecordingModel, simulate_sync
-from contextwindow.testing.model import Rejection, Reply, WireFormat
+from contextwindow.testing.model import Rejection, Reply
 
 ROOT = Path(__file__).resolve().parents[1]
 WINDOW = 16_000

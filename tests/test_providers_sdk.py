@@ -253,6 +253,20 @@ class TestAdapters:
         assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
         assert call("anthropic", server.url, request, 100).stop_reason == "end_turn"
 
+    def test_the_model_comes_from_the_request_else_the_provider_else_it_is_an_error(self) -> None:
+        providers: list[Any] = [
+            AnthropicProvider(anthropic.AsyncAnthropic(api_key="t"), model=CLAUDE),
+            OpenAIProvider(openai.AsyncOpenAI(api_key="t"), model=GPT),
+        ]
+        for provider, default in zip(providers, (CLAUDE, GPT), strict=True):
+            named = Request(model="named", messages=(Message.user("hi"),))
+            assert provider.body(named, max_tokens=5, load=LOAD)["model"] == "named"
+            bare = Request(messages=(Message.user("hi"),))
+            assert provider.body(bare, max_tokens=5, load=LOAD)["model"] == default
+            provider.model = None
+            with pytest.raises(ProviderError, match="no model"):
+                provider.body(bare, max_tokens=5, load=LOAD)
+
 
 def _sdk_errors(module: Any) -> list[type[BaseException]]:
     return [

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contextwindow.errors import InvalidInput, UsageError
-from contextwindow.usage.tracker import CallUsage, Usage, UsageTracker
+from contextwindow.usage.tracker import CallUsage, Usage, UsageMode, UsageTracker
 
 
 def cumulative(*calls: Usage) -> list[Usage]:
@@ -214,7 +214,7 @@ class TestCumulativeSamples:
         tracker = UsageTracker("cumulative")
         tracker.feed(Usage(fresh_input=190_000, output=9_000), max_tokens=5)
         tracker.start_stream()
-        assert tracker.calls == () and tracker.last_reported is None
+        assert tracker.calls == () and tracker.total == Usage()
         assert tracker.feed(Usage(fresh_input=1_000, output=3), max_tokens=5).prompt == 1_000
 
     def test_stream_fresh_input_is_the_accumulated_fresh_input(self) -> None:
@@ -266,6 +266,14 @@ class TestPerCallSamples:
         with pytest.raises(InvalidInput) as err:
             UsageTracker("per-call").feed(Usage(), max_tokens=-1)
         assert err.value.path == "max_tokens"
+
+    @pytest.mark.parametrize("mode", ["output-only", "none"])
+    def test_modes_other_than_cumulative_take_each_sample_as_the_calls_own(self, mode: UsageMode) -> None:
+        tracker = UsageTracker(mode)
+        a = tracker.feed(Usage(output=4), max_tokens=9)
+        b = tracker.feed(Usage(output=4), max_tokens=9)
+        assert (a.reported, b.usage) == (False, Usage(output=4))
+        assert tracker.total == Usage(output=8)
 
 
 _usages = st.builds(
@@ -402,11 +410,3 @@ class TestWhatTheProjectionReads:
     def test_first_restart_vector_reads_the_physical_window(self) -> None:
         outcome = project([u(5_000, read=195_000)], reserve=4_000)
         assert outcome.restarted and outcome.projections[-1] > WINDOW
-
-    def test_last_reported_and_unreported_tail_give_real_out_and_growth(self) -> None:
-        tracker = UsageTracker("cumulative")
-        for sample in cumulative(u(155_000, out=2_000), u(out=2_000), u()):
-            tracker.feed(sample, max_tokens=RESERVE)
-        last = tracker.last_reported
-        assert last is not None and (last.prompt, last.output_counted) == (155_000, 2_000)
-        assert [c.output_counted for c in tracker.unreported_since_last_reported] == [2_000, RESERVE]

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BLOCK_TAGS",
+    "MEDIA_TYPES",
     "AttachmentRef",
     "Audio",
     "Block",
@@ -269,6 +270,7 @@ Block: TypeAlias = Annotated[
 MediaBlock: TypeAlias = Image | GeneratedImage | Document | Audio | Video
 """The blocks that point at an attachment."""
 MEDIA_TYPES = (Image, GeneratedImage, Document, Audio, Video)
+"""The classes of :data:`MediaBlock`, for ``isinstance``."""
 _BLOCK_CLASSES = (*MEDIA_TYPES, Text, ToolUse, ToolResult, Thinking, RedactedThinking)
 
 

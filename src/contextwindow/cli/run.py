@@ -8,7 +8,6 @@ Chinese) on a small window and writes a report with a chart to ``./contextwindow
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import math
 import time
@@ -22,24 +21,23 @@ from rich.table import Table
 
 from ..errors import ScenarioError
 from ..replay.report import SUMMARY_ROWS, format_value
-from ..replay.simulate import SimulationResult, UsageMode, simulate
+from ..replay.simulate import SimulationResult, simulate_sync
+from ..usage.tracker import USAGE_MODES, UsageMode
 from . import app
 from ._common import EXIT_BAD_INPUT, EXIT_FOUND_PROBLEM, emit_json, fail, guarded
 
 __all__ = ["demo", "simulate_command"]
 
-_USAGE_MODES = ("cumulative", "per-call", "output-only", "none")
-
 
 def _run(scenario: Any, console: Console | None, record: IO[str] | None, **options: Any) -> SimulationResult:
     """Run with a progress bar on ``console`` (none when printing JSON)."""
     if console is None:
-        return asyncio.run(simulate(scenario, record=record, **options))
+        return simulate_sync(scenario, record=record, **options)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task("provider calls", total=scenario.calls)
-        return asyncio.run(
-            simulate(scenario, record=record, progress=lambda n: bar.update(task, completed=n), **options)
+        return simulate_sync(
+            scenario, record=record, progress=lambda n: bar.update(task, completed=n), **options
         )
 
 
@@ -89,8 +87,8 @@ def simulate_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
 ) -> None:
     """Run a scenario or transcript through the engine against the local provider; summarise the run."""
-    if usage not in _USAGE_MODES:
-        raise typer.BadParameter("must be cumulative, per-call, output-only or none", param_hint="--usage")
+    if usage not in USAGE_MODES:
+        raise typer.BadParameter(f"must be one of {', '.join(USAGE_MODES)}", param_hint="--usage")
     from ..replay.importers import load_any
 
     if not scenario_path.exists():
@@ -125,8 +123,8 @@ def simulate_command(
 
 
 def _mode(usage: str) -> UsageMode:
-    assert usage in _USAGE_MODES
-    return usage  # type: ignore[return-value]
+    assert usage in USAGE_MODES
+    return usage
 
 
 @app.command()

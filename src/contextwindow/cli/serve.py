@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Literal
+from typing import Annotated
 
 import typer
 
 from ..testing import serve as serve_local
+from ..usage.tracker import USAGE_MODES
 from . import app
 from ._common import EXIT_BAD_INPUT, fail, guarded
 
@@ -31,9 +32,6 @@ def _listening(host: str, port: int) -> Iterator[None]:
     except OSError as err:
         reason = err.strerror or str(err)
         fail(f"cannot listen on {host}:{port}: {reason}", EXIT_BAD_INPUT)
-
-
-UsageMode = Literal["cumulative", "per-call", "output-only", "none"]
 
 
 @app.command()
@@ -64,14 +62,14 @@ def serve(
     ] = False,
 ) -> None:
     """Run the local provider over HTTP until interrupted (Ctrl-C)."""
-    if usage not in ("cumulative", "per-call", "output-only", "none"):
-        raise typer.BadParameter("must be cumulative, per-call, output-only or none", param_hint="--usage")
+    if usage not in USAGE_MODES:
+        raise typer.BadParameter(f"must be one of {', '.join(USAGE_MODES)}", param_hint="--usage")
     with guarded(), _listening(host, port):
         serve_local(
             host,
             port,
             window=window,
-            usage=usage,  # type: ignore[arg-type]
+            usage=usage,
             effective_window=effective_window,
             default_model=model,
             delay_seconds=delay,

@@ -15,12 +15,14 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..content import (
+    MEDIA_TYPES,
     AttachmentRef,
     Audio,
     Block,
     Document,
     GeneratedImage,
     Image,
+    MediaBlock,
     Message,
     RedactedThinking,
     Request,
@@ -32,7 +34,7 @@ from ..content import (
     Video,
 )
 from .archive import placeholder_result
-from .media import MediaItem, encoded_size, placeholder
+from .media import MediaItem, encoded_size, is_image, placeholder
 from .state import ArchiveRecord, PricedMessage
 from .truncate import truncate_content
 
@@ -40,7 +42,6 @@ __all__ = ["Base", "Pricer", "Rendered", "base_of", "calibrated", "price_blocks"
 
 # Segment slots in a price vector, in the order of state.SEGMENTS' message segments.
 TEXT, TOOL_RESULTS, IMAGES, OTHER_MEDIA = 0, 1, 2, 3
-_MEDIA = (Image, GeneratedImage, Document, Audio, Video)
 # JSON framing per block/message on the wire; an estimate for the byte wall only.
 _BLOCK_OVERHEAD = 40
 _MESSAGE_OVERHEAD = 30
@@ -90,35 +91,36 @@ def base_of(pm: PricedMessage, position: int, est: Pricer, multiplier: float) ->
     prices = pm.block_prices
     if prices is None or len(prices) != len(blocks) or not all(_finite(p) for p in prices):
         prices = tuple(est.raw_block(b) for b in blocks)
-    media: list[tuple[int, int, MediaItem]] = []
+    # (top-level index, index inside a tool result or -1, block), in message order: the ordinal.
+    found: list[tuple[int, int, MediaBlock]] = []
     results: list[int] = []
     human = False
-    ordinal = 0
     for index, block in enumerate(blocks):
         if isinstance(block, ToolResult):
             results.append(index)
             if not isinstance(block.content, str):
-                for nested_index, nested in enumerate(block.content):
-                    if isinstance(nested, _MEDIA):
-                        item = MediaItem(
-                            position=position,
-                            ordinal=ordinal,
-                            ref=nested.ref,
-                            image=isinstance(nested, Image | GeneratedImage),
-                        )
-                        media.append((index, nested_index, item))
-                        ordinal += 1
+                found.extend(
+                    (index, nested_index, nested)
+                    for nested_index, nested in enumerate(block.content)
+                    if isinstance(nested, MEDIA_TYPES)
+                )
             continue
         human = True
-        if isinstance(block, _MEDIA):
-            item = MediaItem(
+        if isinstance(block, MEDIA_TYPES):
+            found.append((index, -1, block))
+    media = [
+        (
+            index,
+            nested_index,
+            MediaItem(
                 position=position,
                 ordinal=ordinal,
                 ref=block.ref,
-                image=isinstance(block, Image | GeneratedImage),
-            )
-            media.append((index, -1, item))
-            ordinal += 1
+                image=is_image(block),
+            ),
+        )
+        for ordinal, (index, nested_index, block) in enumerate(found)
+    ]
     tokens = sum(calibrated(p, multiplier) for p in prices)
     return Base(
         raw=tuple(prices),
@@ -216,7 +218,7 @@ def _apply(
                 inner_changed = False
                 for nested, inner in enumerate(block.content):
                     ordinal = nested_ordinal.get((index, nested))
-                    if ordinal is not None and ordinal in evicted and isinstance(inner, _MEDIA):
+                    if ordinal is not None and ordinal in evicted and isinstance(inner, MEDIA_TYPES):
                         inner_blocks.append(placeholder(inner))
                         inner_changed = True
                     else:
@@ -231,7 +233,7 @@ def _apply(
             out.append(block)
             continue
         ordinal = top_ordinal.get(index)
-        if ordinal is not None and ordinal in evicted and isinstance(block, _MEDIA):
+        if ordinal is not None and ordinal in evicted and isinstance(block, MEDIA_TYPES):
             out.append(placeholder(block))
             changed = True
             continue
@@ -262,7 +264,7 @@ def price_blocks(
                 media_raw = 0.0
                 media_images = 0.0
                 for inner in block.content:
-                    if isinstance(inner, _MEDIA):
+                    if isinstance(inner, MEDIA_TYPES):
                         inner_raw = est.raw_block(inner)
                         media_raw += inner_raw
                         if isinstance(inner, Image | GeneratedImage):

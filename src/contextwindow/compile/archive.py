@@ -23,7 +23,7 @@ from .policy import Policy
 from .reread import READ_ARCHIVED
 from .state import ArchiveRecord
 
-__all__ = ["archive_record", "artifact_id", "event_ref", "is_candidate", "placeholder_result", "turn_starts"]
+__all__ = ["archive_record", "artifact_id", "event_ref", "is_candidate", "placeholder_result"]
 
 
 def is_candidate(result: ToolResult, raw_price: float, policy: Policy) -> bool:
@@ -98,8 +98,3 @@ def placeholder_result(result: ToolResult, record: ArchiveRecord) -> ToolResult:
         f"{record.original_estimated_tokens} tokens{media}; call {READ_ARCHIVED} with this id to read it again]"
     )
     return ToolResult(tool_use_id=result.tool_use_id, content=text, is_error=result.is_error)
-
-
-def turn_starts(role: str, has_human_input: bool) -> bool:
-    """A turn starts at a user message that says something besides tool results."""
-    return role == "user" and has_human_input

@@ -20,16 +20,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ..content import (
+    MEDIA_TYPES,
     AttachmentRef,
-    Audio,
     Block,
-    Document,
     GeneratedImage,
     Image,
+    MediaBlock,
     Message,
     Text,
     ToolResult,
-    Video,
 )
 from .reread import READ_ARCHIVED
 
@@ -45,9 +44,6 @@ __all__ = [
     "shed_media",
 ]
 
-MediaLike = Image | GeneratedImage | Document | Audio | Video
-_MEDIA = (Image, GeneratedImage, Document, Audio, Video)
-
 
 def encoded_size(size_bytes: int) -> int:
     """Base64 characters for ``size_bytes`` raw bytes: what the wire carries (the budget counts these)."""
@@ -59,7 +55,7 @@ def is_image(block: Block) -> bool:
     return isinstance(block, Image | GeneratedImage)
 
 
-def placeholder(block: MediaLike) -> Text:
+def placeholder(block: MediaBlock) -> Text:
     """The short text that stands for a media item left out of line; it names the attachment id."""
     ref = block.ref
     what = "image" if isinstance(block, GeneratedImage) else block.type
@@ -173,7 +169,7 @@ def shed_media(message: Message, excess: int) -> tuple[Message, int, list[Attach
 
     def swap(block: Block) -> Block:
         nonlocal freed
-        if freed < excess and isinstance(block, _MEDIA) and block.ref is not None:
+        if freed < excess and isinstance(block, MEDIA_TYPES) and block.ref is not None:
             freed += encoded_size(block.ref.size_bytes)
             shed.append(block.ref)
             return placeholder(block)

@@ -36,9 +36,7 @@ __all__ = [
     "EngineCompiler",
     "RequestCompiler",
     "SystemPrompt",
-    "ToolDefinition",
     "system_blocks",
-    "tool_specs",
 ]
 
 SystemPrompt = str | Sequence[Text]

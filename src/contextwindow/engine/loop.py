@@ -33,6 +33,7 @@ from ..compile import Policy
 from ..compile.reread import READ_ARCHIVED, READ_ARCHIVED_TOOL, names_reread, read_archived
 from ..content import Message, Request, Text, ToolResult, ToolSpec, ToolUse
 from ..errors import ContextOverflow, InvalidInput, ProviderError, UsageError
+from ..formats import ToolDefinition
 from ..models import ModelProfile, get_profile
 from ..pricing import Estimator
 from ..providers import Provider, Stop, TextDelta, ThinkingDelta, ToolCall, UsageSample
@@ -48,7 +49,6 @@ from .compiler import (
     EngineCompiler,
     RequestCompiler,
     SystemPrompt,
-    ToolDefinition,
 )
 from .events import (
     AttachmentsEvicted,

@@ -209,9 +209,6 @@ class RoundRatios:
         """The largest recent ratio, or 1 when none was learned."""
         return max(self._ratios, default=1.0)
 
-    def __len__(self) -> int:
-        return len(self._ratios)
-
 
 def _flat_media(block: Block) -> int | None:
     """The flat rule's price of a mid-turn message's media block, or None for a non-media block."""

@@ -22,10 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..content import (
-    Audio,
-    Document,
-    GeneratedImage,
-    Image,
+    MediaBlock,
     Message,
     RedactedThinking,
     Request,
@@ -33,7 +30,6 @@ from ..content import (
     Thinking,
     ToolResult,
     ToolUse,
-    Video,
 )
 from ..errors import ContextOverflow, ProviderError
 from ..formats import AttachmentLoader
@@ -72,7 +68,7 @@ class Summary:
     """The accepted call's usage, when the provider reported one."""
 
 
-def _media_label(block: Image | GeneratedImage | Document | Audio | Video) -> str:
+def _media_label(block: MediaBlock) -> str:
     ref = block.ref
     name = ref.id if ref is not None else getattr(block, "url", None) or "?"
     return f"[{block.type} {name}]"

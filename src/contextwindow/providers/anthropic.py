@@ -32,6 +32,7 @@ from .base import (
     ToolCall,
     UsageSample,
     normalise_stop_reason,
+    request_model,
 )
 
 if TYPE_CHECKING:
@@ -82,10 +83,7 @@ class AnthropicProvider:
         body.update(self.extra)
         body.pop("stream", None)
         body["max_tokens"] = max_tokens
-        model = request.model or self.model
-        if model is None:
-            raise ProviderError("no model: name one on the request or the provider", provider=self.name)
-        body["model"] = model
+        body["model"] = request_model(request, self.model, provider=self.name)
         if self.cache_breakpoints:
             _mark_cache_breakpoints(body)
         return body

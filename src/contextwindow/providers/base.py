@@ -48,6 +48,7 @@ __all__ = [
     "complete",
     "normalise_stop_reason",
     "output_limit_hit",
+    "request_model",
 ]
 
 StopReason: TypeAlias = Literal[
@@ -155,6 +156,14 @@ class Provider(Protocol):
     def stream(
         self, request: Request, *, max_tokens: int, load: AttachmentLoader
     ) -> AsyncIterator[ProviderEvent]: ...
+
+
+def request_model(request: Request, default: str | None, *, provider: str) -> str:
+    """The model a call names: the request's, else the provider's ``default``; neither is an error."""
+    model = request.model or default
+    if model is None:
+        raise ProviderError("no model: name one on the request or the provider", provider=provider)
+    return model
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

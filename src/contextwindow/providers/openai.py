@@ -34,6 +34,7 @@ from .base import (
     ToolCall,
     UsageSample,
     normalise_stop_reason,
+    request_model,
 )
 
 if TYPE_CHECKING:
@@ -82,10 +83,7 @@ class OpenAIProvider:
         body.pop("max_tokens", None)
         body.pop("max_completion_tokens", None)
         body[self.max_tokens_field] = max_tokens
-        model = request.model or self.model
-        if model is None:
-            raise ProviderError("no model: name one on the request or the provider", provider=self.name)
-        body["model"] = model
+        body["model"] = request_model(request, self.model, provider=self.name)
         body["stream"] = True
         body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
         return body

@@ -207,10 +207,6 @@ class Scenario:
             return data
         return source()
 
-    def attachment_loader(self) -> Callable[[AttachmentRef], bytes]:
-        """:meth:`load_attachment` as the ``AttachmentLoader`` the wire renderers take."""
-        return self.load_attachment
-
     @property
     def calls(self) -> int:
         """How many provider calls the script holds (one per scripted reply)."""
@@ -419,14 +415,6 @@ class ScenarioBuilder:
     def pending_tool_uses(self) -> tuple[str, ...]:
         """Tool-use ids of the latest reply still waiting for their result."""
         return tuple(self._pending)
-
-    @property
-    def last_reply_has_tool_uses(self) -> bool:
-        """Whether the turn's latest step is a reply asking for tools (or results of one)."""
-        for _, step in reversed(self._steps):
-            if isinstance(step, AssistantStep):
-                return any(isinstance(b, ToolUse) for b in step.message.content)
-        return False
 
     def _need_turn(self, where: str) -> None:
         if self._user is None:

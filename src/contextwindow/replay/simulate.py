@@ -26,7 +26,7 @@ import json
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any, Literal
+from typing import IO, Any
 
 from ..compile import SEGMENTS, CompiledRequest, Policy
 from ..content import Audio, Block, Document, GeneratedImage, Image, Message, Request, ToolResult, Video
@@ -43,22 +43,20 @@ from ..engine.events import (
 from ..engine.loop import Engine, EngineSettings
 from ..engine.summarizer import Summarizer
 from ..errors import ContextOverflow, InvalidInput
-from ..formats import AttachmentLoader, render
+from ..formats import AttachmentLoader, WireFormat, render
 from ..models import ModelProfile, get_profile
 from ..pricing import Estimator
 from ..providers import output_limit_hit
 from ..store import Session, open_store
-from ..testing import LocalModel, LocalProvider, LocalSettings
+from ..testing import SUMMARY_MARKER, LocalModel, LocalProvider, LocalSettings
 from ..testing.counting import tokenizer_for
-from ..testing.model import Rejection, Reply, WireFormat
+from ..testing.model import Rejection, Reply
+from ..usage.tracker import UsageMode
 from .report import CallRecord, EventKind, summarize
 from .scenario import Scenario
 
-__all__ = ["RecordingModel", "SimulationResult", "UsageMode", "simulate", "simulate_sync"]
+__all__ = ["RecordingModel", "SimulationResult", "simulate", "simulate_sync"]
 
-UsageMode = Literal["cumulative", "per-call", "output-only", "none"]
-SUMMARIZE_MARKER = "[[contextwindow:summarize]]"
-"""What the local provider recognises as a request for a summary (see ``contextwindow.testing.summary``)."""
 CONTINUE_AFTER_CUT = "Your last reply was cut at the output limit. Continue from where it stopped."
 """What the replay sends when a scripted reply was cut at ``max_tokens`` and its turn has more script."""
 
@@ -235,12 +233,12 @@ async def simulate(
             summarizer=Summarizer(
                 LocalProvider(local, session="summarizer", wire=wire),
                 profile,
-                instruction_suffix=SUMMARIZE_MARKER,
+                instruction_suffix=f"{SUMMARY_MARKER}]]",
                 load=session.read_attachment,
             ),
             settings=settings
             or EngineSettings(
-                usage_mode="cumulative" if usage == "cumulative" else "per-call",
+                usage_mode=usage,
                 max_tokens=reserve,
                 max_stream_input_tokens=None,
             ),

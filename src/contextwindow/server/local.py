@@ -27,11 +27,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ..errors import InvalidInput, UnknownModel
+from ..formats import WireFormat
 from ..formats import anthropic as anthropic_format
 from ..formats import openai as openai_format
 from ..formats import responses as responses_format
 from ..testing.counting import tokenizer_for
-from ..testing.model import LocalModel, Rejection, WireFormat
+from ..testing.model import LocalModel, Rejection
 from ..testing.wire import (
     anthropic_events,
     anthropic_message,

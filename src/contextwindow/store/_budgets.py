@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..attachments import MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE, check_image
+from ..attachments import MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE
 from ..content import AttachmentRef
 from ..errors import InvalidInput
 from ..limits import MAX_BYTES, shown
@@ -101,10 +101,6 @@ class Budgets:
                 f"attachment is {size} bytes, over the per-attachment budget of {self.max_attachment_bytes}",
                 path="data",
             )
-
-    def check_dimensions(self, width: int | None, height: int | None) -> None:
-        """Image dimensions within the side and pixel budgets (the media rule's own check)."""
-        check_image(width, height, max_side=self.max_image_side, max_pixels=self.max_image_pixels)
 
     def check_message(self, refs: Sequence[AttachmentRef]) -> None:
         """The distinct attachments of one message within the per-message total."""

@@ -27,8 +27,8 @@ __all__ = ["MessageLog"]
 class MessageLog(Sequence[StoredMessage]):
     """The messages of a session in order, as a sequence that validates each row on first access.
 
-    ``extend`` appends rows read later (an incremental read with ``after=``); ``id_at``,
-    ``position_at`` and ``index_of`` answer from the ledger's columns without decoding anything.
+    ``extend`` appends rows read later (an incremental read with ``after=``); ``id_at``
+    and ``index_of`` answer from the ledger's columns without decoding anything.
     Not thread-safe: one per reader, like a ``SessionCompiler``.
     """
 
@@ -77,10 +77,6 @@ class MessageLog(Sequence[StoredMessage]):
     def ids(self, start: int = 0, stop: int | None = None) -> list[str]:
         """The entry ids of the messages ``start:stop``, without decoding them (one slice)."""
         return self._ids[start:stop]
-
-    def position_at(self, index: int) -> int:
-        """The ledger position of the message at ``index``, without decoding it."""
-        return self._rows[index].position
 
     def index_of(self, entry_id: str) -> int | None:
         """Where the message with this entry id is in the log, or ``None``."""

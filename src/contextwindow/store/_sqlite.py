@@ -66,17 +66,22 @@ class SqliteBackend(SqlBackend):
             )
         except sqlite3.Error as exc:
             raise from_sqlite(exc, self.url) from exc
-        try:
+        with self._closed_on_failure():
             self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
             self._db.execute("PRAGMA journal_mode = WAL")
             self._db.execute(f"PRAGMA synchronous = {DURABILITY[durability]}")
             self._db.execute("PRAGMA foreign_keys = ON")
             self._migrate(_migrations.SQLITE)
-        except sqlite3.Error as exc:
+
+    @contextmanager
+    def _closed_on_failure(self) -> Iterator[None]:
+        """Close the connection just opened when setting it up fails, SQLite's errors mapped."""
+        try:
+            yield
+        except BaseException as exc:
             self._db.close()
-            raise from_sqlite(exc, self.url) from exc
-        except BaseException:
-            self._db.close()
+            if isinstance(exc, sqlite3.Error):
+                raise from_sqlite(exc, self.url) from exc
             raise
 
     def _connect_read_only(self, busy_timeout: float) -> None:
@@ -110,14 +115,8 @@ class SqliteBackend(SqlBackend):
             )
         except sqlite3.Error as exc:
             raise from_sqlite(exc, self.url) from exc
-        try:
+        with self._closed_on_failure():
             self._open_read_only()
-        except sqlite3.Error as exc:
-            self._db.close()
-            raise from_sqlite(exc, self.url) from exc
-        except BaseException:
-            self._db.close()
-            raise
 
     def _has_table(self, cur: Cursor, name: str) -> bool:
         cur.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))

@@ -16,7 +16,7 @@ from .counting import (
     count_request,
     tokenizer_for,
 )
-from .model import USAGE_REPORTS, LocalModel, LocalSettings, Rejection, Reply, UsageReport
+from .model import LocalModel, LocalSettings, Rejection, Reply
 from .provider import LocalProvider, rejection_error
 from .server import LocalServer, serve
 from .summary import SUMMARY_MARKER, summary_ask, write_summary
@@ -25,7 +25,6 @@ __all__ = [
     "MESSAGE_OVERHEAD",
     "REPLY_PRIMING",
     "SUMMARY_MARKER",
-    "USAGE_REPORTS",
     "LocalModel",
     "LocalProvider",
     "LocalServer",
@@ -34,7 +33,6 @@ __all__ = [
     "Reply",
     "RequestCount",
     "Tokenizer",
-    "UsageReport",
     "count_request",
     "rejection_error",
     "serve",

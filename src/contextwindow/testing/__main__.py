@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .model import USAGE_REPORTS
+from ..usage.tracker import USAGE_MODES
 from .server import serve
 
 
@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> None:
         "--window", type=int, default=None, help="window in tokens (default: each model's own)"
     )
     parser.add_argument("--effective-window", type=int, default=None, help="reject above this many tokens")
-    parser.add_argument("--usage", choices=USAGE_REPORTS, default="per-call")
+    parser.add_argument("--usage", choices=USAGE_MODES, default="per-call")
     parser.add_argument("--model", default="claude-sonnet-4-6", help="model when a request names none")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds to wait before each answer")
     parser.add_argument("--fail-transient", type=int, default=0, help="fail the first N calls (overloaded)")

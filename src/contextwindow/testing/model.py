@@ -35,38 +35,29 @@ import threading
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal
 
 from ..content import Message, Request, Text, ToolResult, ToolUse
 from ..errors import InvalidInput
-from ..formats import AttachmentLoader
+from ..formats import AttachmentLoader, WireFormat
 from ..formats.openai import carried
 from ..models import ModelProfile, get_profile
 from ..providers.streams import continues_stream
-from ..usage.tracker import Usage
+from ..usage.tracker import USAGE_MODES, Usage, UsageMode
 from .counting import RequestCount, block_tokens, count_request, tokenizer_for
 from .sessions import SESSION_BYTES, SessionStream, SessionStreams
 from .strict import check
 from .summary import summary_ask, write_summary
 
 __all__ = [
-    "USAGE_REPORTS",
     "LocalModel",
     "LocalSettings",
     "Rejection",
     "Reply",
-    "UsageReport",
-    "WireFormat",
     "arguments_for",
     "as_carried",
     "error_json",
 ]
-
-UsageReport: TypeAlias = Literal["cumulative", "per-call", "output-only", "none"]
-"""How the local provider reports usage in a stream, as the real APIs variously do."""
-WireFormat: TypeAlias = Literal["anthropic", "openai"]
-USAGE_REPORTS: tuple[UsageReport, ...] = ("cumulative", "per-call", "output-only", "none")
-"""Every :data:`UsageReport`, in order."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -76,7 +67,7 @@ class LocalSettings:
     window: int | None = None
     effective_window: int | None = None
     """Reject above this many tokens although ``window`` is declared (a provider serving less)."""
-    usage: UsageReport = "per-call"
+    usage: UsageMode = "per-call"
     default_model: str = "claude-sonnet-4-6"
     """The model when a request names none."""
     delay_seconds: float = 0.0
@@ -96,8 +87,8 @@ class LocalSettings:
             raise InvalidInput("must be > 0", path="window")
         if self.effective_window is not None and self.effective_window <= 0:
             raise InvalidInput("must be > 0", path="effective_window")
-        if self.usage not in USAGE_REPORTS:
-            raise InvalidInput(f"must be one of {', '.join(USAGE_REPORTS)}", path="usage")
+        if self.usage not in USAGE_MODES:
+            raise InvalidInput(f"must be one of {', '.join(USAGE_MODES)}", path="usage")
         if not self.delay_seconds >= 0:
             raise InvalidInput("must be ≥ 0", path="delay_seconds")
 

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Iterable
 
 from ..content import Message, Request, Text, Thinking, ToolUse
 from ..errors import ProviderError, TransientProviderError
-from ..formats import AttachmentLoader
+from ..formats import AttachmentLoader, WireFormat
 from ..providers._errors import is_transient_status
 from ..providers.base import (
     ProviderEvent,
@@ -26,7 +26,7 @@ from ..providers.base import (
     normalise_stop_reason,
 )
 from ..providers.overflow import classify
-from .model import LocalModel, LocalSettings, Rejection, WireFormat
+from .model import LocalModel, LocalSettings, Rejection
 from .wire import text_pieces
 
 __all__ = ["LocalProvider", "rejection_error"]

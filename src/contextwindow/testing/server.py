@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..content import Message
 from ..errors import UsageError
+from ..usage.tracker import UsageMode
 from .counting import tokenizer_for
-from .model import LocalModel, LocalSettings, UsageReport
+from .model import LocalModel, LocalSettings
 
 if TYPE_CHECKING:
     from ..server import ServerLimits
@@ -87,7 +88,7 @@ def serve(
     port: int = 8765,
     *,
     window: int | None = None,
-    usage: UsageReport = "per-call",
+    usage: UsageMode = "per-call",
     effective_window: int | None = None,
     default_model: str = "claude-sonnet-4-6",
     delay_seconds: float = 0.0,

@@ -22,7 +22,7 @@ time, one wording is kept.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 from ..attachments import sniff
 from ..content import (
@@ -37,10 +37,9 @@ from ..content import (
     ToolUse,
 )
 from ..errors import ContextWindowError
+from ..formats import WireFormat
 
 __all__ = ["StrictRefusal", "check"]
-
-WireFormat = Literal["anthropic", "openai"]
 
 
 class StrictRefusal:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from .anchor import Anchor, AnchorBook, AnchoredEstimate, anchored_estimate, newest_anchor
 from .calibration import CALIBRATION_PRICING_EPOCH, Calibrator
-from .tracker import CallUsage, Usage, UsageMode, UsageTracker
+from .tracker import USAGE_MODES, CallUsage, Usage, UsageMode, UsageTracker
 
 __all__ = [
     "CALIBRATION_PRICING_EPOCH",
+    "USAGE_MODES",
     "Anchor",
     "AnchorBook",
     "AnchoredEstimate",

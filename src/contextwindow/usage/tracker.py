@@ -28,13 +28,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, get_args
 
 from ..errors import InvalidInput, UsageError
 from ..limits import check_count
 from .anchor import Anchor, AnchorBook, AnchoredEstimate, anchored_estimate, newest_anchor
 
 __all__ = [
+    "USAGE_MODES",
     "Anchor",
     "AnchorBook",
     "AnchoredEstimate",
@@ -46,8 +47,12 @@ __all__ = [
     "newest_anchor",
 ]
 
-UsageMode: TypeAlias = Literal["cumulative", "per-call"]
-"""Whether a stream's usage samples are running totals or each call's own."""
+UsageMode: TypeAlias = Literal["cumulative", "per-call", "output-only", "none"]
+"""How a provider reports usage in a stream, as the real APIs variously do: each sample the running
+total since the stream started (``cumulative``), each call's own (``per-call``), each call's own with
+the input reported as 0 (``output-only``), or no samples at all (``none``)."""
+USAGE_MODES: tuple[UsageMode, ...] = get_args(UsageMode)
+"""Every :data:`UsageMode`, in order."""
 
 
 def _as_mapping(obj: Any, path: str) -> Mapping[str, Any]:
@@ -300,7 +305,8 @@ class UsageTracker:
     ``mode="cumulative"``: every sample is the running total since the stream started (membrane's
     ``usage`` event, Anthropic ``message_delta`` within a call); a call's usage is the field-wise
     difference from the previous sample, and a repeated sample is an unreported call.
-    ``mode="per-call"``: every sample is one call's own usage.
+    Any other mode (``per-call``, ``output-only``, ``none``): every sample is one call's own usage, and
+    a call whose sample reports no prompt is unreported.
 
     Refused attempts: :meth:`refused` takes the last fed call out of the stream's calls and totals and,
     in cumulative mode, rolls the baseline back to the sample before it, because a provider layer that
@@ -311,8 +317,8 @@ class UsageTracker:
     """
 
     def __init__(self, mode: UsageMode) -> None:
-        if mode not in ("cumulative", "per-call"):
-            raise UsageError(f"mode must be 'cumulative' or 'per-call', got {mode!r}")
+        if mode not in USAGE_MODES:
+            raise UsageError(f"mode must be one of {', '.join(USAGE_MODES)}, got {mode!r}")
         self.mode: UsageMode = mode
         self._calls: list[CallUsage] = []
         self._baseline = _ZERO
@@ -386,24 +392,6 @@ class UsageTracker:
     def calls(self) -> tuple[CallUsage, ...]:
         """The stream's surviving calls, oldest first (refused attempts left out)."""
         return tuple(self._calls)
-
-    @property
-    def last_reported(self) -> CallUsage | None:
-        """The latest call that reported a prompt: the physical-window projection's ``real``/``out``."""
-        for call in reversed(self._calls):
-            if call.reported:
-                return call
-        return None
-
-    @property
-    def unreported_since_last_reported(self) -> tuple[CallUsage, ...]:
-        """Calls after the latest reporting one; their ``output_counted`` is the projection's growth."""
-        tail: list[CallUsage] = []
-        for call in reversed(self._calls):
-            if call.reported:
-                break
-            tail.append(call)
-        return tuple(reversed(tail))
 
     @property
     def total(self) -> Usage:
