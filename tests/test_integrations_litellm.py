@@ -49,7 +49,8 @@ def routing(server: LocalServer) -> dict[str, Any]:
     return {"model": "openai/gpt-4o", "api_base": server.url + "/v1", "api_key": "local", "num_retries": 0}
 
 
-def tool_loop(llm: GuardedLiteLLM, server: LocalServer, turns: int) -> list[dict[str, Any]]:
+def tool_loop(llm: GuardedLiteLLM, server: LocalServer, turns: int, size: int = 150) -> list[dict[str, Any]]:
+    """``turns`` user turns of an agent that searches once a turn; each result is ``notes(turn, size)``."""
     history: list[dict[str, Any]] = [{"role": "system", "content": "You search notes."}]
     for turn in range(turns):
         history.append({"role": "user", "content": f"Turn {turn}: notes on topic {turn}."})
@@ -60,8 +61,15 @@ def tool_loop(llm: GuardedLiteLLM, server: LocalServer, turns: int) -> list[dict
             if not message.tool_calls:
                 break
             for call in message.tool_calls:
-                history.append({"role": "tool", "tool_call_id": call.id, "content": notes(str(turn))})
+                history.append({"role": "tool", "tool_call_id": call.id, "content": notes(str(turn), size)})
     return history
+
+
+# The default policy archives a stale text result only when it is priced over
+# Policy.archive_text_over_tokens (2,048): results under it leave folding as the only way to stay inside
+# the window; results over it are archived under pressure, and the history then fits without a fold.
+UNARCHIVABLE = 130  # notes(..., 130): about 1,800 tokens
+ARCHIVABLE = 150  # about 2,100 tokens
 
 
 class TestGuardedLiteLLM:
@@ -69,12 +77,27 @@ class TestGuardedLiteLLM:
         self, server: LocalServer, model: ObservedModel
     ) -> None:
         llm = GuardedLiteLLM(store=":memory:", context_window=WINDOW)
-        history = tool_loop(llm, server, TURNS)
+        history = tool_loop(llm, server, TURNS, UNARCHIVABLE)
         assert sum(m["role"] == "tool" for m in history) == TURNS
         assert model.rejections == []
         assert WINDOW * 0.6 < model.largest <= WINDOW
         assert llm.last_exchange is not None
-        assert llm.store.session(llm.last_exchange.session_id).latest("checkpoint") is not None
+        session = llm.store.session(llm.last_exchange.session_id)
+        assert len(session.messages()) == len(history) - 1  # one session, every message kept
+        assert session.latest("checkpoint") is not None  # older history folded through litellm
+
+    def test_a_tool_loop_whose_results_can_be_archived_fits_by_archiving_without_a_fold(
+        self, server: LocalServer, model: ObservedModel
+    ) -> None:
+        llm = GuardedLiteLLM(store=":memory:", context_window=WINDOW)
+        history = tool_loop(llm, server, TURNS, ARCHIVABLE)
+        assert model.rejections == []
+        assert WINDOW * 0.5 < model.largest <= WINDOW
+        assert llm.last_exchange is not None
+        session = llm.store.session(llm.last_exchange.session_id)
+        assert len(session.messages()) == len(history) - 1
+        assert session.entries(["archive"])  # stale results archived under pressure, re-readable
+        assert session.latest("checkpoint") is None  # so the history always fit: nothing folded
 
     def test_a_rejection_litellm_raises_is_recognised_and_recovered_once(
         self, server: LocalServer, model: ObservedModel
