@@ -35,9 +35,8 @@ from contextwindow.content import (
     ToolUse,
 )
 from contextwindow.errors import ContextWindowError
-from contextwindow.providers import LocalSettings
 from contextwindow.replay.scenario import AssistantStep, InjectStep, Scenario, ToolResultStep
-from contextwindow.testing import LocalModel
+from contextwindow.testing import LocalModel, LocalSettings
 from contextwindow.testing.model import Rejection
 
 from ._recount import recount
