@@ -277,6 +277,13 @@ async def _run(
     failed = 0
     overhead: list[tuple[float, int]] = []
     cut = 0
+
+    def drain() -> None:
+        """Record the requests the provider received since the last drain, with this turn's estimate."""
+        records.extend(
+            _drain(local, records, compiler, estimator, estimate, reserve, profile, pending, number, record)
+        )
+
     for number, turn in enumerate(scenario.turns):
         injections = list(turn.injections)
         later = sum(len(t.replies) for t in scenario.turns[number + 1 :])
@@ -310,20 +317,7 @@ async def _run(
                         pending.add("archived")
                     elif isinstance(event, TurnEnded):
                         stop_reason = event.stop_reason
-                    records.extend(
-                        _drain(
-                            local,
-                            records,
-                            compiler,
-                            estimator,
-                            estimate,
-                            reserve,
-                            profile,
-                            pending,
-                            number,
-                            record,
-                        )
-                    )
+                    drain()
                     if isinstance(event, UsageReported):
                         calls_done += 1
                         for injection in [i for i in injections if i.round == calls_done]:
@@ -332,20 +326,7 @@ async def _run(
                             progress(len(records))
             except ContextOverflow:
                 failed += 1
-                records.extend(
-                    _drain(
-                        local,
-                        records,
-                        compiler,
-                        estimator,
-                        estimate,
-                        reserve,
-                        profile,
-                        pending,
-                        number,
-                        record,
-                    )
-                )
+                drain()
                 local.discard_script(later)
                 stop_reason = None
             overhead.append((engine.stats.engine_seconds, engine.stats.calls))
