@@ -13,8 +13,9 @@ turns' thinking counts depends on the model), and compaction summaries.
 
 The content is what the API received where the log shows it differs from what the log displays:
 an ``ExitPlanMode`` in plan-file mode is priced with its real empty input (see ``_blocks``), and
-Claude Code's TodoWrite reminder, which the log does not record but whose rule reads only what the
-log does record, is added to the rounds that carried it (``_claude_todo``; ``Round.added``).
+Claude Code's plan-mode and TodoWrite reminders, which the log does not record but which follow
+from what it does record, are added to the rounds that carried them, as the Claude Code importer
+adds them (``contextwindow.replay.importers.claude_code_unlogged``; ``Round.added``).
 Rounds where the log shows Claude Code injected content it does not record are kept and flagged
 (``Round.injected``, :data:`INJECTIONS`); :func:`explained` leaves them out of the explained subset.
 Files are split into ``fit`` and ``holdout`` per generation (one file in three held out).
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from contextwindow.content import Message, Text, ToolResult, ToolUse
+from contextwindow.replay.importers import claude_code_unlogged as unlogged
 
 from . import _claude_todo
 from ._paths import CLAUDE_SESSIONS
@@ -87,19 +89,17 @@ can carry: Claude Code injected something the log does not show (system reminder
 prompt, a sub-agent's second call, tool-list changes). A round above 5 logged more than was sent.
 """
 
-INJECTIONS = ("plan mode", "edit hook")
-"""Evidence in the log that Claude Code added content to a round that the log does not record.
+INJECTIONS = ("edit hook",)
+"""Evidence in the log that Claude Code added content to a round that the log does not record and
+that cannot be rebuilt from the log (the plan-mode and TodoWrite reminders are rebuilt instead:
+``claude_code_unlogged``).
 
-- ``plan mode``: while plan mode is on, Claude Code attaches its plan-mode system reminder (about
-  900 tokens for Opus 4.5) to every user turn; the reminder is not logged. Measured on the
-  deep-manifest session: all 12 rounds in its two plan-mode spans are under-priced by 850–1,100
-  tokens whatever their content (signed median −63% over the 15 plan-mode rounds ≥ 500 tokens).
 - ``edit hook``: a ``PostToolUse`` hook ran after a file edit (a formatter such as ``ruff
   format``); when it rewrote a file Claude Code has read, Claude Code sends the changed lines as an
   unlogged notice in that round or the next (claude-code-log sample: +2,400 to +6,400 tokens after
   "1 file reformatted"). Both rounds are flagged, whether or not the hook changed anything.
 
-Detection reads only the log (``_plan_mode_lines``, ``_edit_hook``), never any method's estimate.
+Detection reads only the log (``_edit_hook``), never any method's estimate.
 """
 
 
@@ -129,9 +129,6 @@ def _prompt(usage: dict[str, Any]) -> int:
     )
 
 
-PLAN_FILE_DIR = "/.claude/plans/"
-"""Claude Code (2.0.5x and later) keeps the plan of plan mode in a file under ``~/.claude/plans/``."""
-
 EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
 
 
@@ -156,7 +153,7 @@ def _blocks(content: Any, plan_files: dict[str, str] | None = None) -> list[Any]
             name, tool_input = b.get("name", ""), b.get("input") or {}
             if plan_files is not None:
                 target = str(tool_input.get("file_path", ""))
-                if name == "Write" and PLAN_FILE_DIR in target:
+                if name == "Write" and unlogged.PLAN_FILE_DIR in target:
                     plan_files[target] = str(tool_input.get("content", ""))
                 elif name == "ExitPlanMode" and tool_input.get("plan") in plan_files.values():
                     tool_input = {k: v for k, v in tool_input.items() if k != "plan"}
@@ -173,52 +170,6 @@ def _blocks(content: Any, plan_files: dict[str, str] | None = None) -> list[Any]
         else:  # thinking, images, anything else
             return None
     return out
-
-
-def _tool_uses(entry: dict[str, Any]) -> list[dict[str, Any]]:
-    content = (entry.get("message") or {}).get("content")
-    if entry.get("type") != "assistant" or not isinstance(content, list):
-        return []
-    return [b for b in content if b.get("type") == "tool_use"]
-
-
-def _plan_mode_lines(entries: list[dict[str, Any]]) -> set[int]:
-    """Line numbers of the user entries Claude Code sent while plan mode was on.
-
-    Plan mode is on for an entry that carries ``permissionMode: "plan"`` (newer versions log it),
-    and for a span the log evidences without that field: from the last prompt the person typed
-    before a Write to a plan file or an ``ExitPlanMode`` call (only plan mode asks for either) up to
-    the ``ExitPlanMode`` the person approved (a rejected one keeps plan mode on; a session that
-    ends in plan mode keeps it to the end).
-    """
-    prompts = [i for i, e in enumerate(entries) if _claude_todo.typed_prompt(e)]
-    exits: dict[str, int] = {}
-    evidence: list[int] = []
-    approved: list[int] = []
-    for i, e in enumerate(entries):
-        for b in _tool_uses(e):
-            target = str((b.get("input") or {}).get("file_path", ""))
-            if b.get("name") == "ExitPlanMode" or (b.get("name") == "Write" and PLAN_FILE_DIR in target):
-                evidence.append(i)
-            if b.get("name") == "ExitPlanMode":
-                exits[b.get("id", "")] = i
-        content = (e.get("message") or {}).get("content")
-        if e.get("type") == "user" and isinstance(content, list):
-            for b in content:
-                if b.get("type") == "tool_result" and b.get("tool_use_id") in exits and not b.get("is_error"):
-                    approved.append(exits[b["tool_use_id"]])
-    lines = {
-        i for i, e in enumerate(entries) if e.get("type") == "user" and e.get("permissionMode") == "plan"
-    }
-    previous_exit = -1
-    for first in evidence:
-        if first <= previous_exit:
-            continue
-        start = max((p for p in prompts if previous_exit < p < first), default=previous_exit + 1)
-        end = min((a for a in approved if a >= first), default=len(entries))
-        lines.update(i for i in range(start, end) if entries[i].get("type") == "user")
-        previous_exit = end
-    return lines
 
 
 def _edit_hook(entry: dict[str, Any]) -> bool:
@@ -239,7 +190,7 @@ def file_rounds(path: Path, todo_rule: _claude_todo.Rule | None = _claude_todo.R
     ``claude_todo_reminder_probe`` compares candidate rules that way).
     """
     entries = [json.loads(line) for line in path.read_text().splitlines()]
-    plan_lines = _plan_mode_lines(entries)
+    plan_reminders = unlogged.plan_mode_reminders(entries)
     todo_reminders = {} if todo_rule is None else _claude_todo.reminders(entries, todo_rule)
     # (first line, model, prompt, assistant contents, user (line, content) after the call, hook seen)
     calls: list[dict[str, Any]] = []
@@ -294,13 +245,14 @@ def file_rounds(path: Path, todo_rule: _claude_todo.Rule | None = _claude_todo.R
         if u_blocks is None:
             continue
         added = []
+        # meta user messages; Claude Code merges them into the user turn after the tool results
+        if following["line"] in plan_reminders:
+            u_blocks.append(Text(text=plan_reminders[following["line"]]))
+            added.append("plan-mode reminder")
         if following["line"] in todo_reminders:
-            # a meta user message; Claude Code merges it into the user turn after the tool results
             u_blocks.append(Text(text=todo_reminders[following["line"]]))
             added.append("todo reminder")
         injected = []
-        if any(line in plan_lines for line, _ in users):
-            injected.append("plan mode")
         if call["hook"] or (k > 0 and calls[k - 1]["hook"]):
             injected.append("edit hook")
         messages = [Message(role="assistant", content=tuple(a_blocks))]

@@ -64,7 +64,13 @@ def main() -> None:
             priced.append((r, r.delta - est.messages(r.messages), est))
         data.append((entries, priced))
     candidates = [
-        todo.Rule(since_write, between, resets, since, needs_list)
+        todo.Rule(
+            since_write=since_write,
+            between=between,
+            typed_prompt_resets=resets,
+            since_version=since,
+            needs_list=needs_list,
+        )
         for since in sorted(versions)
         for resets in (False, True)
         for needs_list in (True, False)

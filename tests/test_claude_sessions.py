@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from benchmarks import _claude_sessions as sessions
 
-from contextwindow.content import ToolUse
+from contextwindow.content import Text, ToolUse
 
 MODEL = "claude-opus-4-5-20251101"
 PLAN = "# Plan: add tar support\n\n1. helper\n2. tests\n" * 20
@@ -111,14 +111,24 @@ class TestReconstruction:
         assert exit_use.input["plan"] == PLAN
 
 
-class TestInjections:
-    def test_rounds_inside_a_plan_mode_span_are_flagged_and_not_explained(self, tmp_path: Path) -> None:
+class TestPlanModeReminder:
+    """Plan mode's unlogged reminder is rebuilt in every round sent while plan mode is on."""
+
+    def test_rounds_inside_a_plan_mode_span_carry_the_reminder(self, tmp_path: Path) -> None:
         rounds = _plan_session().write(tmp_path)
-        flagged = [("plan mode" in r.injected) for r in rounds]
+        carrying = [("plan-mode reminder" in r.added) for r in rounds]
         # the typed prompt and the plan Write's result are sent in plan mode; the approved
         # ExitPlanMode's result and later turns are not
-        assert flagged == [True, True, False, False]
-        assert not any(sessions.explained(r) for r in rounds if r.injected)
+        assert carrying == [True, True, False, False]
+        assert not any(r.injected for r in rounds)
+
+    def test_a_plan_file_session_gets_the_plan_file_form_naming_its_file(self, tmp_path: Path) -> None:
+        first, second, *_ = _plan_session().write(tmp_path)
+        before, after = first.messages[-1].content[-1], second.messages[-1].content[-1]
+        assert isinstance(before, Text) and isinstance(after, Text)
+        assert "There is no plan file yet: create it at /home/u/.claude/plans/wolf.md" in before.text
+        assert "A plan file already exists at /home/u/.claude/plans/wolf.md" in after.text
+        assert "### Phase 5: Call ExitPlanMode" in after.text
 
     def test_a_rejected_exit_keeps_plan_mode_on(self, tmp_path: Path) -> None:
         log = _Log()
@@ -129,7 +139,11 @@ class TestInjections:
         log.call(_tool("t2", "ExitPlanMode", plan=PLAN))
         log.result("t2", "User has approved your plan.")
         log.call(_text("Done."))
-        assert [("plan mode" in r.injected) for r in log.write(tmp_path)] == [True, True, False]
+        rounds = log.write(tmp_path)
+        assert [("plan-mode reminder" in r.added) for r in rounds] == [True, True, False]
+        reminder = rounds[0].messages[-1].content[-1]
+        assert isinstance(reminder, Text)
+        assert "Plan mode is on" in reminder.text and "Phase" not in reminder.text  # no plan file
 
     def test_permission_mode_plan_marks_the_entry(self, tmp_path: Path) -> None:
         log = _Log()
@@ -138,8 +152,20 @@ class TestInjections:
         log.call(_text("Thinking."))
         log.user("Now go.", permissionMode="default")
         log.call(_text("Going."))
-        assert [r.injected for r in log.write(tmp_path)] == [("plan mode",), ()]
+        assert [r.added for r in log.write(tmp_path)] == [("plan-mode reminder",), ()]
 
+    @pytest.mark.parametrize(("form", "plan_file"), [("plan-file", "/u/.claude/plans/a.md"), ("short", None)])
+    def test_the_stand_in_is_the_published_reminders_size(self, form: str, plan_file: str | None) -> None:
+        from _shared import encoding
+        from contextwindow.replay.importers import claude_code_unlogged as unlogged
+
+        text = unlogged.plan_mode_reminder(plan_file=plan_file, exists=True)
+        published = unlogged.PLAN_MODE_PUBLISHED_O200K[form]  # type: ignore[index]
+        count = len(encoding("o200k_base").encode(text))
+        assert abs(count - published) <= 0.05 * published
+
+
+class TestInjections:
     def test_an_edit_hook_flags_its_round_and_the_next(self, tmp_path: Path) -> None:
         log = _Log()
         log.call(_tool("t1", "Edit", file_path="a.py", old_string="x", new_string="y"))
@@ -235,7 +261,7 @@ class TestTodoReminder:
         (2_000, 600, (), True),
         (400, 600, (), False),  # under 1 character per token: unlogged content
         (4_000, 600, (), False),  # over 5: logged more than was sent
-        (2_000, 600, ("plan mode",), False),
+        (2_000, 600, ("edit hook",), False),
     ],
     ids=["plain", "too-few-chars", "too-many-chars", "injected"],
 )

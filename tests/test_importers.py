@@ -9,9 +9,9 @@ import pytest
 
 from _shared import CLAUDE_SESSIONS, require
 from contextwindow.content import Image, Text, ToolResult, ToolUse
-from contextwindow.replay.importers import detect_kind, import_chat, load_any
+from contextwindow.replay.importers import detect_kind, import_chat, import_claude_code, load_any
 from contextwindow.replay.importers._assemble import ENDS_HERE, NO_RESULT
-from contextwindow.replay.scenario import ScenarioError
+from contextwindow.replay.scenario import Scenario, ScenarioError
 from contextwindow.replay.scenario_file import dumps_scenario, loads_scenario
 
 DATA = Path(__file__).parent / "data"
@@ -102,6 +102,34 @@ class TestClaudeCode:
         for path in files:
             s = load_any(path)
             assert s.calls >= 1, path
+
+
+def _user_texts(scenario: Scenario) -> list[str]:
+    messages = [t.user for t in scenario.turns] + [i.message for t in scenario.turns for i in t.injections]
+    return [b.text for m in messages for b in m.content if isinstance(b, Text)]
+
+
+class TestClaudeCodeUnlogged:
+    """The importer adds the reminders Claude Code sent without logging them, where the log shows them."""
+
+    DEEP_MANIFEST = "real_projects/-src-deep-manifest/a7da6a22-facc-4fcd-8bab-f83c87862004.jsonl"
+
+    def test_a_plan_mode_session_carries_one_reminder_per_call_in_plan_mode(self) -> None:
+        path = require(CLAUDE_SESSIONS, "the shared Claude Code session corpus") / self.DEEP_MANIFEST
+        texts = _user_texts(import_claude_code(path))
+        plan = [t for t in texts if t.startswith("<system-reminder>\nPlan mode is on.")]
+        # its two plan-mode spans: 4 calls, then 8 (the benchmark's rounds, one reminder each)
+        assert len(plan) == 12
+        assert all("/.claude/plans/" in t for t in plan)
+
+    def test_unlogged_false_imports_only_what_the_log_records(self) -> None:
+        path = require(CLAUDE_SESSIONS, "the shared Claude Code session corpus") / self.DEEP_MANIFEST
+        texts = _user_texts(import_claude_code(path, unlogged=False))
+        assert not any(t.startswith("<system-reminder>\nPlan mode is on.") for t in texts)
+
+    def test_a_session_without_plan_mode_or_todo_list_is_unchanged(self) -> None:
+        with_reminders = load_any(DATA / "claude_code_tools.jsonl")
+        assert with_reminders == import_claude_code(DATA / "claude_code_tools.jsonl", unlogged=False)
 
 
 class TestChat:

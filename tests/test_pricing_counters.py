@@ -19,7 +19,7 @@ from contextwindow.content import Message, Request, Text, ToolResult, ToolSpec, 
 from contextwindow.errors import ProviderError
 from contextwindow.formats import loader_from
 from contextwindow.pricing import Estimator
-from contextwindow.pricing.counters import InputCounter, counted_anchor
+from contextwindow.pricing.counters import GeminiCounter, InputCounter, counted_anchor
 from contextwindow.providers import AnthropicProvider, OpenAIProvider
 from contextwindow.testing import LocalModel, LocalServer, LocalSettings
 from contextwindow.usage.anchor import anchored_estimate
@@ -123,6 +123,77 @@ class TestProviderCounters:
             _run(provider, asyncio.sleep(0))  # closes its client
 
 
+def _gemini(server: LocalServer) -> GeminiCounter:
+    from google import genai
+    from google.genai import types
+
+    client = genai.Client(api_key="local", http_options=types.HttpOptions(base_url=server.url))
+    return GeminiCounter(client)
+
+
+def _count(counter: GeminiCounter, request: Request) -> int:
+    async def go() -> int:
+        try:
+            return await counter.count_input_tokens(request, load=LOAD)
+        finally:
+            await counter.client.aio.aclose()
+
+    return asyncio.run(go())
+
+
+class TestGeminiCounter:
+    """``models.countTokens`` through the real ``google.genai.Client``, served by the local provider."""
+
+    def test_counts_the_conversation_as_the_local_provider_does(
+        self, server: LocalServer, model: LocalModel
+    ) -> None:
+        request = Request(model="gemini-2.5-flash", messages=REQUEST.messages)
+        assert _count(_gemini(server), request) == model.count(request, LOAD).input_tokens > 100
+
+    def test_system_and_tools_are_counted_as_a_leading_user_content(
+        self, server: LocalServer, model: LocalModel
+    ) -> None:
+        request = Request(
+            model="gemini-2.5-flash", system=REQUEST.system, tools=REQUEST.tools, messages=REQUEST.messages
+        )
+        lead = Message.user(
+            REQUEST.system[0].text,
+            json.dumps(
+                {
+                    "name": "read_file",
+                    "description": "Read a file from the workspace",
+                    "parameters": dict(REQUEST.tools[0].input_schema),
+                }
+            ),
+        )
+        same = Request(model="gemini-2.5-flash", messages=(lead, *REQUEST.messages))
+        counted = _count(_gemini(server), request)
+        assert counted == model.count(same, LOAD).input_tokens
+        assert counted > _count(_gemini(server), Request(model="gemini-2.5-flash", messages=REQUEST.messages))
+
+    def test_an_unknown_model_is_a_provider_error_in_geminis_shape(self, server: LocalServer) -> None:
+        with pytest.raises(ProviderError) as caught:
+            _count(_gemini(server), Request(model="no-such-model", messages=(Message.user("hi"),)))
+        assert caught.value.status == 404 and caught.value.provider == "gemini"
+        assert caught.value.body["error"]["status"] == "NOT_FOUND"
+
+    def test_a_response_without_its_call_is_refused_as_invalid_argument(self, server: LocalServer) -> None:
+        import httpx
+
+        body = {
+            "contents": [{"role": "user", "parts": [{"functionResponse": {"name": "ls", "response": {}}}]}]
+        }
+        answer = httpx.post(f"{server.url}/v1beta/models/gemini-2.5-flash:countTokens", json=body)
+        assert answer.status_code == 400
+        assert answer.json()["error"]["status"] == "INVALID_ARGUMENT"
+        assert "follows no functionCall" in answer.json()["error"]["message"]
+
+    def test_is_an_input_counter(self, server: LocalServer) -> None:
+        counter = _gemini(server)
+        assert isinstance(counter, InputCounter)
+        counter.client.close()
+
+
 class TestCountedAnchor:
     def test_a_cold_start_is_priced_from_the_providers_count(
         self, server: LocalServer, model: LocalModel
@@ -177,5 +248,18 @@ class TestCountCommand:
     def test_an_unknown_provider_is_bad_input(self, tmp_path: Path) -> None:
         path = tmp_path / "request.json"
         path.write_text(json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}))
-        result = CliRunner().invoke(app, ["count", str(path), "--provider", "gemini"])
+        result = CliRunner().invoke(app, ["count", str(path), "--provider", "mistral"])
         assert result.exit_code == 2
+
+    def test_gemini_counts_through_google_genai(self, server: LocalServer, tmp_path: Path) -> None:
+        path = tmp_path / "request.json"
+        path.write_text(
+            json.dumps({"model": "gemini-2.5-flash", "messages": [{"role": "user", "content": "Bonjour !"}]})
+        )
+        env = {"GEMINI_API_KEY": "local", "COLUMNS": "200"}
+        result = CliRunner().invoke(
+            app, ["count", str(path), "--provider", "gemini", "--base-url", server.url, "--json"], env=env
+        )
+        assert result.exit_code == 0, result.output
+        out = json.loads(result.output)
+        assert out["provider"] == "gemini" and out["provider_count"] > 0

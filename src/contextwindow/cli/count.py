@@ -54,8 +54,9 @@ def count(
         str | None,
         typer.Option(
             "--provider",
-            help="Also ask the provider to count the request: anthropic (messages.count_tokens) or openai "
-            "(responses.input_tokens.count); the SDK reads its key from the environment.",
+            help="Also ask the provider to count the request: anthropic (messages.count_tokens), openai "
+            "(responses.input_tokens.count) or gemini (models.countTokens); the SDK reads its key from the "
+            "environment.",
         ),
     ] = None,
     base_url: Annotated[
@@ -75,8 +76,8 @@ def count(
         breakdown = estimator.breakdown(parsed.request)
         counted = None
         if provider is not None:
-            if provider not in ("anthropic", "openai"):
-                fail(f"--provider must be anthropic or openai, not {provider!r}", EXIT_BAD_INPUT)
+            if provider not in ("anthropic", "openai", "gemini"):
+                fail(f"--provider must be anthropic, openai or gemini, not {provider!r}", EXIT_BAD_INPUT)
             request = parsed.request if parsed.request.model else replace(parsed.request, model=profile.name)
             counted = asyncio.run(_provider_count(provider, base_url, request, parsed.loader()))  # type: ignore[arg-type]
     rows = [
@@ -132,10 +133,15 @@ def count(
 
 
 async def _provider_count(
-    provider: Literal["anthropic", "openai"], base_url: str | None, request: Request, load: AttachmentLoader
+    provider: Literal["anthropic", "openai", "gemini"],
+    base_url: str | None,
+    request: Request,
+    load: AttachmentLoader,
 ) -> int:
     """The provider's own count of ``request`` through its official SDK (errors mapped)."""
     counter: AnthropicProvider | OpenAIProvider
+    if provider == "gemini":
+        return await _gemini_count(base_url, request, load)
     if provider == "anthropic":
         import anthropic
 
@@ -158,3 +164,23 @@ async def _provider_count(
         counter = OpenAIProvider(openai_client)
     async with counter.client:
         return await counter.count_input_tokens(request, load=load)
+
+
+async def _gemini_count(base_url: str | None, request: Request, load: AttachmentLoader) -> int:
+    try:
+        from google import genai
+        from google.genai import types
+    except ImportError:
+        raise UsageError(
+            "--provider gemini needs google-genai: pip install 'contextwindow[gemini]'"
+        ) from None
+    from ..pricing.counters import GeminiCounter
+
+    try:
+        client = genai.Client(http_options=types.HttpOptions(base_url=base_url) if base_url else None)
+    except ValueError as exc:  # no API key in the environment
+        raise UsageError(f"--provider gemini: {exc}") from None
+    try:
+        return await GeminiCounter(client).count_input_tokens(request, load=load)
+    finally:
+        await client.aio.aclose()

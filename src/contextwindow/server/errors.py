@@ -6,7 +6,9 @@ server itself (too large, too slow, malformed, overloaded) is sent in that API's
 - Anthropic Messages: ``{"type": "error", "error": {"type": KIND, "message": ...}}``
   (https://docs.anthropic.com/en/api/errors);
 - OpenAI: ``{"error": {"message": ..., "type": ..., "param": null, "code": ...}}``
-  (https://platform.openai.com/docs/guides/error-codes).
+  (https://platform.openai.com/docs/guides/error-codes);
+- Gemini: ``{"error": {"code": STATUS, "message": ..., "status": "INVALID_ARGUMENT" | ...}}``
+  (https://ai.google.dev/gemini-api/docs/troubleshooting#error-codes).
 
 Where the API is not known (malformed HTTP before a path was read), both shapes are merged into one
 body that either SDK reads: ``{"type": "error", "error": {"type", "message", "param", "code"}}``.
@@ -28,7 +30,7 @@ __all__ = [
     "raw_error_response",
 ]
 
-Api: TypeAlias = Literal["anthropic", "openai", "any"]
+Api: TypeAlias = Literal["anthropic", "openai", "gemini", "any"]
 """Whose error shape a path gets: ``any`` is the merged shape."""
 
 Problem: TypeAlias = Literal[
@@ -63,8 +65,24 @@ _PROBLEMS: dict[str, tuple[int, str, int, str, str | None]] = {
 }
 
 
+# problem -> (Gemini status, Gemini status name): Gemini has no 413 or 529; it answers 400 and 503
+_GEMINI: dict[str, tuple[int, str]] = {
+    "invalid_request_error": (400, "INVALID_ARGUMENT"),
+    "not_found_error": (404, "NOT_FOUND"),
+    "request_too_large": (400, "INVALID_ARGUMENT"),
+    "unsupported_media_type": (400, "INVALID_ARGUMENT"),
+    "request_timeout": (504, "DEADLINE_EXCEEDED"),
+    "overloaded_error": (503, "UNAVAILABLE"),
+    "api_error": (500, "INTERNAL"),
+    "upstream_error": (502, "UNAVAILABLE"),
+    "upstream_timeout": (504, "DEADLINE_EXCEEDED"),
+}
+
+
 def api_of(path: str) -> Api:
     """The API a request path belongs to (``/v1/models`` is both: the merged shape)."""
+    if path.startswith("/v1beta/") or ":countTokens" in path or ":generateContent" in path:
+        return "gemini"
     if "/messages" in path:
         return "anthropic"
     if path.rstrip("/").endswith("/chat/completions") or "/responses" in path:
@@ -75,6 +93,9 @@ def api_of(path: str) -> Api:
 def error_body(api: Api, problem: Problem, message: str) -> tuple[int, dict[str, Any]]:
     """The status and body of ``problem`` in ``api``'s shape."""
     a_status, a_type, o_status, o_type, o_code = _PROBLEMS[problem]
+    if api == "gemini":
+        g_status, g_name = _GEMINI[problem]
+        return g_status, {"error": {"code": g_status, "message": message, "status": g_name}}
     if api == "anthropic":
         return a_status, {"type": "error", "error": {"type": a_type, "message": message}}
     if api == "openai":

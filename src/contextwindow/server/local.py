@@ -7,6 +7,8 @@
 - ``POST /v1/responses`` — OpenAI Responses, JSON (not streamed);
 - ``POST /v1/responses/input_tokens`` — OpenAI's Responses input count, ``{"object":
   "response.input_tokens", "input_tokens": N}``, counted as the equivalent Chat Completions request;
+- ``POST /v1beta/models/{model}:countTokens`` (and ``/v1/…``, as the SDK's ``api_version`` says) — Gemini's input count, ``{"totalTokens": N}``, of a
+  Gemini body (``contents``, or a whole ``generateContentRequest``), refused in Gemini's error shape;
 - ``GET /`` — what the server is: settings and tokenizer; ``GET /health`` — alive, and how busy.
 
 Every answer carries ``x-contextwindow-tokenizer`` and, once counted, ``x-contextwindow-input-tokens``
@@ -29,6 +31,7 @@ from starlette.routing import Route
 from ..errors import InvalidInput, UnknownModel
 from ..formats import WireFormat
 from ..formats import anthropic as anthropic_format
+from ..formats import gemini as gemini_format
 from ..formats import openai as openai_format
 from ..formats import responses as responses_format
 from ..testing.counting import tokenizer_for
@@ -81,8 +84,18 @@ def local_app(model: LocalModel, limits: ServerLimits | None = None) -> HttpApp:
                 _answer, model, wire, data, counting, stream, include_usage, session, shape
             )
 
+    async def gemini_count(request: Request) -> Response:
+        async with app.gate.admit(request) as raw:
+            data = parse_json(raw, app.limits)
+            if model.settings.delay_seconds:
+                await asyncio.sleep(model.settings.delay_seconds)
+            name = str(request.path_params["model"])
+            return await anyio.to_thread.run_sync(_gemini_count, model, data, name)
+
     app.router.routes.extend(
         [
+            Route("/v1beta/models/{model}:countTokens", gemini_count, methods=["POST"]),
+            Route("/v1/models/{model}:countTokens", gemini_count, methods=["POST"]),
             Route("/", describe, methods=["GET"]),
             Route("/v1/messages", post, methods=["POST"]),
             Route("/v1/messages/count_tokens", post, methods=["POST"]),
@@ -121,6 +134,22 @@ def stream_flags(data: Mapping[str, Any]) -> tuple[bool, bool]:
             "invalid_request_error", "stream_options.include_usage: Input should be a valid boolean"
         )
     return bool(stream), bool(include)
+
+
+def _gemini_count(model: LocalModel, data: Mapping[str, Any], name: str) -> Response:
+    try:
+        parsed = gemini_format.parse_request(data, model=name)
+        profile = model.profile(parsed.request.model)
+    except InvalidInput as exc:
+        raise HttpError("invalid_request_error", str(exc)) from None
+    except UnknownModel:
+        raise HttpError(
+            "not_found_error", f"models/{name} is not found for API version v1beta, or is not supported"
+        ) from None
+    count = model.count(parsed.request, parsed.loader(), wire="anthropic")
+    return json_response(
+        200, {"totalTokens": count.input_tokens}, {"x-contextwindow-tokenizer": tokenizer_for(profile).name}
+    )
 
 
 def _answer(

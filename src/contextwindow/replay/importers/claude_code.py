@@ -8,8 +8,11 @@ thinking, tool_use, tool_result). One API reply is written as several ``assistan
 ``message.id``, one per content block; they are merged back into one reply. ``isSidechain`` lines
 belong to a Task sub-agent: when a file mixes both, the main thread is kept.
 
-Blocks the Messages API parser does not know (``tool_reference`` inside a tool result) become a
-short text naming them. Each line's content goes through :func:`contextwindow.formats.anthropic.parse_messages`,
+What Claude Code sent but did not log, where the log shows it (its plan-mode and TodoWrite
+reminders; :mod:`.claude_code_unlogged`), is added to the user turn it was sent with, so the
+requests a replay prices are the ones Claude Code sent; ``unlogged=False`` imports only what the
+log records. Blocks the Messages API parser does not know (``tool_reference`` inside a tool result)
+become a short text naming them. Each line's content goes through :func:`contextwindow.formats.anthropic.parse_messages`,
 so media are decoded, hashed and measured as any request's would be.
 """
 
@@ -24,6 +27,7 @@ from ...formats import anthropic
 from .._json_text import json_at, lines
 from ..scenario import Scenario, ScenarioError
 from ._assemble import Assembler
+from .claude_code_unlogged import unlogged as unlogged_reminders
 
 __all__ = ["import_claude_code", "looks_like_claude_code"]
 
@@ -40,8 +44,11 @@ def looks_like_claude_code(first: dict[str, Any]) -> bool:
     )
 
 
-def import_claude_code(path: str | Path) -> Scenario:
-    """Read a Claude Code session file; ``ScenarioError`` names the line of anything unreadable."""
+def import_claude_code(path: str | Path, *, unlogged: bool = True) -> Scenario:
+    """Read a Claude Code session file; ``ScenarioError`` names the line of anything unreadable.
+
+    ``unlogged`` adds the reminders Claude Code sent without logging them (see the module docstring).
+    """
     path = Path(path)
     entries: list[tuple[int, dict[str, Any]]] = []
     for number, line in lines(path):
@@ -62,7 +69,8 @@ def import_claude_code(path: str | Path) -> Scenario:
     )
     session = next((e.get("sessionId") for _, e in entries if e.get("sessionId")), path.stem)
     assembler = Assembler(name=str(session), model=model, description=f"Claude Code session {path.name}")
-    for where, role, content, origins in _merged(entries, path):
+    reminders = unlogged_reminders([e for _, e in entries]) if unlogged else {}
+    for where, role, content, origins in _merged(entries, path, reminders):
         try:
             parsed = anthropic.parse_messages([{"role": role, "content": content}])
         except InvalidInput as err:
@@ -87,12 +95,24 @@ def _located(err: InvalidInput, where: str, origins: list[tuple[int, int]], path
 _Merged = tuple[str, str, list[Any], list[tuple[int, int]]]
 
 
-def _merged(entries: list[tuple[int, dict[str, Any]]], path: Path) -> list[_Merged]:
-    """(where, role, blocks, (line, index) of each block) per API message, same-id lines joined."""
+def _merged(
+    entries: list[tuple[int, dict[str, Any]]], path: Path, reminders: dict[int, list[str]]
+) -> list[_Merged]:
+    """(where, role, blocks, (line, index) of each block) per API message, same-id lines joined.
+
+    ``reminders`` (index in ``entries`` of a call's first line → texts) join the user turn before
+    that call, or make one when the call follows another directly.
+    """
     out: list[_Merged] = []
     seen_ids: set[str] = set()
     last_id: str | None = None
-    for number, entry in entries:
+    for k, (number, entry) in enumerate(entries):
+        if k in reminders:
+            if not out or out[-1][1] != "user":
+                out.append((f"{path}:{number}", "user", [], []))
+            for text in reminders[k]:
+                out[-1][3].append((number, -1))
+                out[-1][2].append({"type": "text", "text": text})
         where = f"{path}:{number}"
         message = entry.get("message")
         if not isinstance(message, dict):
