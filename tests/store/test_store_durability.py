@@ -111,7 +111,9 @@ def _writers(target: Target, sessions: list[str], per_process: int = 500) -> Non
 
         def child(worker: int = worker, session_id: str = session_id) -> None:
             os.close(go_write)
-            store = target.open()
+            # What is under test is loss and duplication, not contention: a long busy timeout keeps a
+            # loaded machine (2 cores, several suites) from turning a slow lock into StoreBusy.
+            store = target.open(busy_timeout=120)
             session = store.session(session_id)
             os.read(go_read, 1)  # start together
             for k in range(per_process):
