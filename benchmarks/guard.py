@@ -16,7 +16,9 @@ their first error. Figures:
   passed the window (mean and minimum);
 - folds (summary checkpoints written) per 100 calls;
 - the guard's own time per call (median, p95): the call's wall time less the time inside the SDK's
-  HTTP calls (the agent's call and any summariser call), beside the bare client's time per call.
+  HTTP calls (the agent's call and any summariser call), beside the bare client's time per call;
+- the same as CPU time of the agent's thread (median): steadier than wall time on a busy machine,
+  since the local provider serves on threads of its own.
 
 Prints a markdown table and writes ``benchmarks/results/guard.md``. Never fails on a timing.
 """
@@ -68,16 +70,18 @@ class _Timed:
 
     def __init__(self) -> None:
         self.seconds = 0.0
+        self.cpu = 0.0
 
     def wrap(self, resource: Any) -> None:
         inner = resource.create
 
         def create(**kwargs: Any) -> Any:
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.thread_time()
             try:
                 return inner(**kwargs)
             finally:
                 self.seconds += time.perf_counter() - started
+                self.cpu += time.thread_time() - cpu
 
         resource.create = create
 
@@ -202,13 +206,14 @@ def _run(kind: str, guarded: bool) -> dict[str, Any]:
         history: list[Any] = []
         counts: list[int] = []
         own: list[float] = []
+        own_cpu: list[float] = []
         errors, turns = 0, 0
         try:
             for turn in range(TURNS):
                 path = f"src/module_{turn:02d}.py"
                 _script(model, turn, path)
-                timed.seconds = 0.0
-                started = time.perf_counter()
+                timed.seconds = timed.cpu = 0.0
+                started, cpu = time.perf_counter(), time.thread_time()
                 try:
                     got = turn_of(client, history, turn, sources[turn % len(sources)], path)
                 except Exception as exc:  # the bare client's first rejection ends its run
@@ -217,6 +222,7 @@ def _run(kind: str, guarded: bool) -> dict[str, Any]:
                     break
                 elapsed = time.perf_counter() - started
                 own.append((elapsed - timed.seconds) / len(got))
+                own_cpu.append((time.thread_time() - cpu - timed.cpu) / len(got))
                 counts.extend(got)
                 turns += 1
             else:
@@ -248,6 +254,7 @@ def _run(kind: str, guarded: bool) -> dict[str, Any]:
         "folds_per_100": 100 * folds / len(counts) if counts and guarded else None,
         "own_median_ms": 1000 * statistics.median(own) if own else None,
         "own_p95_ms": 1000 * sorted(own)[int(0.95 * (len(own) - 1))] if own else None,
+        "own_cpu_median_ms": 1000 * statistics.median(own_cpu) if own_cpu else None,
     }
 
 
@@ -289,8 +296,9 @@ def main() -> None:
         f"Naive agent, {TURNS} turns (2 calls each), provider window {WINDOW:,} tokens, profiles say 200,000.",
         "",
         "| client | turns done | calls | errors to agent | window use once full (mean / min) "
-        "| folds per 100 calls | guard's own time per call, median / p95 (ms) | bare SDK call, median / p95 (ms) |",
-        "| --- | ---: | ---: | ---: | --- | ---: | --- | --- |",
+        "| folds per 100 calls | guard's own time per call, median / p95 (ms) | guard's own CPU per call, median (ms) "
+        "| bare SDK call, median / p95 (ms) |",
+        "| --- | ---: | ---: | ---: | --- | ---: | --- | ---: | --- |",
     ]
     for row in rows:
         name = f"{row['client']} {'+ guard' if row['guarded'] else '(bare)'}"
@@ -304,11 +312,12 @@ def main() -> None:
             if row["guarded"]
             else "—"
         )
+        cpu = _fmt(row["own_cpu_median_ms"], ".1f") if row["guarded"] else "—"
         errors = f"{row['errors']}" + (f" ({row['first_error']})" if row["first_error"] else "")
         median, p95 = bare[row["client"]]
         lines.append(
             f"| {name} | {row['turns']} | {row['calls']} | {errors} | {use} | "
-            f"{_fmt(row['folds_per_100'], '.1f')} | {own} | {median:.1f} / {p95:.1f} |"
+            f"{_fmt(row['folds_per_100'], '.1f')} | {own} | {cpu} | {median:.1f} / {p95:.1f} |"
         )
     lines += [
         "",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 from collections.abc import Iterator
@@ -421,33 +422,209 @@ class TestRereads:
             Message.assistant("The first file again: seen."),
         )
         history.append({"role": "user", "content": "Look at the first file again."})
+        usage_before = len(session.entries(["usage"]))
         response = client.messages.create(model=CLAUDE, max_tokens=256, tools=TOOLS, messages=history)
         assert [b.text for b in response.content] == ["The first file again: seen."]
         last = client.last_exchange.body["messages"][-1]["content"][0]
         assert last["type"] == "tool_result" and "ORIGINAL-0" in str(last["content"])
+        # Both calls the provider answered are in the books: the re-read's and the final one.
+        assert len(session.entries(["usage"])) == usage_before + 2
+        assert [e.type for e in client.last_exchange.events].count("usage") == 2
+        # The agent's history (which never held the re-read) still continues the same session.
+        history.append({"role": "assistant", "content": response.content})
+        history.append({"role": "user", "content": "Thanks."})
+        model.enqueue(Message.assistant("You are welcome."))
+        client.messages.create(model=CLAUDE, max_tokens=256, tools=TOOLS, messages=history)
+        assert client.last_exchange.session_id == session.id and len(client.store.sessions()) == 1
 
-    def test_an_original_too_large_to_fit_again_is_refused_to_the_model_not_the_agent(
+    def test_an_original_that_does_not_fit_beside_the_request_restarts_it_and_the_agent_sees_no_error(
         self, claude: Any, model: LocalModel
     ) -> None:
         client = claude(context_window=16_000)
-        # The new turn fits without new archives (~10.7k), and the 5.2k original does not fit beside it.
+        # The new turn fits without new archives (~10.7k), and the 5.2k original does not fit beside it:
+        # the round restarts the request (compiled afresh, older history folded), as a tool round does.
         history = self._archived_history(client, model)
         session = client.store.session(client.last_exchange.session_id)
         artifact = session.entries(["archive"])[0].payload["artifact_id"]
         model.enqueue(
             Message.assistant(ToolUse(id="rr", name="read_archived", input={"id": artifact})),
-            Message.assistant("Working from the placeholder."),
+            Message.assistant("Seen it again."),
         )
         history.append({"role": "user", "content": "Look at the first file again."})
         response = client.messages.create(model=CLAUDE, max_tokens=256, tools=TOOLS, messages=history)
-        assert [b.text for b in response.content] == ["Working from the placeholder."]
-        last = client.last_exchange.body["messages"][-1]["content"][0]
-        assert last["type"] == "tool_result" and last["is_error"] and "too large" in str(last["content"])
+        assert [b.text for b in response.content] == ["Seen it again."]
+        kinds = [e.type for e in client.last_exchange.events]
+        assert "stream_restarted" in kinds and "overflow_recovered" not in kinds
+        sent = client.last_exchange.body["messages"]
+        assert "ORIGINAL-0" in json.dumps(sent[-1]["content"])
+        assert response.usage.input_tokens + 256 <= 16_000
 
     def test_the_host_can_turn_it_off(self, claude: Any, model: LocalModel) -> None:
         client = claude(reread=False, context_window=16_000)
         self._archived_history(client, model)
         assert [t["name"] for t in client.last_exchange.body["tools"]] == ["read_file"]
+
+
+def _openai_archived_history(client: Any, model: LocalModel, lines: int = 1600) -> list[Any]:
+    """The OpenAI agent's four reads of ``lines`` lines: more than the 16k window holds, so stale
+    results are archived; the agent appends the SDK's own message objects."""
+    history: list[Any] = [{"role": "system", "content": "You read files."}]
+    for turn in range(4):
+        model.enqueue(
+            Message.assistant(ToolUse(id=f"call_r{turn}", name="read_file", input={"path": f"{turn}.py"})),
+            Message.assistant(f"Read {turn}."),
+        )
+        history.append({"role": "user", "content": f"Read file {turn}."})
+        for _ in range(2):
+            completion = client.chat.completions.create(
+                model=GPT, max_completion_tokens=256, tools=OPENAI_TOOLS, messages=history
+            )
+            message = completion.choices[0].message
+            history.append(message)
+            for call in message.tool_calls or []:
+                body = f"ORIGINAL-{turn} " + "line of code\n" * lines
+                history.append({"role": "tool", "tool_call_id": call.id, "content": body})
+    assert client.store.session(client.last_exchange.session_id).entries(["archive"])
+    return history
+
+
+def _artifact(client: Any) -> str:
+    session = client.store.session(client.last_exchange.session_id)
+    return str(session.entries(["archive"])[0].payload["artifact_id"])
+
+
+class TestRereadsBesideTheAgentsCalls:
+    """A reply that calls ``read_archived`` and the agent's own tools reaches the agent with its own
+    calls only; the guard answers its re-read when the agent's results come back, beside them."""
+
+    def test_an_anthropic_agent_runs_its_tool_and_the_next_request_answers_both_in_order(
+        self, claude: Any, model: LocalModel
+    ) -> None:
+        client = claude(context_window=16_000)
+        history = TestRereads()._archived_history(client, model, (1600,) * 4)
+        artifact = _artifact(client)
+        model.enqueue(
+            Message.assistant(
+                Text(text="Reading both."),
+                ToolUse(id="rr", name="read_archived", input={"id": artifact}),
+                ToolUse(id="rf", name="read_file", input={"path": "new.py"}),
+            ),
+            Message.assistant("Compared."),
+        )
+        history.append({"role": "user", "content": "Compare the first file with new.py."})
+        response = client.messages.create(model=CLAUDE, max_tokens=256, tools=TOOLS, messages=history)
+        assert isinstance(response, anthropic.types.Message)
+        assert [(b.type, getattr(b, "id", None)) for b in response.content] == [
+            ("text", None),
+            ("tool_use", "rf"),
+        ]
+        assert response.stop_reason == "tool_use"
+        history.append({"role": "assistant", "content": response.content})
+        history.append(
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "rf", "content": "NEW FILE"}]}
+        )
+        final = client.messages.create(model=CLAUDE, max_tokens=256, tools=TOOLS, messages=history)
+        assert [b.text for b in final.content] == ["Compared."]  # the strict provider took the request
+        sent = client.last_exchange.body["messages"]
+        assert [b["id"] for b in sent[-2]["content"] if b["type"] == "tool_use"] == ["rr", "rf"]
+        results = [b for b in sent[-1]["content"] if b["type"] == "tool_result"]
+        assert [r["tool_use_id"] for r in results] == ["rr", "rf"]
+        assert "ORIGINAL-0" in json.dumps(results[0]["content"]) and "NEW FILE" in json.dumps(results[1])
+        assert len(client.store.sessions()) == 1
+
+    def test_an_openai_agent_gets_the_sdks_completion_without_the_guards_call(
+        self, gpt: Any, model: LocalModel
+    ) -> None:
+        client = gpt(context_window=16_000)
+        history = _openai_archived_history(client, model)
+        artifact = _artifact(client)
+        model.enqueue(
+            Message.assistant(
+                ToolUse(id="call_rf", name="read_file", input={"path": "new.py"}),
+                ToolUse(id="call_rr", name="read_archived", input={"id": artifact}),
+            ),
+            Message.assistant("Compared."),
+        )
+        history.append({"role": "user", "content": "Compare the first file with new.py."})
+        completion = client.chat.completions.create(
+            model=GPT, max_completion_tokens=256, tools=OPENAI_TOOLS, messages=history
+        )
+        assert isinstance(completion, openai.types.chat.ChatCompletion)
+        message = completion.choices[0].message
+        assert [c.id for c in message.tool_calls or []] == ["call_rf"]
+        assert completion.choices[0].finish_reason == "tool_calls"
+        history.append(message)
+        history.append({"role": "tool", "tool_call_id": "call_rf", "content": "NEW FILE"})
+        final = client.chat.completions.create(
+            model=GPT, max_completion_tokens=256, tools=OPENAI_TOOLS, messages=history
+        )
+        assert final.choices[0].message.content == "Compared."
+        sent = client.last_exchange.body["messages"]
+        assert [c["id"] for c in sent[-3]["tool_calls"]] == ["call_rf", "call_rr"]
+        assert [(m["role"], m["tool_call_id"]) for m in sent[-2:]] == [
+            ("tool", "call_rf"),
+            ("tool", "call_rr"),
+        ]
+        assert sent[-2]["content"] == "NEW FILE" and "ORIGINAL-0" in json.dumps(sent[-1]["content"])
+        assert len(client.store.sessions()) == 1
+
+    def test_a_model_that_calls_every_offered_tool_never_hands_the_agent_a_call_it_cannot_answer(
+        self, gpt: Any, model: LocalModel
+    ) -> None:
+        client = gpt(context_window=16_000)
+        history = _openai_archived_history(client, model)
+        # What ``contextwindow serve --call-tools`` does: call each offered tool, re-read included.
+        model.settings = dataclasses.replace(model.settings, call_tools=True)
+        history.append({"role": "user", "content": "Read what you need."})
+        completion = client.chat.completions.create(
+            model=GPT, max_completion_tokens=256, tools=OPENAI_TOOLS, messages=history
+        )
+        [call] = completion.choices[0].message.tool_calls or []
+        assert call.function.name == "read_file"
+        history.append(completion.choices[0].message)
+        history.append({"role": "tool", "tool_call_id": call.id, "content": "NEW FILE"})
+        final = client.chat.completions.create(
+            model=GPT, max_completion_tokens=256, tools=OPENAI_TOOLS, messages=history
+        )
+        assert final.choices[0].message.content  # answered in text: every call had its result
+        mine, guards = [m for m in client.last_exchange.body["messages"] if m["role"] == "tool"][-2:]
+        assert (mine["tool_call_id"], mine["content"]) == (call.id, "NEW FILE")
+        # The guard answered its own call (the model's made-up id is refused by name), not a stub.
+        assert "'example'" in guards["content"] and "omitted" not in guards["content"]
+
+    def test_a_new_process_answers_the_guards_call_from_the_ledger(
+        self, server: LocalServer, model: LocalModel, clients: list[Any], tmp_path: Path
+    ) -> None:
+        def fresh() -> Any:
+            raw = anthropic.Anthropic(api_key="local", base_url=server.url, max_retries=0)
+            guarded = contextwindow.guard(raw, store=tmp_path / "guard.sqlite", context_window=16_000)
+            clients.extend([raw, guarded.store])
+            return guarded
+
+        client = fresh()
+        history = TestRereads()._archived_history(client, model, (1600,) * 4)
+        model.enqueue(
+            Message.assistant(
+                ToolUse(id="rr", name="read_archived", input={"id": _artifact(client)}),
+                ToolUse(id="rf", name="read_file", input={"path": "new.py"}),
+            ),
+            Message.assistant("Compared."),
+        )
+        history.append({"role": "user", "content": "Compare the first file with new.py."})
+        response = client.messages.create(model=CLAUDE, max_tokens=256, tools=TOOLS, messages=history)
+        history.append({"role": "assistant", "content": response.content})
+        history.append(
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "rf", "content": "NEW FILE"}]}
+        )
+        again = fresh()  # a new process: only the ledger knows the guard's call
+        final = again.messages.create(model=CLAUDE, max_tokens=256, tools=TOOLS, messages=history)
+        assert [b.text for b in final.content] == ["Compared."]
+        results = [
+            b for b in again.last_exchange.body["messages"][-1]["content"] if b["type"] == "tool_result"
+        ]
+        assert [r["tool_use_id"] for r in results] == ["rr", "rf"]
+        assert "ORIGINAL-0" in json.dumps(results[0]["content"])
+        assert again.last_exchange.session_id == client.last_exchange.session_id
 
 
 class TestResponses:

@@ -142,7 +142,9 @@ class TestLangChainAgent:
         assert isinstance(state["messages"][-1], AIMessage)
         assert [c.status for c in model.calls] == [400, None]
         assert "[truncated" in guard.last_exchange.body["messages"][-1]["content"]
-        assert guard.last_exchange.events[0].type == "overflow_recovered"
+        kinds = [e.type for e in guard.last_exchange.events]
+        assert kinds.index("overflow_recovered") < kinds.index("usage")
+        assert kinds.count("request_sent") == 2  # the rejected call and its retry
 
     def test_any_other_error_reaches_the_agent_as_the_sdks_own(
         self, server: LocalServer, model: ObservedModel

@@ -271,6 +271,10 @@ class Engine:
         # The turn.
         self._injected: list[Message] = []
         self._live: _Live | None = None
+        self._sent: Request | None = None
+        self._turn_start: str | None = None
+        self._first_of_send = True
+        self._overflowed = False
 
     # -- what a host reads ----------------------------------------------------------------------
 
@@ -329,49 +333,35 @@ class Engine:
     async def run_turn(self, message: Message) -> AsyncIterator[Event]:
         """Run one user turn; yields events as they happen; raises ``ContextOverflow`` when unrecoverable.
 
-        Each step sends the live request and streams the reply; a rejection for size is recovered
-        once (:meth:`_recover`); a reply that asks for tools runs them (:meth:`_run_tools`) and the
-        tool boundary decides whether the round rides on the same request or the next request is
-        compiled afresh (:meth:`_fresh_request`).
+        The turn is the step API's loop (see "The step API" in ``docs/guide.md``): :meth:`prepare` the
+        request, send it and stream the reply, then :meth:`accept` it, or :meth:`recover` from a
+        rejection for size; a reply that asks for tools runs them and :meth:`add_round` decides whether
+        the round rides on the same request or the next request is compiled afresh.
         """
         stats = self._stats
-        stats.reset()
-        stats.resume()
-        self._notes.start_send()
-        self._folding.start_turn()
-        self._requests.overrides.clear()
-        turn_start = self._append(message)
+        self.start_turn()
+        turn_start = self.append(message)
         for pending in self._drain_injected():
-            self._append(pending)
+            self.append(pending)
         assert turn_start.id is not None
-        turn_start_id = turn_start.id
-        first_of_send = True
-        overflowed = False
-
-        async for event in self._folding.maybe_fold("pre_turn", turn_start_id):
-            yield event
-        async for event in self._fresh_request(turn_start_id):
+        async for event in self.prepare(turn_start.id):
             yield event
 
         for _ in range(self.settings.max_steps_per_turn):
-            live = self._current()
             received = _Received()
             try:
-                async for event in self._call(live, received):
+                async for event in self._call(received):
                     yield event
             except ContextOverflow as rejection:
                 stats.resume()
-                async for event in self._recover(rejection, live, turn_start_id, again=overflowed):
+                async for event in self.recover(rejection):
                     yield event
-                overflowed = True
                 continue
             stats.resume()
-            overflowed = False
-            async for event in self._accept(live, received, first_of_send=first_of_send):
-                yield event
-            first_of_send = False
             stop = received.stop
             assert stop is not None
+            for event in self.accept(stop, received.sample):
+                yield event
             tool_uses = [b for b in stop.message.content if isinstance(b, ToolUse)]
             if stop.reason != "tool_use" or not tool_uses:
                 stats.pause()
@@ -382,49 +372,68 @@ class Engine:
             round_ = _Round()
             async for event in self._run_tools(tool_uses, round_):
                 yield event
-            injected = self._drain_injected()
-            results_message = Message(role="user", content=tuple(round_.results))
-            self._append(results_message)
-            for extra in injected:
-                self._append(extra)
-            appended, round_estimate = self._fit.price_round(round_.results, injected)
-            decision = decide_boundary(
-                end_turn=round_.end_turn,
-                stream_fresh_input=self._calls.usage.stream_fresh_input,
-                max_stream_input_tokens=self.settings.max_stream_input_tokens,
-                projected_over=self._projected_over(live, appended),
-                window=self._window,
-            )
-            if decision == "end_turn":
+            results = Message(role="user", content=tuple(round_.results))
+            async for event in self.add_round(results, end_turn=round_.end_turn):
+                yield event
+            if round_.end_turn:
                 stats.pause()
                 yield self._turn_ended("end_turn_by_tool")
                 return
-            if isinstance(decision, StreamRestarted):
-                stats.restarts += 1
-                yield self._record(decision)
-                async for event in self._folding.maybe_fold("mid_turn", turn_start_id):
-                    yield event
-                async for event in self._fresh_request(turn_start_id):
-                    yield event
-                continue
-            self._continue_stream(live, results_message, injected, appended, round_estimate)
-            yield StreamResumed(injected_messages=len(injected))
-            folded = False
-            async for event in self._folding.maybe_fold("mid_turn", turn_start_id):
-                folded = folded or isinstance(event, Compacted)
-                yield event
-            if folded:
-                async for event in self._fresh_request(turn_start_id):
-                    yield event
         yield self._record(Note(kind="step_limit", data={"steps": self.settings.max_steps_per_turn}))
 
-    # -- one step: send, stream, account ----------------------------------------------------------
+    # -- the step API: one provider call at a time ----------------------------------------------
+    #
+    # ``run_turn`` is built on these, and so is a host that makes its calls itself (the request
+    # guard, which sends each request through the agent's own client): start a turn, append what
+    # is new, prepare the request, send ``request`` yourself, then hand back the reply
+    # (``accept``) or the rejection for size (``recover``); a round of tool results goes in with
+    # ``add_round``. See "The step API" in ``docs/guide.md``.
 
-    async def _call(self, live: _Live, received: _Received) -> AsyncIterator[Event]:
-        """Send the live request and pass the stream's text, thinking and tool calls on; the stop and
-        the usage sample land in ``received``. A rejection for size is raised as it came; any other
-        provider error is raised after a note when it names the model's output cap."""
-        yield self._record(
+    def start_turn(self) -> None:
+        """A new turn (a user turn, or one agent call for a host that keeps its own loop): the turn's
+        figures (:attr:`stats`), its notes, its bound on folds and compile's one-turn overrides start
+        afresh."""
+        self._stats.reset()
+        self._stats.resume()
+        self._notes.start_send()
+        self._folding.start_turn()
+        self._requests.overrides.clear()
+        self._turn_start = None
+        self._first_of_send = True
+        self._overflowed = False
+
+    def append(self, message: Message) -> Message:
+        """Store ``message`` in the session, each block priced once; returns it as stored (with its id)."""
+        prices = [self._estimator.raw_block(b) for b in message.content]
+        return self.session.append(message, block_prices=prices).message
+
+    async def prepare(self, turn_start_id: str | None) -> AsyncIterator[Event]:
+        """Fold first when the last accepted request neared the window (the proactive fold), then
+        compile the request to send (:attr:`request`), covering what compile leaves out. Folds never
+        cover ``turn_start_id``, the message that opened the turn (``None``: no such message)."""
+        self._turn_start = turn_start_id
+        async for event in self._folding.maybe_fold("pre_turn", turn_start_id):
+            yield event
+        async for event in self._fresh_request(turn_start_id):
+            yield event
+
+    @property
+    def request(self) -> Request:
+        """The request to send now (what :meth:`prepare`, :meth:`recover` or :meth:`add_round` left)."""
+        live = self._current()
+        return Request(
+            model=self.profile.name,
+            system=live.system,
+            tools=live.tools,
+            messages=tuple(live.messages),
+            max_tokens=live.max_tokens,
+        )
+
+    def sending(self) -> RequestSent:
+        """:attr:`request` goes out now: recorded (a ``request_sent`` note), and the usage tracker
+        told whether it continues the previous call's stream. Returns the event to show."""
+        live = self._current()
+        event = self._record(
             RequestSent(
                 call=self._stats.calls,
                 estimated_tokens=live.estimated_tokens,
@@ -433,18 +442,126 @@ class Engine:
                 recompiled=live.recompiled,
             )
         )
-        self._stats.pause()
-        request = Request(
-            model=self.profile.name,
-            system=live.system,
-            tools=live.tools,
-            messages=tuple(live.messages),
+        self._sent = self.request
+        self._calls.sending(self._sent)
+        return event
+
+    def accept(self, stop: Stop, usage: Usage | None) -> list[Event]:
+        """The provider answered the request sent: its usage (``None``: unreported) is accounted
+        (anchor, calibration, notes, the proactive fold's baseline) and its reply stored and appended
+        to the live request; a reply with no content is not stored. Returns the events to show."""
+        live = self._current()
+        self._stats.calls += 1
+        self._calls.answered(self._sent if self._sent is not None else self.request, stop.message)
+        call = self._calls.account(
+            usage,
             max_tokens=live.max_tokens,
+            local_estimate=live.local_estimate,
+            multiplier=live.multiplier,
         )
-        self._calls.sending(request)
+        if call.reported and call.prompt > 0:
+            # Anchor + delta within the stream (the usage anchor, ``docs/concepts.md``): the provider has just counted
+            # what was sent, so later rounds of this stream price only what they append to it.
+            live.estimated_tokens = call.prompt
+            live.margins = 0
+        events: list[Event] = [
+            self._record(
+                UsageReported(
+                    call=self._stats.calls - 1,
+                    usage=call.usage,
+                    reported=call.reported,
+                    stream_total=self._calls.usage.total,
+                )
+            )
+        ]
+        for note in self._calls.usage_notes(
+            call,
+            expected_input=live.local_estimate,
+            first_of_send=self._first_of_send,
+            append_only=not live.recompiled,
+        ):
+            events.append(self._record(note))
+        self._first_of_send = self._overflowed = False
+        if stop.message.content:
+            self.append(stop.message)
+            live.messages.append(stop.message)
+            reply_tokens = self._fit.live_estimator().message(stop.message)
+            live.estimated_tokens += reply_tokens
+            live.local_estimate += reply_tokens
+        self._folding.trigger.accepted(
+            input_tokens=call.prompt, output_tokens=call.usage.output, finish_reason=stop.reason
+        )
+        return events
+
+    async def recover(self, rejection: ContextOverflow) -> AsyncIterator[Event]:
+        """The provider refused the request sent for its size: believe its numbers, free room (the
+        escalation ladder when they alone do not) and compile the retry (:attr:`request`). A second
+        rejection in a row, or nothing freed, raises ``rejection`` after the notes."""
+        self._stats.calls += 1
+        again, self._overflowed = self._overflowed, True
+        async for event in self._recover(rejection, self._current(), self._turn_start or "", again=again):
+            yield event
+
+    def reread(self, use: ToolUse) -> ToolResult:
+        """The answer to a :data:`~contextwindow.compile.reread.READ_ARCHIVED` call: the original from
+        the ledger (:func:`~contextwindow.compile.reread.read_archived`) as it rides into a round
+        (within the inline cap); an unknown id is an error result."""
+        return self._reread(use)[0]
+
+    async def add_round(self, results: Message, *, end_turn: bool = False) -> AsyncIterator[Event]:
+        """The tool boundary: ``results`` (a user message of the reply's tool results) and the mid-turn
+        messages waiting (:meth:`inject`) are stored, and the round rides on the live request
+        (``stream_resumed``) unless a restart is due (``stream_restarted``: the next request is
+        compiled afresh); a fold due mid-turn runs too. With ``end_turn`` (a tool ended the turn) the
+        round is only stored."""
+        live = self._current()
+        injected = self._drain_injected()
+        self.append(results)
+        for extra in injected:
+            self.append(extra)
+        round_results = [b for b in results.content if isinstance(b, ToolResult)]
+        appended, round_estimate = self._fit.price_round(round_results, injected)
+        decision = decide_boundary(
+            end_turn=end_turn,
+            stream_fresh_input=self._calls.usage.stream_fresh_input,
+            max_stream_input_tokens=self.settings.max_stream_input_tokens,
+            projected_over=self._projected_over(live, appended),
+            window=self._window,
+        )
+        if decision == "end_turn":
+            return
+        turn_start = self._turn_start
+        if isinstance(decision, StreamRestarted):
+            self._stats.restarts += 1
+            yield self._record(decision)
+            async for event in self._folding.maybe_fold("mid_turn", turn_start):
+                yield event
+            async for event in self._fresh_request(turn_start):
+                yield event
+            return
+        self._continue_stream(live, results, injected, appended, round_estimate)
+        yield StreamResumed(injected_messages=len(injected))
+        folded = False
+        async for event in self._folding.maybe_fold("mid_turn", turn_start):
+            folded = folded or isinstance(event, Compacted)
+            yield event
+        if folded:
+            async for event in self._fresh_request(turn_start):
+                yield event
+
+    # -- one step: send, stream, account ----------------------------------------------------------
+
+    async def _call(self, received: _Received) -> AsyncIterator[Event]:
+        """Send :attr:`request` and pass the stream's text, thinking and tool calls on; the stop and
+        the usage sample land in ``received``. A rejection for size is raised as it came; any other
+        provider error is raised after a note when it names the model's output cap."""
+        yield self.sending()
+        self._stats.pause()
+        request = self._sent
+        assert request is not None
         try:
             async for event in self.provider.stream(
-                request, max_tokens=live.max_tokens, load=self.session.read_attachment
+                request, max_tokens=self._current().max_tokens, load=self.session.read_attachment
             ):
                 if isinstance(event, TextDelta | ThinkingDelta | ToolCall):
                     yield event
@@ -453,7 +570,6 @@ class Engine:
                 elif isinstance(event, Stop):
                     received.stop = event
         except ContextOverflow:
-            self._stats.calls += 1
             raise
         except ProviderError as failure:
             refused = output_cap_error(
@@ -464,49 +580,8 @@ class Engine:
                     self._notes.output_cap(max_tokens=refused.requested, output_cap=refused.cap)
                 )
             raise
-        self._stats.calls += 1
         if received.stop is None:
             raise UsageError("the provider's stream ended without a stop event")
-        self._calls.answered(request, received.stop.message)
-
-    async def _accept(self, live: _Live, received: _Received, *, first_of_send: bool) -> AsyncIterator[Event]:
-        """An accepted call: its usage (anchor, calibration, notes), and its reply appended."""
-        stop = received.stop
-        assert stop is not None
-        call = self._calls.account(
-            received.sample,
-            max_tokens=live.max_tokens,
-            local_estimate=live.local_estimate,
-            multiplier=live.multiplier,
-        )
-        if call.reported and call.prompt > 0:
-            # Anchor + delta within the stream (the usage anchor, ``docs/concepts.md``): the provider has just counted
-            # what was sent, so later rounds of this stream price only what they append to it.
-            live.estimated_tokens = call.prompt
-            live.margins = 0
-        yield self._record(
-            UsageReported(
-                call=self._stats.calls - 1,
-                usage=call.usage,
-                reported=call.reported,
-                stream_total=self._calls.usage.total,
-            )
-        )
-        for note in self._calls.usage_notes(
-            call,
-            expected_input=live.local_estimate,
-            first_of_send=first_of_send,
-            append_only=not live.recompiled,
-        ):
-            yield self._record(note)
-        self._append(stop.message)
-        live.messages.append(stop.message)
-        reply_tokens = self._fit.live_estimator().message(stop.message)
-        live.estimated_tokens += reply_tokens
-        live.local_estimate += reply_tokens
-        self._folding.trigger.accepted(
-            input_tokens=call.prompt, output_tokens=call.usage.output, finish_reason=stop.reason
-        )
 
     async def _recover(
         self, rejection: ContextOverflow, live: _Live, turn_start_id: str, *, again: bool
@@ -539,34 +614,40 @@ class Engine:
     # -- the tool boundary ------------------------------------------------------------------------
 
     async def _run_tools(self, tool_uses: Sequence[ToolUse], round_: _Round) -> AsyncIterator[Event]:
-        """Run each tool use; its result rides into the round with storable text, within the inline cap."""
-        cap = inline_cap_chars(self.settings.max_message_tokens, self.settings.tool_result_inline_chars)
+        """Run each tool use; its result rides into the round with storable text, within the inline cap
+        (:meth:`_round_result`). Re-reads are answered here (:meth:`reread`) when the request offered them."""
         offered = self._live is not None and READ_ARCHIVED_TOOL in self._live.tools
         for use in tool_uses:
-            self._stats.pause()
             if use.name == READ_ARCHIVED and offered:
-                outcome = ToolOutcome(result=self._reread(use))
-            elif self.tool_runner is None:
-                raise UsageError("the model called a tool and the engine has no tool_runner")
+                capped, truncated, end_turn = self._reread(use)
             else:
+                self._stats.pause()
+                if self.tool_runner is None:
+                    raise UsageError("the model called a tool and the engine has no tool_runner")
                 outcome = await run_tool(self.tool_runner, use)
-            self._stats.resume()
-            stored = storable_tool_result(outcome.result)
-            capped = cap_tool_result(stored, cap)
-            round_.end_turn = round_.end_turn or outcome.end_turn
+                self._stats.resume()
+                capped, truncated = self._round_result(outcome.result)
+                end_turn = outcome.end_turn
+            round_.end_turn = round_.end_turn or end_turn
             round_.results.append(capped)
-            yield ToolResultReady(
-                tool_use_id=use.id, truncated=capped is not stored, end_turn=outcome.end_turn
-            )
+            yield ToolResultReady(tool_use_id=use.id, truncated=truncated, end_turn=end_turn)
 
-    def _reread(self, use: ToolUse) -> ToolResult:
-        """The model asked to read an archived result or an attachment again: the original, from the
-        ledger (:func:`~contextwindow.compile.reread.read_archived`); an unknown id is an error result."""
+    def _round_result(self, result: ToolResult) -> tuple[ToolResult, bool]:
+        """A tool result as it rides into a round: text the ledger can store, within the inline cap;
+        and whether the cap cut it."""
+        cap = inline_cap_chars(self.settings.max_message_tokens, self.settings.tool_result_inline_chars)
+        stored = storable_tool_result(result)
+        capped = cap_tool_result(stored, cap)
+        return capped, capped is not stored
+
+    def _reread(self, use: ToolUse) -> tuple[ToolResult, bool, bool]:
+        """:meth:`reread`'s answer as a round's result: ``(result, whether the cap cut it, end_turn)``."""
         try:
             content = read_archived(self.session, str(use.input.get("id", "")))
         except InvalidInput as exc:
-            return ToolResult(tool_use_id=use.id, content=str(exc), is_error=True)
-        return ToolResult(tool_use_id=use.id, content=content)
+            return ToolResult(tool_use_id=use.id, content=str(exc), is_error=True), False, False
+        capped, truncated = self._round_result(ToolResult(tool_use_id=use.id, content=content))
+        return capped, truncated, False
 
     def _projected_over(self, live: _Live, appended: int) -> int | None:
         """The projection of the request with the round appended when it crosses the window, else
@@ -600,7 +681,8 @@ class Engine:
     # -- compiling the next request ---------------------------------------------------------------
 
     def _current(self) -> _Live:
-        assert self._live is not None
+        if self._live is None:
+            raise UsageError("no request is prepared yet: call Engine.prepare first")
         return self._live
 
     async def _fresh_request(self, turn_start_id: str | None) -> AsyncIterator[Event]:
@@ -681,10 +763,6 @@ class Engine:
         return learned is not None or refit
 
     # -- the ledger -------------------------------------------------------------------------------
-
-    def _append(self, message: Message) -> Message:
-        prices = [self._estimator.raw_block(b) for b in message.content]
-        return self.session.append(message, block_prices=prices).message
 
     def _record(self, event: _E) -> _E:
         return record_event(self.session, event)

@@ -50,6 +50,8 @@ __all__ = ["GuardedAnthropic", "GuardedOpenAI", "resolve_store", "wrap"]
 
 _OPTIONS = frozenset({"extra_headers", "extra_query", "extra_body", "timeout"})
 """Keyword arguments of the SDK methods that are not part of the request body."""
+_HISTORY = ("messages", "input")
+"""The fields that hold the history an agent sends."""
 _COUNT_FIELDS = frozenset({"model", "messages", "system", "tools", "tool_choice", "thinking", "mcp_servers"})
 """What Anthropic's ``count_tokens`` accepts of a Messages body."""
 
@@ -159,9 +161,10 @@ def _overflow_reader(kind: GuardFormat) -> Callable[[BaseException], ContextOver
 
 
 def _split(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    body = {k: v for k, v in kwargs.items() if k not in _OPTIONS}
+    body = {k: v for k, v in kwargs.items() if k not in _OPTIONS and k not in _HISTORY}
     options = {k: v for k, v in kwargs.items() if k in _OPTIONS}
-    return jsonable(body), options
+    # The history stays as the agent gave it: the core converts only what is new (``._history``).
+    return {**jsonable(body), **{k: kwargs[k] for k in _HISTORY if k in kwargs}}, options
 
 
 class _Proxy:

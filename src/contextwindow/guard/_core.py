@@ -17,37 +17,40 @@ guard, or ``guard-`` and the chain hash of the first message, so a new process f
 an earlier one stored.
 
 **What it reuses.** Each session is run by an :class:`~contextwindow.engine.loop.Engine` over the
-ledger, without its turn loop: blocks are priced once as they are appended, calibration and anchors
+ledger, through the engine's step API (the steps its own turn loop is built on: prepare the
+request, accept the reply, recover from a rejection, add a round): blocks are priced once as they are appended, calibration and anchors
 learn from each call's real usage, compile evicts media by the byte budget and archives stale
 results, history compile leaves out is folded into summary checkpoints through the summariser (the
 guard's own client and model by default, through this same driver), the proactive fold fires when
 the last call neared the window, and a rejection's numbers teach the window the provider really
-serves.
+serves. Re-reads the model asks for are answered here (:mod:`._own_calls`), each call's usage
+recorded like any other's.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..compile import Policy
-from ..compile.reread import READ_ARCHIVED, READ_ARCHIVED_TOOL, names_reread, read_archived
+from ..compile.reread import READ_ARCHIVED, READ_ARCHIVED_TOOL
 from ..content import Message, Request, ToolResult, ToolUse, media_refs
 from ..engine.compiler import EngineCompiler
-from ..engine.events import (
-    Event,
-)
-from ..engine.loop import Engine, _Received
+from ..engine.events import Event
+from ..engine.loop import Engine
 from ..engine.settings import EngineSettings
 from ..engine.summarizer import Summarizer
-from ..errors import ContextOverflow, InvalidInput, OverBudget, UnknownModel, UsageError
+from ..errors import ContextOverflow, OverBudget, UnknownModel, UsageError
 from ..formats import ParsedRequest
 from ..models import get_profile
 from ..providers.base import ProviderEvent, Stop, UsageSample, normalise_stop_reason
 from ..store import Session, Store
-from ._match import chain, extend_chain, longest_known
-from ._steps import Ask, Reply, Send, drain
+from ._history import HistoryReader
+from ._match import extend_chain, longest_known
+from ._own_calls import marked, own_ids, with_answers, without_calls
+from ._steps import Ask, Reply, Send
 from ._wire import FORMATS, GuardFormat, WireAdapter
 
 __all__ = ["Exchange", "GuardCore"]
@@ -97,10 +100,16 @@ class _Conversation:
         not only tool results (folds never cover it)."""
         self.compiler = EngineCompiler()
         self.engines: dict[str, Engine] = {}
+        self.last: Message | None = None
+        """The newest stored message (its metadata may name calls of the guard's still unanswered)."""
 
     def took(self, message: Message) -> None:
         """``message`` (stored, with its id) is now the newest of the session."""
-        self.chain.append(extend_chain(self.chain[-1] if self.chain else "", message))
+        self.last = message
+        extended = extend_chain(self.chain[-1] if self.chain else "", message)
+        if extended is None:
+            return  # the guard's own calls alone: the agent never sees them
+        self.chain.append(extended)
         if message.role == "user" and not all(isinstance(b, ToolResult) for b in message.content):
             self.turn_start = message.id
 
@@ -146,10 +155,16 @@ class GuardCore:
     ) -> None:
         self.store = store
         self.wire = FORMATS[fmt]
+        self.history = HistoryReader(self.wire, "input" if fmt == "openai-responses" else "messages")
+        """Reads each request's history, converting only what is new since a history it read before."""
         self.overflow = overflow
         self.session_root = session
         self.policy = policy or Policy()
-        self.settings = settings or EngineSettings()
+        settings = settings or EngineSettings()
+        if settings.usage_mode == "cumulative":
+            # The SDKs report each call's own usage: there is no running total to take apart.
+            settings = dataclasses.replace(settings, usage_mode="per-call")
+        self.settings = settings
         self.context_window = context_window
         self.summary_model = summary_model
         self.summarize = summarize
@@ -187,9 +202,9 @@ class GuardCore:
         self._conversations[sid] = conversation
         return conversation
 
-    def match(self, messages: Sequence[Message]) -> tuple[_Conversation, int]:
-        """The conversation a history continues, and how many of its leading messages it holds."""
-        hashes = chain(messages)
+    def match(self, hashes: Sequence[str]) -> tuple[_Conversation, int]:
+        """The conversation a history continues (``hashes``: its chain, :mod:`._match`), and how many
+        of its leading messages it holds."""
         root = self.session_root or f"guard-{hashes[0][:20]}"
         self._load_root(root)
         known = self._hashes.setdefault(root, {})
@@ -243,14 +258,31 @@ class GuardCore:
                 data = parsed.attachments.get(ref.id)
                 if data is not None:
                     conversation.session.attach(data, ref.media_type)
-        conversation.took(engine._append(message))
-        known = self._hashes.setdefault(conversation.root, {})
-        known.setdefault(conversation.chain[-1], (conversation, len(conversation.chain)))
+        self._took(conversation, engine.append(message))
+
+    def _took(self, conversation: _Conversation, message: Message) -> None:
+        conversation.took(message)
+        if conversation.chain:
+            known = self._hashes.setdefault(conversation.root, {})
+            known.setdefault(conversation.chain[-1], (conversation, len(conversation.chain)))
+
+    def _answered(self, conversation: _Conversation, engine: Engine, new: list[Message]) -> list[Message]:
+        """``new`` with the guard's answers to its own calls in the stored reply the agent answered
+        (:func:`~._own_calls.with_answers`): the first of ``new`` is the agent's results."""
+        last = conversation.last
+        if last is None or last.role != "assistant" or not new or new[0].role != "user":
+            return new
+        ids = own_ids(last)
+        uses = [b for b in last.content if isinstance(b, ToolUse) and b.id in ids]
+        if not uses:
+            return new
+        return [with_answers(last, [engine.reread(u) for u in uses], new[0]), *new[1:]]
 
     async def request(self, body: Mapping[str, Any], *, count: bool = False) -> Exchange:
         """Send what ``body`` asks for, fitted to the window; see the module docstring. With
         ``count``, ask for the fitted request's input count instead (nothing is sent, no reply)."""
-        parsed = self.wire.parse(body)
+        read = self.history.read(body)
+        parsed = read.parsed
         canonical = parsed.request
         if not canonical.messages:
             raise UsageError("a guarded request needs at least one message")
@@ -263,14 +295,15 @@ class GuardCore:
             # or name a known one, to guard it).
             result = await Ask(Send(body=dict(body), purpose="count" if count else "request"))
             return Exchange(result=result, body=dict(body), session_id="", events=[])
-        conversation, held = self.match(canonical.messages)
+        conversation, held = self.match(read.hashes)
+        if held < read.new_from:
+            # The stored session holds less than the history read before: what it lacks is read
+            # again, with its media's bytes, to be stored.
+            parsed = self.history.read(body, whole=True).parsed
         engine = self._engine(conversation, canonical.model)
-        # One agent call is one send of the engine's: its per-send state starts afresh.
-        engine._stats.reset()
-        engine._notes.start_send()
-        engine._folding.start_turn()
-        engine._requests.overrides.clear()
-        for message in canonical.messages[held:]:
+        # One agent call is one turn of the engine's: its per-turn state starts afresh.
+        engine.start_turn()
+        for message in self._answered(conversation, engine, list(canonical.messages[held:])):
             self._append(conversation, engine, message, parsed)
         conversation.compiler.system = canonical.system
         conversation.compiler.tools = canonical.tools
@@ -278,26 +311,26 @@ class GuardCore:
         if canonical.max_tokens is not None:
             policy = policy.with_(output_reserve=canonical.max_tokens)
         conversation.compiler.policy = policy
-        turn_start = conversation.turn_start
+        # The request sent is the agent's body with the compiled history in place of its own (the
+        # leading system items, which a rendered request keeps verbatim, as JSON).
+        shown = {**body, self.history.key: self.history.head(body.get(self.history.key) or [])}
         events: list[Event] = []
-
-        async for event in engine._folding.maybe_fold("pre_turn", turn_start):
+        async for event in engine.prepare(conversation.turn_start):
             events.append(event)
-        async for event in engine._fresh_request(turn_start):
-            events.append(event)
-        overflowed = False
+        may_offer = (
+            self.reread
+            and not count
+            and not body.get("stream")
+            and all(t.name != READ_ARCHIVED for t in canonical.tools)
+        )
+        rounds = 0
         while True:
-            live = engine._current()
-            offer = (
-                self.reread
-                and not count
-                and not body.get("stream")
-                and all(t.name != READ_ARCHIVED for t in canonical.tools)
-                and names_reread(live.messages)
-            )
+            request = engine.request
+            # The engine offers the re-read tool when a placeholder in the request names it.
+            offer = may_offer and READ_ARCHIVED_TOOL in request.tools
             sent = self.wire.render(
-                body,
-                live.messages,
+                shown,
+                request.messages,
                 conversation.session.read_attachment,
                 extra_tools=(READ_ARCHIVED_TOOL,) if offer else (),
                 max_tokens=canonical.max_tokens,
@@ -305,129 +338,79 @@ class GuardCore:
             if count:
                 counted = await Ask(Send(body=sent, purpose="count"))
                 return Exchange(result=counted, body=sent, session_id=conversation.session.id, events=events)
-            engine._calls.usage.start_stream()  # the SDKs report each call's own usage
+            events.append(engine.sending())
             try:
                 result = await Ask(Send(body=sent, purpose="request"))
             except Exception as exc:
                 rejection = self.overflow(exc)
                 if rejection is None:
                     raise
-                engine._stats.calls += 1
                 try:
-                    async for event in engine._recover(rejection, live, turn_start or "", again=overflowed):
+                    async for event in engine.recover(rejection):
                         events.append(event)
                 except OverBudget:
                     # The newest message alone does not fit the window the provider serves.
                     raise rejection from exc
                 except ContextOverflow as unrecovered:
                     raise unrecovered from exc
-                overflowed = True
                 continue
-            break
-        if offer:
-            result, sent = await self._answer_rereads(conversation.session, body, live.messages, result, sent)
+            if not offer or self.reply_of is None:
+                break
+            reply = self.reply_of(result)
+            uses = [b for b in reply.message.content if isinstance(b, ToolUse)]
+            own = [u.id for u in uses if u.name == READ_ARCHIVED]
+            if not own:
+                break
+            full = dataclasses.replace(reply, message=marked(reply.message, own))
+            if len(own) < len(uses) or rounds == MAX_REREADS:
+                # The agent's own calls too (or re-reads past the bound): the agent gets the reply
+                # without the guard's calls, answered when its own results come back.
+                result = without_calls(result, frozenset(own))
+                return self._exchange(conversation, engine, result, sent, events, full)
+            # Only re-reads: a round of the guard's own, answered from the ledger, and ask again.
+            rounds += 1
+            self._accepted(conversation, engine, full, events)
+            answers = marked(Message(role="user", content=tuple(engine.reread(u) for u in uses)), own)
+            async for event in engine.add_round(answers):
+                events.append(event)
+            conversation.took(answers)
+        return self._exchange(conversation, engine, result, sent, events, None)
 
+    def _accepted(
+        self, conversation: _Conversation, engine: Engine, reply: Reply, events: list[Event]
+    ) -> None:
+        """Record an accepted call's reply through the engine (usage, anchors, calibration, the
+        proactive fold's baseline; the message stored unless it is empty)."""
+        stop = Stop(
+            reason=normalise_stop_reason(reply.stop_reason),
+            raw_reason=reply.stop_reason,
+            message=reply.message,
+        )
+        events.extend(engine.accept(stop, reply.usage))
+        if reply.message.content:
+            # An assistant message: only its content enters the chain (the agent's copy has no ids).
+            self._took(conversation, reply.message)
+
+    def _exchange(
+        self,
+        conversation: _Conversation,
+        engine: Engine,
+        result: Any,
+        sent: dict[str, Any],
+        events: list[Event],
+        full: Reply | None,
+    ) -> Exchange:
         def finish(reply: Reply) -> None:
-            request = Request(
-                model=canonical.model,
-                system=live.system,
-                tools=live.tools,
-                messages=tuple(live.messages),
-                max_tokens=live.max_tokens,
-            )
-            engine._stats.calls += 1
-            stop = Stop(
-                reason=normalise_stop_reason(reply.stop_reason),
-                raw_reason=reply.stop_reason,
-                message=reply.message,
-            )
-            engine._calls.answered(request, reply.message)
-            if not reply.message.content:
-                # Nothing canonical to keep (the agent's own copy is stored when it sends it back):
-                # the usage still anchors, calibrates and sets the proactive fold's baseline.
-                call = engine._calls.account(
-                    reply.usage,
-                    max_tokens=live.max_tokens,
-                    local_estimate=live.local_estimate,
-                    multiplier=live.multiplier,
-                )
-                engine._folding.trigger.accepted(
-                    input_tokens=call.prompt, output_tokens=call.usage.output, finish_reason=stop.reason
-                )
-                return
-            events.extend(
-                drain(engine._accept(live, _Received(stop=stop, sample=reply.usage), first_of_send=True))
-            )
-            conversation.took(reply.message)  # an assistant message: only its content enters the chain
-            known = self._hashes.setdefault(conversation.root, {})
-            known.setdefault(conversation.chain[-1], (conversation, len(conversation.chain)))
+            if full is not None:
+                # The agent's copy lacks the guard's calls: the ledger keeps the reply as it came.
+                reply = dataclasses.replace(full, usage=reply.usage)
+            self._accepted(conversation, engine, reply, events)
 
         return Exchange(
             result=result, body=sent, session_id=conversation.session.id, events=events, _finish=finish
         )
 
-    async def _answer_rereads(
-        self,
-        session: Session,
-        body: Mapping[str, Any],
-        messages: Sequence[Message],
-        result: Any,
-        sent: dict[str, Any],
-    ) -> tuple[Any, dict[str, Any]]:
-        """While the model's reply only calls the re-read tool, answer it from the ledger and ask again
-        (at most :data:`MAX_REREADS` times); the agent gets the first reply that is its own business."""
-        assert self.reply_of is not None
-        rounds: list[Message] = []
-        for _ in range(MAX_REREADS):
-            reply = self.reply_of(result)
-            uses = [b for b in reply.message.content if isinstance(b, ToolUse)]
-            if not uses or any(u.name != READ_ARCHIVED for u in uses):
-                break
-            answers = []
-            for use in uses:
-                try:
-                    answers.append(
-                        ToolResult(
-                            tool_use_id=use.id, content=read_archived(session, str(use.input.get("id", "")))
-                        )
-                    )
-                except InvalidInput as exc:
-                    answers.append(ToolResult(tool_use_id=use.id, content=str(exc), is_error=True))
-            rounds += [reply.message, Message(role="user", content=tuple(answers))]
-            sent = self.wire.render(
-                body, [*messages, *rounds], session.read_attachment, extra_tools=(READ_ARCHIVED_TOOL,)
-            )
-            try:
-                result = await Ask(Send(body=sent, purpose="request"))
-            except Exception as exc:
-                if self.overflow(exc) is None:
-                    raise
-                # The original does not fit beside the request (archives happen under pressure, so
-                # the request is near the window): the model is told so, and asked once more.
-                rounds[-1] = Message(
-                    role="user",
-                    content=tuple(
-                        ToolResult(tool_use_id=use.id, content=REREAD_TOO_LARGE, is_error=True)
-                        for use in uses
-                    ),
-                )
-                sent = self.wire.render(
-                    body, [*messages, *rounds], session.read_attachment, extra_tools=(READ_ARCHIVED_TOOL,)
-                )
-                try:
-                    result = await Ask(Send(body=sent, purpose="request"))
-                except Exception as again:
-                    rejection = self.overflow(again)
-                    if rejection is None:
-                        raise
-                    raise rejection from again
-        return result, sent
-
 
 MAX_REREADS = 3
-"""Re-read rounds the guard answers within one agent call before handing the reply over as it is."""
-
-REREAD_TOO_LARGE = (
-    "The original is too large to read again within the context window; work from its placeholder."
-)
-"""The re-read's error result when the provider refused the request carrying the original for size."""
+"""Rounds of re-reads alone the guard answers within one agent call; past them the reply reaches the
+agent without its re-reads, which are answered with the agent's next results."""

@@ -10,6 +10,9 @@ the longest stored prefix of a request.
 
 The key is made from canonical content, so the same message parsed from the agent's wire request and
 parsed from the provider's response (the SDK's own objects, resent by the agent) has the same key.
+The guard's own tool calls and their answers (:mod:`._own_calls`), which the agent never sees, are
+left out of a stored message's key; a stored message that holds nothing else has no key and takes no
+place in the chain.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from ..content import (
     ToolUse,
     Video,
 )
+from ._own_calls import is_own, own_ids
 
 __all__ = ["chain", "extend_chain", "longest_known", "message_key"]
 
@@ -61,9 +65,14 @@ def _block_key(block: Block) -> list[Any] | None:
             assert_never(block)
 
 
-def message_key(message: Message) -> bytes:
-    """The bytes a message contributes to the chain: its role and content, nothing the ledger adds."""
-    blocks = [k for k in (_block_key(b) for b in message.content) if k is not None]
+def message_key(message: Message) -> bytes | None:
+    """The bytes a message contributes to the chain: its role and content, nothing the ledger adds
+    and none of the guard's own calls; ``None`` for a message of the guard's own calls alone."""
+    own = own_ids(message)
+    content = [b for b in message.content if not is_own(b, own)] if own else message.content
+    if own and not content:
+        return None
+    blocks = [k for k in (_block_key(b) for b in content) if k is not None]
     wire_role = message.metadata.get("wire_role")  # an OpenAI system message met mid-history
     text = json.dumps(
         [message.role, wire_role, blocks],
@@ -75,18 +84,24 @@ def message_key(message: Message) -> bytes:
     return text.encode("utf-8")
 
 
-def extend_chain(previous: str, message: Message) -> str:
-    """The chain hash after ``message``, given the hash before it (``""`` at the start)."""
-    return hashlib.sha256(previous.encode("ascii") + message_key(message)).hexdigest()
+def extend_chain(previous: str, message: Message) -> str | None:
+    """The chain hash after ``message``, given the hash before it (``""`` at the start); ``None`` when
+    the message takes no place in the chain (:func:`message_key`)."""
+    key = message_key(message)
+    if key is None:
+        return None
+    return hashlib.sha256(previous.encode("ascii") + key).hexdigest()
 
 
 def chain(messages: Iterable[Message], start: str = "") -> list[str]:
-    """The chain hash after each of ``messages``."""
+    """The chain hash after each of ``messages`` that takes a place in it."""
     out: list[str] = []
     current = start
     for message in messages:
-        current = extend_chain(current, message)
-        out.append(current)
+        extended = extend_chain(current, message)
+        if extended is not None:
+            current = extended
+            out.append(current)
     return out
 
 

@@ -15,14 +15,14 @@ hand and answer each :class:`Send` with what you like.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from ..content import Message
 from ..usage.tracker import Usage
 
-__all__ = ["Ask", "Reply", "Send", "drain", "run_async", "run_sync"]
+__all__ = ["Ask", "Reply", "Send", "run_async", "run_sync"]
 
 T = TypeVar("T")
 
@@ -100,21 +100,3 @@ async def run_async(coro: Coroutine[Any, Any, T], perform: Callable[[Send], Awai
             answer, error = await perform(step), None
         except Exception as exc:
             answer, error = None, exc
-
-
-def drain(events: AsyncIterator[T]) -> list[T]:
-    """Every value of an async iterator that never waits on anything (the engine's bookkeeping steps,
-    which do no I/O), run to its end without an event loop."""
-    out: list[T] = []
-    iterator = events.__aiter__()
-    while True:
-        step = iterator.__anext__()
-        try:
-            step.send(None)  # type: ignore[attr-defined]
-        except StopIteration as got:
-            out.append(got.value)
-            continue
-        except StopAsyncIteration:
-            return out
-        step.close()  # type: ignore[attr-defined]
-        raise RuntimeError("a step the guard runs without an event loop waited on something")

@@ -1,0 +1,140 @@
+"""An agent's history as the guard reads it: each call converts only what is new.
+
+An agent that keeps its own history resends all of it on every call, and the history only grows.
+Converting the whole of it on every call (the SDK's message objects dumped to JSON, every block parsed
+and validated, inline media decoded, every message hashed into the conversation's chain) costs time
+that grows with the conversation. :class:`HistoryReader` remembers the last histories it read: when a
+request's history begins with the whole of one of them, only the items after it are converted, and the
+canonical messages and chain hashes of the rest are the ones already made.
+
+"Begins with" is decided by value, at C speed: each item read is kept as a copy of its containers
+(dicts and lists) whose leaves are the agent's own objects, and the next request's leading items are
+compared with those copies, so an agent that edits an earlier message in place has it read afresh.
+An SDK object (a response's message, resent as the agent got it) is a leaf: it is compared by
+identity, the guard taking it as the value the SDK handed over.
+
+The items after the remembered history are parsed with the agent's leading system items (which the
+wire formats read as the system prompt), and only where the cut cannot fall inside what a format
+merges into one message (consecutive tool results, an assistant message and its function calls): the
+new part must open with the model's reply, after a history that did not end with one. Anywhere else
+the whole history is read, as it is the first time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..content import Message
+from ..formats import ParsedRequest
+from ._match import chain
+from ._replies import jsonable
+from ._wire import WireAdapter
+
+__all__ = ["HistoryReader", "Read"]
+
+_SYSTEM_ROLES = ("system", "developer")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Read:
+    """One request as read: its canonical form, and the chain hash after each of its messages."""
+
+    parsed: ParsedRequest
+    """The request, its whole history in canonical form; ``attachments`` holds the bytes of the media
+    in the messages from :attr:`new_from` on (the others were read, and stored, before)."""
+    hashes: list[str]
+    new_from: int
+    """How many leading messages were read before (0 when the whole history was read now)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    items: list[Any]
+    """The history's items as read: containers copied, leaves the agent's own objects."""
+    messages: tuple[Message, ...]
+    hashes: list[str]
+
+
+def _copied(value: Any) -> Any:
+    """``value`` with its dicts and lists copied, all the way down; every other object is itself."""
+    if type(value) is dict:
+        return {k: _copied(v) for k, v in value.items()}
+    if type(value) is list or type(value) is tuple:
+        return [_copied(v) for v in value]
+    return value
+
+
+class HistoryReader:
+    """Reads requests in one wire format (see the module docstring); remembers the last ``memory``
+    histories (a history continued by the next request takes its place)."""
+
+    def __init__(self, wire: WireAdapter, key: str, *, memory: int = 4) -> None:
+        self.wire = wire
+        self.key = key
+        """The body's field that holds the history (``messages``, or ``input`` for Responses)."""
+        self.memory = memory
+        self._seen: list[_Seen] = []
+
+    def read(self, body: Mapping[str, Any], *, whole: bool = False) -> Read:
+        """``body`` read; with ``whole``, its whole history read again (nothing taken as known)."""
+        raw = body.get(self.key)
+        if not isinstance(raw, list | tuple):
+            parsed = self.wire.parse(jsonable(body))
+            return Read(parsed=parsed, hashes=chain(parsed.request.messages), new_from=0)
+        items = list(raw)
+        rest = {k: v for k, v in body.items() if k != self.key}
+        prior = None if whole else self._known(items)
+        read = self._continue(prior, items, rest) if prior is not None else None
+        if read is None or prior is None:
+            parsed = self.wire.parse({**jsonable(rest), self.key: jsonable(items)})
+            read = Read(parsed=parsed, hashes=chain(parsed.request.messages), new_from=0)
+            seen_items = [_copied(i) for i in items]
+        else:
+            seen_items = [*prior.items, *(_copied(i) for i in items[len(prior.items) :])]
+        seen = _Seen(items=seen_items, messages=read.parsed.request.messages, hashes=read.hashes)
+        self._remember(seen, replacing=prior)
+        return read
+
+    @staticmethod
+    def head(items: Sequence[Any]) -> list[Any]:
+        """The leading system and developer items of a history, as JSON (the agent's system prompt,
+        which the formats read as such and a rendered request keeps verbatim)."""
+        out: list[Any] = []
+        for item in items:
+            plain = jsonable(item)
+            if not (
+                isinstance(plain, Mapping)
+                and plain.get("role") in _SYSTEM_ROLES
+                and plain.get("type", "message") == "message"
+            ):
+                break
+            out.append(plain)
+        return out
+
+    def _known(self, items: list[Any]) -> _Seen | None:
+        best: _Seen | None = None
+        for seen in self._seen:
+            n = len(seen.items)
+            if n == 0 or n >= len(items) or (best is not None and n <= len(best.items)):
+                continue
+            if items[:n] == seen.items:
+                best = seen
+        return best
+
+    def _continue(self, known: _Seen, items: list[Any], rest: Mapping[str, Any]) -> Read | None:
+        if not known.messages or known.messages[-1].role == "assistant":
+            return None
+        new = [jsonable(i) for i in items[len(known.items) :]]
+        parsed = self.wire.parse({**jsonable(rest), self.key: [*self.head(items), *new]})
+        added = parsed.request.messages
+        if not added or added[0].role != "assistant":
+            return None
+        whole = replace(parsed, request=replace(parsed.request, messages=(*known.messages, *added)))
+        hashes = [*known.hashes, *chain(added, start=known.hashes[-1] if known.hashes else "")]
+        return Read(parsed=whole, hashes=hashes, new_from=len(known.messages))
+
+    def _remember(self, seen: _Seen, *, replacing: _Seen | None) -> None:
+        kept = [s for s in self._seen if s is not replacing]
+        self._seen = [seen, *kept][: self.memory]
