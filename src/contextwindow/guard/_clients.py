@@ -452,11 +452,14 @@ class _OpenAIResponses(_Proxy):
         exchange.finish(responses_reply(exchange.result))
         return exchange.result
 
+    def stream(self, **kwargs: Any) -> Any:
+        """The SDK's own ``responses.stream`` helper, its request made by the guarded :meth:`create`."""
+        from openai.lib._response_resources import async_stream, stream
+
+        return (async_stream if self._owner._is_async else stream)(self, **kwargs)  # type: ignore[arg-type]
+
     def create(self, **kwargs: Any) -> Any:
         body, options = _split(kwargs)
-        if body.get("previous_response_id"):
-            # The provider holds the history: nothing here to fit. Sent as the agent wrote it.
-            return self._inner.create(**kwargs)
         summary = self._owner._summary_client.responses
         if self._owner._is_async:
             return self._acreate(body, options, summary)
