@@ -327,3 +327,80 @@ class TestGuardedReasoning:
         stored = [b for m in session.messages() for b in m.message.content if isinstance(b, Thinking)]
         assert [b.id for b in stored] == [first.output[0].id, second.output[0].id]
         assert stored[0].signature == reasoning["encrypted_content"]
+
+
+class TestGuardedPreviousResponseId:
+    def test_a_chained_agent_sends_only_new_input_while_the_providers_history_fits(
+        self, gpt: Any, model: LocalModel
+    ) -> None:
+        _read_then_answer(model)
+        first = gpt.responses.create(model=GPT, input="What does a.py do?", tools=TOOLS)
+        second = gpt.responses.create(
+            model=GPT,
+            previous_response_id=first.id,
+            tools=TOOLS,
+            input=[{"type": "function_call_output", "call_id": "call_1", "output": "print('hi')"}],
+        )
+        assert second.output_text == "It prints hi."
+        sent = gpt.last_exchange.body
+        assert sent["previous_response_id"] == first.id and len(sent["input"]) == 1
+        session = gpt.store.session(gpt.last_exchange.session_id)
+        assert len(gpt.store.sessions()) == 1
+        assert [m.message.role for m in session.messages()] == ["user", "assistant", "user", "assistant"]
+
+    def test_a_long_chained_agent_never_sees_a_length_error(self, gpt: Any, model: LocalModel) -> None:
+        previous: str | None = None
+        compiled = chained = 0
+        for turn in range(30):
+            kwargs: dict[str, Any] = {"previous_response_id": previous} if previous else {}
+            response = gpt.responses.create(
+                model=GPT, input=f"Turn {turn}: {words(turn)}", max_output_tokens=512, **kwargs
+            )
+            previous = response.id
+            sent = gpt.last_exchange.body
+            if "previous_response_id" in sent:
+                chained += 1
+                assert sent["input"] == f"Turn {turn}: {words(turn)}"  # only the new input, as written
+            else:
+                compiled += 1
+            assert response.usage.input_tokens + 512 <= 16_000
+        session = gpt.store.session(gpt.last_exchange.session_id)
+        assert len(gpt.store.sessions()) == 1 and len(session.messages()) == 60
+        assert session.latest("checkpoint") is not None  # the history was folded in the ledger
+        assert chained > 10 and compiled > 1  # the provider's history used while it fitted
+
+    def test_an_earlier_response_branches_the_conversation(self, gpt: Any) -> None:
+        first = gpt.responses.create(model=GPT, input="One.")
+        gpt.responses.create(model=GPT, input="Two.", previous_response_id=first.id)
+        gpt.responses.create(model=GPT, input="Two, again.", previous_response_id=first.id)
+        branch = gpt.store.session(gpt.last_exchange.session_id)
+        texts = [m.message.content[0].text for m in branch.messages()]  # type: ignore[union-attr]
+        assert texts[0] == "One." and texts[2] == "Two, again." and len(texts) == 4
+        assert len(gpt.store.sessions()) == 2
+
+    def test_an_unknown_response_id_goes_out_as_written(self, gpt: Any) -> None:
+        with pytest.raises(openai.NotFoundError, match="resp_elsewhere"):
+            gpt.responses.create(model=GPT, input="Hi.", previous_response_id="resp_elsewhere")
+        assert gpt.store.sessions() == []
+
+    def test_a_response_made_with_store_false_is_continued_from_the_ledger(
+        self, gpt: Any, model: LocalModel
+    ) -> None:
+        _read_then_answer(model)
+        first = gpt.responses.create(model=GPT, input="What does a.py do?", tools=TOOLS, store=False)
+        second = gpt.responses.create(
+            model=GPT,
+            previous_response_id=first.id,
+            tools=TOOLS,
+            store=False,
+            input=[{"type": "function_call_output", "call_id": "call_1", "output": "print('hi')"}],
+        )
+        assert second.output_text == "It prints hi."
+        sent = gpt.last_exchange.body
+        assert "previous_response_id" not in sent
+        # Without its encrypted content the reasoning item could not be resolved: it is left out.
+        assert [i.get("type", "message") for i in sent["input"]] == [
+            "message",
+            "function_call",
+            "function_call_output",
+        ]

@@ -10,9 +10,9 @@ unchanged; only the calls that send a conversation go through the guard core (:m
 
 - ``anthropic.Anthropic`` / ``AsyncAnthropic``: ``messages.create`` (with or without ``stream``),
   ``messages.stream`` and ``messages.count_tokens`` (it counts the request the guard would send);
-- ``openai.OpenAI`` / ``AsyncOpenAI``: ``chat.completions.create`` (with or without ``stream``) and
-  ``responses.create`` (unless the request names ``previous_response_id``: the provider keeps that
-  history).
+- ``openai.OpenAI`` / ``AsyncOpenAI``: ``chat.completions.create`` (with or without ``stream``),
+  ``responses.create`` (with or without ``stream``; with ``previous_response_id``, see
+  :mod:`._chained`) and the SDK's ``responses.stream`` helper.
 
 Responses and streams are the SDK's own objects: a stream is the SDK's ``Stream`` whose events are
 read as they pass by the agent, and its reply is recorded when the stream ends. Errors other than a

@@ -16,6 +16,10 @@ session, named after its root with a ``.N`` suffix. The root is the ``session`` 
 guard, or ``guard-`` and the chain hash of the first message, so a new process finds the sessions
 an earlier one stored.
 
+**Responses the provider holds.** An OpenAI Responses request naming ``previous_response_id`` is
+the conversation that response ends plus the new input (:mod:`._chained`): sent as written while the
+provider's history fits, else replaced by the compiled history from the ledger.
+
 **What it reuses.** Each session is run by an :class:`~contextwindow.engine.loop.Engine` over the
 ledger, without its turn loop: blocks are priced once as they are appended, calibration and anchors
 learn from each call's real usage, compile evicts media by the byte budget and archives stale
@@ -28,7 +32,7 @@ serves.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..compile import Policy
@@ -46,6 +50,7 @@ from ..formats import ParsedRequest
 from ..models import get_profile
 from ..providers.base import ProviderEvent, Stop, UsageSample, normalise_stop_reason
 from ..store import Session, Store
+from ._chained import Held, ResponseIds
 from ._match import chain, extend_chain, longest_known
 from ._steps import Ask, Reply, Send, drain
 from ._wire import FORMATS, GuardFormat, WireAdapter
@@ -161,6 +166,8 @@ class GuardCore:
         self._hashes: dict[str, dict[str, tuple[_Conversation, int]]] = {}
         """Per root, every stored chain hash: the conversation and how many messages it covers."""
         self._roots: set[str] = set()
+        self.responses = ResponseIds()
+        """The responses this core recorded, by id: what a ``previous_response_id`` continues."""
 
     # -- recognising the conversation ---------------------------------------------------------------
 
@@ -256,6 +263,7 @@ class GuardCore:
             raise UsageError("a guarded request needs at least one message")
         if canonical.model is None:
             raise UsageError("a guarded request names its model")
+        model: str = canonical.model
         try:
             get_profile(canonical.model)
         except UnknownModel:
@@ -263,14 +271,27 @@ class GuardCore:
             # or name a known one, to guard it).
             result = await Ask(Send(body=dict(body), purpose="count" if count else "request"))
             return Exchange(result=result, body=dict(body), session_id="", events=[])
-        conversation, held = self.match(canonical.messages)
-        engine = self._engine(conversation, canonical.model)
+        chained = self.responses.get(body["previous_response_id"]) if self._chains(body) else None
+        if (self._chains(body) and chained is None) or body.get("conversation") is not None:
+            # A response (or conversation) the provider holds and this guard never saw: as written.
+            result = await Ask(Send(body=dict(body), purpose="count" if count else "request"))
+            return Exchange(result=result, body=dict(body), session_id="", events=[])
+        new: Sequence[Message]
+        if chained is not None and chained.count == len(chained.conversation.chain):
+            conversation, new = chained.conversation, canonical.messages
+        else:
+            if chained is not None:  # a response from earlier in the conversation: its branch
+                earlier = [m.message for m in chained.conversation.session.messages()[: chained.count]]
+                canonical = replace(canonical, messages=(*earlier, *canonical.messages))
+            conversation, held = self.match(canonical.messages)
+            new = canonical.messages[held:]
+        engine = self._engine(conversation, model)
         # One agent call is one send of the engine's: its per-send state starts afresh.
         engine._stats.reset()
         engine._notes.start_send()
         engine._folding.start_turn()
         engine._requests.overrides.clear()
-        for message in canonical.messages[held:]:
+        for message in new:
             self._append(conversation, engine, message, parsed)
         conversation.compiler.system = canonical.system
         conversation.compiler.tools = canonical.tools
@@ -285,22 +306,32 @@ class GuardCore:
             events.append(event)
         async for event in engine._fresh_request(turn_start):
             events.append(event)
+        # With previous_response_id: the agent's request as written while the provider's history fits.
+        written = dict(body)
+        holds = chained is not None and self._provider_fits(chained, engine, new)
+        if chained is not None:  # otherwise the compiled history goes out in its place
+            body = {k: v for k, v in body.items() if k != "previous_response_id"}
         overflowed = False
         while True:
             live = engine._current()
             offer = (
                 self.reread
+                and not holds
                 and not count
                 and not body.get("stream")
                 and all(t.name != READ_ARCHIVED for t in canonical.tools)
                 and names_reread(live.messages)
             )
-            sent = self.wire.render(
-                body,
-                live.messages,
-                conversation.session.read_attachment,
-                extra_tools=(READ_ARCHIVED_TOOL,) if offer else (),
-                max_tokens=canonical.max_tokens,
+            sent = (
+                written
+                if holds and not overflowed
+                else self.wire.render(
+                    body,
+                    live.messages,
+                    conversation.session.read_attachment,
+                    extra_tools=(READ_ARCHIVED_TOOL,) if offer else (),
+                    max_tokens=canonical.max_tokens,
+                )
             )
             if count:
                 counted = await Ask(Send(body=sent, purpose="count"))
@@ -354,6 +385,7 @@ class GuardCore:
                 engine._folding.trigger.accepted(
                     input_tokens=call.prompt, output_tokens=call.usage.output, finish_reason=stop.reason
                 )
+                self._held(conversation, reply)
                 return
             events.extend(
                 drain(engine._accept(live, _Received(stop=stop, sample=reply.usage), first_of_send=True))
@@ -361,10 +393,38 @@ class GuardCore:
             conversation.took(reply.message)  # an assistant message: only its content enters the chain
             known = self._hashes.setdefault(conversation.root, {})
             known.setdefault(conversation.chain[-1], (conversation, len(conversation.chain)))
+            self._held(conversation, reply)
 
         return Exchange(
             result=result, body=sent, session_id=conversation.session.id, events=events, _finish=finish
         )
+
+    def _chains(self, body: Mapping[str, Any]) -> bool:
+        """Whether ``body`` continues a response the provider holds (Responses' ``previous_response_id``)."""
+        return self.wire.name == "openai-responses" and isinstance(body.get("previous_response_id"), str)
+
+    def _provider_fits(self, held: Held, engine: Engine, new: Sequence[Message]) -> bool:
+        """Whether the provider's history (its count for the response ``held``) plus ``new`` and the
+        output reserve fits the window as known (:mod:`._chained`)."""
+        if not held.stored or held.tokens is None:
+            return False
+        growth = engine._fit.live_estimator().messages(list(new))
+        return held.tokens + growth + engine._current().max_tokens <= engine.fit_profile().context_window
+
+    def _held(self, conversation: _Conversation, reply: Reply) -> None:
+        """Remember the response a reply came in (Responses), for a later ``previous_response_id``."""
+        response_id = reply.extra.get("response_id")
+        if not isinstance(response_id, str):
+            return
+        usage = reply.usage
+        tokens = usage.prompt + usage.output if usage is not None and usage.prompt > 0 else None
+        held = Held(
+            conversation=conversation,
+            count=len(conversation.chain),
+            tokens=tokens,
+            stored=bool(reply.extra.get("stored", True)),
+        )
+        self.responses.put(response_id, held)
 
     async def _answer_rereads(
         self,
