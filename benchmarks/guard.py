@@ -221,11 +221,11 @@ def _responses_results(call_id: str, turn: int, text: str) -> list[dict[str, Any
 
 def _chained_turn(client: Any, history: list[Any], turn: int, text: str, path: str) -> list[int]:
     """One turn of a Responses agent that sends only its new input, naming the previous response
-    (``history`` holds just that response's id)."""
+    (``history`` holds that response's id, and how many calls the guard sent as written)."""
     new: list[Any] = [{"role": "user", "content": f"Step {turn}: read {path} and tell me what it does."}]
     counts = []
     while True:
-        previous = {"previous_response_id": history[-1]} if history else {}
+        previous = {"previous_response_id": history[0]} if history else {}
         response = client.responses.create(
             model=GPT,
             instructions=SYSTEM,
@@ -234,7 +234,9 @@ def _chained_turn(client: Any, history: list[Any], turn: int, text: str, path: s
             input=new,
             **previous,
         )
-        history[:] = [response.id]
+        exchange = getattr(client, "last_exchange", None)
+        written = int(exchange is not None and "previous_response_id" in exchange.body)
+        history[:] = [response.id, (history[1] if history else 0) + written]
         counts.append(response.usage.input_tokens)
         calls = [item for item in response.output if item.type == "function_call"]
         if not calls:
@@ -309,6 +311,7 @@ def _run(kind: str, guarded: bool) -> dict[str, Any]:
     full_at = next((i for i, c in enumerate(counts) if c > 0.8 * WINDOW), None)
     after = counts[full_at:] if full_at is not None else []
     return {
+        "written": history[1] if kind == "responses chained" and guarded and history else None,
         "client": kind,
         "guarded": guarded,
         "turns": turns,
@@ -388,8 +391,11 @@ def main() -> None:
             f"| {name} | {row['turns']} | {row['calls']} | {errors} | {use} | "
             f"{_fmt(row['folds_per_100'], '.1f')} | {own} | {median:.1f} / {p95:.1f} |"
         )
+    chained = next(r for r in rows if r["client"] == "responses chained" and r["guarded"])
     lines += [
         "",
+        f"responses chained + guard: {chained['written']} of {chained['calls']} calls went out as the agent wrote "
+        "them (only the new input, naming `previous_response_id`); the rest carried the compiled history.",
         "Lines changed in the agent: 1 (`client = contextwindow.guard(client)`).",
         "Window use counts calls after the provider's input first passed 80% of the window. The guard's own",
         "time excludes the SDK's HTTP calls (the agent's and the summariser's); the bare SDK call is a short",

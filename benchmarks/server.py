@@ -590,7 +590,8 @@ def _naive_agents(turns: int = 40, enforced: int = 16_000) -> list[str]:
     lines = [
         f"Local provider enforcing {enforced:,} tokens while the profile says "
         f"{get_profile(MODEL).context_window:,} (the proxy is not told); each agent resends its whole "
-        "history every turn (a ~3,000-token tool listing per turn).",
+        "history every turn (a ~3,000-token tool listing per turn; the chained Responses agent sends only its "
+        "new input, naming `previous_response_id`).",
         "",
         "| agent | turns | errors reaching the agent | largest prompt the upstream counted | same history sent directly |",
         "| --- | ---: | ---: | ---: | --- |",
