@@ -191,6 +191,28 @@ class TestLocalReasoningRules:
         answer = raw.responses.create(model=GPT, input=sealed, tools=TOOLS, store=False)
         assert answer.output_text == "It prints hi."
 
+    def test_a_stored_reasoning_item_needs_the_id_of_the_item_it_came_with(
+        self, raw: openai.OpenAI, model: LocalModel
+    ) -> None:
+        history = self._first(raw, model)
+        assert history[2]["id"].startswith("fc_")
+        del history[2]["id"]
+        with pytest.raises(openai.BadRequestError, match="without its required following item"):
+            raw.responses.create(model=GPT, input=history, tools=TOOLS)
+
+    def test_an_item_named_by_its_id_needs_its_reasoning_item(
+        self, raw: openai.OpenAI, model: LocalModel
+    ) -> None:
+        history = self._first(raw, model)
+        reasoning = history.pop(1)
+        with pytest.raises(openai.BadRequestError, match="without its required 'reasoning' item") as caught:
+            raw.responses.create(model=GPT, input=history, tools=TOOLS)
+        assert reasoning["id"] in str(caught.value)
+        del history[1]["id"]  # without its id the call needs no reasoning
+        model.discard_script(0)
+        model.enqueue(Message.assistant("It prints hi."))
+        assert raw.responses.create(model=GPT, input=history, tools=TOOLS).output_text == "It prints hi."
+
     def test_a_reasoning_item_needs_its_summary_field(self, raw: openai.OpenAI, model: LocalModel) -> None:
         history = self._first(raw, model)
         del history[1]["summary"]
@@ -210,13 +232,20 @@ class TestReasoningInTheCanonicalForm:
             ],
             "encrypted_content": "sealed-1",
         },
-        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": '{"x":1}'},
+        {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "f", "arguments": '{"x":1}'},
         {"type": "reasoning", "id": "rs_2", "summary": []},
-        {"type": "function_call", "call_id": "c2", "name": "f", "arguments": "{}"},
+        {"type": "function_call", "id": "fc_2", "call_id": "c2", "name": "f", "arguments": "{}"},
         {"type": "function_call_output", "call_id": "c1", "output": "one"},
         {"type": "function_call_output", "call_id": "c2", "output": "two"},
         {"type": "reasoning", "id": "rs_3", "summary": [], "encrypted_content": "sealed-3"},
-        {"role": "assistant", "content": [{"type": "output_text", "text": "Done."}]},
+        {
+            "type": "message",
+            "id": "msg_3",
+            "role": "assistant",
+            "status": "completed",
+            "phase": "final_answer",
+            "content": [{"type": "output_text", "text": "Done.", "annotations": []}],
+        },
     ]
 
     def test_reasoning_items_render_back_as_they_were_read(self) -> None:
@@ -230,6 +259,28 @@ class TestReasoningInTheCanonicalForm:
         assert first[0] == Thinking(thinking="First.", signature="sealed-1", id="rs_1")
         assert first[1] == Thinking(thinking="Then.", id="rs_1")
         assert first[3] == Thinking(thinking="", id="rs_2")
+
+    def test_item_ids_go_out_only_beside_their_reasoning_and_the_phase_always(self) -> None:
+        items = [
+            {"role": "user", "content": "Go."},
+            {
+                "type": "message",
+                "id": "msg_9",
+                "role": "assistant",
+                "phase": "commentary",
+                "content": [{"type": "output_text", "text": "Looking.", "annotations": []}],
+            },
+            {"type": "function_call", "id": "fc_9", "call_id": "c9", "name": "f", "arguments": "{}"},
+        ]
+        parsed = responses_format.parse_request({"model": GPT, "input": items})
+        assert responses_format.render_items(parsed.request.messages, parsed.loader())[1:] == [
+            {
+                "role": "assistant",
+                "phase": "commentary",
+                "content": [{"type": "output_text", "text": "Looking."}],
+            },
+            {"type": "function_call", "call_id": "c9", "name": "f", "arguments": "{}"},
+        ]
 
     def test_another_providers_thinking_has_no_responses_form(self) -> None:
         message = Message.assistant(Thinking(thinking="Claude's.", signature="sig"), "Answer.")
@@ -321,8 +372,9 @@ class TestGuardedReasoning:
         second = gpt.responses.create(model=GPT, input=history, tools=TOOLS, include=ENCRYPTED)
         assert second.output_text == "It prints hi."
         sent = gpt.last_exchange.body["input"]
-        reasoning = history[1]
+        reasoning, call = history[1], history[2]
         assert {k: reasoning[k] for k in ("type", "id", "summary", "encrypted_content")} in sent
+        assert {k: call[k] for k in ("type", "id", "call_id", "name", "arguments")} in sent  # paired by id
         session = gpt.store.session(gpt.last_exchange.session_id)
         stored = [b for m in session.messages() for b in m.message.content if isinstance(b, Thinking)]
         assert [b.id for b in stored] == [first.output[0].id, second.output[0].id]

@@ -14,7 +14,12 @@ Mapping (both directions):
   (one with empty text when the summary is empty), each with the item's ``id``, the first with its
   ``encrypted_content`` as ``signature``; rendering writes them back as the same items, in the same
   order (a ``Thinking`` block without an ``id``, from another provider, has no Responses form and is
-  not rendered). A reasoning item's ``content`` (raw reasoning text) is not carried;
+  not rendered). A reasoning item's ``content`` (raw reasoning text) is not carried. What else the
+  output items said of themselves is kept in the message's metadata (``response_items``, one entry
+  per item): an assistant message's ``phase`` (``commentary``/``final_answer``), rendered back always,
+  and the items' own ids (``fc_…``, ``msg_…``), rendered only beside the reasoning they came with
+  (OpenAI pairs a reasoning item with the item after it by that id, and refuses such an id without
+  its reasoning item);
 - ``function_call_output`` items are ``ToolResult`` blocks of a user message (consecutive ones share
   it);
 - other item kinds (a built-in tool's calls) are not carried.
@@ -76,12 +81,12 @@ def parse_request(data: Mapping[str, Any]) -> ParsedRequest:
                 raise InvalidInput(f"unknown role {role!r}", path=f"{path}.role")
             blocks = _parts(item.get("content"), f"{path}.content", sink)
             if role == "assistant":
-                _output(messages, blocks)
+                _output(messages, blocks, item)
                 continue
             wire_role = {"wire_role": role} if role in ("system", "developer") else {}
             messages.append(Message(role="user", content=blocks, metadata=wire_role))
         elif kind == "reasoning":
-            _output(messages, _reasoning(item, path))
+            _output(messages, _reasoning(item, path), item)
         elif kind == "function_call":
             arguments = expect(item.get("arguments", "{}"), str, f"{path}.arguments")
             try:
@@ -93,7 +98,7 @@ def parse_request(data: Mapping[str, Any]) -> ParsedRequest:
                 name=expect(item.get("name"), str, f"{path}.name"),
                 input=parsed if isinstance(parsed, dict) else {chat.RAW_ARGUMENTS: arguments},
             )
-            _output(messages, (use,))
+            _output(messages, (use,), item)
         elif kind == "function_call_output":
             output = item.get("output", "")
             content: str | tuple[Any, ...]
@@ -137,12 +142,43 @@ def parse_request(data: Mapping[str, Any]) -> ParsedRequest:
     return ParsedRequest(request=request, attachments=sink.attachments, format="openai-responses")
 
 
-def _output(messages: list[Message], blocks: Sequence[Block]) -> None:
-    """Add an output item's blocks: to the assistant message right before, else as a new one."""
-    if messages and messages[-1].role == "assistant" and not messages[-1].metadata:
-        messages[-1] = Message(role="assistant", content=(*messages[-1].content, *blocks))
-    elif blocks:
-        messages.append(Message(role="assistant", content=tuple(blocks)))
+ITEM_IDS = "response_items"
+"""The metadata key of what an assistant message's output items said of themselves: one entry per
+item, ``{"id": ..., "phase": ...}`` (either may be absent) or ``None``."""
+
+
+def _output(messages: list[Message], blocks: Sequence[Block], item: Mapping[str, Any]) -> None:
+    """Add an output item's blocks (and its id, see :data:`ITEM_IDS`): to the assistant message right
+    before, else as a new one. An item with no blocks is not carried, nor is its id."""
+    if not blocks:
+        return
+    ident = {k: item[k] for k in ("id", "phase") if isinstance(item.get(k), str) and item[k]} or None
+    last = messages[-1] if messages else None
+    if last is not None and last.role == "assistant" and "wire_role" not in last.metadata:
+        earlier = list(last.metadata.get(ITEM_IDS) or [None] * _item_count(last.content))
+        ids, content = [*earlier, ident], (*last.content, *blocks)
+        messages.pop()
+    else:
+        ids, content = [ident], tuple(blocks)
+    metadata = {ITEM_IDS: ids} if any(ids) else {}
+    messages.append(Message(role="assistant", content=content, metadata=metadata))
+
+
+def _item_count(content: Sequence[Block]) -> int:
+    """How many output items :func:`_output_items` renders ``content`` as."""
+    count, previous = 0, ""
+    for block in content:
+        kind = "part"
+        if isinstance(block, Thinking):
+            if block.id is None:
+                continue
+            kind = f"reasoning:{block.id}"
+        elif isinstance(block, ToolUse):
+            kind = "call"
+        if kind == "call" or kind != previous:
+            count += 1
+        previous = kind
+    return count
 
 
 def _reasoning(item: Mapping[str, Any], path: str) -> tuple[Thinking, ...]:
@@ -292,6 +328,31 @@ def _output_items(message: Message, load: AttachmentLoader) -> list[dict[str, An
                 parts.append(part)
     if parts:
         items.append({"role": "assistant", "content": parts})
+    known = message.metadata.get(ITEM_IDS)
+    if not isinstance(known, list | tuple) or len(known) != len(items):
+        return items
+    reasoned = any(i.get("type") == "reasoning" for i in items)
+    for n, (item, said) in enumerate(zip(items, known, strict=True)):
+        if not isinstance(said, Mapping) or item.get("type") == "reasoning":
+            continue
+        message_item = "role" in item
+        if message_item and isinstance(said.get("phase"), str):
+            item["phase"] = said["phase"]
+        if reasoned and isinstance(said.get("id"), str):
+            if message_item:  # an item with its id is the output message itself
+                content = [
+                    {**p, "annotations": []} if p.get("type") == "output_text" else p for p in item["content"]
+                ]
+                item = {
+                    "type": "message",
+                    "id": said["id"],
+                    **item,
+                    "content": content,
+                    "status": "completed",
+                }
+                items[n] = item
+            else:
+                item["id"] = said["id"]
     return items
 
 

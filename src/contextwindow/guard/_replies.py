@@ -221,8 +221,12 @@ def responses_reply(response: Any) -> Reply:
         parsed = responses_format.parse_request({"input": items}).request.messages
     except (ContextWindowError, ValueError):
         parsed = ()
-    blocks = tuple(b for m in parsed if m.role == "assistant" for b in m.content)
-    message = Message(role="assistant", content=blocks) if blocks else _EMPTY
+    said = [m for m in parsed if m.role == "assistant"]
+    if len(said) == 1:
+        message = said[0]  # with what its items said of themselves (ids, phase) as metadata
+    else:
+        blocks = tuple(b for m in said for b in m.content)
+        message = Message(role="assistant", content=blocks) if blocks else _EMPTY
     status = data.get("status")
     stop = "tool_calls" if any(i.get("type") == "function_call" for i in items) else "stop"
     if status == "incomplete":
@@ -234,8 +238,8 @@ def responses_reply(response: Any) -> Reply:
 
 
 _OUTPUT_ITEMS = {
-    "message": ("type", "role", "content"),
-    "function_call": ("type", "call_id", "name", "arguments"),
+    "message": ("type", "id", "role", "content", "phase"),
+    "function_call": ("type", "id", "call_id", "name", "arguments"),
     "reasoning": ("type", "id", "summary", "encrypted_content"),
 }
 """The output items a reply keeps, and the fields of each that the canonical form carries."""

@@ -210,7 +210,9 @@ def _respond(
     message = memory.name(outcome)
     body = response_object(outcome, message, request=data, load=load)
     if data.get("store") is not False:
-        memory.keep(body["id"], Stored(messages=(*request.messages, message), attachments=attachments))
+        memory.keep(
+            body["id"], Stored(messages=(*request.messages, message), attachments=attachments), body["output"]
+        )
     headers = {
         "x-contextwindow-tokenizer": outcome.tokenizer,
         "x-contextwindow-input-tokens": str(outcome.input_tokens),

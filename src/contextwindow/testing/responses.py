@@ -12,7 +12,9 @@ Like OpenAI's (https://platform.openai.com/docs/api-reference/responses):
   id; with ``include: ["reasoning.encrypted_content"]`` it carries ``encrypted_content``, sealed by this
   server (an HMAC over the id and the summary). On input it refuses what OpenAI refuses: a reasoning
   item with no ``summary`` field; one that is not followed by the item it came with (its message or
-  function call) — 400 "…was provided without its required following item"; ``encrypted_content``
+  function call; for a stored response, that item with its own id) — 400 "…was provided without its
+  required following item"; a stored response's item named by its id without the reasoning item it
+  came with right before it — 400 "…was provided without its required 'reasoning' item"; ``encrypted_content``
   this server did not seal — 400 ``invalid_encrypted_content``; and one without ``encrypted_content``
   whose id it does not hold (never issued, or issued with ``store: false``) — 404 "Item with id … not
   found".
@@ -29,6 +31,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import itertools
 import json
 import secrets
 import threading
@@ -66,6 +69,10 @@ class ResponsesMemory:
         self.max_bytes = max_bytes
         self._stored: OrderedDict[str, tuple[Stored, int]] = OrderedDict()
         self._reasoning: OrderedDict[str, None] = OrderedDict()
+        self._follows: OrderedDict[str, str] = OrderedDict()
+        """A stored reasoning item's id → the id of the item it came with (right after it)."""
+        self._belongs: OrderedDict[str, str] = OrderedDict()
+        """That item's id → the reasoning item's id."""
         self._lock = threading.Lock()
         self._bytes = 0
         self._key = secrets.token_bytes(32)
@@ -96,10 +103,18 @@ class ResponsesMemory:
         ).body
         return Rejection(status=404, body=body)
 
-    def keep(self, response_id: str, stored: Stored) -> None:
-        """Store a response (made with ``store`` not false); the oldest go past the byte bound."""
+    def keep(self, response_id: str, stored: Stored, output: Sequence[Mapping[str, Any]] = ()) -> None:
+        """Store a response (made with ``store`` not false), and which of its ``output`` items came
+        with which reasoning item; the oldest go past the byte bound."""
         size = retained_bytes(response_id, stored)
         with self._lock:
+            for item, after in itertools.pairwise(output):
+                if item.get("type") == "reasoning" and isinstance(after.get("id"), str):
+                    self._follows[item["id"]] = after["id"]
+                    self._belongs[after["id"]] = item["id"]
+            for pairs in (self._follows, self._belongs):
+                while len(pairs) > _REASONING_IDS:
+                    pairs.popitem(last=False)
             for block in stored.messages[-1].content if stored.messages else ():
                 if isinstance(block, Thinking) and block.id is not None:
                     self._reasoning[block.id] = None
@@ -136,7 +151,26 @@ class ResponsesMemory:
             return None
         stored = data.get("store") is not False
         for i, item in enumerate(items):
-            if not isinstance(item, Mapping) or item.get("type") != "reasoning":
+            if not isinstance(item, Mapping):
+                continue
+            own = item.get("id")
+            reasoning = self._belongs.get(own) if stored and isinstance(own, str) else None
+            if reasoning is not None:
+                before = items[i - 1] if i > 0 else None
+                if not (
+                    isinstance(before, Mapping)
+                    and before.get("type") == "reasoning"
+                    and before.get("id") == reasoning
+                ):
+                    kind = item.get("type", "message")
+                    return _openai_error(
+                        400,
+                        f"Item '{own}' of type '{kind}' was provided without its required 'reasoning' item: "
+                        f"'{reasoning}'.",
+                        "invalid_request_error",
+                        param="input",
+                    )
+            if item.get("type") != "reasoning":
                 continue
             ident = item.get("id")
             if "summary" not in item:
@@ -148,7 +182,10 @@ class ResponsesMemory:
                     code="missing_required_parameter",
                 )
             following = items[i + 1] if i + 1 < len(items) else None
-            if not _follows(following):
+            paired = self._follows.get(ident) if stored and isinstance(ident, str) else None
+            if not _follows(following) or (
+                paired is not None and isinstance(following, Mapping) and following.get("id") != paired
+            ):
                 return _openai_error(
                     400,
                     f"Item '{ident}' of type 'reasoning' was provided without its required following item.",
