@@ -7,9 +7,11 @@ third turn, a screenshot; the model then replies in prose. The provider enforces
 while the model's profile says 200,000 (``claude-haiku-4-5``, ``o4-mini``), so nothing but the
 provider's own rejections tells the guard the real window.
 
-Four rows from one run, each over real SDK clients and HTTP: ``anthropic`` and ``openai`` wrapped by
-``guard`` (one changed line), and the same two unwrapped (the peers: the bare clients), which stop at
-their first error. Figures:
+Eight rows from one run, each over real SDK clients and HTTP: ``anthropic`` (Messages), ``openai``
+(Chat Completions), ``responses`` (OpenAI Responses, resending its whole history) and ``responses
+chained`` (OpenAI Responses sending only its new input with ``previous_response_id``), each wrapped by
+``guard`` (one changed line), and the same four unwrapped (the peers: the bare clients), which stop
+at their first error. Figures:
 
 - turns completed of ``TURNS``, and errors that reached the agent;
 - window use once full: the provider's input count over the window, for calls after the history first
@@ -181,6 +183,74 @@ def _openai_turn(client: Any, history: list[Any], turn: int, text: str, path: st
             )
 
 
+_RESPONSES_TOOLS = [
+    {
+        "type": "function",
+        "name": "read_file",
+        "description": "Read a file.",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+    }
+]
+
+
+def _responses_turn(client: Any, history: list[Any], turn: int, text: str, path: str) -> list[int]:
+    """One turn of the naive Responses agent (its whole history every call); the provider's counts."""
+    history.append({"role": "user", "content": f"Step {turn}: read {path} and tell me what it does."})
+    counts = []
+    while True:
+        response = client.responses.create(
+            model=GPT,
+            instructions=SYSTEM,
+            max_output_tokens=MAX_TOKENS,
+            tools=_RESPONSES_TOOLS,
+            input=history,
+        )
+        counts.append(response.usage.input_tokens)
+        history += [item.model_dump(exclude_none=True) for item in response.output]
+        calls = [item for item in response.output if item.type == "function_call"]
+        if not calls:
+            return counts
+        history += _responses_results(calls[0].call_id, turn, text)
+
+
+def _responses_results(call_id: str, turn: int, text: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = [{"type": "function_call_output", "call_id": call_id, "output": text}]
+    if turn % SCREENSHOT_EVERY == 0:
+        url = "data:image/png;base64," + _png_b64(turn)
+        items.append(
+            {"role": "user", "content": [{"type": "input_image", "image_url": url, "detail": "low"}]}
+        )
+    return items
+
+
+def _chained_turn(client: Any, history: list[Any], turn: int, text: str, path: str) -> list[int]:
+    """One turn of a Responses agent that sends only its new input, naming the previous response
+    (``history`` holds that response's id, and how many calls the guard sent as written)."""
+    new: list[Any] = [{"role": "user", "content": f"Step {turn}: read {path} and tell me what it does."}]
+    counts = []
+    while True:
+        previous = {"previous_response_id": history[0]} if history else {}
+        response = client.responses.create(
+            model=GPT,
+            instructions=SYSTEM,
+            max_output_tokens=MAX_TOKENS,
+            tools=_RESPONSES_TOOLS,
+            input=new,
+            **previous,
+        )
+        exchange = getattr(client, "last_exchange", None)
+        written = int(exchange is not None and "previous_response_id" in exchange.body)
+        history[:] = [response.id, (history[1] if history else 0) + written]
+        counts.append(response.usage.input_tokens)
+        calls = [item for item in response.output if item.type == "function_call"]
+        if not calls:
+            return counts
+        new = _responses_results(calls[0].call_id, turn, text)
+
+
+_KINDS = ("anthropic", "openai", "responses", "responses chained")
+
+
 def _run(kind: str, guarded: bool) -> dict[str, Any]:
     import anthropic
     import openai
@@ -198,10 +268,14 @@ def _run(kind: str, guarded: bool) -> dict[str, Any]:
             raw: Any = anthropic.Anthropic(api_key="local", base_url=server.url, max_retries=0)
             timed.wrap(raw.messages)
             turn_of: Callable[..., list[int]] = _anthropic_turn
-        else:
+        elif kind == "openai":
             raw = openai.OpenAI(api_key="local", base_url=server.url + "/v1", max_retries=0)
             timed.wrap(raw.chat.completions)
             turn_of = _openai_turn
+        else:
+            raw = openai.OpenAI(api_key="local", base_url=server.url + "/v1", max_retries=0)
+            timed.wrap(raw.responses)
+            turn_of = _responses_turn if kind == "responses" else _chained_turn
         client = contextwindow.guard(raw, store=":memory:") if guarded else raw
         history: list[Any] = []
         counts: list[int] = []
@@ -243,6 +317,7 @@ def _run(kind: str, guarded: bool) -> dict[str, Any]:
     full_at = next((i for i, c in enumerate(counts) if c > 0.8 * WINDOW), None)
     after = counts[full_at:] if full_at is not None else []
     return {
+        "written": history[1] if kind == "responses chained" and guarded and history else None,
         "client": kind,
         "guarded": guarded,
         "turns": turns,
@@ -275,11 +350,17 @@ def _bare_call_times(kind: str) -> tuple[float, float]:
                         model=CLAUDE, max_tokens=64, messages=[{"role": "user", "content": f"hi {i}"}]
                     )
                     times.append(time.perf_counter() - started)
-        else:
+        elif kind == "openai":
             with openai.OpenAI(api_key="local", base_url=server.url + "/v1") as raw:
                 for i in range(40):
                     started = time.perf_counter()
                     raw.chat.completions.create(model=GPT, messages=[{"role": "user", "content": f"hi {i}"}])
+                    times.append(time.perf_counter() - started)
+        else:
+            with openai.OpenAI(api_key="local", base_url=server.url + "/v1") as raw:
+                for i in range(40):
+                    started = time.perf_counter()
+                    raw.responses.create(model=GPT, input=f"hi {i}")
                     times.append(time.perf_counter() - started)
     times.sort()
     return 1000 * statistics.median(times), 1000 * times[int(0.95 * (len(times) - 1))]
@@ -290,8 +371,8 @@ def _fmt(value: float | None, spec: str) -> str:
 
 
 def main() -> None:
-    rows = [_run(kind, guarded) for kind in ("anthropic", "openai") for guarded in (True, False)]
-    bare = {kind: _bare_call_times(kind) for kind in ("anthropic", "openai")}
+    rows = [_run(kind, guarded) for kind in _KINDS for guarded in (True, False)]
+    bare = {kind: _bare_call_times(kind) for kind in ("anthropic", "openai", "responses")}
     lines = [
         f"Naive agent, {TURNS} turns (2 calls each), provider window {WINDOW:,} tokens, profiles say 200,000.",
         "",
@@ -314,13 +395,16 @@ def main() -> None:
         )
         cpu = _fmt(row["own_cpu_median_ms"], ".1f") if row["guarded"] else "—"
         errors = f"{row['errors']}" + (f" ({row['first_error']})" if row["first_error"] else "")
-        median, p95 = bare[row["client"]]
+        median, p95 = bare["responses" if row["client"].startswith("responses") else row["client"]]
         lines.append(
             f"| {name} | {row['turns']} | {row['calls']} | {errors} | {use} | "
             f"{_fmt(row['folds_per_100'], '.1f')} | {own} | {cpu} | {median:.1f} / {p95:.1f} |"
         )
+    chained = next(r for r in rows if r["client"] == "responses chained" and r["guarded"])
     lines += [
         "",
+        f"responses chained + guard: {chained['written']} of {chained['calls']} calls went out as the agent wrote "
+        "them (only the new input, naming `previous_response_id`); the rest carried the compiled history.",
         "Lines changed in the agent: 1 (`client = contextwindow.guard(client)`).",
         "Window use counts calls after the provider's input first passed 80% of the window. The guard's own",
         "time excludes the SDK's HTTP calls (the agent's and the summariser's); the bare SDK call is a short",

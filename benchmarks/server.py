@@ -12,8 +12,10 @@ Every loop is bounded in count and in time. Figures:
 3. requests/s with 50 concurrent conversations (an agent loop each, 2k-token history);
 4. ``contextwindow proxy`` overhead per request (median, p95) against talking to the upstream directly,
    without and with the guard;
-5. naive agents (``anthropic`` and ``openai`` SDKs) resending their whole history for 40 turns through
-   the guarded proxy to a local provider that enforces 16,000 tokens while the profile says 200,000.
+5. naive agents (``anthropic`` and ``openai`` SDKs: Messages, Chat Completions, Responses with every
+   other reply streamed, and Responses sending only new input with ``previous_response_id``) resending
+   their whole history for 40 turns through the guarded proxy to a local provider that enforces 16,000
+   tokens while the profile says 200,000.
 
 Prints markdown tables and writes ``benchmarks/results/server.md``. Never fails on a timing.
 """
@@ -36,6 +38,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from benchmarks._paths import RESULTS, ROOT
 
@@ -551,6 +554,33 @@ def _listing(turn: int) -> str:
     )
 
 
+_AGENTS = ("anthropic SDK", "openai SDK", "openai SDK, Responses", "openai SDK, Responses chained")
+"""The naive agents: Messages, Chat Completions, Responses resending everything (every other reply
+streamed), and Responses sending only the new input with ``previous_response_id``."""
+_DIRECT = {
+    "anthropic SDK": ("/v1/messages", MODEL, "max_tokens"),
+    "openai SDK": ("/v1/chat/completions", "gpt-4o", "max_tokens"),
+    "openai SDK, Responses": ("/v1/responses", "gpt-4o", "max_output_tokens"),
+    "openai SDK, Responses chained": ("/v1/responses", "gpt-4o", "max_output_tokens"),
+}
+"""For the same history sent directly: the path, the model and the output bound's field."""
+_HISTORY = {sdk: "input" if "Responses" in sdk else "messages" for sdk in _AGENTS}
+
+
+def _responses_call(client: Any, sdk: str, history: list[Any], previous: str | None, turn: int) -> Any:
+    """One Responses call: the whole history (streamed on odd turns), or only the new input after
+    ``previous``."""
+    if sdk.endswith("chained"):
+        chained = {"previous_response_id": previous} if previous else {}
+        return client.responses.create(model="gpt-4o", max_output_tokens=256, input=[history[-1]], **chained)
+    if turn % 2:
+        events = list(
+            client.responses.create(model="gpt-4o", max_output_tokens=256, input=history, stream=True)
+        )
+        return events[-1].response
+    return client.responses.create(model="gpt-4o", max_output_tokens=256, input=history)
+
+
 def _naive_agents(turns: int = 40, enforced: int = 16_000) -> list[str]:
     import anthropic
     import openai
@@ -560,7 +590,8 @@ def _naive_agents(turns: int = 40, enforced: int = 16_000) -> list[str]:
     lines = [
         f"Local provider enforcing {enforced:,} tokens while the profile says "
         f"{get_profile(MODEL).context_window:,} (the proxy is not told); each agent resends its whole "
-        "history every turn (a ~3,000-token tool listing per turn).",
+        "history every turn (a ~3,000-token tool listing per turn; the chained Responses agent sends only its "
+        "new input, naming `previous_response_id`).",
         "",
         "| agent | turns | errors reaching the agent | largest prompt the upstream counted | same history sent directly |",
         "| --- | ---: | ---: | ---: | --- |",
@@ -571,8 +602,9 @@ def _naive_agents(turns: int = 40, enforced: int = 16_000) -> list[str]:
         _proxy(upstream.url, guard=True, store=Path(tmp) / "proxy.sqlite") as port,
     ):
         base = f"http://127.0.0.1:{port}"
-        for sdk in ("anthropic", "openai"):
-            history: list[dict[str, object]] = []
+        for sdk in _AGENTS:
+            history: list[Any] = []
+            previous: str | None = None
             errors, largest, direct = 0, 0, "accepted"
             started = time.monotonic()
             for turn in range(turns):
@@ -584,27 +616,34 @@ def _naive_agents(turns: int = 40, enforced: int = 16_000) -> list[str]:
                         with anthropic.Anthropic(base_url=base, api_key="k", max_retries=0) as client:
                             reply = client.messages.create(model=MODEL, max_tokens=256, messages=history)  # type: ignore[arg-type]
                         text, prompt = reply.content[0].text, reply.usage.input_tokens  # type: ignore[union-attr]
-                    else:
+                    elif sdk == "openai":
                         with openai.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0) as client:
                             chat = client.chat.completions.create(
                                 model="gpt-4o", max_tokens=256, messages=history
                             )  # type: ignore[arg-type]
                         text = chat.choices[0].message.content or ""
                         prompt = chat.usage.prompt_tokens if chat.usage else 0
+                    else:
+                        with openai.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0) as client:
+                            response = _responses_call(client, sdk, history, previous, turn)
+                        previous = response.id
+                        text, prompt = (
+                            response.output_text,
+                            response.usage.input_tokens if response.usage else 0,
+                        )
                     largest = max(largest, prompt)
                     history.append({"role": "assistant", "content": text})
                 except (anthropic.APIError, openai.APIError):
                     errors += 1
                     history.append({"role": "assistant", "content": "(error)"})
-            path = "/v1/messages" if sdk == "anthropic" else "/v1/chat/completions"
-            model = MODEL if sdk == "anthropic" else "gpt-4o"
+            path, model, key = _DIRECT[sdk]
             status = _post(
                 upstream.port,
-                json.dumps({"model": model, "max_tokens": 256, "messages": history}).encode(),
+                json.dumps({"model": model, key: 256, _HISTORY[sdk]: history}).encode(),
                 path=path,
             )
             direct = f"{status} ({'refused' if status >= 400 else 'accepted'})"
-            lines.append(f"| {sdk} SDK | {turn + 1} | {errors} | {largest:,} | {direct} |")
+            lines.append(f"| {sdk} | {turn + 1} | {errors} | {largest:,} | {direct} |")
     return lines
 
 

@@ -20,6 +20,7 @@ def test_there_are_examples() -> None:
         "pydantic_ai_agent",
         "openai_agents_runner",
         "litellm_tool_loop",
+        "openai_responses_loop",
     }
 
 

@@ -115,7 +115,7 @@ class TestNaiveAgentsThroughTheGuard:
         assert caught.value.status_code == 400
         assert caught.value.body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
 
-    @pytest.mark.parametrize("api", ["anthropic", "openai"])
+    @pytest.mark.parametrize("api", ["anthropic", "openai", "responses"])
     def test_a_streamed_reply_is_recorded_in_the_ledger_as_it_passes(
         self, guarded_proxy: tuple[BackgroundServer, GuardTransform], api: str
     ) -> None:
@@ -127,6 +127,12 @@ class TestNaiveAgentsThroughTheGuard:
                 client.messages.stream(model="claude-haiku-4-5", max_tokens=64, messages=prompt) as stream,
             ):
                 text = stream.get_final_message().content[0].text  # type: ignore[union-attr]
+        elif api == "responses":
+            with (
+                openai.OpenAI(base_url=proxy.url + "/v1", api_key="k", max_retries=0) as client,
+                client.responses.stream(model="gpt-4o", max_output_tokens=64, input=prompt) as stream,
+            ):
+                text = stream.get_final_response().output_text
         else:
             with openai.OpenAI(base_url=proxy.url + "/v1", api_key="k", max_retries=0) as client:
                 chunks = client.chat.completions.create(
@@ -140,3 +146,58 @@ class TestNaiveAgentsThroughTheGuard:
         stored = [m.message for m in transform.store.session(sid).messages()]
         assert [m.role for m in stored] == ["user", "assistant"]
         assert stored[1].content[0].text == text  # type: ignore[union-attr]
+
+
+class TestResponsesThroughTheGuard:
+    def test_a_naive_responses_agent_resending_everything_gets_no_error(
+        self, guarded_proxy: tuple[BackgroundServer, GuardTransform], upstream: LocalServer
+    ) -> None:
+        proxy, transform = guarded_proxy
+        history: list[Any] = []
+        with (
+            openai.OpenAI(base_url=proxy.url + "/v1", api_key="k", max_retries=0) as client,
+            openai.OpenAI(base_url=upstream.url + "/v1", api_key="k", max_retries=0) as direct,
+        ):
+            for turn in range(TURNS):
+                history.append({"role": "user", "content": f"turn {turn}:\n{_tool_output(turn)}"})
+                if turn % 2:
+                    events = list(
+                        client.responses.create(
+                            model="gpt-4o",
+                            instructions="Be brief.",
+                            max_output_tokens=256,
+                            input=history,
+                            stream=True,
+                        )
+                    )
+                    assert events[-1].type == "response.completed"
+                    reply = events[-1].response
+                else:
+                    reply = client.responses.create(
+                        model="gpt-4o", instructions="Be brief.", max_output_tokens=256, input=history
+                    )
+                history += [item.model_dump(exclude_none=True) for item in reply.output]
+                assert reply.usage is not None and reply.usage.input_tokens + 256 <= ENFORCED
+            with pytest.raises(openai.BadRequestError, match="maximum context length"):
+                direct.responses.create(model="gpt-4o", max_output_tokens=256, input=history)
+        [sid] = transform.store.sessions()  # every call, streamed or not, continued one session
+        assert len(transform.store.session(sid).messages()) == 2 * TURNS
+
+    def test_a_chained_responses_agent_gets_no_error(
+        self, guarded_proxy: tuple[BackgroundServer, GuardTransform]
+    ) -> None:
+        proxy, transform = guarded_proxy
+        previous: str | None = None
+        with openai.OpenAI(base_url=proxy.url + "/v1", api_key="k", max_retries=0) as client:
+            for turn in range(TURNS):
+                kwargs: dict[str, Any] = {"previous_response_id": previous} if previous else {}
+                reply = client.responses.create(
+                    model="gpt-4o",
+                    max_output_tokens=256,
+                    input=f"turn {turn}:\n{_tool_output(turn)}",
+                    **kwargs,
+                )
+                previous = reply.id
+                assert reply.usage is not None and reply.usage.input_tokens + 256 <= ENFORCED
+        [sid] = transform.store.sessions()
+        assert len(transform.store.session(sid).messages()) == 2 * TURNS

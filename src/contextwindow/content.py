@@ -215,12 +215,18 @@ class ToolUse:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Thinking:
-    """Model reasoning, with its signature when the provider signs it."""
+    """Model reasoning, with its signature when the provider signs it.
+
+    An OpenAI Responses ``reasoning`` item is one block per summary part (one block, with empty
+    ``thinking``, when the summary is empty), all with the item's ``id``; the first holds its
+    ``encrypted_content`` as ``signature``."""
 
     type: Literal["thinking"] = "thinking"
     thinking: str
     signature: str | None = None
     token_estimate: Annotated[float | None, BeforeValidator(_stamp)] = None
+    id: str | None = None
+    """The provider's id for this reasoning (an OpenAI Responses ``rs_…`` item); ``None`` elsewhere."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -8,10 +8,21 @@ Mapping (both directions):
   ``output_text`` / ``refusal`` text, ``input_image`` (data URL or URL) and ``input_file`` parts; the
   parts are read as their Chat Completions equivalents are (:mod:`.openai`), so media become
   attachments the same way;
-- ``function_call`` items are ``ToolUse`` blocks of an assistant message (joined to the assistant
-  message right before them), ``function_call_output`` items ``ToolResult`` blocks of a user message
-  (consecutive ones share it);
-- ``reasoning`` items and other item kinds the canonical form cannot hold are not carried.
+- the items a response outputs (``reasoning``, an assistant ``message``, ``function_call``) are the
+  blocks of one assistant message while they follow one another, in their order: ``function_call``
+  items are ``ToolUse`` blocks, and a ``reasoning`` item is one ``Thinking`` block per summary part
+  (one with empty text when the summary is empty), each with the item's ``id``, the first with its
+  ``encrypted_content`` as ``signature``; rendering writes them back as the same items, in the same
+  order (a ``Thinking`` block without an ``id``, from another provider, has no Responses form and is
+  not rendered). A reasoning item's ``content`` (raw reasoning text) is not carried. What else the
+  output items said of themselves is kept in the message's metadata (``response_items``, one entry
+  per item): an assistant message's ``phase`` (``commentary``/``final_answer``), rendered back always,
+  and the items' own ids (``fc_…``, ``msg_…``), rendered only beside the reasoning they came with
+  (OpenAI pairs a reasoning item with the item after it by that id, and refuses such an id without
+  its reasoning item);
+- ``function_call_output`` items are ``ToolResult`` blocks of a user message (consecutive ones share
+  it);
+- other item kinds (a built-in tool's calls) are not carried.
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ from ..content import (
     Message,
     Request,
     Text,
+    Thinking,
     ToolResult,
     ToolSpec,
     ToolUse,
@@ -68,12 +80,13 @@ def parse_request(data: Mapping[str, Any]) -> ParsedRequest:
             if role not in ("user", "assistant", "system", "developer"):
                 raise InvalidInput(f"unknown role {role!r}", path=f"{path}.role")
             blocks = _parts(item.get("content"), f"{path}.content", sink)
+            if role == "assistant":
+                _output(messages, blocks, item)
+                continue
             wire_role = {"wire_role": role} if role in ("system", "developer") else {}
-            messages.append(
-                Message(
-                    role="assistant" if role == "assistant" else "user", content=blocks, metadata=wire_role
-                )
-            )
+            messages.append(Message(role="user", content=blocks, metadata=wire_role))
+        elif kind == "reasoning":
+            _output(messages, _reasoning(item, path), item)
         elif kind == "function_call":
             arguments = expect(item.get("arguments", "{}"), str, f"{path}.arguments")
             try:
@@ -85,10 +98,7 @@ def parse_request(data: Mapping[str, Any]) -> ParsedRequest:
                 name=expect(item.get("name"), str, f"{path}.name"),
                 input=parsed if isinstance(parsed, dict) else {chat.RAW_ARGUMENTS: arguments},
             )
-            if messages and messages[-1].role == "assistant" and not messages[-1].metadata:
-                messages[-1] = Message(role="assistant", content=(*messages[-1].content, use))
-            else:
-                messages.append(Message(role="assistant", content=(use,)))
+            _output(messages, (use,), item)
         elif kind == "function_call_output":
             output = item.get("output", "")
             content: str | tuple[Any, ...]
@@ -111,7 +121,7 @@ def parse_request(data: Mapping[str, Any]) -> ParsedRequest:
                 messages[-1] = Message(role="user", content=(*last.content, result))
             else:
                 messages.append(Message(role="user", content=(result,)))
-        # reasoning and other items: not carried (see the module docstring)
+        # other items: not carried (see the module docstring)
     specs = (_tool(t, f"tools[{i}]") for i, t in enumerate(expect(data.get("tools", []), list, "tools")))
     tools = tuple(t for t in specs if t is not None)
     max_tokens = data.get("max_output_tokens")
@@ -130,6 +140,61 @@ def parse_request(data: Mapping[str, Any]) -> ParsedRequest:
         params=params,
     )
     return ParsedRequest(request=request, attachments=sink.attachments, format="openai-responses")
+
+
+ITEM_IDS = "response_items"
+"""The metadata key of what an assistant message's output items said of themselves: one entry per
+item, ``{"id": ..., "phase": ...}`` (either may be absent) or ``None``."""
+
+
+def _output(messages: list[Message], blocks: Sequence[Block], item: Mapping[str, Any]) -> None:
+    """Add an output item's blocks (and its id, see :data:`ITEM_IDS`): to the assistant message right
+    before, else as a new one. An item with no blocks is not carried, nor is its id."""
+    if not blocks:
+        return
+    ident = {k: item[k] for k in ("id", "phase") if isinstance(item.get(k), str) and item[k]} or None
+    last = messages[-1] if messages else None
+    if last is not None and last.role == "assistant" and "wire_role" not in last.metadata:
+        earlier = list(last.metadata.get(ITEM_IDS) or [None] * _item_count(last.content))
+        ids, content = [*earlier, ident], (*last.content, *blocks)
+        messages.pop()
+    else:
+        ids, content = [ident], tuple(blocks)
+    metadata = {ITEM_IDS: ids} if any(ids) else {}
+    messages.append(Message(role="assistant", content=content, metadata=metadata))
+
+
+def _item_count(content: Sequence[Block]) -> int:
+    """How many output items :func:`_output_items` renders ``content`` as."""
+    count, previous = 0, ""
+    for block in content:
+        kind = "part"
+        if isinstance(block, Thinking):
+            if block.id is None:
+                continue
+            kind = f"reasoning:{block.id}"
+        elif isinstance(block, ToolUse):
+            kind = "call"
+        if kind == "call" or kind != previous:
+            count += 1
+        previous = kind
+    return count
+
+
+def _reasoning(item: Mapping[str, Any], path: str) -> tuple[Thinking, ...]:
+    ident = expect(item.get("id"), str, f"{path}.id")
+    summary = expect(item.get("summary", []), list, f"{path}.summary")
+    texts = []
+    for j, part in enumerate(summary):
+        expect(part, dict, f"{path}.summary[{j}]", "a summary part")
+        texts.append(expect(part.get("text"), str, f"{path}.summary[{j}].text"))
+    sealed = item.get("encrypted_content")
+    if sealed is not None:
+        expect(sealed, str, f"{path}.encrypted_content")
+    return tuple(
+        Thinking(thinking=text, signature=sealed if j == 0 else None, id=ident)
+        for j, text in enumerate(texts or [""])
+    )
 
 
 def _tool(tool: Any, path: str) -> ToolSpec | None:
@@ -198,35 +263,103 @@ def render_request(request: Request, load: AttachmentLoader) -> dict[str, Any]:
 def render_items(messages: Sequence[Message], load: AttachmentLoader) -> list[dict[str, Any]]:
     """Canonical messages as Responses ``input`` items."""
     items: list[dict[str, Any]] = []
-    for message in chat.carried(list(messages)):
-        role = message.metadata.get("wire_role") or message.role
-        parts: list[dict[str, Any]] = []
-        calls: list[dict[str, Any]] = []
-        for block in message.content:
-            if isinstance(block, ToolUse):
-                arguments = (
-                    block.input[chat.RAW_ARGUMENTS]
-                    if set(block.input) == {chat.RAW_ARGUMENTS}
-                    else json.dumps(dict(block.input), separators=(",", ":"), ensure_ascii=False)
-                )
-                calls.append(
-                    {"type": "function_call", "call_id": block.id, "name": block.name, "arguments": arguments}
-                )
-            elif isinstance(block, ToolResult):
-                output = (
-                    block.content
-                    if isinstance(block.content, str)
-                    else "\n".join(b.text for b in block.content if isinstance(b, Text))
-                )
-                items.append({"type": "function_call_output", "call_id": block.tool_use_id, "output": output})
-            else:
-                part = _render_part(block, load, assistant=message.role == "assistant")
-                if part is not None:
-                    parts.append(part)
-        if parts:
-            items.append({"role": role, "content": parts})
-        items.extend(calls)
+    for original in messages:
+        if original.role == "assistant":
+            items.extend(_output_items(original, load))
+            continue
+        for message in chat.carried([original]):
+            role = message.metadata.get("wire_role") or message.role
+            parts: list[dict[str, Any]] = []
+            for block in message.content:
+                if isinstance(block, ToolResult):
+                    output = (
+                        block.content
+                        if isinstance(block.content, str)
+                        else "\n".join(b.text for b in block.content if isinstance(b, Text))
+                    )
+                    items.append(
+                        {"type": "function_call_output", "call_id": block.tool_use_id, "output": output}
+                    )
+                elif not isinstance(block, ToolUse | Thinking):
+                    part = _render_part(block, load, assistant=False)
+                    if part is not None:
+                        parts.append(part)
+            if parts:
+                items.append({"role": role, "content": parts})
     return items
+
+
+def _output_items(message: Message, load: AttachmentLoader) -> list[dict[str, Any]]:
+    """An assistant message as the output items it was read from, in its blocks' order."""
+    items: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
+    for block in message.content:
+        if isinstance(block, Thinking):
+            if block.id is None:
+                continue  # another provider's reasoning: no Responses form
+            last = items[-1] if items and not parts else None
+            if last is not None and last.get("type") == "reasoning" and last["id"] == block.id:
+                last["summary"].append({"type": "summary_text", "text": block.thinking})
+                continue
+            if parts:
+                items.append({"role": "assistant", "content": parts})
+                parts = []
+            item: dict[str, Any] = {"type": "reasoning", "id": block.id, "summary": []}
+            if block.thinking:
+                item["summary"].append({"type": "summary_text", "text": block.thinking})
+            if block.signature is not None:
+                item["encrypted_content"] = block.signature
+            items.append(item)
+        elif isinstance(block, ToolUse):
+            if parts:
+                items.append({"role": "assistant", "content": parts})
+                parts = []
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": block.id,
+                    "name": block.name,
+                    "arguments": _arguments(block),
+                }
+            )
+        else:
+            part = _render_part(block, load, assistant=True)
+            if part is not None:
+                parts.append(part)
+    if parts:
+        items.append({"role": "assistant", "content": parts})
+    known = message.metadata.get(ITEM_IDS)
+    if not isinstance(known, list | tuple) or len(known) != len(items):
+        return items
+    reasoned = any(i.get("type") == "reasoning" for i in items)
+    for n, (item, said) in enumerate(zip(items, known, strict=True)):
+        if not isinstance(said, Mapping) or item.get("type") == "reasoning":
+            continue
+        message_item = "role" in item
+        if message_item and isinstance(said.get("phase"), str):
+            item["phase"] = said["phase"]
+        if reasoned and isinstance(said.get("id"), str):
+            if message_item:  # an item with its id is the output message itself
+                content = [
+                    {**p, "annotations": []} if p.get("type") == "output_text" else p for p in item["content"]
+                ]
+                item = {
+                    "type": "message",
+                    "id": said["id"],
+                    **item,
+                    "content": content,
+                    "status": "completed",
+                }
+                items[n] = item
+            else:
+                item["id"] = said["id"]
+    return items
+
+
+def _arguments(use: ToolUse) -> str:
+    if set(use.input) == {chat.RAW_ARGUMENTS}:
+        return str(use.input[chat.RAW_ARGUMENTS])
+    return json.dumps(dict(use.input), separators=(",", ":"), ensure_ascii=False)
 
 
 def _render_part(block: Block, load: AttachmentLoader, *, assistant: bool) -> dict[str, Any] | None:

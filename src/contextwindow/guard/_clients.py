@@ -10,9 +10,9 @@ unchanged; only the calls that send a conversation go through the guard core (:m
 
 - ``anthropic.Anthropic`` / ``AsyncAnthropic``: ``messages.create`` (with or without ``stream``),
   ``messages.stream`` and ``messages.count_tokens`` (it counts the request the guard would send);
-- ``openai.OpenAI`` / ``AsyncOpenAI``: ``chat.completions.create`` (with or without ``stream``) and
-  ``responses.create`` (unless the request names ``previous_response_id``: the provider keeps that
-  history).
+- ``openai.OpenAI`` / ``AsyncOpenAI``: ``chat.completions.create`` (with or without ``stream``),
+  ``responses.create`` (with or without ``stream``; with ``previous_response_id``, see
+  :mod:`._chained`) and the SDK's ``responses.stream`` helper.
 
 Responses and streams are the SDK's own objects: a stream is the SDK's ``Stream`` whose events are
 read as they pass by the agent, and its reply is recorded when the stream ends. Errors other than a
@@ -455,11 +455,14 @@ class _OpenAIResponses(_Proxy):
         exchange.finish(responses_reply(exchange.result))
         return exchange.result
 
+    def stream(self, **kwargs: Any) -> Any:
+        """The SDK's own ``responses.stream`` helper, its request made by the guarded :meth:`create`."""
+        from openai.lib._response_resources import async_stream, stream
+
+        return (async_stream if self._owner._is_async else stream)(self, **kwargs)  # type: ignore[arg-type]
+
     def create(self, **kwargs: Any) -> Any:
         body, options = _split(kwargs)
-        if body.get("previous_response_id"):
-            # The provider holds the history: nothing here to fit. Sent as the agent wrote it.
-            return self._inner.create(**kwargs)
         summary = self._owner._summary_client.responses
         if self._owner._is_async:
             return self._acreate(body, options, summary)

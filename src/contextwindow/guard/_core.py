@@ -16,6 +16,10 @@ session, named after its root with a ``.N`` suffix. The root is the ``session`` 
 guard, or ``guard-`` and the chain hash of the first message, so a new process finds the sessions
 an earlier one stored.
 
+**Responses the provider holds.** An OpenAI Responses request naming ``previous_response_id`` is
+the conversation that response ends plus the new input (:mod:`._chained`): sent as written while the
+provider's history fits, else replaced by the compiled history from the ledger.
+
 **What it reuses.** Each session is run by an :class:`~contextwindow.engine.loop.Engine` over the
 ledger, through the engine's step API (the steps its own turn loop is built on: prepare the
 request, accept the reply, recover from a rejection, add a round): blocks are priced once as they are appended, calibration and anchors
@@ -31,7 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..compile import Policy
@@ -47,8 +51,9 @@ from ..formats import ParsedRequest
 from ..models import get_profile
 from ..providers.base import ProviderEvent, Stop, UsageSample, normalise_stop_reason
 from ..store import Session, Store
+from ._chained import Held, ResponseIds
 from ._history import HistoryReader
-from ._match import extend_chain, longest_known
+from ._match import chain, extend_chain, longest_known
 from ._own_calls import marked, own_ids, with_answers, without_calls
 from ._steps import Ask, Reply, Send
 from ._wire import FORMATS, GuardFormat, WireAdapter
@@ -176,6 +181,8 @@ class GuardCore:
         self._hashes: dict[str, dict[str, tuple[_Conversation, int]]] = {}
         """Per root, every stored chain hash: the conversation and how many messages it covers."""
         self._roots: set[str] = set()
+        self.responses = ResponseIds()
+        """The responses this core recorded, by id: what a ``previous_response_id`` continues."""
 
     # -- recognising the conversation ---------------------------------------------------------------
 
@@ -288,6 +295,7 @@ class GuardCore:
             raise UsageError("a guarded request needs at least one message")
         if canonical.model is None:
             raise UsageError("a guarded request names its model")
+        model: str = canonical.model
         try:
             get_profile(canonical.model)
         except UnknownModel:
@@ -295,15 +303,33 @@ class GuardCore:
             # or name a known one, to guard it).
             result = await Ask(Send(body=dict(body), purpose="count" if count else "request"))
             return Exchange(result=result, body=dict(body), session_id="", events=[])
-        conversation, held = self.match(read.hashes)
-        if held < read.new_from:
-            # The stored session holds less than the history read before: what it lacks is read
-            # again, with its media's bytes, to be stored.
+        chained = self.responses.get(body["previous_response_id"]) if self._chains(body) else None
+        if (self._chains(body) and chained is None) or body.get("conversation") is not None:
+            # A response (or conversation) the provider holds and this guard never saw: as written.
+            result = await Ask(Send(body=dict(body), purpose="count" if count else "request"))
+            return Exchange(result=result, body=dict(body), session_id="", events=[])
+        new: Sequence[Message]
+        if chained is not None:
+            # The agent sends only the new input: the rest is the conversation that response ends.
             parsed = self.history.read(body, whole=True).parsed
-        engine = self._engine(conversation, canonical.model)
+            if chained.count == len(chained.conversation.chain):
+                conversation, new = chained.conversation, canonical.messages
+            else:  # a response from earlier in the conversation: its branch
+                earlier = [m.message for m in chained.conversation.session.messages()[: chained.count]]
+                canonical = replace(canonical, messages=(*earlier, *canonical.messages))
+                conversation, held = self.match(chain(canonical.messages))
+                new = canonical.messages[held:]
+        else:
+            conversation, held = self.match(read.hashes)
+            if held < read.new_from:
+                # The stored session holds less than the history read before: what it lacks is read
+                # again, with its media's bytes, to be stored.
+                parsed = self.history.read(body, whole=True).parsed
+            new = canonical.messages[held:]
+        engine = self._engine(conversation, model)
         # One agent call is one turn of the engine's: its per-turn state starts afresh.
         engine.start_turn()
-        for message in self._answered(conversation, engine, list(canonical.messages[held:])):
+        for message in self._answered(conversation, engine, list(new)):
             self._append(conversation, engine, message, parsed)
         conversation.compiler.system = canonical.system
         conversation.compiler.tools = canonical.tools
@@ -317,8 +343,15 @@ class GuardCore:
         events: list[Event] = []
         async for event in engine.prepare(conversation.turn_start):
             events.append(event)
+        # With previous_response_id: the agent's request as written while the provider's history fits.
+        written = dict(body)
+        holds = chained is not None and self._provider_fits(chained, engine, new)
+        if chained is not None:  # otherwise the compiled history goes out in its place
+            shown = {k: v for k, v in shown.items() if k != "previous_response_id"}
+        overflowed = False
         may_offer = (
             self.reread
+            and not holds
             and not count
             and not body.get("stream")
             and all(t.name != READ_ARCHIVED for t in canonical.tools)
@@ -328,12 +361,16 @@ class GuardCore:
             request = engine.request
             # The engine offers the re-read tool when a placeholder in the request names it.
             offer = may_offer and READ_ARCHIVED_TOOL in request.tools
-            sent = self.wire.render(
-                shown,
-                request.messages,
-                conversation.session.read_attachment,
-                extra_tools=(READ_ARCHIVED_TOOL,) if offer else (),
-                max_tokens=canonical.max_tokens,
+            sent = (
+                written
+                if holds and not overflowed
+                else self.wire.render(
+                    shown,
+                    request.messages,
+                    conversation.session.read_attachment,
+                    extra_tools=(READ_ARCHIVED_TOOL,) if offer else (),
+                    max_tokens=canonical.max_tokens,
+                )
             )
             if count:
                 counted = await Ask(Send(body=sent, purpose="count"))
@@ -353,6 +390,7 @@ class GuardCore:
                     raise rejection from exc
                 except ContextOverflow as unrecovered:
                     raise unrecovered from exc
+                overflowed = True
                 continue
             if not offer or self.reply_of is None:
                 break
@@ -405,10 +443,39 @@ class GuardCore:
                 # The agent's copy lacks the guard's calls: the ledger keeps the reply as it came.
                 reply = dataclasses.replace(full, usage=reply.usage)
             self._accepted(conversation, engine, reply, events)
+            self._held(conversation, reply)
 
         return Exchange(
             result=result, body=sent, session_id=conversation.session.id, events=events, _finish=finish
         )
+
+    def _chains(self, body: Mapping[str, Any]) -> bool:
+        """Whether ``body`` continues a response the provider holds (Responses' ``previous_response_id``)."""
+        return self.wire.name == "openai-responses" and isinstance(body.get("previous_response_id"), str)
+
+    def _provider_fits(self, held: Held, engine: Engine, new: Sequence[Message]) -> bool:
+        """Whether the provider's history (its count for the response ``held``) plus ``new`` and the
+        output reserve fits the window as known (:mod:`._chained`)."""
+        if not held.stored or held.tokens is None:
+            return False
+        growth = engine.fit.live_estimator().messages(list(new))
+        reserve = engine.request.max_tokens or 0
+        return held.tokens + growth + reserve <= engine.fit_profile().context_window
+
+    def _held(self, conversation: _Conversation, reply: Reply) -> None:
+        """Remember the response a reply came in (Responses), for a later ``previous_response_id``."""
+        response_id = reply.extra.get("response_id")
+        if not isinstance(response_id, str):
+            return
+        usage = reply.usage
+        tokens = usage.prompt + usage.output if usage is not None and usage.prompt > 0 else None
+        held = Held(
+            conversation=conversation,
+            count=len(conversation.chain),
+            tokens=tokens,
+            stored=bool(reply.extra.get("stored", True)),
+        )
+        self.responses.put(response_id, held)
 
 
 MAX_REREADS = 3

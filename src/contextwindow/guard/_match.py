@@ -58,7 +58,8 @@ def _block_key(block: Block) -> list[Any] | None:
             )
             return ["tool_result", block.tool_use_id, block.is_error, content]
         case Thinking():
-            return ["thinking", block.thinking, block.signature]
+            key = ["thinking", block.thinking, block.signature]
+            return [*key, block.id] if block.id is not None else key
         case RedactedThinking():
             return ["redacted_thinking", block.data]
         case _:

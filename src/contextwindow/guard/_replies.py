@@ -207,35 +207,53 @@ class OpenAIChunks:
 
 
 def responses_reply(response: Any) -> Reply:
-    """An OpenAI Responses ``Response`` as a reply: its message and function-call output items."""
+    """An OpenAI Responses ``Response`` as a reply: its reasoning, message and function-call output
+    items, and (in ``extra``) the response's ``id`` and whether the provider stores it."""
     data = jsonable(response)
     if not isinstance(data, Mapping):
         return Reply(message=_EMPTY)
     items = [
-        item
+        _output_item(item)
         for item in data.get("output") or []
-        if isinstance(item, Mapping) and item.get("type") in ("message", "function_call")
-    ]
-    items = [
-        {
-            **item,
-            "content": [p for p in item.get("content") or [] if p.get("type") in ("output_text", "refusal")],
-        }
-        if item.get("type") == "message"
-        else {k: item[k] for k in ("type", "call_id", "name", "arguments") if k in item}
-        for item in items
+        if isinstance(item, Mapping) and item.get("type") in _OUTPUT_ITEMS
     ]
     try:
         parsed = responses_format.parse_request({"input": items}).request.messages
     except (ContextWindowError, ValueError):
         parsed = ()
-    blocks = tuple(b for m in parsed if m.role == "assistant" for b in m.content)
-    message = Message(role="assistant", content=blocks) if blocks else _EMPTY
+    said = [m for m in parsed if m.role == "assistant"]
+    if len(said) == 1:
+        message = said[0]  # with what its items said of themselves (ids, phase) as metadata
+    else:
+        blocks = tuple(b for m in said for b in m.content)
+        message = Message(role="assistant", content=blocks) if blocks else _EMPTY
     status = data.get("status")
     stop = "tool_calls" if any(i.get("type") == "function_call" for i in items) else "stop"
     if status == "incomplete":
         stop = "length"
-    return Reply(message=message, usage=_usage("openai", data.get("usage")), stop_reason=stop)
+    extra: dict[str, Any] = {}
+    if isinstance(data.get("id"), str):
+        extra = {"response_id": data["id"], "stored": data.get("store") is not False}
+    return Reply(message=message, usage=_usage("openai", data.get("usage")), stop_reason=stop, extra=extra)
+
+
+_OUTPUT_ITEMS = {
+    "message": ("type", "id", "role", "content", "phase"),
+    "function_call": ("type", "id", "call_id", "name", "arguments"),
+    "reasoning": ("type", "id", "summary", "encrypted_content"),
+}
+"""The output items a reply keeps, and the fields of each that the canonical form carries."""
+
+
+def _output_item(item: Mapping[str, Any]) -> dict[str, Any]:
+    kept = {k: item[k] for k in _OUTPUT_ITEMS[item["type"]] if k in item}
+    if item["type"] == "message":
+        kept["content"] = [
+            p
+            for p in item.get("content") or []
+            if isinstance(p, Mapping) and p.get("type") in ("output_text", "refusal")
+        ]
+    return kept
 
 
 class ResponsesEvents:

@@ -181,7 +181,12 @@ class _Responses:
                 head.append(item)
             else:
                 break
-        out["input"] = [*head, *responses_format.render_items(list(messages), load)]
+        items = responses_format.render_items(list(messages), load)
+        if body.get("store") is False:
+            # The provider keeps nothing: a reasoning item without its encrypted content cannot be
+            # resolved by its id, and would be refused.
+            items = [i for i in items if i.get("type") != "reasoning" or "encrypted_content" in i]
+        out["input"] = [*head, *items]
         if extra_tools:
             out["tools"] = [
                 *(body.get("tools") or []),

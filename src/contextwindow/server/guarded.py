@@ -3,8 +3,10 @@
 :class:`GuardTransform` keeps one :class:`~contextwindow.guard.GuardCore` per wire format and
 ``x-contextwindow-session`` name (none: the guard recognises the conversation by its prefix), all on
 one store. The core's own work (compiling, the ledger's writes) runs in a worker thread so the
-event loop keeps serving. For each Anthropic Messages or Chat Completions request the core compiles what to send;
-its calls are made upstream with the agent's own headers:
+event loop keeps serving. For each Anthropic Messages, Chat Completions or Responses request the core
+compiles what to send (a Responses request naming ``previous_response_id`` goes out as written while
+the upstream's history fits, see :mod:`contextwindow.guard._chained`); its calls are made upstream
+with the agent's own headers:
 
 - the agent's call: the compiled body, streamed back to the agent as the upstream sends it, while the
   reply is read as it passes (SSE events, or the JSON body) and recorded when it ends;
@@ -15,14 +17,14 @@ its calls are made upstream with the agent's own headers:
 
 A rejection the guard cannot recover, and every other refusal of the upstream, reaches the agent as
 the upstream sent it (its status and its API's error body). Requests the core cannot fit (no
-messages, a model without a profile) and the Responses API go through unchanged.
+messages, a model without a profile) go through unchanged.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import anyio.from_thread
@@ -30,7 +32,14 @@ import anyio.to_thread
 
 from ..errors import ContextOverflow, OverBudget, UsageError
 from ..guard import GuardCore, Reply, Send, run_sync
-from ..guard._replies import AnthropicEvents, OpenAIChunks, anthropic_reply, openai_reply
+from ..guard._replies import (
+    AnthropicEvents,
+    OpenAIChunks,
+    ResponsesEvents,
+    anthropic_reply,
+    openai_reply,
+    responses_reply,
+)
 from ..providers.overflow import classify
 from ..store import Store
 from .errors import HttpError
@@ -93,9 +102,7 @@ class GuardTransform:
         return found
 
     async def __call__(self, call: ProxyCall, upstream: Upstream) -> UpstreamReply:
-        if call.api == "openai-responses":
-            return await passthrough(call, upstream)
-        fmt = "anthropic" if call.api.startswith("anthropic") else "openai"
+        fmt = _FORMATS[call.api]
         counting = call.api == "anthropic-count-tokens"
         messages_path = call.path.replace("/messages/count_tokens", "/messages", 1)
         count_path = messages_path.replace("/messages", "/messages/count_tokens", 1)
@@ -109,7 +116,7 @@ class GuardTransform:
                     await upstream.send(call, {**step.body, "stream": False}, path=messages_path)
                 )
                 data = json.loads(await reply.read())
-                return anthropic_reply(data) if fmt == "anthropic" else openai_reply(data)
+                return _REPLIES[fmt](data)
             return await _accepted(await upstream.send(call, step.body, path=messages_path))
 
         body = dict(call.body)
@@ -146,10 +153,24 @@ class GuardTransform:
         raw = await result.read()
         try:
             data = json.loads(raw)
-            exchange.finish(anthropic_reply(data) if fmt == "anthropic" else openai_reply(data))
+            exchange.finish(_REPLIES[fmt](data))
         except ValueError:
             pass  # not JSON: relayed as it came, nothing to record
         return UpstreamReply.of_bytes(result.status, result.headers, raw)
+
+
+_FORMATS = {
+    "anthropic-messages": "anthropic",
+    "anthropic-count-tokens": "anthropic",
+    "openai-chat": "openai",
+    "openai-responses": "openai-responses",
+}
+"""The guard's wire format for each API the proxy serves."""
+_REPLIES: dict[str, Callable[[Any], Reply]] = {
+    "anthropic": anthropic_reply,
+    "openai": openai_reply,
+    "openai-responses": responses_reply,
+}
 
 
 async def _accepted(reply: UpstreamReply) -> UpstreamReply:
@@ -164,7 +185,9 @@ async def _accepted(reply: UpstreamReply) -> UpstreamReply:
 async def _tap_sse(chunks: AsyncIterator[bytes], fmt: str, finish: Any) -> AsyncIterator[bytes]:
     """``chunks`` unchanged, while their SSE events feed the reply, recorded before the stream's last
     event is passed on (so the ledger holds the reply by the time the agent has read it)."""
-    events = AnthropicEvents() if fmt == "anthropic" else OpenAIChunks()
+    events: AnthropicEvents | OpenAIChunks | ResponsesEvents = (
+        AnthropicEvents() if fmt == "anthropic" else OpenAIChunks() if fmt == "openai" else ResponsesEvents()
+    )
     pending = b""
     recorded = False
     async for chunk in chunks:
@@ -183,7 +206,8 @@ async def _tap_sse(chunks: AsyncIterator[bytes], fmt: str, finish: Any) -> Async
                         events.feed(json.loads(data))
                     except ValueError:
                         continue
-        if not recorded and (ended or (fmt == "anthropic" and events.done)):
+        # A Chat Completions stream's usage chunk comes after its finish: it ends on [DONE].
+        if not recorded and (ended or (fmt != "openai" and events.done)):
             recorded = True
             finish(events.reply())
         yield chunk

@@ -4,7 +4,8 @@
 - ``POST /v1/messages/count_tokens`` — ``{"input_tokens": N}`` as the local provider counts;
 - ``POST /v1/chat/completions`` — OpenAI Chat Completions, JSON or SSE, usage chunk with
   ``stream_options.include_usage``;
-- ``POST /v1/responses`` — OpenAI Responses, JSON (not streamed);
+- ``POST /v1/responses`` — OpenAI Responses, JSON or SSE, with stored responses for
+  ``previous_response_id`` and reasoning items (:mod:`contextwindow.testing.responses`);
 - ``POST /v1/responses/input_tokens`` — OpenAI's Responses input count, ``{"object":
   "response.input_tokens", "input_tokens": N}``, counted as the equivalent Chat Completions request;
 - ``POST /v1beta/models/{model}:countTokens`` (and ``/v1/…``, as the SDK's ``api_version`` says) — Gemini's input count, ``{"totalTokens": N}``, of a
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import anyio.to_thread
@@ -29,20 +31,20 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ..errors import InvalidInput, UnknownModel
-from ..formats import WireFormat
+from ..formats import WireFormat, loader_from
 from ..formats import anthropic as anthropic_format
 from ..formats import gemini as gemini_format
 from ..formats import openai as openai_format
 from ..formats import responses as responses_format
 from ..testing.counting import tokenizer_for
 from ..testing.model import LocalModel, Rejection
+from ..testing.responses import ResponsesMemory, Stored, response_events, response_object
 from ..testing.wire import (
     anthropic_events,
     anthropic_message,
     chat_from_responses,
     openai_chunks,
     openai_completion,
-    responses_object,
 )
 from .app import HttpApp, json_response
 from .errors import HttpError
@@ -57,6 +59,7 @@ SESSION_HEADER = "x-contextwindow-session"
 def local_app(model: LocalModel, limits: ServerLimits | None = None) -> HttpApp:
     """The local provider's ASGI application around ``model``."""
     app = HttpApp([], limits=limits, name="contextwindow local provider", info=lambda: _info(model))
+    memory = ResponsesMemory()
 
     async def describe(request: Request) -> Response:
         return json_response(200, _info(model))
@@ -70,8 +73,6 @@ def local_app(model: LocalModel, limits: ServerLimits | None = None) -> HttpApp:
         async with app.gate.admit(request) as raw:
             data = parse_json(raw, app.limits)
             stream, include_usage = stream_flags(data)
-            if responses and stream:
-                raise HttpError("invalid_request_error", "streaming Responses are not served locally")
             if responses_count:
                 data = chat_from_responses(dict(data))
             if model.settings.delay_seconds:
@@ -80,6 +81,8 @@ def local_app(model: LocalModel, limits: ServerLimits | None = None) -> HttpApp:
             counting = path.endswith("/count_tokens") or responses_count
             shape = "responses" if responses else "responses_count" if responses_count else "chat"
             # Parsing and counting are CPU work: off the event loop, one thread per admitted request.
+            if responses:
+                return await anyio.to_thread.run_sync(_respond, model, memory, data, stream, session)
             return await anyio.to_thread.run_sync(
                 _answer, model, wire, data, counting, stream, include_usage, session, shape
             )
@@ -162,9 +165,7 @@ def _answer(
     session: str,
     shape: str = "chat",
 ) -> Response:
-    reader = (
-        responses_format if shape == "responses" else openai_format if wire == "openai" else anthropic_format
-    )
+    reader = openai_format if wire == "openai" else anthropic_format
     try:
         parsed = reader.parse_request(data)
         profile = model.profile(parsed.request.model)
@@ -194,8 +195,6 @@ def _answer(
         "x-contextwindow-input-tokens": str(outcome.input_tokens),
         "request-id": outcome.id,
     }
-    if shape == "responses":
-        return json_response(200, responses_object(outcome), headers)
     if stream:
         events: Iterable[bytes] = (
             anthropic_events(outcome)
@@ -206,4 +205,52 @@ def _answer(
             b"".join(events), headers={**headers, "cache-control": "no-cache"}, media_type="text/event-stream"
         )
     body = anthropic_message(outcome) if wire == "anthropic" else openai_completion(outcome)
+    return json_response(200, body, headers)
+
+
+def _respond(
+    model: LocalModel, memory: ResponsesMemory, data: Mapping[str, Any], stream: bool, session: str
+) -> Response:
+    """A Responses call: the conversation it continues, its reasoning items checked, its answer
+    stored (unless ``store`` is false) and sent as a ``response`` object or its SSE events."""
+    try:
+        parsed = responses_format.parse_request(data)
+        profile = model.profile(parsed.request.model)
+    except InvalidInput as exc:
+        raise HttpError("invalid_request_error", str(exc)) from None
+    except UnknownModel:
+        raise HttpError("not_found_error", f"model: {data.get('model')}") from None
+    tokenizer = {"x-contextwindow-tokenizer": tokenizer_for(profile).name}
+    earlier = Stored(messages=())
+    if data.get("previous_response_id") is not None:
+        found = memory.history(data["previous_response_id"])
+        if isinstance(found, Rejection):
+            return json_response(found.status, dict(found.body), tokenizer)
+        earlier = found
+    refusal = memory.check(data) if model.settings.strict else None
+    if refusal is not None:
+        return json_response(refusal.status, dict(refusal.body), tokenizer)
+    attachments = {**earlier.attachments, **parsed.attachments}
+    request = replace(parsed.request, messages=(*earlier.messages, *parsed.request.messages))
+    load = loader_from(attachments)
+    outcome = model.handle(request, wire="openai", max_tokens=request.max_tokens, load=load, session=session)
+    if isinstance(outcome, Rejection):
+        return json_response(outcome.status, dict(outcome.body), {**outcome.headers, **tokenizer})
+    message = memory.name(outcome)
+    body = response_object(outcome, message, request=data, load=load)
+    if data.get("store") is not False:
+        memory.keep(
+            body["id"], Stored(messages=(*request.messages, message), attachments=attachments), body["output"]
+        )
+    headers = {
+        "x-contextwindow-tokenizer": outcome.tokenizer,
+        "x-contextwindow-input-tokens": str(outcome.input_tokens),
+        "request-id": outcome.id,
+    }
+    if stream:
+        return Response(
+            b"".join(response_events(body)),
+            headers={**headers, "cache-control": "no-cache"},
+            media_type="text/event-stream",
+        )
     return json_response(200, body, headers)

@@ -34,7 +34,6 @@ __all__ = [
     "openai_chunks",
     "openai_completion",
     "openai_usage",
-    "responses_object",
     "sse",
     "text_pieces",
 ]
@@ -190,57 +189,6 @@ def openai_completion(reply: Reply) -> dict[str, Any]:
     }
     if reply.reported is not None:
         out["usage"] = openai_usage(reply.reported)
-    return out
-
-
-def responses_object(reply: Reply) -> dict[str, Any]:
-    """The non-streaming OpenAI Responses ``response`` object: a message item for the text, one
-    ``function_call`` item per tool use, ``status`` ``incomplete`` when cut at ``max_output_tokens``."""
-    output: list[dict[str, Any]] = []
-    texts = [b.text for b in reply.message.content if isinstance(b, Text)]
-    if texts:
-        output.append(
-            {
-                "type": "message",
-                "id": f"msg_{reply.id}",
-                "role": "assistant",
-                "status": "completed",
-                "content": [{"type": "output_text", "text": "".join(texts), "annotations": []}],
-            }
-        )
-    for i, use in enumerate(b for b in reply.message.content if isinstance(b, ToolUse)):
-        output.append(
-            {
-                "type": "function_call",
-                "id": f"fc_{reply.id}_{i}",
-                "call_id": use.id,
-                "name": use.name,
-                "arguments": compact_json(dict(use.input)),
-                "status": "completed",
-            }
-        )
-    out: dict[str, Any] = {
-        "id": f"resp_{reply.id}",
-        "object": "response",
-        "created_at": int(time.time()),
-        "model": reply.model,
-        "status": "incomplete" if reply.stop_reason == "max_tokens" else "completed",
-        "output": output,
-        "parallel_tool_calls": True,
-        "tool_choice": "auto",
-        "tools": [],
-    }
-    if reply.stop_reason == "max_tokens":
-        out["incomplete_details"] = {"reason": "max_output_tokens"}
-    if reply.reported is not None:
-        usage = reply.reported
-        out["usage"] = {
-            "input_tokens": usage.prompt,
-            "input_tokens_details": {"cached_tokens": usage.cache_read},
-            "output_tokens": usage.output,
-            "output_tokens_details": {"reasoning_tokens": usage.reasoning},
-            "total_tokens": usage.prompt + usage.output,
-        }
     return out
 
 
