@@ -155,8 +155,25 @@ def _model(scenario: Scenario) -> str:
     return FALLBACK_MODEL
 
 
+def _scale(kind: str, ref: str, model: str) -> float:
+    """The local provider's count scale: for a real session, measured on its own recorded usage
+    (:func:`benchmarks._claude_sessions.recorded_scale`); for a generated one on a Claude model, pooled
+    over the real sessions of its tokenizer generation (:func:`benchmarks._claude_sessions.pooled_scale`)."""
+    from ._claude_sessions import pooled_scale, recorded_scale
+
+    return recorded_scale(Path(ref), model) if kind == "real" else pooled_scale(model)
+
+
 def _engine(
-    scenario: Scenario, kind: str, ref: str, model: str, window: int, mode: str, less: bool, full: list[int]
+    scenario: Scenario,
+    kind: str,
+    ref: str,
+    model: str,
+    window: int,
+    mode: str,
+    less: bool,
+    full: list[int],
+    scale: float,
 ) -> EngineRun:
     reserve = min(4_096, window // 8)
     served = math.floor(window * SERVE_LESS) if less else None
@@ -169,6 +186,7 @@ def _engine(
             usage=mode,  # type: ignore[arg-type]
             provider_window=served,
             record=sink,
+            count_scale=scale,
         )
     )
     run = EngineRun(
@@ -187,7 +205,7 @@ def _engine(
         counted = record.provider_input_tokens or 0
         body = bodies.get(record.call)
         if body is not None:
-            again = recount(body)
+            again = recount(body, scale)
             run.recount_gap = max(run.recount_gap, again - counted)
             run.over_recount += (
                 again + int(body.get("max_tokens", reserve)) > enforced and not record.rejected
@@ -220,7 +238,7 @@ def _engine(
 
 
 def _peer(
-    scenario: Scenario, kind: str, ref: str, model: str, window: int, less: bool
+    scenario: Scenario, kind: str, ref: str, model: str, window: int, less: bool, scale: float
 ) -> tuple[PeerRow, list[int]]:
     reserve = min(4_096, window // 8)
     served = math.floor(window * SERVE_LESS) if less else None
@@ -232,6 +250,7 @@ def _peer(
         served=served,
         load=scenario.load_attachment,
         render=lambda r: _render(r, scenario),
+        count_scale=scale,
     )
     row = PeerRow(source=_name(kind, ref), kind=kind, window=window, serve_less=less)
     enforced = served or window
@@ -261,10 +280,11 @@ def _task(job: tuple[str, str, int]) -> tuple[list[EngineRun], list[PeerRow], fl
     began = time.perf_counter()
     scenario = _load(kind, ref)
     model = _model(scenario)
-    true_peer, full = _peer(scenario, kind, ref, model, window, False)
-    less_peer, _ = _peer(scenario, kind, ref, model, window, True)
-    runs = [_engine(scenario, kind, ref, model, window, mode, False, full) for mode in MODES]
-    runs.append(_engine(scenario, kind, ref, model, window, "per-call", True, full))
+    scale = _scale(kind, ref, model)
+    true_peer, full = _peer(scenario, kind, ref, model, window, False, scale)
+    less_peer, _ = _peer(scenario, kind, ref, model, window, True, scale)
+    runs = [_engine(scenario, kind, ref, model, window, mode, False, full, scale) for mode in MODES]
+    runs.append(_engine(scenario, kind, ref, model, window, "per-call", True, full, scale))
     return runs, [true_peer, less_peer], time.perf_counter() - began
 
 
