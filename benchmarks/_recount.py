@@ -14,7 +14,8 @@ recounted at the same scale: each string's count ``floor(scale × n + 0.5)``, fr
 scaled. Thinking follows Anthropic's published rule (https://platform.claude.com/docs/en/build-with-claude/context-windows):
 a signed block costs at least one token per 4 signature characters, and on the models that strip
 earlier turns' thinking (Opus before 4.5, Sonnet before 4.6, Haiku through 4.5) the thinking of
-assistant messages before the last user message with more than tool results is not counted.
+assistant messages before the current turn (from the last run of user messages that answers no tool
+call) is not counted.
 """
 
 from __future__ import annotations
@@ -171,11 +172,19 @@ def _strips_thinking(model: str) -> bool:
 
 
 def _turn_start(messages: list[dict[str, Any]]) -> int:
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        content = message["content"]
-        if message["role"] == "user" and (
-            isinstance(content, str) or any(b.get("type") != "tool_result" for b in content)
+    """The start of the last run of user messages holding no tool result (the current turn)."""
+    last, index = 0, 0
+    while index < len(messages):
+        if messages[index]["role"] != "user":
+            index += 1
+            continue
+        end = index
+        while end < len(messages) and messages[end]["role"] == "user":
+            end += 1
+        if not any(
+            not isinstance(m["content"], str) and any(b.get("type") == "tool_result" for b in m["content"])
+            for m in messages[index:end]
         ):
-            return index
-    return 0
+            last = index
+        index = end
+    return last

@@ -442,3 +442,38 @@ def test_reply_json_shapes_round_trip() -> None:
     assert not isinstance(reply, type(None))
     json.dumps(anthropic_message(reply))  # type: ignore[arg-type]
     json.dumps(openai_completion(reply))  # type: ignore[arg-type]
+
+
+class TestTheCurrentTurn:
+    """The current turn starts at the last user turn that answers no tool call; the API merges
+    consecutive user messages into one turn."""
+
+    @pytest.mark.parametrize(
+        ("roles", "start"),
+        [
+            pytest.param(["u", "a", "r"], 0, id="a-tool-loop-in-progress"),
+            pytest.param(["u", "a", "r", "a", "u"], 4, id="a-new-prompt"),
+            pytest.param(["u", "a", "r", "u"], 0, id="text-beside-the-results-continues-the-loop"),
+            pytest.param(["u", "a", "u", "u"], 2, id="two-prompts-in-a-row-are-one-turn"),
+            pytest.param(["a", "r"], 0, id="no-prompt-at-all"),
+        ],
+    )
+    def test_starts_at_the_last_user_turn_that_answers_no_tool_call(
+        self, roles: list[str], start: int
+    ) -> None:
+        from benchmarks._recount import _turn_start
+
+        from contextwindow.formats import anthropic
+        from contextwindow.pricing import current_turn_start
+
+        messages = []
+        for role in roles:
+            if role == "u":
+                messages.append(Message.user("go on"))
+            elif role == "a":
+                messages.append(Message.assistant(ToolUse(id="t1", name="ls", input={})))
+            else:
+                messages.append(Message.user(ToolResult(tool_use_id="t1", content="a.py")))
+        assert current_turn_start(messages) == start
+        body = anthropic.render_request(Request(messages=tuple(messages)), LOAD)
+        assert _turn_start(body["messages"]) == start

@@ -18,7 +18,7 @@ that a test can recompute it independently:
   text at all and still costs its share);
 - thinking from earlier turns is stripped, as the Anthropic API does
   (https://platform.claude.com/docs/en/build-with-claude/context-windows): on models that do not
-  keep it (:func:`keeps_prior_thinking`), thinking and redacted-thinking blocks of assistant messages
+  keep it (:func:`contextwindow.pricing.keeps_prior_thinking`, the published list), thinking and redacted-thinking blocks of assistant messages
   before the current turn count 0. The current turn starts after the last user message that holds
   anything besides tool results: the thinking of a tool-use loop in progress counts;
 - a tool use: ``id`` plus ``name`` plus its input as compact JSON (``separators=(",", ":")``, not
@@ -52,11 +52,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, assert_never
@@ -67,7 +66,6 @@ from ..content import (
     Document,
     GeneratedImage,
     Image,
-    Message,
     RedactedThinking,
     Request,
     Text,
@@ -80,7 +78,7 @@ from ..content import (
 from ..errors import InvalidInput
 from ..formats import AttachmentLoader
 from ..models import ModelProfile
-from ..pricing import image_tokens, image_upper_bound
+from ..pricing import image_tokens, image_upper_bound, thinking_stripped_before
 from ..pricing.tokenizers import load_encoding
 
 __all__ = [
@@ -100,8 +98,6 @@ __all__ = [
     "compact_json",
     "count_in_pieces",
     "count_request",
-    "current_turn_start",
-    "keeps_prior_thinking",
     "tokenizer_for",
 ]
 
@@ -298,7 +294,7 @@ def count_request(
         parts["framing"] += MESSAGE_OVERHEAD
         parts["system"] = sum(tok.count(t.text) for t in request.system)
     parts["tools"] = sum(_tool(t, tok) for t in request.tools)
-    stripped = 0 if keeps_prior_thinking(profile.name) else current_turn_start(request.messages)
+    stripped = thinking_stripped_before(request.messages, profile.name)
     for index, message in enumerate(request.messages):
         for block in message.content:
             if index < stripped and isinstance(block, Thinking | RedactedThinking):
@@ -306,40 +302,6 @@ def count_request(
             part, tokens = block_tokens(block, profile, tok, load)
             parts[part] += tokens
     return RequestCount(input_tokens=sum(parts.values()), tokenizer=tok.name, parts=parts)
-
-
-_CLAUDE = re.compile(r"claude-(opus|sonnet|haiku)-(\d+)(?:-(\d{1,2}))?(?![0-9])")
-_KEEPS_FROM = {"opus": (4, 5), "sonnet": (4, 6)}
-"""The first version of each Claude line that keeps earlier turns' thinking
-(https://platform.claude.com/docs/en/build-with-claude/extended-thinking): Opus 4.5 and later, Sonnet
-4.6 and later; earlier Opus and Sonnet models, and Haiku models through 4.5, keep only the current
-turn's."""
-
-
-def keeps_prior_thinking(model: str) -> bool:
-    """Whether the API keeps thinking blocks of earlier turns in the context of ``model`` (see
-    :data:`_KEEPS_FROM`). A model of another provider, or a Claude line or version not listed, keeps
-    them: its thinking blocks are counted wherever they are, which errs strict."""
-    name = model.lower()
-    if name.startswith("claude-3"):
-        return False
-    found = _CLAUDE.search(name)
-    if found is None:
-        return True
-    line, version = found.group(1), (int(found.group(2)), int(found.group(3) or 0))
-    if line == "haiku":
-        return version > (4, 5)
-    return version >= _KEEPS_FROM[line]
-
-
-def current_turn_start(messages: Sequence[Message]) -> int:
-    """The index of the first message of the current turn: after the last user message that holds
-    anything besides tool results (0 when there is none)."""
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if message.role == "user" and any(not isinstance(b, ToolResult) for b in message.content):
-            return index
-    return 0
 
 
 def _tool(tool: ToolSpec, tok: Tokenizer) -> int:
