@@ -25,6 +25,9 @@ Columns (engine):
   without the Opus 4.7 sessions (:data:`UNBANDED`);
 * *folds* and *summariser calls* per 100 provider calls; *cut replies*: scripted replies the provider
   cut at the call's ``max_tokens`` (when ``simulate`` reports them);
+* a second table breaks the estimate error down by kind of request (:func:`_kind`): one of a run's
+  first five, the first after a fold, the first after a restart or new archives, or one within a
+  stream;
 * *engine ms/call*: the median over calls of the engine's own time (its turn's time over its calls;
   the provider's stream, the tools and the summariser's calls left out; wall time, so it rises with
   the machine's load).
@@ -102,6 +105,8 @@ class EngineRun:
     model: str = ""
     errors: list[float] = field(default_factory=list)
     errors_after_fold: list[float] = field(default_factory=list)
+    errors_by_kind: list[tuple[str, float]] = field(default_factory=list)
+    """Each estimate error with the kind of request it was made for (:func:`_kind`)."""
     folds: int = 0
     summarizer_calls: int = 0
     cut_replies: int | None = None
@@ -216,6 +221,7 @@ def _engine(
         if not first and counted > 0:
             error = (record.estimated_tokens - counted) / counted
             run.errors.append(error)
+            run.errors_by_kind.append((_kind(accepted, record.events), error))
             if after:
                 run.errors_after_fold.append(error)
         first = False
@@ -235,6 +241,48 @@ def _engine(
     for seconds, calls in getattr(result, "turn_overhead", ()):  # absent before simulate reported it
         run.per_call_ms.extend([1000 * seconds / calls] * calls if calls else [])
     return run
+
+
+KINDS = ("2nd-5th request", "first after a fold", "first after a restart or archive", "within a stream")
+"""The kinds of request the estimate error is broken down by (:func:`_kind`)."""
+
+
+def _kind(accepted: int, events: Sequence[str]) -> str:
+    """What a request was: one of the first five of its run (calibration has little or nothing to go on),
+    the first after a fold or after a restart or new archives (a fresh compile), or one within a
+    stream (anchored on the previous call's count)."""
+    if accepted < 5:
+        return KINDS[0]
+    if "compacted" in events:
+        return KINDS[1]
+    if events:
+        return KINDS[2]
+    return KINDS[3]
+
+
+def _kind_table(runs: list[EngineRun]) -> str:
+    head = (
+        "| sessions | window | usage | request | requests | estimate p95 | worst under | worst over "
+        "| share beyond ±5% |\n| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |\n"
+    )
+    rows = []
+    for kind in ("real", "long"):
+        for window in WINDOWS:
+            for mode in ("cumulative", "none"):
+                cell = [
+                    r for r in runs if (r.kind, r.window, r.mode, r.serve_less) == (kind, window, mode, False)
+                ]
+                for what in KINDS:
+                    errors = [e for r in cell for k, e in r.errors_by_kind if k == what]
+                    if not errors:
+                        continue
+                    beyond = sum(abs(e) > 0.05 for e in errors) / len(errors)
+                    rows.append(
+                        f"| {'real' if kind == 'real' else 'long (generated)'} | {window // 1000}k | {mode} | {what} "
+                        f"| {len(errors)} | {_pct(_p95([abs(e) for e in errors]))} | {_pct(min(errors))} "
+                        f"| {_pct(max(errors))} | {_pct(beyond)} |"
+                    )
+    return head + "\n".join(rows) + "\n"
 
 
 def _peer(
@@ -396,6 +444,8 @@ def main(argv: Sequence[str] | None = None) -> str:
         f"min(4096, window/8); {total:.0f}s on {args.workers} worker(s). Use = the provider's count of each "
         "request over the declared window, over the calls whose whole history no longer fits.\n\n"
         "## The engine (contextwindow simulate)\n\n" + _engine_table(runs) + "\n"
+        "## The engine's estimate error by kind of request (true window; per-call is as cumulative, "
+        "output-only as none)\n\n" + _kind_table(runs) + "\n"
         '## LangChain trim_messages(strategy="last", token_counter=count_tokens_approximately), same history, '
         "same provider\n\n" + _peer_table(peers)
     )
