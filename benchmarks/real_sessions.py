@@ -40,8 +40,13 @@ window by the same recount, window use over the same calls, and messages dropped
 ``python -m benchmarks.real_sessions [--long N] [--workers N] [--sessions N]`` from the repo root with
 ``PYTHONPATH=src``; writes ``benchmarks/results/real_sessions.md``. Each call's ``max_tokens`` is
 ``min(4096, window // 8)``, as ``simulate``'s default; the stream budget is off (the local provider
-caches nothing). The model is each session's own (its Claude profile; the provider counts with
-``o200k_base`` for all).
+caches nothing). The model is each session's own (its Claude profile). The provider counts with
+``o200k_base`` at a count scale (``LocalSettings.count_scale``) measured on the session's own recorded
+usage: Anthropic's count of the content appended between two calls over ``o200k_base``'s
+(:func:`benchmarks._claude_sessions.recorded_scale`; pooled over the sessions of the same tokenizer
+generation when a session has too few such rounds, and for the generated scenarios). The engine's rule
+is never used to set it, so the estimate is tested against the provider's units, not copied from them;
+the independent recount uses the same scale.
 """
 
 from __future__ import annotations
@@ -80,9 +85,10 @@ MODES = ("cumulative", "per-call", "output-only", "none")
 SERVE_LESS = 0.85
 FALLBACK_MODEL = "claude-sonnet-4-5"
 UNBANDED = "claude-opus-4-7"
-"""Opus 4.7's tokenizer counts about 2.3x ``o200k_base`` (see the sessions' NOTE.md), and the estimator
-prices it so; the local provider counts ``o200k_base`` for every model, and the calibration band
-(0.6-1.8) cannot learn 0.43, so against this provider its estimates stay about 40% high by design."""
+"""Opus 4.7's newer tokenizer: its rule prices far above ``o200k_base`` (see the sessions' NOTE.md), so
+its rows are also shown apart. The local provider counts each session at the scale its own recorded
+usage shows (:func:`_scale`), and calibration can learn a ratio outside its starting band from
+consistent evidence, so these sessions are no longer high by design."""
 OUT = RESULTS / "real_sessions.md"
 
 
