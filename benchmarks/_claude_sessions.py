@@ -23,6 +23,7 @@ Files are split into ``fit`` and ``holdout`` per generation (one file in three h
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -44,6 +45,8 @@ __all__ = [
     "explained",
     "file_rounds",
     "generation",
+    "pooled_scale",
+    "recorded_scale",
     "rounds",
 ]
 
@@ -294,3 +297,54 @@ def rounds(which: str) -> list[Round]:
             if which == "all" or (which == "holdout") == held:
                 out.extend(found)
     return out
+
+
+MIN_SCALE_TOKENS = 2_000
+"""A session whose explained rounds hold fewer tokens than this says too little about its own scale:
+the rounds of every session of its tokenizer generation are pooled instead."""
+
+
+@functools.lru_cache(maxsize=128)
+def _scale_sums(path: Path) -> tuple[str, int, int]:
+    """A file's tokenizer generation, and over its explained rounds: what Anthropic counted less the
+    local provider's framing, and the local tokenizer's count of the same content."""
+    from contextwindow.content import Request
+    from contextwindow.models import get_profile
+    from contextwindow.testing.counting import count_request
+
+    real = counted = 0
+    family = ""
+    for round_ in file_rounds(path):
+        if not explained(round_):
+            continue
+        family = family or generation(round_.model)
+        count = count_request(Request(messages=round_.messages), get_profile(round_.model))
+        real += round_.delta - count.parts["framing"]
+        counted += count.input_tokens - count.parts["framing"]
+    return family, real, counted
+
+
+def recorded_scale(path: Path, model: str) -> float:
+    """The local provider's count scale for a replay of ``path``: Anthropic's counts of the content
+    appended between the session's calls over the local tokenizer's count of it (its explained rounds,
+    :func:`explained`), from the session's own recorded usage; pooled over every session file of the
+    same tokenizer generation as ``model`` when the session's own rounds are too few
+    (:data:`MIN_SCALE_TOKENS`); 1 when there are none. Never taken from contextwindow's pricing rules."""
+    _, real, counted = _scale_sums(path)
+    if counted >= MIN_SCALE_TOKENS:
+        return round(real / counted, 3)
+    return pooled_scale(model)
+
+
+def pooled_scale(model: str) -> float:
+    """The count scale over the explained rounds of every session file of ``model``'s tokenizer
+    generation (1 when there are none, or ``model`` is not a Claude model)."""
+    if not model.startswith("claude"):
+        return 1.0
+    family = generation(model)
+    pooled_real = pooled = 0
+    for other in sorted(ROOT.rglob("*.jsonl")):
+        kind, r, c = _scale_sums(other)
+        if kind == family:
+            pooled_real, pooled = pooled_real + r, pooled + c
+    return round(pooled_real / pooled, 3) if pooled else 1.0

@@ -167,9 +167,13 @@ def run_trim_peer(
     served: int | None,
     load: Callable[[AttachmentRef], bytes],
     render: Callable[[Request], dict[str, Any]],
+    count_scale: float = 1.0,
 ) -> PeerRun:
-    """Replay ``scenario`` with ``trim_messages`` in front of the local provider (module docstring)."""
-    provider = LocalModel(LocalSettings(window=window, effective_window=served, default_model=model))
+    """Replay ``scenario`` with ``trim_messages`` in front of the local provider (module docstring),
+    counting at ``count_scale`` (``LocalSettings.count_scale``)."""
+    provider = LocalModel(
+        LocalSettings(window=window, effective_window=served, default_model=model, count_scale=count_scale)
+    )
     run = PeerRun()
     lc: list[BaseMessage] = []
     system = "\n\n".join(t.text for t in scenario.system)
@@ -228,7 +232,7 @@ def run_trim_peer(
                     PeerCall(
                         full=full,
                         sent=counted,
-                        recounted=recount(render(request)),
+                        recounted=recount(render(request), count_scale),
                         outcome=outcome,
                         dropped=dropped,
                         history=len(history),

@@ -25,6 +25,9 @@ Columns (engine):
   without the Opus 4.7 sessions (:data:`UNBANDED`);
 * *folds* and *summariser calls* per 100 provider calls; *cut replies*: scripted replies the provider
   cut at the call's ``max_tokens`` (when ``simulate`` reports them);
+* a second table breaks the estimate error down by kind of request (:func:`_kind`): one of a run's
+  first five, the first after a fold, the first after a restart or new archives, or one within a
+  stream;
 * *engine ms/call*: the median over calls of the engine's own time (its turn's time over its calls;
   the provider's stream, the tools and the summariser's calls left out; wall time, so it rises with
   the machine's load).
@@ -37,8 +40,13 @@ window by the same recount, window use over the same calls, and messages dropped
 ``python -m benchmarks.real_sessions [--long N] [--workers N] [--sessions N]`` from the repo root with
 ``PYTHONPATH=src``; writes ``benchmarks/results/real_sessions.md``. Each call's ``max_tokens`` is
 ``min(4096, window // 8)``, as ``simulate``'s default; the stream budget is off (the local provider
-caches nothing). The model is each session's own (its Claude profile; the provider counts with
-``o200k_base`` for all).
+caches nothing). The model is each session's own (its Claude profile). The provider counts with
+``o200k_base`` at a count scale (``LocalSettings.count_scale``) measured on the session's own recorded
+usage: Anthropic's count of the content appended between two calls over ``o200k_base``'s
+(:func:`benchmarks._claude_sessions.recorded_scale`; pooled over the sessions of the same tokenizer
+generation when a session has too few such rounds, and for the generated scenarios). The engine's rule
+is never used to set it, so the estimate is tested against the provider's units, not copied from them;
+the independent recount uses the same scale.
 """
 
 from __future__ import annotations
@@ -77,9 +85,10 @@ MODES = ("cumulative", "per-call", "output-only", "none")
 SERVE_LESS = 0.85
 FALLBACK_MODEL = "claude-sonnet-4-5"
 UNBANDED = "claude-opus-4-7"
-"""Opus 4.7's tokenizer counts about 2.3x ``o200k_base`` (see the sessions' NOTE.md), and the estimator
-prices it so; the local provider counts ``o200k_base`` for every model, and the calibration band
-(0.6-1.8) cannot learn 0.43, so against this provider its estimates stay about 40% high by design."""
+"""Opus 4.7's newer tokenizer: its rule prices far above ``o200k_base`` (see the sessions' NOTE.md), so
+its rows are also shown apart. The local provider counts each session at the scale its own recorded
+usage shows (:func:`_scale`), and calibration can learn a ratio outside its starting band from
+consistent evidence, so these sessions are no longer high by design."""
 OUT = RESULTS / "real_sessions.md"
 
 
@@ -102,6 +111,8 @@ class EngineRun:
     model: str = ""
     errors: list[float] = field(default_factory=list)
     errors_after_fold: list[float] = field(default_factory=list)
+    errors_by_kind: list[tuple[str, float]] = field(default_factory=list)
+    """Each estimate error with the kind of request it was made for (:func:`_kind`)."""
     folds: int = 0
     summarizer_calls: int = 0
     cut_replies: int | None = None
@@ -155,8 +166,25 @@ def _model(scenario: Scenario) -> str:
     return FALLBACK_MODEL
 
 
+def _scale(kind: str, ref: str, model: str) -> float:
+    """The local provider's count scale: for a real session, measured on its own recorded usage
+    (:func:`benchmarks._claude_sessions.recorded_scale`); for a generated one on a Claude model, pooled
+    over the real sessions of its tokenizer generation (:func:`benchmarks._claude_sessions.pooled_scale`)."""
+    from ._claude_sessions import pooled_scale, recorded_scale
+
+    return recorded_scale(Path(ref), model) if kind == "real" else pooled_scale(model)
+
+
 def _engine(
-    scenario: Scenario, kind: str, ref: str, model: str, window: int, mode: str, less: bool, full: list[int]
+    scenario: Scenario,
+    kind: str,
+    ref: str,
+    model: str,
+    window: int,
+    mode: str,
+    less: bool,
+    full: list[int],
+    scale: float,
 ) -> EngineRun:
     reserve = min(4_096, window // 8)
     served = math.floor(window * SERVE_LESS) if less else None
@@ -169,6 +197,7 @@ def _engine(
             usage=mode,  # type: ignore[arg-type]
             provider_window=served,
             record=sink,
+            count_scale=scale,
         )
     )
     run = EngineRun(
@@ -187,7 +216,7 @@ def _engine(
         counted = record.provider_input_tokens or 0
         body = bodies.get(record.call)
         if body is not None:
-            again = recount(body)
+            again = recount(body, scale)
             run.recount_gap = max(run.recount_gap, again - counted)
             run.over_recount += (
                 again + int(body.get("max_tokens", reserve)) > enforced and not record.rejected
@@ -198,6 +227,7 @@ def _engine(
         if not first and counted > 0:
             error = (record.estimated_tokens - counted) / counted
             run.errors.append(error)
+            run.errors_by_kind.append((_kind(accepted, record.events), error))
             if after:
                 run.errors_after_fold.append(error)
         first = False
@@ -219,8 +249,50 @@ def _engine(
     return run
 
 
+KINDS = ("2nd-5th request", "first after a fold", "first after a restart or archive", "within a stream")
+"""The kinds of request the estimate error is broken down by (:func:`_kind`)."""
+
+
+def _kind(accepted: int, events: Sequence[str]) -> str:
+    """What a request was: one of the first five of its run (calibration has little or nothing to go on),
+    the first after a fold or after a restart or new archives (a fresh compile), or one within a
+    stream (anchored on the previous call's count)."""
+    if accepted < 5:
+        return KINDS[0]
+    if "compacted" in events:
+        return KINDS[1]
+    if events:
+        return KINDS[2]
+    return KINDS[3]
+
+
+def _kind_table(runs: list[EngineRun]) -> str:
+    head = (
+        "| sessions | window | usage | request | requests | estimate p95 | worst under | worst over "
+        "| share beyond ±5% |\n| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |\n"
+    )
+    rows = []
+    for kind in ("real", "long"):
+        for window in WINDOWS:
+            for mode in ("cumulative", "none"):
+                cell = [
+                    r for r in runs if (r.kind, r.window, r.mode, r.serve_less) == (kind, window, mode, False)
+                ]
+                for what in KINDS:
+                    errors = [e for r in cell for k, e in r.errors_by_kind if k == what]
+                    if not errors:
+                        continue
+                    beyond = sum(abs(e) > 0.05 for e in errors) / len(errors)
+                    rows.append(
+                        f"| {'real' if kind == 'real' else 'long (generated)'} | {window // 1000}k | {mode} | {what} "
+                        f"| {len(errors)} | {_pct(_p95([abs(e) for e in errors]))} | {_pct(min(errors))} "
+                        f"| {_pct(max(errors))} | {_pct(beyond)} |"
+                    )
+    return head + "\n".join(rows) + "\n"
+
+
 def _peer(
-    scenario: Scenario, kind: str, ref: str, model: str, window: int, less: bool
+    scenario: Scenario, kind: str, ref: str, model: str, window: int, less: bool, scale: float
 ) -> tuple[PeerRow, list[int]]:
     reserve = min(4_096, window // 8)
     served = math.floor(window * SERVE_LESS) if less else None
@@ -232,6 +304,7 @@ def _peer(
         served=served,
         load=scenario.load_attachment,
         render=lambda r: _render(r, scenario),
+        count_scale=scale,
     )
     row = PeerRow(source=_name(kind, ref), kind=kind, window=window, serve_less=less)
     enforced = served or window
@@ -261,10 +334,11 @@ def _task(job: tuple[str, str, int]) -> tuple[list[EngineRun], list[PeerRow], fl
     began = time.perf_counter()
     scenario = _load(kind, ref)
     model = _model(scenario)
-    true_peer, full = _peer(scenario, kind, ref, model, window, False)
-    less_peer, _ = _peer(scenario, kind, ref, model, window, True)
-    runs = [_engine(scenario, kind, ref, model, window, mode, False, full) for mode in MODES]
-    runs.append(_engine(scenario, kind, ref, model, window, "per-call", True, full))
+    scale = _scale(kind, ref, model)
+    true_peer, full = _peer(scenario, kind, ref, model, window, False, scale)
+    less_peer, _ = _peer(scenario, kind, ref, model, window, True, scale)
+    runs = [_engine(scenario, kind, ref, model, window, mode, False, full, scale) for mode in MODES]
+    runs.append(_engine(scenario, kind, ref, model, window, "per-call", True, full, scale))
     return runs, [true_peer, less_peer], time.perf_counter() - began
 
 
@@ -376,6 +450,8 @@ def main(argv: Sequence[str] | None = None) -> str:
         f"min(4096, window/8); {total:.0f}s on {args.workers} worker(s). Use = the provider's count of each "
         "request over the declared window, over the calls whose whole history no longer fits.\n\n"
         "## The engine (contextwindow simulate)\n\n" + _engine_table(runs) + "\n"
+        "## The engine's estimate error by kind of request (true window; per-call is as cumulative, "
+        "output-only as none)\n\n" + _kind_table(runs) + "\n"
         '## LangChain trim_messages(strategy="last", token_counter=count_tokens_approximately), same history, '
         "same provider\n\n" + _peer_table(peers)
     )

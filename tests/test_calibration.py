@@ -127,6 +127,60 @@ class TestConvergence:
         assert learn(cal, 10_000, 8_000) == pytest.approx(0.96)
 
 
+class TestConsistentEvidence:
+    """A provider whose counts keep showing one ratio outside the band is believed; one wild sample is not."""
+
+    def test_two_agreeing_samples_outside_the_band_are_learned(self) -> None:
+        cal, slot = calibrator()
+        assert learn(cal, 10_000, 4_300) == 1.0  # 0.43: held, not learned
+        assert slot.history == []
+        assert learn(cal, 12_000, 5_200) == pytest.approx((0.43 + 5_200 / 12_000) / 2, abs=1e-3)
+        assert cal.band[0] < 0.43
+        assert slot.load()["band"] == list(cal.band)
+
+    def test_learning_goes_on_around_the_learned_ratio(self) -> None:
+        cal, _ = calibrator()
+        for estimate in (10_000, 12_000, 9_000, 15_000):  # each request counted at 0.43 of its price at 1.0
+            learn(cal, round(estimate * cal.multiplier), estimate * 0.43)
+        assert cal.multiplier == pytest.approx(0.43, abs=0.005)
+
+    def test_a_ratio_above_the_band_is_learned_too(self) -> None:
+        cal, _ = calibrator()
+        for estimate in (10_000, 12_000, 9_000):
+            learn(cal, round(estimate * cal.multiplier), estimate * 2.3)
+        assert cal.multiplier == pytest.approx(2.3, abs=0.01)
+
+    def test_one_wild_sample_between_ordinary_ones_moves_nothing(self) -> None:
+        cal, _ = calibrator({"multiplier": 1.0, "at": "t", "pricing": EPOCH})
+        assert learn(cal, 10_000, 30_000) == 1.0
+        assert learn(cal, 10_000, 10_000) == 1.0  # in band: the held wild sample is dropped
+        assert learn(cal, 10_000, 30_000) == 1.0  # held again, alone
+        assert cal.band == (0.6, 1.8)
+
+    def test_two_wild_samples_that_disagree_move_nothing(self) -> None:
+        cal, _ = calibrator()
+        assert learn(cal, 10_000, 30_000) == 1.0
+        assert learn(cal, 10_000, 4_000) == 1.0
+        assert cal.band == (0.6, 1.8)
+
+    def test_a_widened_band_survives_a_reopen(self) -> None:
+        cal, slot = calibrator()
+        learn(cal, 10_000, 4_300)
+        learn(cal, 10_000, 4_300)
+        again = Calibrator(slot, model="gpt-4o", clock=lambda: T0)
+        assert again.multiplier == pytest.approx(0.43) and again.band == cal.band
+
+    @pytest.mark.parametrize("band", [[0.1, 1.8], [0.6, 9.0], [0.7, 1.8], ["a", 2], [0.5], None], ids=str)
+    def test_a_stored_band_that_is_not_valid_is_the_starting_band(self, band: object) -> None:
+        cal, _ = calibrator({"multiplier": 0.3, "at": "t", "pricing": EPOCH, "band": band})
+        assert cal.band == (0.6, 1.8) and cal.multiplier == 0.6
+
+    def test_a_multiplier_set_by_hand_outside_the_band_is_kept_by_learning(self) -> None:
+        cal, _ = calibrator()
+        assert cal.set(0.4)
+        assert learn(cal, 10_000, 4_000) == pytest.approx(0.4)
+
+
 class TestSetter:
     @pytest.mark.parametrize(
         ("factor", "accepted"),

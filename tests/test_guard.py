@@ -381,7 +381,7 @@ class TestSansIO:
 
 class TestRereads:
     def _archived_history(
-        self, client: Any, model: LocalModel, lines: tuple[int, ...] = (1300,) * 4
+        self, client: Any, model: LocalModel, lines: tuple[int, ...] = (1400,) * 4
     ) -> list[dict[str, Any]]:
         """Four reads of ``lines`` lines (~4 tokens each): more than the 16k window holds, so stale
         results are archived (they are only under pressure)."""
@@ -441,7 +441,7 @@ class TestRereads:
         self, claude: Any, model: LocalModel
     ) -> None:
         client = claude(context_window=16_000)
-        # The new turn fits without new archives (~10.7k), and the 5.2k original does not fit beside it:
+        # The new turn fits without new archives (~10.7k), and the ~5.6k original does not fit beside it:
         # the round restarts the request (compiled afresh, older history folded), as a tool round does.
         history = self._archived_history(client, model)
         session = client.store.session(client.last_exchange.session_id)

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextwindow.content import Message, Request, Text, ToolResult, ToolSpec, ToolUse
+from contextwindow.content import Message, Request, Text, Thinking, ToolResult, ToolSpec, ToolUse
 from contextwindow.errors import InvalidInput, UsageError
+from contextwindow.models import get_profile
 from contextwindow.pricing import Estimator, count_tokens
 
 
@@ -206,3 +207,57 @@ class TestCountTokens:
         openai = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
         assert count_tokens(anthropic) > 0
         assert count_tokens(openai) > 0
+
+
+class TestEarlierTurnsThinking:
+    """The API strips earlier turns' thinking on some models; the estimate does not charge it there."""
+
+    SIGNATURE = "EqQBCkYIBRgCKkD" * 40
+
+    def _messages(self) -> tuple[Message, ...]:
+        return (
+            Message.user("Fix the bug."),
+            Message.assistant(
+                Thinking(thinking="Look at main.py first.", signature=self.SIGNATURE), Text(text="Done.")
+            ),
+            Message.user("Thanks. Now the tests."),
+        )
+
+    @pytest.mark.parametrize(
+        ("model", "kept"),
+        [("claude-sonnet-4-5", False), ("claude-opus-4-1", False), ("claude-opus-4-5", True)],
+    )
+    def test_a_request_charges_an_earlier_turns_thinking_only_where_the_model_keeps_it(
+        self, model: str, kept: bool
+    ) -> None:
+        est = Estimator(get_profile(model))
+        thinking = est.block(self._messages()[1].content[0])
+        whole = est.messages(self._messages()) + est.request(Request())
+        assert est.request(Request(messages=self._messages())) == (whole if kept else whole - thinking)
+        assert est.uncharged(self._messages()) == (0 if kept else thinking)
+
+    def test_the_thinking_of_a_tool_use_turn_in_progress_is_charged(self) -> None:
+        est = Estimator(get_profile("claude-sonnet-4-5"))
+        messages = (
+            *self._messages()[:1],
+            Message.assistant(
+                Thinking(thinking="Read it.", signature=self.SIGNATURE), ToolUse(id="t1", name="ls", input={})
+            ),
+            Message.user(ToolResult(tool_use_id="t1", content="a.py")),
+        )
+        assert est.uncharged(messages) == 0
+
+    def test_compile_does_not_count_what_the_api_strips(self) -> None:
+        from contextwindow.compile import CompileState, Policy, PricedMessage, compile
+
+        messages = self._messages()
+        for model, kept in (("claude-sonnet-4-5", False), ("claude-opus-4-5", True)):
+            profile = get_profile(model)
+            est = Estimator(profile)
+            state = CompileState(messages=tuple(PricedMessage(message=m) for m in messages))
+            compiled = compile(state, profile, Policy(), estimator=est)
+            thinking = est.block(messages[1].content[0])
+            sent = est.request(Request(messages=compiled.messages))
+            assert compiled.local_estimate == sent
+            assert compiled.makeup["text"] < est.messages(messages) or kept
+            assert (est.uncharged(compiled.messages) == thinking) is not kept

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import math
 
 import pytest
 from PIL import Image as PILImage
 
 from _shared import encoding
 from contextwindow.attachments import make_ref
-from contextwindow.content import Image, Message, Request, Text, ToolResult, ToolSpec, ToolUse
+from contextwindow.content import Image, Message, Request, Text, Thinking, ToolResult, ToolSpec, ToolUse
 from contextwindow.errors import ContextOverflow, InvalidInput, ProviderError, TransientProviderError
 from contextwindow.formats import loader_from
 from contextwindow.models import get_profile
@@ -62,8 +63,10 @@ class TestCounting:
             + n('{"type":"object","properties":{"path":{"type":"string"}}}')
             + n("Please read main.py and describe it. Ünïcödé and 中文 too.")
             + n("Reading it.")
+            + n("t1")  # the tool use's id, sent and counted
             + n("read")
             + n('{"path":"main.py"}')
+            + n("t1")  # the result's tool_use_id
             + n("def main():\n    return 42\n")
             + 1296  # Anthropic's table: 1000×1000 → 1296 on standard models (its vision page)
         )
@@ -71,6 +74,81 @@ class TestCounting:
         assert counted.input_tokens == expected
         assert counted.tokenizer == "tiktoken:o200k_base"
         assert sum(counted.parts.values()) == counted.input_tokens
+
+    def test_a_count_scale_scales_each_string_and_leaves_framing_and_images_alone(self) -> None:
+        enc = encoding("o200k_base")
+        data = png(1000, 1000)
+        ref = make_ref(data, "image/png")
+        texts = ("Please read main.py and describe it.", "Reading it. " * 7)
+        request = Request(
+            model=MODEL, messages=(Message.user(texts[0], Image(ref=ref)), Message.assistant(texts[1]))
+        )
+        scaled = count_request(request, get_profile(MODEL), loader_from({ref.id: data}), scale=1.3)
+        expected = 3 + 3 * 2 + sum(math.floor(1.3 * len(enc.encode(t)) + 0.5) for t in texts) + 1296
+        assert scaled.input_tokens == expected
+        assert scaled.tokenizer == "tiktoken:o200k_base×1.3"
+
+    @pytest.mark.parametrize("scale", [0, -1.0, math.nan, math.inf, True], ids=str)
+    def test_a_count_scale_that_is_not_a_finite_positive_number_is_refused(self, scale: float) -> None:
+        with pytest.raises(InvalidInput):
+            LocalSettings(count_scale=scale)
+
+
+class TestThinking:
+    """Thinking is counted as the Anthropic API counts it: what the signature carries, and only where
+    the model keeps it."""
+
+    SIGNATURE = "EqQBCkYIBRgCKkD" * 40  # 600 characters: 150 tokens at 4 characters a token
+
+    def _request(self, model: str, *, new_turn: bool) -> Request:
+        messages = [
+            Message.user("Fix the bug."),
+            Message.assistant(
+                Thinking(thinking="Look at main.py first.", signature=self.SIGNATURE),
+                ToolUse(id="t1", name="read", input={"path": "main.py"}),
+            ),
+            Message.user(ToolResult(tool_use_id="t1", content="def main(): pass")),
+        ]
+        if new_turn:
+            messages += [Message.assistant("Fixed."), Message.user("Thanks. Now the tests.")]
+        return Request(model=model, messages=tuple(messages))
+
+    def test_a_signed_block_costs_what_its_signature_carries(self) -> None:
+        counted = count_request(
+            self._request("claude-sonnet-4-5", new_turn=False), get_profile("claude-sonnet-4-5")
+        )
+        assert counted.parts["thinking"] == 150
+
+    def test_a_block_with_no_signature_costs_its_text(self) -> None:
+        enc = encoding("o200k_base")
+        request = Request(
+            messages=(Message.user("hi"), Message.assistant(Thinking(thinking="Look at main.py.")))
+        )
+        counted = count_request(request, get_profile("claude-sonnet-4-5"))
+        assert counted.parts["thinking"] == len(enc.encode("Look at main.py."))
+
+    @pytest.mark.parametrize(
+        ("model", "kept"),
+        [
+            ("claude-sonnet-4-5", False),
+            ("claude-sonnet-4-20250514", False),
+            ("claude-opus-4-1-20250805", False),
+            ("claude-haiku-4-5-20251001", False),
+            ("claude-opus-4-5", True),
+            ("claude-opus-4-7", True),
+            ("claude-sonnet-4-6", True),
+        ],
+    )
+    def test_an_earlier_turns_thinking_counts_only_on_models_that_keep_it(
+        self, model: str, kept: bool
+    ) -> None:
+        counted = count_request(self._request(model, new_turn=True), get_profile(model))
+        assert counted.parts["thinking"] == (150 if kept else 0)
+
+    @pytest.mark.parametrize("model", ["claude-sonnet-4-5", "claude-opus-4-7"])
+    def test_the_thinking_of_a_tool_use_turn_in_progress_counts_on_every_model(self, model: str) -> None:
+        counted = count_request(self._request(model, new_turn=False), get_profile(model))
+        assert counted.parts["thinking"] == 150
 
     def test_a_cl100k_model_is_counted_with_cl100k(self) -> None:
         encoding("o200k_base")
@@ -364,3 +442,38 @@ def test_reply_json_shapes_round_trip() -> None:
     assert not isinstance(reply, type(None))
     json.dumps(anthropic_message(reply))  # type: ignore[arg-type]
     json.dumps(openai_completion(reply))  # type: ignore[arg-type]
+
+
+class TestTheCurrentTurn:
+    """The current turn starts at the last user turn that answers no tool call; the API merges
+    consecutive user messages into one turn."""
+
+    @pytest.mark.parametrize(
+        ("roles", "start"),
+        [
+            pytest.param(["u", "a", "r"], 0, id="a-tool-loop-in-progress"),
+            pytest.param(["u", "a", "r", "a", "u"], 4, id="a-new-prompt"),
+            pytest.param(["u", "a", "r", "u"], 0, id="text-beside-the-results-continues-the-loop"),
+            pytest.param(["u", "a", "u", "u"], 2, id="two-prompts-in-a-row-are-one-turn"),
+            pytest.param(["a", "r"], 0, id="no-prompt-at-all"),
+        ],
+    )
+    def test_starts_at_the_last_user_turn_that_answers_no_tool_call(
+        self, roles: list[str], start: int
+    ) -> None:
+        from benchmarks._recount import _turn_start
+
+        from contextwindow.formats import anthropic
+        from contextwindow.pricing import current_turn_start
+
+        messages = []
+        for role in roles:
+            if role == "u":
+                messages.append(Message.user("go on"))
+            elif role == "a":
+                messages.append(Message.assistant(ToolUse(id="t1", name="ls", input={})))
+            else:
+                messages.append(Message.user(ToolResult(tool_use_id="t1", content="a.py")))
+        assert current_turn_start(messages) == start
+        body = anthropic.render_request(Request(messages=tuple(messages)), LOAD)
+        assert _turn_start(body["messages"]) == start

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -61,6 +61,8 @@ class Pricer(Protocol):
     def tool_spec(self, tool: ToolSpec) -> int: ...
 
     def request(self, request: Request) -> int: ...
+
+    def uncharged(self, messages: Sequence[Message]) -> int: ...
 
 
 def calibrated(raw: float, multiplier: float) -> int:

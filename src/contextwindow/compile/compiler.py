@@ -395,6 +395,9 @@ class _Run:
             other += o
             for ref in rendered.inline:
                 inline.setdefault(ref.id, ref)
+        # Selection priced earlier turns' thinking (erring high); the API strips it on some models, so
+        # the request's estimate does not count it.
+        text = max(0, text - self.est.uncharged(final))
         makeup["text"], makeup["tool_results"], makeup["images"], makeup["other_media"] = (
             text,
             results,

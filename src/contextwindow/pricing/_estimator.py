@@ -42,6 +42,7 @@ from ..models import ModelProfile, get_profile
 from . import _media, _seed_store
 from ._seed_store import js_round
 from ._text import Structure, exact_text, fitted_rule, structure_for
+from ._thinking import thinking_stripped_before
 
 __all__ = ["Breakdown", "BreakdownRow", "Estimator", "Preset", "js_round"]
 
@@ -306,8 +307,23 @@ class Estimator:
         return js_round((self._json(spec) + self._structure.tool_spec) * self._multiplier)
 
     def request(self, request: Request) -> int:
-        """System + tools + messages + the per-request framing."""
+        """System + tools + messages + the per-request framing; thinking the API strips (earlier turns'
+        on some models, :func:`~contextwindow.pricing.thinking_stripped_before`) costs nothing."""
         return self.breakdown(request).total
+
+    def uncharged(self, messages: Sequence[Message]) -> int:
+        """The price of the blocks of ``messages`` the API strips and does not charge (earlier turns'
+        thinking on some models, :func:`~contextwindow.pricing.thinking_stripped_before`): what a sum
+        of the messages' prices holds beyond the request's charge."""
+        if self._preset == "seed-store":
+            return 0
+        stripped = thinking_stripped_before(messages, self._profile.name)
+        return sum(
+            self.block(block)
+            for message in messages[:stripped]
+            for block in message.content
+            if isinstance(block, Thinking | RedactedThinking)
+        )
 
     def breakdown(self, request: Request | Sequence[Message]) -> Breakdown:
         """Every priced item of a request (or a list of messages), for the CLI's ``count``."""
@@ -326,11 +342,16 @@ class Estimator:
         for mi, message in enumerate(messages):
             if not isinstance(message, Message):
                 raise InvalidInput(f"must be a Message, not {type(message).__name__}", path=f"messages[{mi}]")
+        # Earlier turns' thinking is stripped by the API on some models: it costs nothing there.
+        seed = self._preset == "seed-store"  # the seeds' store charges every block
+        stripped = 0 if seed else thinking_stripped_before(messages, self._profile.name)
+        for mi, message in enumerate(messages):
             framing = self._framing(self._structure.message)
             if framing:
                 rows.append(BreakdownRow("messages", mi, None, "framing", framing))
             for bi, block in enumerate(message.content):
-                rows.append(BreakdownRow("messages", mi, bi, block.type, self.block(block)))
+                charged = not (mi < stripped and isinstance(block, Thinking | RedactedThinking))
+                rows.append(BreakdownRow("messages", mi, bi, block.type, self.block(block) if charged else 0))
         return Breakdown(tuple(rows))
 
 

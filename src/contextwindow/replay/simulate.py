@@ -189,12 +189,15 @@ async def simulate(
     progress: Callable[[int], None] | None = None,
     settings: EngineSettings | None = None,
     policy: Policy | None = None,
+    count_scale: float = 1.0,
 ) -> SimulationResult:
     """Run ``scenario`` through the engine against the local provider; see the module docstring.
 
     ``window`` is the declared window (default: the model's); ``provider_window`` makes the provider
     reject above that many tokens while the window stays declared (a provider silently serving less).
-    ``reserve`` is each call's ``max_tokens`` (default ``min(4096, window // 8)``).
+    ``reserve`` is each call's ``max_tokens`` (default ``min(4096, window // 8)``). ``count_scale`` is
+    the provider's count scale (:mod:`contextwindow.testing.counting`): for a real session, the
+    ratio its own recorded usage shows between the real provider's counts and the local tokenizer's.
     """
     base = get_profile(model)
     declared = window or base.context_window
@@ -210,7 +213,11 @@ async def simulate(
     )
     local = RecordingModel(
         LocalSettings(
-            window=declared, effective_window=provider_window, usage=usage, default_model=base.name
+            window=declared,
+            effective_window=provider_window,
+            usage=usage,
+            default_model=base.name,
+            count_scale=count_scale,
         ),
         scenario.scripted_replies(),
     )
@@ -243,7 +250,7 @@ async def simulate(
                 max_stream_input_tokens=None,
             ),
         )
-        return await _run(scenario, engine, local, compiler, profile, reserve, record, progress)
+        return await _run(scenario, engine, local, compiler, profile, reserve, record, progress, count_scale)
     finally:
         opened.close()
 
@@ -267,6 +274,7 @@ async def _run(
     reserve: int,
     record: IO[str] | None,
     progress: Callable[[int], None] | None,
+    count_scale: float,
 ) -> SimulationResult:
     estimator = Estimator(profile)
     records: list[CallRecord] = []
@@ -339,7 +347,7 @@ async def _run(
             if local.pending <= later:
                 break
             message = Message.user(CONTINUE_AFTER_CUT)
-    summary = summarize(records, tokenizer=tokenizer_for(profile).name)
+    summary = summarize(records, tokenizer=tokenizer_for(profile, count_scale).name)
     summary["cut_replies"] = cut
     learned = engine.window
     summary["window_learned"] = learned if learned is not None and learned != profile.context_window else None

@@ -117,7 +117,7 @@ def _info(model: LocalModel) -> dict[str, Any]:
         "effective_window": model.settings.effective_window,
         "usage": model.settings.usage,
         "default_model": model.settings.default_model,
-        "tokenizer": tokenizer_for(model.profile(None)).name,
+        "tokenizer": tokenizer_for(model.profile(None), model.settings.count_scale).name,
     }
 
 
@@ -173,7 +173,7 @@ def _answer(
         raise HttpError("invalid_request_error", str(exc)) from None
     except UnknownModel:
         raise HttpError("not_found_error", f"model: {data.get('model')}") from None
-    tokenizer = tokenizer_for(profile).name
+    tokenizer = tokenizer_for(profile, model.settings.count_scale).name
     if counting:
         count = model.count(parsed.request, parsed.loader(), wire=wire)
         body: dict[str, Any] = {"input_tokens": count.input_tokens}

@@ -7,8 +7,22 @@ that a test can recompute it independently:
   system prompt: OpenAI's cookbook chat framing ("3 tokens per message, +3 to prime the reply",
   https://github.com/openai/openai-cookbook/blob/main/examples/How_to_count_tokens_with_tiktoken.ipynb),
   used for every model;
-- text, thinking, redacted-thinking data, a tool result's string: the tokenizer's count of the string;
-- a tool use: ``name`` plus its input as compact JSON (``separators=(",", ":")``, not ASCII-escaped);
+- text, redacted-thinking data: the tokenizer's count of the string;
+- a tool result: its ``tool_use_id`` plus its string, or plus its blocks counted by these rules (the
+  id is sent, and the real APIs count it);
+- a thinking block: the tokenizer's count of its text, or, when it is signed, at least
+  ``ceil(len(signature) / SIGNATURE_CHARS_PER_TOKEN)``: the API counts the thinking the signature
+  carries, not the summary it shows (measured on the real Claude Code sessions the benchmarks replay:
+  a signed block sent back within a tool-use turn cost one token per 3.8 signature characters on
+  Sonnet 4.5 and 4.5 on Sonnet 4, about three times its visible text; an Opus 4.7 block shows no
+  text at all and still costs its share);
+- thinking from earlier turns is stripped, as the Anthropic API does
+  (https://platform.claude.com/docs/en/build-with-claude/context-windows): on models that do not
+  keep it (:func:`contextwindow.pricing.keeps_prior_thinking`, the published list), thinking and redacted-thinking blocks of assistant messages
+  before the current turn count 0. The current turn starts after the last user message that holds
+  anything besides tool results: the thinking of a tool-use loop in progress counts;
+- a tool use: ``id`` plus ``name`` plus its input as compact JSON (``separators=(",", ":")``, not
+  ASCII-escaped);
 - each tool definition: ``name`` plus ``description`` plus its schema as compact JSON;
 - an image: the model's published image rule from its width and height
   (:func:`contextwindow.pricing.image_tokens`), or the rule's upper bound when they are unknown;
@@ -19,6 +33,14 @@ that a test can recompute it independently:
 The tokenizer is tiktoken's ``cl100k_base`` for cl100k-family models and ``o200k_base`` for every
 other model (Claude's and Gemini's are not public, so ``o200k_base`` stands in for them). When tiktoken
 or its files are missing, ``ceil(chars / 4)`` stands in and :attr:`Tokenizer.name` says so.
+
+A **count scale** makes the stand-in count in the units of the tokenizer it stands in for: each
+string's count is ``floor(scale × n + 0.5)``, ``n`` the tokenizer's count of the string (framing and
+media are not scaled: they follow their own published rules). The scale is measured, never derived
+from contextwindow's pricing rules: a replay of a real session takes it from that session's recorded
+usage (what the provider counted for the content appended between two calls, over the tokenizer's
+count of that content), so that the engine's estimate is tested against the provider's units and not
+copied from them. The default, 1, is the tokenizer's own count.
 
 Counts of long strings are memoised (an agent loop resends the same prefix on every call). The memo
 is keyed by a digest of the text, never the text itself, and bounded in bytes (``MEMO_BYTES``), so
@@ -53,9 +75,10 @@ from ..content import (
     ToolUse,
     Video,
 )
+from ..errors import InvalidInput
 from ..formats import AttachmentLoader
 from ..models import ModelProfile
-from ..pricing import image_tokens, image_upper_bound
+from ..pricing import image_tokens, image_upper_bound, thinking_stripped_before
 from ..pricing.tokenizers import load_encoding
 
 __all__ = [
@@ -65,11 +88,13 @@ __all__ = [
     "PDF_PAGE_TOKENS",
     "PIECE_CHARS",
     "REPLY_PRIMING",
+    "SIGNATURE_CHARS_PER_TOKEN",
     "VIDEO_TOKENS_PER_SECOND",
     "CountMemo",
     "RequestCount",
     "Tokenizer",
     "block_tokens",
+    "check_scale",
     "compact_json",
     "count_in_pieces",
     "count_request",
@@ -88,6 +113,8 @@ AUDIO_TOKENS_PER_SECOND = 32  # Gemini: "each second of audio as 32 tokens" (its
 # https://ai.google.dev/gemini-api/docs/tokens and the pages it links).
 VIDEO_TOKENS_PER_SECOND = 300
 UNKNOWN_DURATION_SECONDS = 60.0
+SIGNATURE_CHARS_PER_TOKEN = 4
+"""Signature characters per token a signed thinking block costs at least (see the module docstring)."""
 _MEMO_MIN_CHARS = 256  # shorter strings are counted afresh: the memo lookup would cost as much
 MEMO_BYTES = 4 * 1024 * 1024
 """What the count memo of each tokenizer may hold, in bytes (about 20,000 texts)."""
@@ -199,10 +226,30 @@ def _tiktoken(encoding: str) -> Tokenizer | None:
 _APPROX = Tokenizer(name="approx:ceil(chars/4)", count=lambda text: math.ceil(len(text) / 4))
 
 
-def tokenizer_for(profile: ModelProfile) -> Tokenizer:
-    """The tokenizer the local provider counts ``profile``'s requests with (see the module docstring)."""
+def check_scale(scale: float) -> float:
+    """``scale`` when it is a finite number > 0 (a count scale, see the module docstring)."""
+    if (
+        isinstance(scale, bool)
+        or not isinstance(scale, int | float)
+        or not math.isfinite(scale)
+        or scale <= 0
+    ):
+        raise InvalidInput(f"must be a finite number > 0, got {scale!r}", path="count_scale")
+    return float(scale)
+
+
+@lru_cache(maxsize=64)
+def _scaled(base: Tokenizer, scale: float) -> Tokenizer:
+    count = base.count
+    return Tokenizer(name=f"{base.name}×{scale:g}", count=lambda text: math.floor(scale * count(text) + 0.5))
+
+
+def tokenizer_for(profile: ModelProfile, scale: float = 1.0) -> Tokenizer:
+    """The tokenizer the local provider counts ``profile``'s requests with, at count ``scale`` (see
+    the module docstring)."""
     encoding = "cl100k_base" if profile.tokenizer == "cl100k" else "o200k_base"
-    return _tiktoken(encoding) or _APPROX
+    base = _tiktoken(encoding) or _APPROX
+    return base if check_scale(scale) == 1.0 else _scaled(base, scale)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -217,14 +264,15 @@ class RequestCount:
 
 
 def count_request(
-    request: Request, profile: ModelProfile, load: AttachmentLoader | None = None
+    request: Request, profile: ModelProfile, load: AttachmentLoader | None = None, *, scale: float = 1.0
 ) -> RequestCount:
-    """The local provider's count of ``request`` for ``profile`` (rules in the module docstring).
+    """The local provider's count of ``request`` for ``profile`` at count ``scale`` (rules in the
+    module docstring).
 
     ``load`` is needed only for text documents (their text is counted); without it they are priced
     as one page.
     """
-    tok = tokenizer_for(profile)
+    tok = tokenizer_for(profile, scale)
     parts: dict[str, int] = dict.fromkeys(
         (
             "framing",
@@ -246,8 +294,11 @@ def count_request(
         parts["framing"] += MESSAGE_OVERHEAD
         parts["system"] = sum(tok.count(t.text) for t in request.system)
     parts["tools"] = sum(_tool(t, tok) for t in request.tools)
-    for message in request.messages:
+    stripped = thinking_stripped_before(request.messages, profile.name)
+    for index, message in enumerate(request.messages):
         for block in message.content:
+            if index < stripped and isinstance(block, Thinking | RedactedThinking):
+                continue  # an earlier turn's thinking: the API strips it
             part, tokens = block_tokens(block, profile, tok, load)
             parts[part] += tokens
     return RequestCount(input_tokens=sum(parts.values()), tokenizer=tok.name, parts=parts)
@@ -267,15 +318,20 @@ def block_tokens(
         case Text():
             return "text", tok.count(block.text)
         case Thinking():
-            return "thinking", tok.count(block.thinking)
+            carried = math.ceil(len(block.signature) / SIGNATURE_CHARS_PER_TOKEN) if block.signature else 0
+            return "thinking", max(tok.count(block.thinking), carried)
         case RedactedThinking():
             return "thinking", tok.count(block.data)
         case ToolUse():
-            return "tool_use", tok.count(block.name) + tok.count(compact_json(dict(block.input)))
+            return "tool_use", (
+                tok.count(block.id) + tok.count(block.name) + tok.count(compact_json(dict(block.input)))
+            )
         case ToolResult():
             if isinstance(block.content, str):
-                return "tool_result", tok.count(block.content)
-            return "tool_result", sum(block_tokens(b, profile, tok, load)[1] for b in block.content)
+                return "tool_result", tok.count(block.tool_use_id) + tok.count(block.content)
+            return "tool_result", tok.count(block.tool_use_id) + sum(
+                block_tokens(b, profile, tok, load)[1] for b in block.content
+            )
         case Image() | GeneratedImage():
             detail = block.detail if isinstance(block, Image) else None
             ref = block.ref

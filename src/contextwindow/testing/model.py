@@ -44,7 +44,7 @@ from ..formats.openai import carried
 from ..models import ModelProfile, get_profile
 from ..providers.streams import continues_stream
 from ..usage.tracker import USAGE_MODES, Usage, UsageMode
-from .counting import RequestCount, block_tokens, count_request, tokenizer_for
+from .counting import RequestCount, block_tokens, check_scale, count_request, tokenizer_for
 from .sessions import SESSION_BYTES, SessionStream, SessionStreams
 from .strict import check
 from .summary import summary_ask, write_summary
@@ -81,6 +81,10 @@ class LocalSettings:
     strict: bool = True
     """Refuse what the real APIs refuse (:mod:`.strict`): empty content, broken tool pairing, a
     conversation opening on the assistant (Anthropic), media whose bytes are not their type."""
+    count_scale: float = 1.0
+    """Count each string at this many times the tokenizer's count (:mod:`.counting`): the stand-in
+    tokenizer in the units of the one it stands in for, as measured on real usage (a replay of a
+    real session takes it from the session's own recorded counts)."""
 
     def __post_init__(self) -> None:
         if self.window is not None and self.window <= 0:
@@ -91,6 +95,7 @@ class LocalSettings:
             raise InvalidInput(f"must be one of {', '.join(USAGE_MODES)}", path="usage")
         if not self.delay_seconds >= 0:
             raise InvalidInput("must be ≥ 0", path="delay_seconds")
+        check_scale(self.count_scale)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -191,7 +196,9 @@ class LocalModel:
         self, request: Request, load: AttachmentLoader | None = None, *, wire: WireFormat = "anthropic"
     ) -> RequestCount:
         """The input count of ``request`` as ``wire`` carries it, as enforced."""
-        return count_request(as_carried(request, wire), self.profile(request.model), load)
+        return count_request(
+            as_carried(request, wire), self.profile(request.model), load, scale=self.settings.count_scale
+        )
 
     def handle(
         self,
@@ -220,7 +227,7 @@ class LocalModel:
                 )
         if max_tokens is not None and max_tokens > profile.max_output_tokens:
             return _output_cap(wire, max_tokens, profile.max_output_tokens, model_name)
-        counted = count_request(request, profile, load)
+        counted = count_request(request, profile, load, scale=self.settings.count_scale)
         n = counted.input_tokens
         window = self.window(profile)
         bound = max_tokens or 0
@@ -246,7 +253,7 @@ class LocalModel:
                 code="context_length_exceeded",
                 param="messages",
             )
-        tok = tokenizer_for(profile)
+        tok = tokenizer_for(profile, self.settings.count_scale)
         limit = max_tokens if max_tokens is not None else profile.max_output_tokens
         ask = summary_ask(request)
         with self._lock:

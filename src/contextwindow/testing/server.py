@@ -113,7 +113,7 @@ def serve(
     sock = server.bind(host, port)
     print(
         f"contextwindow local provider on http://{host}:{sock.getsockname()[1]} "
-        f"(window {window or 'per model'}, usage {usage}, tokenizer {tokenizer_for(model.profile(None)).name})",
+        f"(window {window or 'per model'}, usage {usage}, tokenizer {tokenizer_for(model.profile(None), model.settings.count_scale).name})",
         flush=True,
     )
     try:

@@ -11,9 +11,17 @@ https://github.com/anima-research/context-manager):
   cache read + cache write, ``CallUsage.prompt``), never a stream's cumulative sample, which holds
   every call of the stream so far (the mistake https://github.com/anima-research/agent-framework fixed).
 - **Band.** ``ratio = real / estimate``; ``observed = ratio × current`` backs out the multiplier
-  already applied. A sample is accepted if ``ratio`` or ``observed`` is within [0.6, 1.8]; otherwise
-  it is rejected and the multiplier stays.
-- **Update.** ``next = clamp(current + alpha × (observed − current), 0.6, 1.8)``: an EMA with alpha 0.2
+  already applied. A sample is accepted if ``ratio`` or ``observed`` is within the band, [0.6, 1.8]
+  to start with; otherwise it is rejected and the multiplier stays.
+- **Consistent evidence widens the band.** One wild sample says little (a request that grew, a
+  provider that counted something else once), but a provider whose counts keep showing the same
+  ratio outside the band is telling the truth about its units (a tokenizer that counts 2.3× or 0.43×
+  what the estimator prices). A rejected sample is held; when the next sample of size is out of the
+  band too and its ``observed`` is within :data:`CONSISTENT` of the held one's, the band widens to
+  take both in (with that tolerance, within :data:`WIDEST`), and both are learned. A held sample
+  followed by one the band accepts is dropped. A widened band is persisted with the multiplier
+  (``band: [low, high]``).
+- **Update.** ``next = clamp(current + alpha × (observed − current), band)``: an EMA with alpha 0.2
   once the multiplier has evidence behind it (a stored one counts as that much), a running mean before
   (alpha ``1 / (n + 1)`` after ``n`` samples), so a short session converges within a few calls instead
   of ending where the first few EMA steps left it.
@@ -23,8 +31,8 @@ https://github.com/anima-research/context-manager):
   of a sample (its alpha and its evidence are scaled by that weight).
 - **Setter.** :meth:`Calibrator.set` accepts only a finite ``0.25 < f < 4`` (the store's setter);
   anything else is ignored.
-- **Persistence with a pricing epoch.** The record is ``{multiplier, at, pricing, reset?}``. On load, a
-  same-epoch record is clamped to the band; an older or unstamped one is discarded, on purpose and
+- **Persistence with a pricing epoch.** The record is ``{multiplier, at, pricing, band?, reset?}``. On
+  load, a same-epoch record is clamped to its band (its stored ``band`` when valid, else [0.6, 1.8]); an older or unstamped one is discarded, on purpose and
   visibly, as ``{multiplier: 1, at, pricing: EPOCH, reset: {discarded_multiplier, from_epoch, at}}``,
   and the ``reset`` stays through later learning until an operator re-stamps the record
   (:meth:`Calibrator.restamp`); a newer-epoch record is left untouched on disk and not used.
@@ -52,9 +60,11 @@ __all__ = [
     "ALPHA",
     "BAND",
     "CALIBRATION_PRICING_EPOCH",
+    "CONSISTENT",
     "FULL_SAMPLE_TOKENS",
     "MIN_SAMPLE_TOKENS",
     "SET_BOUNDS",
+    "WIDEST",
     "CalibrationReset",
     "Calibrator",
     "stored_prices_unchanged",
@@ -70,7 +80,10 @@ available and refits the rule on many languages. Bump it whenever pricing change
 costs."""
 
 BAND = (0.6, 1.8)
-"""Accepted ratio/observed range and the multiplier's clamp (context-manager ``autobiographical.ts``)."""
+"""Accepted ratio/observed range and the multiplier's clamp to start with (context-manager
+``autobiographical.ts``); consistent evidence widens it (see the module docstring)."""
+CONSISTENT = 0.15
+"""Two out-of-band samples agree when their observed multipliers are within this share of each other."""
 ALPHA = 0.2
 """EMA weight of one accepted sample (context-manager)."""
 MIN_SAMPLE_TOKENS = 256
@@ -82,10 +95,23 @@ proportion."""
 
 SET_BOUNDS = (0.25, 4.0)
 """Open interval :meth:`Calibrator.set` accepts (context-manager ``setTokenCalibration``)."""
+WIDEST = SET_BOUNDS
+"""How far consistent evidence (or a multiplier set by hand) may widen the band."""
 
 
-def _clamp(value: float) -> float:
-    return min(max(value, BAND[0]), BAND[1])
+def _clamp(value: float, band: tuple[float, float] = BAND) -> float:
+    return min(max(value, band[0]), band[1])
+
+
+def _band_of(value: object) -> tuple[float, float]:
+    """A stored ``band``: two finite numbers ``low ≤ 0.6``, ``high ≥ 1.8`` within :data:`WIDEST`, else
+    the starting band."""
+    if not isinstance(value, list | tuple) or len(value) != 2:
+        return BAND
+    low, high = (_finite_number(v) for v in value)
+    if low is None or high is None or not WIDEST[0] <= low <= BAND[0] or not BAND[1] <= high <= WIDEST[1]:
+        return BAND
+    return (low, high)
 
 
 def _finite_number(value: object) -> float | None:
@@ -158,6 +184,10 @@ class Calibrator:
         self._slot: StateSlot = slot if slot is not None else MemorySlot()
         self._clock = clock
         self._armed: int | None = None
+        self._held: tuple[float, int] | None = None
+        """A rejected sample's ``(observed, estimate)``, kept until the next one says whether it was wild."""
+        self.band = BAND
+        """The accepted range and the clamp; consistent evidence widens it."""
         self._evidence = 0.0
         """Samples learned so far (by weight); a loaded multiplier counts as ``1 / ALPHA``."""
         self.multiplier = 1.0
@@ -179,14 +209,16 @@ class Calibrator:
             return
         epoch = _epoch_of(saved.get("pricing"))
         if epoch == CALIBRATION_PRICING_EPOCH:
-            self.multiplier = _clamp(multiplier)
+            self.band = _band_of(saved.get("band"))
+            self.multiplier = _clamp(multiplier, self.band)
             self._evidence = 1 / ALPHA
             self.reset = CalibrationReset.from_record(saved.get("reset"))
         elif epoch > CALIBRATION_PRICING_EPOCH:
             self.multiplier = 1.0  # written by newer rules: not ours to use, not ours to overwrite
             self._read_only = True
         elif prices_unchanged is not None and prices_unchanged():
-            self.multiplier = _clamp(multiplier)
+            self.band = _band_of(saved.get("band"))
+            self.multiplier = _clamp(multiplier, self.band)
             self._evidence = 1 / ALPHA
             self._save()
         else:
@@ -226,17 +258,40 @@ class Calibrator:
         current = self.multiplier
         ratio = value / estimate
         observed = ratio * current
-        low, high = BAND
+        low, high = self.band
+        held, self._held = self._held, None
         if not (low <= ratio <= high or low <= observed <= high):
-            self.last_decision = f"rejected out-of-band sample (ratio {ratio:.3f}, observed {observed:.3f})"
-            return current
-        weight = min(1.0, estimate / FULL_SAMPLE_TOKENS)
-        alpha = weight * max(ALPHA, 1 / (self._evidence + 1))
-        self._evidence += weight
-        self.multiplier = _clamp(current + alpha * (observed - current))
+            if held is None or abs(observed - held[0]) > CONSISTENT * min(observed, held[0]):
+                self._held = (observed, estimate)
+                self.last_decision = (
+                    f"rejected out-of-band sample (ratio {ratio:.3f}, observed {observed:.3f})"
+                )
+                return current
+            # Two samples in a row agree outside the band: the provider's units, not a wild sample.
+            self.band = (
+                max(WIDEST[0], min(low, min(observed, held[0]) / (1 + CONSISTENT))),
+                min(WIDEST[1], max(high, max(observed, held[0]) * (1 + CONSISTENT))),
+            )
+            self._step(held[0], held[1])
+            self._step(observed, estimate)
+            self.last_decision = (
+                f"accepted two consistent out-of-band samples (observed {held[0]:.3f}, {observed:.3f}): "
+                f"band {self.band[0]:.3f}–{self.band[1]:.3f}, {current:.4f} → {self.multiplier:.4f}"
+            )
+            self._save()
+            return self.multiplier
+        self._step(observed, estimate)
         self.last_decision = f"accepted (ratio {ratio:.3f}): {current:.4f} → {self.multiplier:.4f}"
         self._save()
         return self.multiplier
+
+    def _step(self, observed: float, estimate: int) -> None:
+        """Move the multiplier toward ``observed`` by one sample of ``estimate`` tokens."""
+        weight = min(1.0, estimate / FULL_SAMPLE_TOKENS)
+        alpha = weight * max(ALPHA, 1 / (self._evidence + 1))
+        self._evidence += weight
+        current = self.multiplier
+        self.multiplier = _clamp(current + alpha * (observed - current), self.band)
 
     def set(self, factor: float) -> bool:
         """Set the multiplier by hand: accepted only when finite and 0.25 < f < 4; returns whether it was."""
@@ -244,7 +299,9 @@ class Calibrator:
         if value is None or not SET_BOUNDS[0] < value < SET_BOUNDS[1]:
             return False
         self.multiplier = value
-        self._evidence = max(self._evidence, 1 / ALPHA)  # a multiplier set by hand is not a guess
+        # A multiplier set by hand is not a guess: it counts as evidence, and the band takes it in.
+        self.band = (max(WIDEST[0], min(self.band[0], value)), min(WIDEST[1], max(self.band[1], value)))
+        self._evidence = max(self._evidence, 1 / ALPHA)
         self._save()
         return True
 
@@ -260,12 +317,14 @@ class Calibrator:
         return self._clock().isoformat()
 
     def record(self) -> dict[str, Any]:
-        """The persisted shape: ``{multiplier, at, pricing, reset?}``."""
+        """The persisted shape: ``{multiplier, at, pricing, band?, reset?}`` (``band`` once widened)."""
         out: dict[str, Any] = {
             "multiplier": self.multiplier,
             "at": self._stamp(),
             "pricing": CALIBRATION_PRICING_EPOCH,
         }
+        if self.band != BAND:
+            out["band"] = list(self.band)
         if self.reset is not None:
             out["reset"] = self.reset.to_record()
         return out
