@@ -41,7 +41,15 @@ from ..engine.events import (
 from ..engine.loop import Engine, _Received
 from ..engine.settings import EngineSettings
 from ..engine.summarizer import Summarizer
-from ..errors import ContextOverflow, InvalidInput, OverBudget, UnknownModel, UsageError
+from ..errors import (
+    ContextOverflow,
+    InvalidInput,
+    OverBudget,
+    SessionMoved,
+    StoreBusy,
+    UnknownModel,
+    UsageError,
+)
 from ..formats import ParsedRequest
 from ..models import get_profile
 from ..providers.base import ProviderEvent, Stop, UsageSample, normalise_stop_reason
@@ -86,7 +94,13 @@ class _Relay:
 
 
 class _Conversation:
-    """One ledger session the guard keeps: its messages' chain and the engine that runs it."""
+    """One ledger session the guard keeps: its messages' chain and the engine that runs it.
+
+    Other processes may serve the same session (several proxy workers on one store), so what this
+    one holds is a view of the ledger as of :attr:`synced`: the session's length then, and the
+    handle's own appends since (:attr:`Session.appended`) are the only entries it expects to find
+    beyond. :meth:`moved` asks the store (one indexed read) whether anyone else appended;
+    :meth:`sync` then reads what they appended."""
 
     def __init__(self, session: Session, root: str) -> None:
         self.session = session
@@ -97,12 +111,56 @@ class _Conversation:
         not only tool results (folds never cover it)."""
         self.compiler = EngineCompiler()
         self.engines: dict[str, Engine] = {}
+        self.windows: dict[str, int] = {}
+        """Per model, the window its engine knew when it was dropped by :meth:`sync`."""
+        self.synced = 0
+        """The session's length when this view last matched the store."""
+        self._appended_at_sync = session.appended
+        self._messages_at_sync = 0
+        self._turn_start_at_sync: str | None = None
 
     def took(self, message: Message) -> None:
         """``message`` (stored, with its id) is now the newest of the session."""
         self.chain.append(extend_chain(self.chain[-1] if self.chain else "", message))
         if message.role == "user" and not all(isinstance(b, ToolResult) for b in message.content):
             self.turn_start = message.id
+
+    def expected(self) -> int:
+        """The session's length if nobody but this handle appended since :attr:`synced`."""
+        return self.synced + self.session.appended - self._appended_at_sync
+
+    def moved(self) -> int | None:
+        """The session's length in the store when another writer appended to it since the last sync;
+        ``None`` when this view is current."""
+        length = self.session.length()
+        if length == self.expected():
+            self._mark(length)
+            return None
+        return length
+
+    def sync(self, length: int | None = None) -> None:
+        """Bring the view up to the store: the messages appended since the last sync, by anyone, in
+        the ledger's order. What the engines held in memory of the session is dropped with them
+        (they are rebuilt from the ledger, as a new process would build them)."""
+        length = self.session.length() if length is None else length
+        del self.chain[self._messages_at_sync :]
+        self.turn_start = self._turn_start_at_sync
+        for stored in self.session.messages(after=self.synced - 1 if self.synced else None):
+            if stored.position < length:
+                self.took(stored.message)
+        self._mark(length)
+        if self.engines:
+            for model, engine in self.engines.items():
+                # What a rejection taught of the window is this process's, not the ledger's: kept.
+                self.windows[model] = engine._requests.window
+            self.engines.clear()
+            self.compiler = EngineCompiler()
+
+    def _mark(self, length: int) -> None:
+        self.synced = length
+        self._appended_at_sync = self.session.appended
+        self._messages_at_sync = len(self.chain)
+        self._turn_start_at_sync = self.turn_start
 
 
 @dataclass(slots=True)
@@ -164,23 +222,29 @@ class GuardCore:
 
     # -- recognising the conversation ---------------------------------------------------------------
 
-    def _load_root(self, root: str) -> None:
-        if root in self._roots:
+    def _load_root(self, root: str, *, again: bool = False) -> None:
+        """Read the sessions of ``root`` from the store: once, or ``again`` to find those another
+        process started since."""
+        if root in self._roots and not again:
             return
         self._roots.add(root)
         for sid in self.store.sessions():
+            if sid in self._conversations:
+                continue
             if sid == root or (sid.startswith(root + ".") and sid[len(root) + 1 :].isdigit()):
                 conversation = _Conversation(self.store.session(sid), root)
-                for stored in conversation.session.messages():
-                    conversation.took(stored.message)
+                conversation.sync()
                 self._conversations[sid] = conversation
-                known = self._hashes.setdefault(root, {})
-                for n, h in enumerate(conversation.chain, start=1):
-                    known.setdefault(h, (conversation, n))
+                self._learn_hashes(conversation)
+
+    def _learn_hashes(self, conversation: _Conversation, start: int = 0) -> None:
+        known = self._hashes.setdefault(conversation.root, {})
+        for n, h in enumerate(conversation.chain[start:], start=start + 1):
+            known.setdefault(h, (conversation, n))
 
     def _new_conversation(self, root: str) -> _Conversation:
         sid, n = root, 0
-        while sid in self._conversations or self.store.session(sid).latest("message") is not None:
+        while sid in self._conversations or self.store.session(sid).length() > 0:
             n += 1
             sid = f"{root}.{n}"
         conversation = _Conversation(self.store.session(sid), root)
@@ -188,17 +252,36 @@ class GuardCore:
         return conversation
 
     def match(self, messages: Sequence[Message]) -> tuple[_Conversation, int]:
-        """The conversation a history continues, and how many of its leading messages it holds."""
+        """The conversation a history continues, and how many of its leading messages it holds.
+
+        The ledger decides, not this process's memory of it: the conversation found is first
+        brought up to what other processes appended to it (one indexed read when nobody did), and
+        a history that continues none of the sessions known here looks again for sessions another
+        process started."""
         hashes = chain(messages)
         root = self.session_root or f"guard-{hashes[0][:20]}"
+        fresh = root not in self._roots
         self._load_root(root)
-        known = self._hashes.setdefault(root, {})
-        n = longest_known(hashes, known)
-        if n > 0:
-            conversation, count = known[hashes[n - 1]]
-            if count == len(conversation.chain):
-                return conversation, n
-        return self._new_conversation(root), 0
+        reloaded = fresh
+        for _ in range(_SYNC_ATTEMPTS):
+            known = self._hashes.setdefault(root, {})
+            n = longest_known(hashes, known)
+            if n > 0:
+                conversation, count = known[hashes[n - 1]]
+                if count <= len(conversation.chain) and conversation.chain[count - 1] == hashes[n - 1]:
+                    length = conversation.moved()
+                    if length is not None:
+                        had = len(conversation.chain)
+                        conversation.sync(length)
+                        self._learn_hashes(conversation, min(had, len(conversation.chain)))
+                        continue  # what another process appended may hold more of this history
+                    if count == len(conversation.chain):
+                        return conversation, n
+            if reloaded:
+                return self._new_conversation(root), 0
+            reloaded = True
+            self._load_root(root, again=True)  # sessions another process started since
+        raise StoreBusy(f"the sessions of {root!r} kept moving under other writers; try the call again")
 
     # -- one call -----------------------------------------------------------------------------------
 
@@ -206,10 +289,11 @@ class GuardCore:
         engine = conversation.engines.get(model)
         if engine is None:
             profile = get_profile(model)
-            if self.context_window is not None:
+            window = self.context_window or profile.context_window
+            window = min(window, conversation.windows.get(model, window))
+            if window != profile.context_window:
                 profile = profile.with_(
-                    context_window=self.context_window,
-                    max_output_tokens=min(profile.max_output_tokens, self.context_window),
+                    context_window=window, max_output_tokens=min(profile.max_output_tokens, window)
                 )
             summarizer = None
             if self.summarize:
@@ -234,18 +318,33 @@ class GuardCore:
         return engine
 
     def _append(
-        self, conversation: _Conversation, engine: Engine, message: Message, parsed: ParsedRequest | None
+        self,
+        conversation: _Conversation,
+        engine: Engine,
+        messages: Sequence[Message],
+        parsed: ParsedRequest | None,
     ) -> None:
-        if not message.content:
+        """Append what the request adds to the session: in one transaction, and only if nobody else
+        appended since this view of it was synced (else :class:`~contextwindow.errors.SessionMoved`,
+        nothing written)."""
+        new = [m for m in messages if m.content]
+        if not new:
             return
         if parsed is not None:
-            for ref in {r.id: r for r in media_refs(message.content)}.values():
+            for ref in {r.id: r for m in new for r in media_refs(m.content)}.values():
                 data = parsed.attachments.get(ref.id)
                 if data is not None:
                     conversation.session.attach(data, ref.media_type)
-        conversation.took(engine._append(message))
-        known = self._hashes.setdefault(conversation.root, {})
-        known.setdefault(conversation.chain[-1], (conversation, len(conversation.chain)))
+        raw_block = engine._estimator.raw_block
+        stored = conversation.session.extend(
+            new,
+            block_prices=[[raw_block(b) for b in m.content] for m in new],
+            expect=conversation.expected(),
+        )
+        had = len(conversation.chain)
+        for each in stored:
+            conversation.took(each.message)
+        self._learn_hashes(conversation, had)
 
     async def request(self, body: Mapping[str, Any], *, count: bool = False) -> Exchange:
         """Send what ``body`` asks for, fitted to the window; see the module docstring. With
@@ -263,15 +362,21 @@ class GuardCore:
             # or name a known one, to guard it).
             result = await Ask(Send(body=dict(body), purpose="count" if count else "request"))
             return Exchange(result=result, body=dict(body), session_id="", events=[])
-        conversation, held = self.match(canonical.messages)
-        engine = self._engine(conversation, canonical.model)
+        for _ in range(_SYNC_ATTEMPTS):
+            conversation, held = self.match(canonical.messages)
+            engine = self._engine(conversation, canonical.model)
+            try:
+                self._append(conversation, engine, canonical.messages[held:], parsed)
+                break
+            except SessionMoved:
+                continue  # another process appended between the match and this append: match again
+        else:
+            raise StoreBusy(f"session {conversation.session.id!r} kept moving under other writers")
         # One agent call is one send of the engine's: its per-send state starts afresh.
         engine._stats.reset()
         engine._notes.start_send()
         engine._folding.start_turn()
         engine._requests.overrides.clear()
-        for message in canonical.messages[held:]:
-            self._append(conversation, engine, message, parsed)
         conversation.compiler.system = canonical.system
         conversation.compiler.tools = canonical.tools
         policy = self.policy
@@ -359,8 +464,7 @@ class GuardCore:
                 drain(engine._accept(live, _Received(stop=stop, sample=reply.usage), first_of_send=True))
             )
             conversation.took(reply.message)  # an assistant message: only its content enters the chain
-            known = self._hashes.setdefault(conversation.root, {})
-            known.setdefault(conversation.chain[-1], (conversation, len(conversation.chain)))
+            self._learn_hashes(conversation, len(conversation.chain) - 1)
 
         return Exchange(
             result=result, body=sent, session_id=conversation.session.id, events=events, _finish=finish
@@ -426,6 +530,10 @@ class GuardCore:
 
 MAX_REREADS = 3
 """Re-read rounds the guard answers within one agent call before handing the reply over as it is."""
+
+_SYNC_ATTEMPTS = 4
+"""How many times one call re-reads a session other processes keep appending to before it gives up
+(:class:`~contextwindow.errors.StoreBusy`): each attempt follows a real append by another writer."""
 
 REREAD_TOO_LARGE = (
     "The original is too large to read again within the context window; work from its placeholder."

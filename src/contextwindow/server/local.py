@@ -76,10 +76,13 @@ def local_app(model: LocalModel, limits: ServerLimits | None = None) -> HttpApp:
             session = request.headers.get(SESSION_HEADER) or "default"
             counting = path.endswith("/count_tokens") or responses_count
             shape = "responses" if responses else "responses_count" if responses_count else "chat"
-            # Parsing and counting are CPU work: off the event loop, one thread per admitted request.
-            return await anyio.to_thread.run_sync(
-                _answer, model, wire, data, counting, stream, include_usage, session, shape
-            )
+            answer = (model, wire, data, counting, stream, include_usage, session, shape)
+            if len(raw) <= app.limits.inline_body_bytes:
+                # A small body is parsed and counted in well under a millisecond or two: on the
+                # event loop, which is faster than handing it to a worker thread and back.
+                return _answer(*answer)
+            # A large one would hold every other connection up: off the event loop.
+            return await anyio.to_thread.run_sync(_answer, *answer)
 
     app.router.routes.extend(
         [

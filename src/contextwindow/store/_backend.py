@@ -5,7 +5,13 @@ once, above every backend, as httpx's client sits above its transports. What a b
 guarantee:
 
 - ``append`` is atomic and serialised per session: the entries get the next dense positions and
-  their chained digests, all or none, even with many processes appending at once.
+  their chained digests, all or none, even with many processes appending at once. With ``expect``,
+  it is conditional: when the session does not hold exactly ``expect`` entries at the moment the
+  append holds the session's lock, it writes nothing and raises
+  :class:`~contextwindow.errors.SessionMoved`. Entries are never removed, so the length is the
+  session's sequence number: equal lengths mean no other writer appended in between.
+- ``length`` is one indexed read of the session's head row: how many entries it holds (0 for a
+  session never written).
 - ``put_attachment`` stores the bytes insert-or-ignore by attachment id (the content hash settles
   who won) and, in the same transaction, links them to the session with the row's metadata
   (insert-or-ignore per session); it returns the session's view. Metadata lives on the link, never
@@ -35,7 +41,11 @@ class Backend(Protocol):
     writable: bool
     """False when the database was written by a newer library (writes raise ``SchemaTooNew``)."""
 
-    def append(self, session_id: str, entries: Sequence[NewEntry]) -> list[EntryRow]: ...
+    def append(
+        self, session_id: str, entries: Sequence[NewEntry], *, expect: int | None = None
+    ) -> list[EntryRow]: ...
+
+    def length(self, session_id: str) -> int: ...
 
     def entries(
         self, session_id: str, kinds: Sequence[str] | None, *, after: int | None = None

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import replace
 
+from ..errors import SessionMoved
 from ._rows import GENESIS, AttachmentRow, EntryRow, NewEntry, entry_digest, now_iso
 
 __all__ = ["MemoryBackend"]
@@ -31,9 +32,13 @@ class MemoryBackend:
         self._links: dict[str, dict[str, AttachmentRow]] = {}
         """``{session: {attachment id: the session's own view}}``: metadata lives on the link."""
 
-    def append(self, session_id: str, entries: Sequence[NewEntry]) -> list[EntryRow]:
+    def append(
+        self, session_id: str, entries: Sequence[NewEntry], *, expect: int | None = None
+    ) -> list[EntryRow]:
         with self._lock:
             length, head = self._heads.get(session_id, (0, GENESIS))
+            if expect is not None and length != expect:
+                raise SessionMoved(session_id, expected=expect, found=length)
             rows = []
             for entry in entries:
                 digest = entry_digest(head, session_id, length, entry)
@@ -53,6 +58,10 @@ class MemoryBackend:
             self._entries.setdefault(session_id, []).extend(rows)
             self._heads[session_id] = (length, head)
             return rows
+
+    def length(self, session_id: str) -> int:
+        with self._lock:
+            return self._heads.get(session_id, (0, GENESIS))[0]
 
     def entries(
         self, session_id: str, kinds: Sequence[str] | None, *, after: int | None = None
