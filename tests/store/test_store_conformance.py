@@ -199,6 +199,57 @@ class TestConditionalAppends:
         assert store.sessions() == []
 
 
+class TestBatches:
+    def test_writes_in_a_batch_are_all_there_when_it_ends(self, store: Store) -> None:
+        ref = None
+        with store.batch():
+            session = store.session("s")
+            ref = session.attach(png(4, 4), "image/png")
+            session.append(Message.user("look", Image(ref=ref)))
+            session.record("usage", {"n": 1})
+            store.session("t").note("another session, same batch")
+            assert session.length() == 2  # a batch reads its own writes
+        assert [e.kind for e in store.session("s").entries()] == ["message", "usage"]
+        assert store.session("s").read_attachment(ref) == png(4, 4)
+        assert store.sessions() == ["s", "t"] and store.verify() == []
+
+    def test_a_batch_that_raises_leaves_the_store_as_it_was(self, store: Store) -> None:
+        store.session("s").append(Message.user("before"))
+        with pytest.raises(RuntimeError), store.batch():
+            session = store.session("s")
+            session.append(Message.assistant("inside"))
+            session.attach(png(4, 4), "image/png")
+            store.session("new").note("inside")
+            raise RuntimeError("the block failed")
+        assert [m.message.content for m in store.session("s").messages()] == [(Text(text="before"),)]
+        assert store.session("s").attachments() == []
+        assert store.sessions() == ["s"] and store.verify() == []
+        store.session("s").append(Message.assistant("after"))  # and the store goes on
+        assert store.session("s").length() == 2
+
+    def test_a_write_refused_inside_a_batch_undoes_only_itself(self, store: Store) -> None:
+        with store.batch():
+            session = store.session("s")
+            session.append(Message.user("kept"))
+            with pytest.raises(SessionMoved):
+                session.append(Message.user("refused"), expect=0)
+            with pytest.raises(SessionMoved):
+                store.session("fresh").append(Message.user("refused"), expect=5)
+            session.append(Message.assistant("also kept"))
+        assert [m.message.role for m in store.session("s").messages()] == ["user", "assistant"]
+        assert store.sessions() == ["s"] and store.verify() == []
+
+    def test_batches_nest(self, store: Store) -> None:
+        with store.batch():
+            store.session("s").append(Message.user("outer"))
+            with pytest.raises(RuntimeError), store.batch():
+                store.session("s").append(Message.user("inner"))
+                raise RuntimeError
+            store.session("s").append(Message.user("outer again"))
+        texts = [m.message.content[0].text for m in store.session("s").messages()]  # type: ignore[union-attr]
+        assert texts == ["outer", "outer again"]
+
+
 class TestIsolation:
     def test_sessions_do_not_see_each_others_entries(self, store: Store) -> None:
         a, b = store.session("a"), store.session("b")

@@ -330,17 +330,15 @@ class GuardCore:
         new = [m for m in messages if m.content]
         if not new:
             return
-        if parsed is not None:
-            for ref in {r.id: r for m in new for r in media_refs(m.content)}.values():
-                data = parsed.attachments.get(ref.id)
-                if data is not None:
-                    conversation.session.attach(data, ref.media_type)
         raw_block = engine._estimator.raw_block
-        stored = conversation.session.extend(
-            new,
-            block_prices=[[raw_block(b) for b in m.content] for m in new],
-            expect=conversation.expected(),
-        )
+        prices = [[raw_block(b) for b in m.content] for m in new]
+        with self.store.batch():
+            if parsed is not None:
+                for ref in {r.id: r for m in new for r in media_refs(m.content)}.values():
+                    data = parsed.attachments.get(ref.id)
+                    if data is not None:
+                        conversation.session.attach(data, ref.media_type)
+            stored = conversation.session.extend(new, block_prices=prices, expect=conversation.expected())
         had = len(conversation.chain)
         for each in stored:
             conversation.took(each.message)
@@ -466,8 +464,17 @@ class GuardCore:
             conversation.took(reply.message)  # an assistant message: only its content enters the chain
             self._learn_hashes(conversation, len(conversation.chain) - 1)
 
+        def finish_in_one_commit(reply: Reply) -> None:
+            # What a reply teaches (usage, anchor, calibration, notes, the message): one transaction.
+            with self.store.batch():
+                finish(reply)
+
         return Exchange(
-            result=result, body=sent, session_id=conversation.session.id, events=events, _finish=finish
+            result=result,
+            body=sent,
+            session_id=conversation.session.id,
+            events=events,
+            _finish=finish_in_one_commit,
         )
 
     async def _answer_rereads(

@@ -10,6 +10,9 @@ guarantee:
   append holds the session's lock, it writes nothing and raises
   :class:`~contextwindow.errors.SessionMoved`. Entries are never removed, so the length is the
   session's sequence number: equal lengths mean no other writer appended in between.
+- ``batch`` makes every write inside it one transaction: committed together when the block ends,
+  or none of them when it raises. A write inside that raises undoes only itself (a savepoint), so
+  the block may catch it and go on. Batches nest (an inner one is part of the outer).
 - ``length`` is one indexed read of the session's head row: how many entries it holds (0 for a
   session never written).
 - ``put_attachment`` stores the bytes insert-or-ignore by attachment id (the content hash settles
@@ -24,6 +27,7 @@ guarantee:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 from ._rows import AttachmentRow, EntryRow, NewEntry
@@ -46,6 +50,8 @@ class Backend(Protocol):
     ) -> list[EntryRow]: ...
 
     def length(self, session_id: str) -> int: ...
+
+    def batch(self) -> AbstractContextManager[None]: ...
 
     def entries(
         self, session_id: str, kinds: Sequence[str] | None, *, after: int | None = None

@@ -12,7 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from types import TracebackType
 from typing import Any, Self
@@ -84,6 +85,21 @@ class Store:
     def sessions(self) -> list[str]:
         """The ids of every session with something in it, sorted."""
         return self._backend().sessions()
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Everything written through this store inside the block is one transaction: committed
+        together when the block ends (one commit: one fsync where the durability asks for one), or
+        not at all when it raises. A write that raises inside undoes only itself, so the block may
+        catch it and go on. Batches nest.
+
+        Other writers wait for the block (SQLite: the file's write lock; PostgreSQL: the rows it
+        locked), and so do other threads on this store: keep it short, no network calls inside. A
+        handle's :attr:`Session.appended` counts the appends that returned, a batch rolled back
+        included.
+        """
+        with self._backend().batch():
+            yield
 
     def verify(self) -> list[Problem]:
         """Check every invariant (digest chains, dense positions, references, attachment hashes).

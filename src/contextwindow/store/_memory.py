@@ -8,7 +8,8 @@ lives and dies with its process.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 
 from ..errors import SessionMoved
@@ -24,7 +25,7 @@ class MemoryBackend:
         self.url = "memory://"
         self.schema_version = 0
         self.writable = True
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._entries: dict[str, list[EntryRow]] = {}
         self._heads: dict[str, tuple[int, str]] = {}
         self._attachments: dict[str, AttachmentRow] = {}
@@ -58,6 +59,25 @@ class MemoryBackend:
             self._entries.setdefault(session_id, []).extend(rows)
             self._heads[session_id] = (length, head)
             return rows
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        # What a transaction would undo: the rows are only ever added, so remembering how much of
+        # each table there was is enough to put it back.
+        with self._lock:
+            heads = dict(self._heads)
+            lengths = {sid: len(rows) for sid, rows in self._entries.items()}
+            attachments, blobs = dict(self._attachments), dict(self._blobs)
+            links = {sid: dict(linked) for sid, linked in self._links.items()}
+            try:
+                yield
+            except BaseException:
+                self._heads = heads
+                self._entries = {
+                    sid: rows[: lengths[sid]] for sid, rows in self._entries.items() if sid in lengths
+                }
+                self._attachments, self._blobs, self._links = attachments, blobs, links
+                raise
 
     def length(self, session_id: str) -> int:
         with self._lock:
