@@ -199,6 +199,17 @@ class TestConditionalAppends:
         assert store.sessions() == []
 
 
+class TestSessionsByPrefix:
+    def test_only_the_ids_that_start_with_the_prefix_are_listed_sorted(self, store: Store) -> None:
+        for sid in ["run_1.2", "run_1", "run%1", "run_10", "rûn_1", "other", "run_1.1"]:
+            store.session(sid).note("x")
+        assert store.sessions(prefix="run_1") == ["run_1", "run_1.1", "run_1.2", "run_10"]
+        assert store.sessions(prefix="run%") == ["run%1"]  # no pattern characters: a plain prefix
+        assert store.sessions(prefix="rû") == ["rûn_1"]
+        assert store.sessions(prefix="nobody") == []
+        assert store.sessions(prefix="") == store.sessions() == sorted(store.sessions())
+
+
 class TestBatches:
     def test_writes_in_a_batch_are_all_there_when_it_ends(self, store: Store) -> None:
         ref = None

@@ -228,7 +228,7 @@ class GuardCore:
         if root in self._roots and not again:
             return
         self._roots.add(root)
-        for sid in self.store.sessions():
+        for sid in self.store.sessions(prefix=root):
             if sid in self._conversations:
                 continue
             if sid == root or (sid.startswith(root + ".") and sid[len(root) + 1 :].isdigit()):

@@ -71,8 +71,9 @@ class Backend(Protocol):
 
     def read_blob(self, session_id: str, attachment_id: str) -> bytes | None: ...
 
-    def sessions(self) -> list[str]:
-        """Every session that has a head or an entry, sorted."""
+    def sessions(self, prefix: str = "") -> list[str]:
+        """Every session that has a head or an entry, sorted; with ``prefix``, only the ids that
+        start with it, read from the sessions' head rows alone (no pass over the entries)."""
         ...
 
     def heads(self) -> dict[str, tuple[int, str]]:

@@ -82,9 +82,12 @@ class Store:
         self._backend()
         return Session(self, session_id)
 
-    def sessions(self) -> list[str]:
-        """The ids of every session with something in it, sorted."""
-        return self._backend().sessions()
+    def sessions(self, prefix: str = "") -> list[str]:
+        """The ids of every session with something in it, sorted; with ``prefix``, those whose id
+        starts with it (one pass over the sessions, none over their entries)."""
+        if not isinstance(prefix, str):
+            raise InvalidInput(f"must be a string, got {type(prefix).__name__}", path="prefix")
+        return self._backend().sessions(prefix)
 
     @contextmanager
     def batch(self) -> Iterator[None]:

@@ -144,9 +144,9 @@ class MemoryBackend:
                 return None
             return self._blobs.get(attachment_id)
 
-    def sessions(self) -> list[str]:
+    def sessions(self, prefix: str = "") -> list[str]:
         with self._lock:
-            return sorted(set(self._heads) | set(self._entries))
+            return sorted(s for s in set(self._heads) | set(self._entries) if s.startswith(prefix))
 
     def heads(self) -> dict[str, tuple[int, str]]:
         with self._lock:

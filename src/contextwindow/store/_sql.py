@@ -336,8 +336,15 @@ class SqlBackend(abc.ABC):
             row = cur.fetchone()
         return None if row is None else bytes(row[0])
 
-    def sessions(self) -> list[str]:
+    def sessions(self, prefix: str = "") -> list[str]:
         with self._read() as cur:
+            if prefix:
+                # Every append writes the session's head row first, so the head rows name every
+                # session written since schema 1; substr compares characters, whatever the collation.
+                cur.execute(
+                    self._q("SELECT id FROM sessions WHERE substr(id, 1, ?) = ?"), (len(prefix), prefix)
+                )
+                return sorted(row[0] for row in cur.fetchall())
             cur.execute("SELECT id FROM sessions UNION SELECT DISTINCT session_id FROM entries ORDER BY 1")
             return [row[0] for row in cur.fetchall()]
 
