@@ -14,7 +14,10 @@ session ends is that session, and the rest of the request is appended to it. A r
 diverges from what was stored (an agent that edited or dropped earlier messages) becomes a new
 session, named after its root with a ``.N`` suffix. The root is the ``session`` id given to the
 guard, or ``guard-`` and the chain hash of the first message, so a new process finds the sessions
-an earlier one stored.
+an earlier one stored. Several processes may serve one store at once: on each call the session's
+length in the store says whether another one appended since (then what it appended is read first),
+and a call's new messages are appended in one transaction only if nobody did meanwhile
+(:meth:`~contextwindow.store.Session.extend` with ``expect``), else the request is matched again.
 
 **What it reuses.** Each session is run by an :class:`~contextwindow.engine.loop.Engine` over the
 ledger, without its turn loop: blocks are priced once as they are appended, calibration and anchors
