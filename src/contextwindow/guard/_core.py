@@ -141,12 +141,14 @@ class _Conversation:
             return None
         return length
 
-    def sync(self, length: int | None = None) -> None:
+    def sync(self, length: int | None = None) -> int:
         """Bring the view up to the store: the messages appended since the last sync, by anyone, in
         the ledger's order. What the engines held in memory of the session is dropped with them
-        (they are rebuilt from the ledger, as a new process would build them)."""
+        (they are rebuilt from the ledger, as a new process would build them). Returns how many
+        leading messages of the chain were kept as they were."""
         length = self.session.length() if length is None else length
-        del self.chain[self._messages_at_sync :]
+        kept = self._messages_at_sync
+        del self.chain[kept:]
         self.turn_start = self._turn_start_at_sync
         for stored in self.session.messages(after=self.synced - 1 if self.synced else None):
             if stored.position < length:
@@ -158,6 +160,7 @@ class _Conversation:
                 self.windows[model] = engine._requests.window
             self.engines.clear()
             self.compiler = EngineCompiler()
+        return kept
 
     def _mark(self, length: int) -> None:
         self.synced = length
@@ -274,9 +277,7 @@ class GuardCore:
                 if count <= len(conversation.chain) and conversation.chain[count - 1] == hashes[n - 1]:
                     length = conversation.moved()
                     if length is not None:
-                        had = len(conversation.chain)
-                        conversation.sync(length)
-                        self._learn_hashes(conversation, min(had, len(conversation.chain)))
+                        self._learn_hashes(conversation, conversation.sync(length))
                         continue  # what another process appended may hold more of this history
                     if count == len(conversation.chain):
                         return conversation, n
