@@ -241,3 +241,30 @@ class TestCoresOnTwoHandles:
         assert fork == root + ".1"
         assert [text for _, text in _stored(ledger, root)] == answered
         assert [text for _, text in _stored(ledger, fork)] == answered
+
+    def test_a_session_another_writer_started_first_is_continued_later_not_forked_again(
+        self, tmp_path: Path
+    ) -> None:
+        # Both cores take the first call of one conversation at once; the other one stores it first,
+        # so this one's call becomes the fork ".1". The agent goes on with the other's reply: this
+        # core must find that session (which it had only ever seen empty) and continue it.
+        first, second, ledger = self._cores(tmp_path)
+        opening = [Message.user("turn 0")]
+        real_match = first.match
+        raced: list[Reply] = []
+
+        def match_then_lose_the_race(messages: Any) -> Any:
+            found = real_match(messages)
+            if not raced:
+                raced.append(_call(second, opening))
+            return found
+
+        first.match = match_then_lose_the_race  # type: ignore[method-assign]
+        _call(first, opening)
+        first.match = real_match  # type: ignore[method-assign]
+        history = [*opening, raced[0].message, Message.user("turn 1")]
+        _call(first, history)
+        root, fork = ledger.sessions()
+        assert fork == root + ".1"
+        assert [text for _, text in _stored(ledger, root)] == ["turn 0", "reply 1", "turn 1", "reply 3"]
+        assert [text for _, text in _stored(ledger, fork)] == ["turn 0", "reply 1"]

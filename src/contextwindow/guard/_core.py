@@ -230,18 +230,19 @@ class GuardCore:
 
     def _load_root(self, root: str, *, again: bool = False) -> None:
         """Read the sessions of ``root`` from the store: once, or ``again`` to find those another
-        process started since."""
+        process started or moved since."""
         if root in self._roots and not again:
             return
         self._roots.add(root)
         for sid in self.store.sessions(prefix=root):
-            if sid in self._conversations:
+            if not (sid == root or (sid.startswith(root + ".") and sid[len(root) + 1 :].isdigit())):
                 continue
-            if sid == root or (sid.startswith(root + ".") and sid[len(root) + 1 :].isdigit()):
-                conversation = _Conversation(self.store.session(sid), root)
-                conversation.sync()
-                self._conversations[sid] = conversation
-                self._learn_hashes(conversation)
+            conversation = self._conversations.get(sid)
+            if conversation is None:
+                conversation = self._conversations[sid] = _Conversation(self.store.session(sid), root)
+                self._learn_hashes(conversation, conversation.sync())
+            elif (length := conversation.moved()) is not None:
+                self._learn_hashes(conversation, conversation.sync(length))
 
     def _learn_hashes(self, conversation: _Conversation, start: int = 0) -> None:
         known = self._hashes.setdefault(conversation.root, {})
