@@ -9,9 +9,11 @@ Every loop is bounded in count and in time. Figures:
    serves a well-formed request afterwards;
 2. memory: RSS growth after 60 one-megabyte requests with distinct session headers, and after 60
    distinct one-megabyte texts (the count memo); peak RSS under 200 concurrent one-megabyte requests;
-3. requests/s with 50 concurrent conversations (an agent loop each, 2k-token history);
+3. requests/s with 50 concurrent conversations (an agent loop each, 2k-token history), and the
+   server's CPU time per request (on a loaded machine the wall-clock figures follow the load; the
+   CPU time much less);
 4. ``contextwindow proxy`` overhead per request (median, p95) against talking to the upstream directly,
-   without and with the guard;
+   without and with the guard, and each front process's own CPU time per request;
 5. naive agents (``anthropic`` and ``openai`` SDKs: Messages, Chat Completions, Responses with every
    other reply streamed, and Responses sending only new input with ``previous_response_id``) resending
    their whole history for 40 turns through the guarded proxy to a local provider that enforces 16,000
@@ -409,9 +411,17 @@ def _history() -> list[dict[str, object]]:
     return turns
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far."""
+    import psutil
+
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
+
+
 def _conversations(
     server: Server, clients: int = 50, per_client: int = 20, seconds: float = 30.0
-) -> tuple[int, float, float, int]:
+) -> tuple[int, float, float, int, float]:
     history = _history()
     stop_at = time.monotonic() + seconds
     latencies: list[float] = []
@@ -446,31 +456,33 @@ def _conversations(
         conn.close()
 
     threads = [threading.Thread(target=agent, args=(i,)) for i in range(clients)]
+    cpu = _cpu_seconds(server.process.pid)
     began = time.monotonic()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     elapsed = time.monotonic() - began
-    return len(latencies), len(latencies) / elapsed, statistics.median(latencies) * 1000, errors[0]
+    cpu_ms = (_cpu_seconds(server.process.pid) - cpu) * 1000 / max(1, len(latencies))
+    return len(latencies), len(latencies) / elapsed, statistics.median(latencies) * 1000, errors[0], cpu_ms
 
 
 def _throughput(before: Path | None) -> list[str]:
     lines = [
-        "| 50 concurrent conversations (20 turns each, 2k-token history) | requests | requests/s | median latency (ms) | errors |",
-        "| --- | ---: | ---: | ---: | ---: |",
+        "| 50 concurrent conversations (20 turns each, 2k-token history) | requests | requests/s | median latency (ms) | errors | server CPU per request (ms) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, src in (
         ("before (http.server, fe226a6)", before),
         ("after (uvicorn, contextwindow.server)", None),
     ):
         if src is None and name.startswith("before"):
-            lines.append(f"| {name} | not measured | | | |")
+            lines.append(f"| {name} | not measured | | | | |")
             continue
         with _server("rps", src) as server:
             _serves(server)
-            n, rps, median, errors = _conversations(server)
-        lines.append(f"| {name} | {n} | {rps:.0f} | {median:.0f} | {errors} |")
+            n, rps, median, errors, cpu_ms = _conversations(server)
+        lines.append(f"| {name} | {n} | {rps:.0f} | {median:.0f} | {errors} | {cpu_ms:.2f} |")
     return lines
 
 
@@ -478,7 +490,7 @@ def _throughput(before: Path | None) -> list[str]:
 
 
 @contextmanager
-def _proxy(upstream: str, *, guard: bool, store: Path | None = None) -> Iterator[int]:
+def _proxy(upstream: str, *, guard: bool, store: Path | None = None) -> Iterator[tuple[int, int]]:
     port = _free_port()
     command = [sys.executable, "-m", "contextwindow", "proxy", "--upstream", upstream, "--port", str(port)]
     command += ["--quiet", *(["--guard", "--store", str(store)] if guard and store else ["--no-guard"])]
@@ -491,7 +503,7 @@ def _proxy(upstream: str, *, guard: bool, store: Path | None = None) -> Iterator
     try:
         assert process.stdout is not None
         process.stdout.readline()
-        yield port
+        yield port, process.pid
     finally:
         process.terminate()
         process.wait(timeout=10)
@@ -522,8 +534,9 @@ def _proxy_overhead() -> list[str]:
     streamed = _body("hello", stream=True)
     large = _body(_megabyte_text(1)[: 200 * 1024])
     lines = [
-        "| request | direct median (ms) | direct p95 | proxy median | proxy p95 | guarded proxy median | guarded p95 |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| request | direct median (ms) | direct p95 | proxy median | proxy p95 | guarded proxy median | guarded p95 "
+        "| CPU per request (ms): upstream / proxy / guarded proxy |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     with tempfile.TemporaryDirectory() as tmp, _server("upstream", None) as upstream:
         _serves(upstream)
@@ -531,17 +544,27 @@ def _proxy_overhead() -> list[str]:
             _proxy(upstream.url, guard=False) as plain,
             _proxy(upstream.url, guard=True, store=Path(tmp) / "proxy.sqlite") as guarded,
         ):
+            targets = [(upstream.port, upstream.process.pid), plain, guarded]
             for label, body in (
                 ("small JSON", small),
                 ("small SSE stream", streamed),
                 ("200 KB body", large),
             ):
-                columns = []
-                for port in (upstream.port, plain, guarded):
+                columns: list[float] = []
+                cpu: list[float] = []
+                for port, pid in targets:
                     _latencies(port, body, 10)  # warm up
+                    before = _cpu_seconds(pid)  # the process in front: its own work, not the upstream's
                     times = _latencies(port, body)
+                    cpu.append((_cpu_seconds(pid) - before) * 1000 / len(times))
                     columns += [statistics.median(times) * 1000, statistics.quantiles(times, n=20)[-1] * 1000]
-                lines.append(f"| {label} | " + " | ".join(f"{x:.2f}" for x in columns) + " |")
+                lines.append(
+                    f"| {label} | "
+                    + " | ".join(f"{x:.2f}" for x in columns)
+                    + " | "
+                    + " / ".join(f"{x:.2f}" for x in cpu)
+                    + " |"
+                )
     return lines
 
 
@@ -599,7 +622,7 @@ def _naive_agents(turns: int = 40, enforced: int = 16_000) -> list[str]:
     with (
         tempfile.TemporaryDirectory() as tmp,
         _server("enforcing", None, window=0, effective_window=enforced) as upstream,
-        _proxy(upstream.url, guard=True, store=Path(tmp) / "proxy.sqlite") as port,
+        _proxy(upstream.url, guard=True, store=Path(tmp) / "proxy.sqlite") as (port, _),
     ):
         base = f"http://127.0.0.1:{port}"
         for sdk in _AGENTS:

@@ -6,10 +6,14 @@ import json
 from pathlib import Path
 
 import httpx
+import pytest
 from typer.testing import CliRunner
 
 from contextwindow.cli import app
+from contextwindow.server.guarded import GuardTransform
+from contextwindow.server.transform import transform_for
 from contextwindow.store import open_store
+from contextwindow.store._sqlite import SqliteBackend
 from server_support import running
 
 runner = CliRunner()
@@ -23,8 +27,27 @@ class TestProxyCommand:
     def test_help_names_every_flag(self) -> None:
         result = runner.invoke(app, ["proxy", "--help"], env={"COLUMNS": "200"})
         assert result.exit_code == 0
-        for flag in ("--upstream", "--port", "--host", "--store", "--window"):
+        for flag in ("--upstream", "--port", "--host", "--store", "--window", "--durability"):
             assert flag in result.output
+
+    def test_a_durability_that_is_neither_normal_nor_full_is_refused_with_exit_2(self) -> None:
+        result = runner.invoke(app, ["proxy", "--upstream", "http://127.0.0.1:1", "--durability", "fsync"])
+        assert result.exit_code == 2
+
+    @pytest.mark.parametrize(("given", "pragma"), [((), 1), (("full",), 2), (("normal",), 1)])
+    def test_the_ledger_commits_without_waiting_for_the_disk_unless_told_full(
+        self, tmp_path: Path, given: tuple[str, ...], pragma: int
+    ) -> None:
+        # SQLite's synchronous: 1 = NORMAL (a commit survives the process's crash), 2 = FULL.
+        transform, described = transform_for(
+            store=str(tmp_path / "p.sqlite"), window=None, **dict(zip(["durability"], given, strict=False))
+        )
+        assert isinstance(transform, GuardTransform)
+        backend = transform.store._backend()
+        assert isinstance(backend, SqliteBackend)
+        assert backend._db.execute("PRAGMA synchronous").fetchone()[0] == pragma
+        assert ("full" if pragma == 2 else "normal") in described
+        transform.store.close()
 
     def test_serve_and_proxy_processes_answer_through_each_other(self, tmp_path: Path) -> None:
         body = {

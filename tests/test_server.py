@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from _shared import encoding as tiktoken_encoding
 from contextwindow.content import Message, Request, Text, ToolResult, ToolUse
-from contextwindow.server import MIB, ServerLimits, api_of, error_body
+from contextwindow.server import MIB, PARSERS, ServerLimits, api_of, error_body
 from contextwindow.server.request import json_depth_exceeds
 from contextwindow.testing import LocalModel, LocalServer, LocalSettings
 from contextwindow.testing.counting import CountMemo, count_in_pieces
@@ -35,9 +35,12 @@ LIMITS = ServerLimits(
 )
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[LocalServer]:
-    with LocalServer(LocalModel(LocalSettings(window=1_000_000)), limits=LIMITS) as running:
+@pytest.fixture(scope="module", params=PARSERS)
+def server(request: pytest.FixtureRequest) -> Iterator[LocalServer]:
+    # Every attack, on each HTTP parser the server can run on (httptools by default, h11 without it).
+    with LocalServer(
+        LocalModel(LocalSettings(window=1_000_000)), limits=LIMITS, http=request.param
+    ) as running:
         yield running
 
 
@@ -71,6 +74,24 @@ class TestMalformedHttp:
         assert reply.closed
         error = reply.json()["error"]
         assert error["type"] == "invalid_request_error" and "Malformed HTTP" in error["message"]
+        assert_serving(server.port)
+
+    def test_a_head_that_never_ends_is_refused_once_it_passes_the_limit_not_held(
+        self, server: LocalServer
+    ) -> None:
+        # The head's bytes are bounded as they arrive, not once it is whole: without that the server
+        # would hold them all and answer only the read timeout's 408.
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as conn:
+            conn.sendall(b"POST /v1/messages HTTP/1.1\r\nhost: x\r\n")
+            started = time.monotonic()
+            try:
+                for n in range(200):
+                    conn.sendall(b"x-pad-%d: %s\r\n" % (n, b"a" * 1000))
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            reply = read_reply(conn, started)
+        assert reply.status == 400 and reply.closed
+        assert reply.seconds < LIMITS.read_timeout
         assert_serving(server.port)
 
 

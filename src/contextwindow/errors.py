@@ -12,6 +12,7 @@ error that can escape a public call is mapped into this tree (a test proves it):
      ├── DamagedData             a data file shipped with contextwindow fails its check (reinstall)
      ├── StoreError              the ledger failed
      │    ├── StoreBusy          contention outlasted the busy timeout
+     │    ├── SessionMoved       another writer appended to the session since the length expected
      │    └── SchemaTooNew       the database was written by a newer library; refused for writing
      └── ProviderError           a provider refused or failed (status, body, headers)
           ├── ContextOverflow    the provider rejected the request for its size (its own numbers)
@@ -35,6 +36,7 @@ __all__ = [
     "ProviderError",
     "ScenarioError",
     "SchemaTooNew",
+    "SessionMoved",
     "StoreBusy",
     "StoreError",
     "TransientProviderError",
@@ -110,6 +112,21 @@ class StoreError(ContextWindowError):
 
 class StoreBusy(StoreError):
     """Another writer held the store longer than the busy timeout."""
+
+
+class SessionMoved(StoreError):
+    """A conditional append found the session longer than the caller expected: another writer (a
+    process, a worker) appended to it since the caller last read it. Nothing was written; read what
+    was appended (``session.messages(after=...)``) and decide again."""
+
+    def __init__(self, session_id: str, *, expected: int, found: int) -> None:
+        self.session_id = session_id
+        self.expected = expected
+        self.found = found
+        super().__init__(
+            f"session {session_id!r} holds {found} entries, not the {expected} expected: "
+            "another writer appended to it; nothing was written"
+        )
 
 
 class SchemaTooNew(StoreError):

@@ -13,7 +13,7 @@ from PIL import Image as PILImage
 
 from conftest import Target
 from contextwindow.content import Image, Message, Text, ToolResult, ToolUse
-from contextwindow.errors import InvalidInput
+from contextwindow.errors import InvalidInput, SessionMoved
 from contextwindow.store import RECORD_KINDS, Store, open_store
 
 
@@ -134,6 +134,131 @@ class TestOrdering:
         session.append(Message.user(ToolResult(tool_use_id="t1", content="a b c")))
         kinds = [type(m.message.content[0]).__name__ for m in session.messages()]
         assert kinds == ["ToolUse", "ToolResult"]
+
+
+class TestConditionalAppends:
+    def test_length_counts_the_entries_of_every_kind(self, store: Store) -> None:
+        session = store.session("s")
+        assert session.length() == 0
+        session.append(Message.user("a"))
+        session.note("n")
+        session.extend([Message.assistant("b"), Message.user("c")])
+        assert session.length() == 4 == len(session.entries())
+        assert store.sessions() == ["s"]
+
+    def test_reading_the_length_of_a_new_session_creates_nothing(self, store: Store) -> None:
+        assert store.session("nobody").length() == 0
+        assert store.sessions() == []
+
+    def test_an_append_at_the_expected_length_is_written(self, store: Store) -> None:
+        session = store.session("s")
+        session.append(Message.user("a"), expect=0)
+        stored = session.extend([Message.assistant("b"), Message.user("c")], expect=1)
+        assert [m.position for m in stored] == [1, 2]
+        assert [m.message.content for m in session.messages()] == [
+            (Text(text="a"),),
+            (Text(text="b"),),
+            (Text(text="c"),),
+        ]
+
+    def test_an_append_after_another_writer_moved_the_session_writes_nothing(self, store: Store) -> None:
+        mine, theirs = store.session("s"), store.session("s")
+        mine.append(Message.user("a"))
+        seen = mine.length()
+        theirs.note("another worker was here")
+        with pytest.raises(SessionMoved) as moved:
+            mine.extend([Message.assistant("b"), Message.user("c")], expect=seen)
+        assert (moved.value.expected, moved.value.found) == (1, 2)
+        assert [e.kind for e in mine.entries()] == ["message", "note"]
+        assert store.verify() == []
+
+    def test_a_refused_append_to_a_session_never_written_leaves_no_session(self, store: Store) -> None:
+        with pytest.raises(SessionMoved):
+            store.session("s").append(Message.user("a"), expect=3)
+        assert store.sessions() == []
+        assert store.session("s").length() == 0
+
+    def test_a_batch_with_one_bad_message_writes_none_of_them(self, store: Store) -> None:
+        session = store.session("s")
+        with pytest.raises(InvalidInput):
+            session.extend([Message.user("a"), Message.user("b")], block_prices=[[1.0], [-1.0]])
+        assert session.length() == 0
+
+    def test_a_handle_counts_what_it_appended(self, store: Store) -> None:
+        mine, theirs = store.session("s"), store.session("s")
+        mine.append(Message.user("a"))
+        mine.record("usage", {"n": 1})
+        theirs.note("x")
+        mine.extend([Message.assistant("b"), Message.user("c")])
+        assert (mine.appended, theirs.appended, mine.length()) == (4, 1, 5)
+
+    @pytest.mark.parametrize("expect", [-1, True, 1.5, "0"])
+    def test_an_expected_length_that_is_not_one_is_invalid_input(self, store: Store, expect: Any) -> None:
+        with pytest.raises(InvalidInput, match="expect"):
+            store.session("s").append(Message.user("a"), expect=expect)
+        assert store.sessions() == []
+
+
+class TestSessionsByPrefix:
+    def test_only_the_ids_that_start_with_the_prefix_are_listed_sorted(self, store: Store) -> None:
+        for sid in ["run_1.2", "run_1", "run%1", "run_10", "rûn_1", "other", "run_1.1"]:
+            store.session(sid).note("x")
+        assert store.sessions(prefix="run_1") == ["run_1", "run_1.1", "run_1.2", "run_10"]
+        assert store.sessions(prefix="run%") == ["run%1"]  # no pattern characters: a plain prefix
+        assert store.sessions(prefix="rû") == ["rûn_1"]
+        assert store.sessions(prefix="nobody") == []
+        assert store.sessions(prefix="") == store.sessions() == sorted(store.sessions())
+
+
+class TestBatches:
+    def test_writes_in_a_batch_are_all_there_when_it_ends(self, store: Store) -> None:
+        ref = None
+        with store.batch():
+            session = store.session("s")
+            ref = session.attach(png(4, 4), "image/png")
+            session.append(Message.user("look", Image(ref=ref)))
+            session.record("usage", {"n": 1})
+            store.session("t").note("another session, same batch")
+            assert session.length() == 2  # a batch reads its own writes
+        assert [e.kind for e in store.session("s").entries()] == ["message", "usage"]
+        assert store.session("s").read_attachment(ref) == png(4, 4)
+        assert store.sessions() == ["s", "t"] and store.verify() == []
+
+    def test_a_batch_that_raises_leaves_the_store_as_it_was(self, store: Store) -> None:
+        store.session("s").append(Message.user("before"))
+        with pytest.raises(RuntimeError), store.batch():
+            session = store.session("s")
+            session.append(Message.assistant("inside"))
+            session.attach(png(4, 4), "image/png")
+            store.session("new").note("inside")
+            raise RuntimeError("the block failed")
+        assert [m.message.content for m in store.session("s").messages()] == [(Text(text="before"),)]
+        assert store.session("s").attachments() == []
+        assert store.sessions() == ["s"] and store.verify() == []
+        store.session("s").append(Message.assistant("after"))  # and the store goes on
+        assert store.session("s").length() == 2
+
+    def test_a_write_refused_inside_a_batch_undoes_only_itself(self, store: Store) -> None:
+        with store.batch():
+            session = store.session("s")
+            session.append(Message.user("kept"))
+            with pytest.raises(SessionMoved):
+                session.append(Message.user("refused"), expect=0)
+            with pytest.raises(SessionMoved):
+                store.session("fresh").append(Message.user("refused"), expect=5)
+            session.append(Message.assistant("also kept"))
+        assert [m.message.role for m in store.session("s").messages()] == ["user", "assistant"]
+        assert store.sessions() == ["s"] and store.verify() == []
+
+    def test_batches_nest(self, store: Store) -> None:
+        with store.batch():
+            store.session("s").append(Message.user("outer"))
+            with pytest.raises(RuntimeError), store.batch():
+                store.session("s").append(Message.user("inner"))
+                raise RuntimeError
+            store.session("s").append(Message.user("outer again"))
+        texts = [m.message.content[0].text for m in store.session("s").messages()]  # type: ignore[union-attr]
+        assert texts == ["outer", "outer again"]
 
 
 class TestIsolation:

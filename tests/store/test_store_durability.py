@@ -18,6 +18,7 @@ import pytest
 
 from conftest import Target
 from contextwindow.content import Document, Message
+from contextwindow.errors import SessionMoved
 from contextwindow.store import open_store
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs fork and SIGKILL")
@@ -158,6 +159,46 @@ class TestConcurrentWriters:
         _writers(durable_target, [f"s{i}" for i in range(4)])  # also races the first migration
         for i in range(4):
             assert _texts(durable_target, f"s{i}") == [(i, k) for k in range(500)]
+
+
+class TestConditionalWriters:
+    def test_four_processes_taking_turns_by_length_append_each_number_once(
+        self, durable_target: Target
+    ) -> None:
+        # Each writer appends "the next number" (how many messages it read) on condition that nobody
+        # appended since it read: a lost race is SessionMoved, read again. The numbers come out dense
+        # and unique: no writer appended a number another had already taken.
+        durable_target.open().close()
+        go_read, go_write = os.pipe()
+        pids = []
+        for _ in range(4):
+
+            def child() -> None:
+                os.close(go_write)
+                store = durable_target.open()
+                session = store.session("shared")
+                os.read(go_read, 1)
+                taken = 0
+                while taken < 50:
+                    length = session.length()
+                    n = len(session.messages())
+                    try:
+                        session.append(Message.user(str(n)), expect=length)
+                    except SessionMoved:
+                        continue
+                    taken += 1
+                store.close()
+
+            pids.append(_fork(child))
+        os.close(go_read)
+        os.write(go_write, b"x" * 4)
+        os.close(go_write)
+        codes = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in pids]
+        assert codes == [0] * 4
+        with durable_target.open() as store:
+            numbers = [m.message.content[0].text for m in store.session("shared").messages()]  # type: ignore[union-attr]
+            assert store.verify() == []
+        assert numbers == [str(n) for n in range(200)]
 
 
 def test_forked_children_import_nothing_new() -> None:

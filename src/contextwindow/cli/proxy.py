@@ -38,6 +38,13 @@ def proxy(
     window: Annotated[
         int | None, typer.Option(help="Context window to keep requests within; default: each model's own.")
     ] = None,
+    durability: Annotated[
+        str,
+        typer.Option(
+            help="normal: a commit survives the proxy's crash, an OS crash may drop the last few "
+            "(the agent resends them); full: every commit synced to disk."
+        ),
+    ] = "normal",
     max_body_mb: Annotated[int, typer.Option(help="Largest request body accepted, in MiB.")] = 32,
     max_concurrency: Annotated[int, typer.Option(help="Requests handled at once; more wait briefly.")] = 256,
     guard: Annotated[
@@ -53,6 +60,8 @@ def proxy(
         fail("--upstream must be an http:// or https:// URL", EXIT_BAD_INPUT)
     if window is not None and window <= 0:
         fail("--window must be > 0", EXIT_BAD_INPUT)
+    if durability not in ("normal", "full"):
+        fail("--durability must be normal or full", EXIT_BAD_INPUT)
     with guarded():
         try:
             from ..server import MIB, ServerLimits, bind, run
@@ -69,7 +78,7 @@ def proxy(
             inflight_body_bytes=max(8 * max_body_mb, 256) * MIB,
             max_concurrency=max_concurrency,
         )
-        transform, described = transform_for(store=store, window=window, guard=guard)
+        transform, described = transform_for(store=store, window=window, guard=guard, durability=durability)
         if not quiet:
             handler = logging.StreamHandler(sys.stderr)
             handler.setFormatter(logging.Formatter("%(message)s"))

@@ -407,6 +407,13 @@ class Engine:
         prices = [self._estimator.raw_block(b) for b in message.content]
         return self.session.append(message, block_prices=prices).message
 
+    def extend(self, messages: Sequence[Message], *, expect: int | None = None) -> list[Message]:
+        """Store ``messages`` in one transaction, each block priced once; with ``expect``, only if the
+        session still holds exactly that many entries (else :class:`~contextwindow.errors.SessionMoved`
+        and nothing is written). Returns them as stored."""
+        prices = [[self._estimator.raw_block(b) for b in m.content] for m in messages]
+        return [s.message for s in self.session.extend(messages, block_prices=prices, expect=expect)]
+
     async def prepare(self, turn_start_id: str | None) -> AsyncIterator[Event]:
         """Fold first when the last accepted request neared the window (the proactive fold), then
         compile the request to send (:attr:`request`), covering what compile leaves out. Folds never

@@ -14,7 +14,10 @@ session ends is that session, and the rest of the request is appended to it. A r
 diverges from what was stored (an agent that edited or dropped earlier messages) becomes a new
 session, named after its root with a ``.N`` suffix. The root is the ``session`` id given to the
 guard, or ``guard-`` and the chain hash of the first message, so a new process finds the sessions
-an earlier one stored.
+an earlier one stored. Several processes may serve one store at once: on each call the session's
+length in the store says whether another one appended since (then what it appended is read first),
+and a call's new messages are appended in one transaction only if nobody did meanwhile
+(:meth:`~contextwindow.store.Session.extend` with ``expect``), else the request is matched again.
 
 **Responses the provider holds.** An OpenAI Responses request naming ``previous_response_id`` is
 the conversation that response ends plus the new input (:mod:`._chained`): sent as written while the
@@ -35,7 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from ..compile import Policy
@@ -46,7 +49,7 @@ from ..engine.events import Event
 from ..engine.loop import Engine
 from ..engine.settings import EngineSettings
 from ..engine.summarizer import Summarizer
-from ..errors import ContextOverflow, OverBudget, UnknownModel, UsageError
+from ..errors import ContextOverflow, OverBudget, SessionMoved, StoreBusy, UnknownModel, UsageError
 from ..formats import ParsedRequest
 from ..models import get_profile
 from ..providers.base import ProviderEvent, Stop, UsageSample, normalise_stop_reason
@@ -94,7 +97,13 @@ class _Relay:
 
 
 class _Conversation:
-    """One ledger session the guard keeps: its messages' chain and the engine that runs it."""
+    """One ledger session the guard keeps: its messages' chain and the engine that runs it.
+
+    Other processes may serve the same session (several proxy workers on one store), so what this
+    one holds is a view of the ledger as of :attr:`synced`: the session's length then, and the
+    handle's own appends since (:attr:`Session.appended`) are the only entries it expects to find
+    beyond. :meth:`moved` asks the store (one indexed read) whether anyone else appended;
+    :meth:`sync` then reads what they appended."""
 
     def __init__(self, session: Session, root: str) -> None:
         self.session = session
@@ -107,6 +116,14 @@ class _Conversation:
         self.engines: dict[str, Engine] = {}
         self.last: Message | None = None
         """The newest stored message (its metadata may name calls of the guard's still unanswered)."""
+        self.windows: dict[str, int] = {}
+        """Per model, the window its engine knew when it was dropped by :meth:`sync`."""
+        self.synced = 0
+        """The session's length when this view last matched the store."""
+        self._appended_at_sync = session.appended
+        self._messages_at_sync = 0
+        self._turn_start_at_sync: str | None = None
+        self._last_at_sync: Message | None = None
 
     def took(self, message: Message) -> None:
         """``message`` (stored, with its id) is now the newest of the session."""
@@ -117,6 +134,49 @@ class _Conversation:
         self.chain.append(extended)
         if message.role == "user" and not all(isinstance(b, ToolResult) for b in message.content):
             self.turn_start = message.id
+
+    def expected(self) -> int:
+        """The session's length if nobody but this handle appended since :attr:`synced`."""
+        return self.synced + self.session.appended - self._appended_at_sync
+
+    def moved(self) -> int | None:
+        """The session's length in the store when another writer appended to it since the last sync;
+        ``None`` when this view is current."""
+        length = self.session.length()
+        if length == self.expected():
+            self._mark(length)
+            return None
+        return length
+
+    def sync(self, length: int | None = None) -> int:
+        """Bring the view up to the store: the messages appended since the last sync, by anyone, in
+        the ledger's order. What the engines held in memory of the session is dropped with them
+        (they are rebuilt from the ledger, as a new process would build them). Returns how many
+        leading messages of the chain were kept as they were."""
+        length = self.session.length() if length is None else length
+        kept = self._messages_at_sync
+        del self.chain[kept:]
+        self.turn_start = self._turn_start_at_sync
+        self.last = self._last_at_sync
+        for stored in self.session.messages(after=self.synced - 1 if self.synced else None):
+            if stored.position < length:
+                self.took(stored.message)
+        self._mark(length)
+        if self.engines:
+            for model, engine in self.engines.items():
+                # What a rejection taught of the window is this process's, not the ledger's: kept.
+                if engine.window is not None:
+                    self.windows[model] = engine.window
+            self.engines.clear()
+            self.compiler = EngineCompiler()
+        return kept
+
+    def _mark(self, length: int) -> None:
+        self.synced = length
+        self._appended_at_sync = self.session.appended
+        self._messages_at_sync = len(self.chain)
+        self._turn_start_at_sync = self.turn_start
+        self._last_at_sync = self.last
 
 
 @dataclass(slots=True)
@@ -186,23 +246,30 @@ class GuardCore:
 
     # -- recognising the conversation ---------------------------------------------------------------
 
-    def _load_root(self, root: str) -> None:
-        if root in self._roots:
+    def _load_root(self, root: str, *, again: bool = False) -> None:
+        """Read the sessions of ``root`` from the store: once, or ``again`` to find those another
+        process started or moved since."""
+        if root in self._roots and not again:
             return
         self._roots.add(root)
-        for sid in self.store.sessions():
-            if sid == root or (sid.startswith(root + ".") and sid[len(root) + 1 :].isdigit()):
-                conversation = _Conversation(self.store.session(sid), root)
-                for stored in conversation.session.messages():
-                    conversation.took(stored.message)
-                self._conversations[sid] = conversation
-                known = self._hashes.setdefault(root, {})
-                for n, h in enumerate(conversation.chain, start=1):
-                    known.setdefault(h, (conversation, n))
+        for sid in self.store.sessions(prefix=root):
+            if not (sid == root or (sid.startswith(root + ".") and sid[len(root) + 1 :].isdigit())):
+                continue
+            conversation = self._conversations.get(sid)
+            if conversation is None:
+                conversation = self._conversations[sid] = _Conversation(self.store.session(sid), root)
+                self._learn_hashes(conversation, conversation.sync())
+            elif (length := conversation.moved()) is not None:
+                self._learn_hashes(conversation, conversation.sync(length))
+
+    def _learn_hashes(self, conversation: _Conversation, start: int = 0) -> None:
+        known = self._hashes.setdefault(conversation.root, {})
+        for n, h in enumerate(conversation.chain[start:], start=start + 1):
+            known.setdefault(h, (conversation, n))
 
     def _new_conversation(self, root: str) -> _Conversation:
         sid, n = root, 0
-        while sid in self._conversations or self.store.session(sid).latest("message") is not None:
+        while sid in self._conversations or self.store.session(sid).length() > 0:
             n += 1
             sid = f"{root}.{n}"
         conversation = _Conversation(self.store.session(sid), root)
@@ -211,16 +278,34 @@ class GuardCore:
 
     def match(self, hashes: Sequence[str]) -> tuple[_Conversation, int]:
         """The conversation a history continues (``hashes``: its chain, :mod:`._match`), and how many
-        of its leading messages it holds."""
+        of its leading messages it holds.
+
+        The ledger decides, not this process's memory of it: the conversation found is first
+        brought up to what other processes appended to it (one indexed read when nobody did), and
+        a history that continues none of the sessions known here looks again for sessions another
+        process started.
+        """
         root = self.session_root or f"guard-{hashes[0][:20]}"
+        fresh = root not in self._roots
         self._load_root(root)
-        known = self._hashes.setdefault(root, {})
-        n = longest_known(hashes, known)
-        if n > 0:
-            conversation, count = known[hashes[n - 1]]
-            if count == len(conversation.chain):
-                return conversation, n
-        return self._new_conversation(root), 0
+        reloaded = fresh
+        for _ in range(_SYNC_ATTEMPTS):
+            known = self._hashes.setdefault(root, {})
+            n = longest_known(hashes, known)
+            if n > 0:
+                conversation, count = known[hashes[n - 1]]
+                if count <= len(conversation.chain) and conversation.chain[count - 1] == hashes[n - 1]:
+                    length = conversation.moved()
+                    if length is not None:
+                        self._learn_hashes(conversation, conversation.sync(length))
+                        continue  # what another process appended may hold more of this history
+                    if count == len(conversation.chain):
+                        return conversation, n
+            if reloaded:
+                return self._new_conversation(root), 0
+            reloaded = True
+            self._load_root(root, again=True)  # sessions another process started since
+        raise StoreBusy(f"the sessions of {root!r} kept moving under other writers; try the call again")
 
     # -- one call -----------------------------------------------------------------------------------
 
@@ -228,10 +313,11 @@ class GuardCore:
         engine = conversation.engines.get(model)
         if engine is None:
             profile = get_profile(model)
-            if self.context_window is not None:
+            window = self.context_window or profile.context_window
+            window = min(window, conversation.windows.get(model, window))
+            if window != profile.context_window:
                 profile = profile.with_(
-                    context_window=self.context_window,
-                    max_output_tokens=min(profile.max_output_tokens, self.context_window),
+                    context_window=window, max_output_tokens=min(profile.max_output_tokens, window)
                 )
             summarizer = None
             if self.summarize:
@@ -256,22 +342,34 @@ class GuardCore:
         return engine
 
     def _append(
-        self, conversation: _Conversation, engine: Engine, message: Message, parsed: ParsedRequest | None
+        self,
+        conversation: _Conversation,
+        engine: Engine,
+        messages: Sequence[Message],
+        parsed: ParsedRequest | None,
     ) -> None:
-        if not message.content:
+        """Append what the request adds to the session: in one transaction, and only if nobody else
+        appended since this view of it was synced (else :class:`~contextwindow.errors.SessionMoved`,
+        nothing written)."""
+        new = [m for m in messages if m.content]
+        if not new:
             return
-        if parsed is not None:
-            for ref in {r.id: r for r in media_refs(message.content)}.values():
-                data = parsed.attachments.get(ref.id)
-                if data is not None:
-                    conversation.session.attach(data, ref.media_type)
-        self._took(conversation, engine.append(message))
+        with self.store.batch():
+            if parsed is not None:
+                for ref in {r.id: r for m in new for r in media_refs(m.content)}.values():
+                    data = parsed.attachments.get(ref.id)
+                    if data is not None:
+                        conversation.session.attach(data, ref.media_type)
+            stored = engine.extend(new, expect=conversation.expected())
+        had = len(conversation.chain)
+        for each in stored:
+            conversation.took(each)
+        self._learn_hashes(conversation, had)
 
     def _took(self, conversation: _Conversation, message: Message) -> None:
         conversation.took(message)
         if conversation.chain:
-            known = self._hashes.setdefault(conversation.root, {})
-            known.setdefault(conversation.chain[-1], (conversation, len(conversation.chain)))
+            self._learn_hashes(conversation, len(conversation.chain) - 1)
 
     def _answered(self, conversation: _Conversation, engine: Engine, new: list[Message]) -> list[Message]:
         """``new`` with the guard's answers to its own calls in the stored reply the agent answered
@@ -309,28 +407,36 @@ class GuardCore:
             result = await Ask(Send(body=dict(body), purpose="count" if count else "request"))
             return Exchange(result=result, body=dict(body), session_id="", events=[])
         new: Sequence[Message]
-        if chained is not None:
-            # The agent sends only the new input: the rest is the conversation that response ends.
-            parsed = self.history.read(body, whole=True).parsed
-            if chained.count == len(chained.conversation.chain):
-                conversation, new = chained.conversation, canonical.messages
-            else:  # a response from earlier in the conversation: its branch
-                earlier = [m.message for m in chained.conversation.session.messages()[: chained.count]]
-                canonical = replace(canonical, messages=(*earlier, *canonical.messages))
-                conversation, held = self.match(chain(canonical.messages))
-                new = canonical.messages[held:]
-        else:
-            conversation, held = self.match(read.hashes)
-            if held < read.new_from:
-                # The stored session holds less than the history read before: what it lacks is read
-                # again, with its media's bytes, to be stored.
+        for _ in range(_SYNC_ATTEMPTS):
+            if chained is not None:
+                # The agent sends only the new input: the rest is the conversation that response ends.
                 parsed = self.history.read(body, whole=True).parsed
-            new = canonical.messages[held:]
-        engine = self._engine(conversation, model)
-        # One agent call is one turn of the engine's: its per-turn state starts afresh.
-        engine.start_turn()
-        for message in self._answered(conversation, engine, list(new)):
-            self._append(conversation, engine, message, parsed)
+                if chained.count == len(chained.conversation.chain):
+                    conversation, new = chained.conversation, canonical.messages
+                else:  # a response from earlier in the conversation (or moved on since): its branch
+                    earlier = [m.message for m in chained.conversation.session.messages()[: chained.count]]
+                    messages = (*earlier, *canonical.messages)
+                    conversation, held = self.match(chain(messages))
+                    new = messages[held:]
+            else:
+                conversation, held = self.match(read.hashes)
+                if held < read.new_from:
+                    # The stored session holds less than the history read before: what it lacks is
+                    # read again, with its media's bytes, to be stored.
+                    parsed = self.history.read(body, whole=True).parsed
+                new = canonical.messages[held:]
+            engine = self._engine(conversation, model)
+            # One agent call is one turn of the engine's: its per-turn state starts afresh.
+            engine.start_turn()
+            try:
+                self._append(conversation, engine, self._answered(conversation, engine, list(new)), parsed)
+                break
+            except SessionMoved:
+                # Another process appended between the match and this append: match again.
+                if chained is not None:
+                    self._learn_hashes(chained.conversation, chained.conversation.sync())
+        else:
+            raise StoreBusy(f"session {conversation.session.id!r} kept moving under other writers")
         conversation.compiler.system = canonical.system
         conversation.compiler.tools = canonical.tools
         policy = self.policy
@@ -445,8 +551,17 @@ class GuardCore:
             self._accepted(conversation, engine, reply, events)
             self._held(conversation, reply)
 
+        def finish_in_one_commit(reply: Reply) -> None:
+            # What a reply teaches (usage, anchor, calibration, notes, the message): one transaction.
+            with self.store.batch():
+                finish(reply)
+
         return Exchange(
-            result=result, body=sent, session_id=conversation.session.id, events=events, _finish=finish
+            result=result,
+            body=sent,
+            session_id=conversation.session.id,
+            events=events,
+            _finish=finish_in_one_commit,
         )
 
     def _chains(self, body: Mapping[str, Any]) -> bool:
@@ -481,3 +596,7 @@ class GuardCore:
 MAX_REREADS = 3
 """Rounds of re-reads alone the guard answers within one agent call; past them the reply reaches the
 agent without its re-reads, which are answered with the agent's next results."""
+
+_SYNC_ATTEMPTS = 4
+"""How many times one call re-reads a session other processes keep appending to before it gives up
+(:class:`~contextwindow.errors.StoreBusy`): each attempt follows a real append by another writer."""

@@ -12,11 +12,12 @@ from .app import ACCESS_LOGGER, HttpApp, json_response
 from .errors import Api, HttpError, api_of, error_body
 from .limits import MIB, ServerLimits
 from .request import ClientGone, Gate, parse_json
-from .runner import BackgroundServer, bind, run
+from .runner import PARSERS, BackgroundServer, bind, run
 
 __all__ = [
     "ACCESS_LOGGER",
     "MIB",
+    "PARSERS",
     "Api",
     "BackgroundServer",
     "ClientGone",

@@ -47,6 +47,10 @@ class ServerLimits:
     """Nesting deeper than this (objects and arrays) is refused before the body is parsed."""
     max_header_bytes: int = 64 * 1024
     """The request line and headers together; more is malformed HTTP (400)."""
+    inline_body_bytes: int = 64 * 1024
+    """A request whose body is at most this is answered on the event loop; a larger one in a worker
+    thread. Handing work to a thread and back costs more than parsing and counting a small body, and
+    a large one would hold every other connection up while it is counted. 0: always a thread."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -59,6 +63,8 @@ class ServerLimits:
         ):
             if getattr(self, name) <= 0:
                 raise InvalidInput("must be > 0", path=name)
+        if self.inline_body_bytes < 0:
+            raise InvalidInput("must be ≥ 0", path="inline_body_bytes")
         for name in ("queue_timeout", "read_timeout", "idle_timeout"):
             if not getattr(self, name) > 0:
                 raise InvalidInput("must be > 0", path=name)

@@ -80,12 +80,19 @@ def local_app(model: LocalModel, limits: ServerLimits | None = None) -> HttpApp:
             session = request.headers.get(SESSION_HEADER) or "default"
             counting = path.endswith("/count_tokens") or responses_count
             shape = "responses" if responses else "responses_count" if responses_count else "chat"
-            # Parsing and counting are CPU work: off the event loop, one thread per admitted request.
+            inline = len(raw) <= app.limits.inline_body_bytes
+            # A small body is parsed and counted in well under a millisecond or two: on the event
+            # loop, which is faster than handing it to a worker thread and back. A large one would
+            # hold every other connection up: off the event loop.
             if responses:
-                return await anyio.to_thread.run_sync(_respond, model, memory, data, stream, session)
-            return await anyio.to_thread.run_sync(
-                _answer, model, wire, data, counting, stream, include_usage, session, shape
-            )
+                respond = (model, memory, data, stream, session)
+                if inline:
+                    return _respond(*respond)
+                return await anyio.to_thread.run_sync(_respond, *respond)
+            answer = (model, wire, data, counting, stream, include_usage, session, shape)
+            if inline:
+                return _answer(*answer)
+            return await anyio.to_thread.run_sync(_answer, *answer)
 
     async def gemini_count(request: Request) -> Response:
         async with app.gate.admit(request) as raw:

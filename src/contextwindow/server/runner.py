@@ -1,14 +1,18 @@
 """Serving an :class:`~.app.HttpApp` with uvicorn, in the foreground or from a background thread.
 
-uvicorn's HTTP/1.1 protocol (on h11) is kept, with three changes made by subclassing it:
+uvicorn's HTTP/1.1 protocol is kept (on ``httptools`` when it is installed, as the ``server`` extra
+installs it, else on ``h11``), with these changes made by subclassing it:
 
 - malformed HTTP (a bad or negative ``Content-Length``, a broken request line, headers over the
   limit) is answered 400 in the merged API error shape rather than as plain text;
 - a client has ``read_timeout`` seconds to send a request's head, from the connection's start or the
   end of the previous response (uvicorn alone waits for ever on a slow head); then 408 and close;
-- past ``max_connections`` open connections a new one is answered 503 and closed.
+- past ``max_connections`` open connections a new one is answered 503 and closed;
+- on ``httptools``, the request line and headers are bounded by ``max_header_bytes`` as they arrive
+  (``h11`` bounds them itself: its ``max_incomplete_event_size``).
 
-The body's own deadline and size are the application's (:mod:`.request`).
+The body's own deadline and size are the application's (:mod:`.request`). ``httptools`` parses a
+request several times faster than ``h11``; both answer every malformed request the same way.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from .app import HttpApp
 from .errors import raw_error_response
 
-__all__ = ["BackgroundServer", "bind", "run"]
+__all__ = ["PARSERS", "BackgroundServer", "bind", "run"]
 
 
 class _ProtocolLog(logging.LoggerAdapter):  # type: ignore[type-arg]
@@ -43,19 +47,26 @@ class _ProtocolLog(logging.LoggerAdapter):  # type: ignore[type-arg]
 _log = _ProtocolLog(logging.getLogger("contextwindow.server"), {})
 
 
-class _Protocol(H11Protocol):
-    """uvicorn's h11 protocol with the bounds above; ``limits`` is set on a subclass per server."""
+class _Bounds:
+    """The bounds above, over either of uvicorn's HTTP/1.1 protocols (the class they are mixed into).
+
+    ``app_limits`` is set on a subclass per server."""
 
     app_limits: Any = None  # the ServerLimits of the server this protocol class was made for
+    # What the uvicorn protocol this is mixed into provides.
+    connections: set[Any]
+    transport: asyncio.Transport
+    loop: asyncio.AbstractEventLoop
+    cycle: Any
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.logger = _log  # type: ignore[assignment]
+        self.logger = _log
         self._head_timer: asyncio.TimerHandle | None = None
         self._cycle_at_arm: object = None
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+    def connection_made(self, transport: asyncio.Transport) -> None:
+        super().connection_made(transport)  # type: ignore[misc]
         if len(self.connections) > self.app_limits.max_connections:
             transport.write(raw_error_response("overloaded_error", "Too many connections"))
             transport.close()
@@ -64,10 +75,10 @@ class _Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_head_timer()
-        super().connection_lost(exc)
+        super().connection_lost(exc)  # type: ignore[misc]
 
     def on_response_complete(self) -> None:
-        super().on_response_complete()
+        super().on_response_complete()  # type: ignore[misc]
         if not self.transport.is_closing():
             self._arm_head_timer(self.app_limits.idle_timeout + self.app_limits.read_timeout)
 
@@ -102,8 +113,56 @@ class _Protocol(H11Protocol):
         self.transport.close()
 
 
-def _config(app: HttpApp, *, log_level: str = "warning", configure_logging: bool = True) -> uvicorn.Config:
-    protocol = type("_BoundedProtocol", (_Protocol,), {"app_limits": app.limits})
+class _H11(_Bounds, H11Protocol):  # type: ignore[misc]
+    """The bounds on uvicorn's ``h11`` protocol."""
+
+
+_PARSERS: dict[str, type[_Bounds]] = {"h11": _H11}
+"""uvicorn's HTTP/1.1 protocols available here, with the bounds, by parser; the first is the default."""
+
+try:
+    import httptools
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+except ImportError:  # pragma: no cover - depends on the installed extras
+    pass
+else:
+
+    class _HttpTools(_Bounds, HttpToolsProtocol):  # type: ignore[misc]
+        """The bounds on uvicorn's ``httptools`` protocol, which does not bound a request's head
+        itself: its bytes are counted as the parser reports them."""
+
+        _head_bytes = 0
+
+        def on_message_begin(self) -> None:
+            self._head_bytes = 0
+            super().on_message_begin()
+
+        def on_url(self, url: bytes) -> None:
+            self._count_head(len(url))
+            super().on_url(url)
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            self._count_head(len(name) + len(value))
+            super().on_header(name, value)
+
+        def _count_head(self, n: int) -> None:
+            self._head_bytes += n
+            if self._head_bytes > self.app_limits.max_header_bytes:
+                # Raised inside the parser's callback: the parser stops, and uvicorn answers 400.
+                raise httptools.HttpParserError("the request head is over the limit")
+
+    _PARSERS = {"httptools": _HttpTools, **_PARSERS}
+
+PARSERS = tuple(_PARSERS)
+"""The HTTP/1.1 parsers a server can use here, the default first: ``httptools`` when it is
+installed, and ``h11``."""
+
+
+def _config(
+    app: HttpApp, *, log_level: str = "warning", configure_logging: bool = True, http: str | None = None
+) -> uvicorn.Config:
+    base = _PARSERS[http or PARSERS[0]]
+    protocol = type("_BoundedProtocol", (base,), {"app_limits": app.limits})
     return uvicorn.Config(
         app,
         http=protocol,
@@ -141,9 +200,10 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run(app: HttpApp, sock: socket.socket, *, log_level: str = "warning") -> None:
-    """Serve ``app`` on ``sock`` in this thread until interrupted (Ctrl-C or SIGTERM)."""
-    server = uvicorn.Server(_config(app, log_level=log_level))
+def run(app: HttpApp, sock: socket.socket, *, log_level: str = "warning", http: str | None = None) -> None:
+    """Serve ``app`` on ``sock`` in this thread until interrupted (Ctrl-C or SIGTERM); ``http`` is
+    one of :data:`PARSERS` (default: the first)."""
+    server = uvicorn.Server(_config(app, log_level=log_level, http=http))
     server.run(sockets=[sock])
 
 
@@ -151,15 +211,18 @@ class BackgroundServer:
     """``app`` served from a daemon thread on ``host:port`` (port 0 picks a free one).
 
     ``start()`` returns once the server accepts connections; ``stop()`` ends it and closes the socket.
+    ``http`` is one of :data:`PARSERS` (default: the first).
     """
 
-    def __init__(self, app: HttpApp, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, app: HttpApp, *, host: str = "127.0.0.1", port: int = 0, http: str | None = None
+    ) -> None:
         self.app = app
         self._sock = bind(host, port)
         address = self._sock.getsockname()
         self.host = str(address[0])
         self.port = int(address[1])
-        self._server = uvicorn.Server(_config(app, configure_logging=False))
+        self._server = uvicorn.Server(_config(app, configure_logging=False, http=http))
         self._thread: threading.Thread | None = None
 
     @property

@@ -5,7 +5,16 @@ once, above every backend, as httpx's client sits above its transports. What a b
 guarantee:
 
 - ``append`` is atomic and serialised per session: the entries get the next dense positions and
-  their chained digests, all or none, even with many processes appending at once.
+  their chained digests, all or none, even with many processes appending at once. With ``expect``,
+  it is conditional: when the session does not hold exactly ``expect`` entries at the moment the
+  append holds the session's lock, it writes nothing and raises
+  :class:`~contextwindow.errors.SessionMoved`. Entries are never removed, so the length is the
+  session's sequence number: equal lengths mean no other writer appended in between.
+- ``batch`` makes every write inside it one transaction: committed together when the block ends,
+  or none of them when it raises. A write inside that raises undoes only itself (a savepoint), so
+  the block may catch it and go on. Batches nest (an inner one is part of the outer).
+- ``length`` is one indexed read of the session's head row: how many entries it holds (0 for a
+  session never written).
 - ``put_attachment`` stores the bytes insert-or-ignore by attachment id (the content hash settles
   who won) and, in the same transaction, links them to the session with the row's metadata
   (insert-or-ignore per session); it returns the session's view. Metadata lives on the link, never
@@ -18,6 +27,7 @@ guarantee:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 from ._rows import AttachmentRow, EntryRow, NewEntry
@@ -35,7 +45,13 @@ class Backend(Protocol):
     writable: bool
     """False when the database was written by a newer library (writes raise ``SchemaTooNew``)."""
 
-    def append(self, session_id: str, entries: Sequence[NewEntry]) -> list[EntryRow]: ...
+    def append(
+        self, session_id: str, entries: Sequence[NewEntry], *, expect: int | None = None
+    ) -> list[EntryRow]: ...
+
+    def length(self, session_id: str) -> int: ...
+
+    def batch(self) -> AbstractContextManager[None]: ...
 
     def entries(
         self, session_id: str, kinds: Sequence[str] | None, *, after: int | None = None
@@ -55,8 +71,9 @@ class Backend(Protocol):
 
     def read_blob(self, session_id: str, attachment_id: str) -> bytes | None: ...
 
-    def sessions(self) -> list[str]:
-        """Every session that has a head or an entry, sorted."""
+    def sessions(self, prefix: str = "") -> list[str]:
+        """Every session that has a head or an entry, sorted; with ``prefix``, only the ids that
+        start with it, read from the sessions' head rows alone (no pass over the entries)."""
         ...
 
     def heads(self) -> dict[str, tuple[int, str]]:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from types import TracebackType
 from typing import Any, Self
@@ -81,9 +82,27 @@ class Store:
         self._backend()
         return Session(self, session_id)
 
-    def sessions(self) -> list[str]:
-        """The ids of every session with something in it, sorted."""
-        return self._backend().sessions()
+    def sessions(self, prefix: str = "") -> list[str]:
+        """The ids of every session with something in it, sorted; with ``prefix``, those whose id
+        starts with it (one pass over the sessions, none over their entries)."""
+        if not isinstance(prefix, str):
+            raise InvalidInput(f"must be a string, got {type(prefix).__name__}", path="prefix")
+        return self._backend().sessions(prefix)
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Everything written through this store inside the block is one transaction: committed
+        together when the block ends (one commit: one fsync where the durability asks for one), or
+        not at all when it raises. A write that raises inside undoes only itself, so the block may
+        catch it and go on. Batches nest.
+
+        Other writers wait for the block (SQLite: the file's write lock; PostgreSQL: the rows it
+        locked), and so do other threads on this store: keep it short, no network calls inside. A
+        handle's :attr:`Session.appended` counts the appends that returned, a batch rolled back
+        included.
+        """
+        with self._backend().batch():
+            yield
 
     def verify(self) -> list[Problem]:
         """Check every invariant (digest chains, dense positions, references, attachment hashes).
@@ -119,23 +138,79 @@ class Session:
         self._store = store
         self.id = session_id
         self._compiler: Any = None
+        self.appended = 0
+        """How many entries were appended through this handle (messages and records)."""
 
     def __repr__(self) -> str:
         return f"<Session {self.id!r} of {self._store.url}>"
 
     # -- messages ---------------------------------------------------------------------------------
 
-    def append(self, message: Message, *, block_prices: Sequence[float] | None = None) -> StoredMessage:
+    def append(
+        self, message: Message, *, block_prices: Sequence[float] | None = None, expect: int | None = None
+    ) -> StoredMessage:
         """Append a message; the ledger gives it its id, position and (if absent) ``created_at``.
 
         ``block_prices`` are the raw (pre-multiplier) prices of its top-level blocks from pricing,
         one per block, finite and ≥ 0. Media must reference attachments of this session (from
-        :meth:`attach`) with matching hash, type and size, within the per-message budget.
+        :meth:`attach`) with matching hash, type and size, within the per-message budget. With
+        ``expect``, the append is conditional (see :meth:`extend`).
+        """
+        [stored] = self.extend(
+            [message], block_prices=None if block_prices is None else [block_prices], expect=expect
+        )
+        return stored
+
+    def extend(
+        self,
+        messages: Sequence[Message],
+        *,
+        block_prices: Sequence[Sequence[float] | None] | None = None,
+        expect: int | None = None,
+    ) -> list[StoredMessage]:
+        """Append several messages in one transaction: all of them, in order, or none.
+
+        ``block_prices`` has one entry per message (each as :meth:`append` takes it). With ``expect``
+        (a :meth:`length` the caller read), the append happens only if the session still holds
+        exactly that many entries when the write takes the session's lock; otherwise nothing is
+        written and :class:`~contextwindow.errors.SessionMoved` says another writer appended since.
+        This is how several processes sharing a session avoid appending what another one already did.
         """
         backend = self._store._backend()
+        if isinstance(messages, Message) or not isinstance(messages, Sequence):
+            raise InvalidInput("must be a sequence of Messages", path="messages")
+        if block_prices is not None and (
+            isinstance(block_prices, str | bytes)
+            or not isinstance(block_prices, Sequence)
+            or len(block_prices) != len(messages)
+        ):
+            raise InvalidInput(f"needs one entry per message ({len(messages)})", path="block_prices")
+        if expect is not None and (isinstance(expect, bool) or not isinstance(expect, int) or expect < 0):
+            raise InvalidInput(f"must be a session length ≥ 0, got {shown(expect)}", path="expect")
+        now = now_iso()
+        prepared = [
+            self._prepared(backend, message, None if block_prices is None else block_prices[i], now)
+            for i, message in enumerate(messages)
+        ]
+        if not prepared:
+            return []
+        rows = backend.append(self.id, [entry for entry, _, _ in prepared], expect=expect)
+        self.appended += len(rows)
+        return [
+            StoredMessage(
+                message=replace(canonical, id=row.id),
+                position=row.position,
+                block_prices=None if prices is None else tuple(prices),
+            )
+            for row, (_, canonical, prices) in zip(rows, prepared, strict=True)
+        ]
+
+    def _prepared(
+        self, backend: Backend, message: Message, block_prices: Sequence[float] | None, now: str
+    ) -> tuple[NewEntry, Message, list[float] | None]:
+        """A message checked and encoded for the backend (nothing written)."""
         if not isinstance(message, Message):
             raise InvalidInput(f"must be a Message, got {type(message).__name__}", path="message")
-        now = now_iso()
         data = message_as_data(message)
         data.pop("id", None)
         if data["created_at"] is None:
@@ -158,12 +233,16 @@ class Session:
             payload=encode_message(canonical, prices),
             created_at=now,
         )
-        [row] = backend.append(self.id, [entry])
-        return StoredMessage(
-            message=replace(canonical, id=row.id),
-            position=row.position,
-            block_prices=None if prices is None else tuple(prices),
-        )
+        return entry, canonical, prices
+
+    def length(self) -> int:
+        """How many entries (all kinds) the session holds in the store now: one indexed read.
+
+        Entries are never removed, so the length is the session's sequence number. A holder that
+        knows the length it last read and what it appended since (:attr:`appended`) can tell whether
+        another writer appended meanwhile.
+        """
+        return self._store._backend().length(self.id)
 
     def _check_refs(self, backend: Backend, refs: list[AttachmentRef]) -> None:
         stored: list[AttachmentRef] = []
@@ -235,6 +314,7 @@ class Session:
             created_at=now_iso(),
         )
         [row] = backend.append(self.id, [entry])
+        self.appended += 1
         return decode_entry(row)
 
     def _check_range(self, backend: Backend, first: str, last: str) -> None:

@@ -8,9 +8,11 @@ lives and dies with its process.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 
+from ..errors import SessionMoved
 from ._rows import GENESIS, AttachmentRow, EntryRow, NewEntry, entry_digest, now_iso
 
 __all__ = ["MemoryBackend"]
@@ -23,7 +25,7 @@ class MemoryBackend:
         self.url = "memory://"
         self.schema_version = 0
         self.writable = True
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._entries: dict[str, list[EntryRow]] = {}
         self._heads: dict[str, tuple[int, str]] = {}
         self._attachments: dict[str, AttachmentRow] = {}
@@ -31,9 +33,13 @@ class MemoryBackend:
         self._links: dict[str, dict[str, AttachmentRow]] = {}
         """``{session: {attachment id: the session's own view}}``: metadata lives on the link."""
 
-    def append(self, session_id: str, entries: Sequence[NewEntry]) -> list[EntryRow]:
+    def append(
+        self, session_id: str, entries: Sequence[NewEntry], *, expect: int | None = None
+    ) -> list[EntryRow]:
         with self._lock:
             length, head = self._heads.get(session_id, (0, GENESIS))
+            if expect is not None and length != expect:
+                raise SessionMoved(session_id, expected=expect, found=length)
             rows = []
             for entry in entries:
                 digest = entry_digest(head, session_id, length, entry)
@@ -53,6 +59,29 @@ class MemoryBackend:
             self._entries.setdefault(session_id, []).extend(rows)
             self._heads[session_id] = (length, head)
             return rows
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        # What a transaction would undo: the rows are only ever added, so remembering how much of
+        # each table there was is enough to put it back.
+        with self._lock:
+            heads = dict(self._heads)
+            lengths = {sid: len(rows) for sid, rows in self._entries.items()}
+            attachments, blobs = dict(self._attachments), dict(self._blobs)
+            links = {sid: dict(linked) for sid, linked in self._links.items()}
+            try:
+                yield
+            except BaseException:
+                self._heads = heads
+                self._entries = {
+                    sid: rows[: lengths[sid]] for sid, rows in self._entries.items() if sid in lengths
+                }
+                self._attachments, self._blobs, self._links = attachments, blobs, links
+                raise
+
+    def length(self, session_id: str) -> int:
+        with self._lock:
+            return self._heads.get(session_id, (0, GENESIS))[0]
 
     def entries(
         self, session_id: str, kinds: Sequence[str] | None, *, after: int | None = None
@@ -115,9 +144,9 @@ class MemoryBackend:
                 return None
             return self._blobs.get(attachment_id)
 
-    def sessions(self) -> list[str]:
+    def sessions(self, prefix: str = "") -> list[str]:
         with self._lock:
-            return sorted(set(self._heads) | set(self._entries))
+            return sorted(s for s in set(self._heads) | set(self._entries) if s.startswith(prefix))
 
     def heads(self) -> dict[str, tuple[int, str]]:
         with self._lock:

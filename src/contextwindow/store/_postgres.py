@@ -125,6 +125,17 @@ class PostgresBackend(SqlBackend):
                 raise from_psycopg(exc, self.url) from exc
 
     @contextmanager
+    def batch(self) -> Iterator[None]:
+        with self._lock:
+            db = self._connection()
+            try:
+                # Writes inside are psycopg's nested transactions: savepoints of this one.
+                with db.transaction():
+                    yield
+            except self._pg.Error as exc:
+                raise from_psycopg(exc, self.url) from exc
+
+    @contextmanager
     def _read(self) -> Iterator[Cursor]:
         with self._lock:
             db = self._connection()

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from ..errors import SchemaTooNew, StoreError, UsageError
+from ..errors import SchemaTooNew, SessionMoved, StoreError, UsageError
 from ._migrations import SCHEMA_VERSION, Migration
 from ._rows import GENESIS, AttachmentRow, EntryRow, NewEntry, entry_digest, now_iso
 
@@ -154,7 +154,9 @@ class SqlBackend(abc.ABC):
         if not self.writable:
             raise SchemaTooNew(self.schema_version, SCHEMA_VERSION)
 
-    def append(self, session_id: str, entries: Sequence[NewEntry]) -> list[EntryRow]:
+    def append(
+        self, session_id: str, entries: Sequence[NewEntry], *, expect: int | None = None
+    ) -> list[EntryRow]:
         self._check_writable()
         with self._write() as cur:
             # Insert-or-ignore first, then lock: two writers racing to start a session both get the
@@ -167,6 +169,10 @@ class SqlBackend(abc.ABC):
             )
             head_row = self._head(cur, session_id)
             length, head = int(head_row[0]), head_row[1]
+            if expect is not None and length != expect:
+                # Checked under the session's lock: no other writer can append between this read
+                # and the writes below. Raising rolls back the head row inserted above.
+                raise SessionMoved(session_id, expected=expect, found=length)
             rows = []
             for entry in entries:
                 digest = entry_digest(head, session_id, length, entry)
@@ -204,6 +210,12 @@ class SqlBackend(abc.ABC):
         """The session's head row, locked for this transaction."""
         cur.execute(self._q(self._lock_session_sql), (session_id,))
         return cur.fetchone()
+
+    def length(self, session_id: str) -> int:
+        with self._read() as cur:
+            cur.execute(self._q("SELECT length FROM sessions WHERE id = ?"), (session_id,))
+            row = cur.fetchone()
+        return 0 if row is None else int(row[0])
 
     def entries(
         self, session_id: str, kinds: Sequence[str] | None, *, after: int | None = None
@@ -324,8 +336,15 @@ class SqlBackend(abc.ABC):
             row = cur.fetchone()
         return None if row is None else bytes(row[0])
 
-    def sessions(self) -> list[str]:
+    def sessions(self, prefix: str = "") -> list[str]:
         with self._read() as cur:
+            if prefix:
+                # Every append writes the session's head row first, so the head rows name every
+                # session written since schema 1; substr compares characters, whatever the collation.
+                cur.execute(
+                    self._q("SELECT id FROM sessions WHERE substr(id, 1, ?) = ?"), (len(prefix), prefix)
+                )
+                return sorted(row[0] for row in cur.fetchall())
             cur.execute("SELECT id FROM sessions UNION SELECT DISTINCT session_id FROM entries ORDER BY 1")
             return [row[0] for row in cur.fetchall()]
 

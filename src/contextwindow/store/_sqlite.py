@@ -5,6 +5,8 @@
   can never both read position *n* and both write it; the second waits up to ``busy_timeout``
   seconds and then gets :class:`~contextwindow.errors.StoreBusy`.
 - **Rollback, never commit, on error**: a failed or interrupted append leaves the file as it was.
+- **Batches** (``store.batch()``) are one ``BEGIN IMMEDIATE`` transaction; each write inside is a
+  savepoint, so one that fails undoes only itself.
 - **Durability** (``durability=``):
 
   ``"full"`` (default): ``synchronous=FULL``. The log is fsynced at every commit, so an acknowledged
@@ -56,6 +58,8 @@ class SqliteBackend(SqlBackend):
         self.url = f"sqlite:///{self.path}"
         self.durability = durability
         self._lock = threading.RLock()
+        self._batches = 0
+        """How deep in :meth:`batch` this connection is (0: each write is its own transaction)."""
         self._closed = False
         if read_only:
             self._connect_read_only(float(busy_timeout))
@@ -131,6 +135,11 @@ class SqliteBackend(SqlBackend):
     def _write(self) -> Iterator[Cursor]:
         with self._lock:
             db = self._connection()
+            if self._batches:
+                # Inside a batch: a savepoint, so a write that fails undoes only itself.
+                with self._savepoint(db):
+                    yield db.cursor()
+                return
             try:
                 db.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
@@ -144,6 +153,46 @@ class SqliteBackend(SqlBackend):
             except BaseException:
                 self._rollback(db)
                 raise
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        with self._lock:
+            if self._batches:
+                self._batches += 1
+                try:
+                    with self._savepoint(self._connection()):
+                        yield
+                finally:
+                    self._batches -= 1
+                return
+            with self._write():
+                self._batches = 1
+                try:
+                    yield
+                finally:
+                    self._batches = 0
+
+    @contextmanager
+    def _savepoint(self, db: sqlite3.Connection) -> Iterator[None]:
+        try:
+            db.execute("SAVEPOINT cw_write")
+        except sqlite3.Error as exc:
+            raise from_sqlite(exc, self.url) from exc
+        try:
+            yield
+            db.execute("RELEASE cw_write")
+        except sqlite3.Error as exc:
+            self._undo(db)
+            raise from_sqlite(exc, self.url) from exc
+        except BaseException:
+            self._undo(db)
+            raise
+
+    @staticmethod
+    def _undo(db: sqlite3.Connection) -> None:
+        with suppress(sqlite3.Error):
+            db.execute("ROLLBACK TO cw_write")
+            db.execute("RELEASE cw_write")
 
     @staticmethod
     def _rollback(db: sqlite3.Connection) -> None:

@@ -42,6 +42,7 @@ class LocalServer:
 
     Use as a context manager, or :meth:`start` / :meth:`stop`. ``url`` is the base URL for the SDKs:
     ``anthropic.Anthropic(base_url=server.url)``, ``openai.OpenAI(base_url=server.url + "/v1")``.
+    ``http`` picks the HTTP/1.1 parser (``contextwindow.server.PARSERS``; default: the first).
     """
 
     def __init__(
@@ -51,11 +52,12 @@ class LocalServer:
         host: str = "127.0.0.1",
         port: int = 0,
         limits: ServerLimits | None = None,
+        http: str | None = None,
     ) -> None:
         server, local = _stack()
         self.model = model or LocalModel()
         self.app = local.local_app(self.model, limits)
-        self._server = server.BackgroundServer(self.app, host=host, port=port)
+        self._server = server.BackgroundServer(self.app, host=host, port=port, http=http)
 
     @property
     def host(self) -> str:
