@@ -154,3 +154,31 @@ class TestIncrementalAtALargeUnit:
                 assert incremental == cold
                 forced += any(e.reason == "budget" for e in cold.decisions.evicted)
             assert forced  # the case under test happened
+
+    def test_a_unit_sent_with_its_image_out_of_line_is_decided_again_when_there_is_room_for_it(
+        self,
+    ) -> None:
+        # A large tool result newer than the screenshot leaves it no room, so its image goes out of
+        # line; the next turn archives that result (it is stale now), and the screenshot fits with
+        # its image again. The previous walk's decision for it was made for the room left then: an
+        # incremental compile must not reuse it.
+        est = Estimator(PROFILE, preset="seed-store")
+        policy = Policy(image_depth_tokens=0, recent_turns_full=1, archive_text_over_tokens=200)
+        with open_store(":memory:") as store:
+            session = store.session("s")
+            for n in range(10):
+                _append(session, est, ("prose", 120), n)
+            ref = session.attach(_png(7), "image/png", token_estimate=1_600)
+            shot = Message.user("the screen", Image(ref=ref))
+            session.append(shot, block_prices=[est.raw_block(b) for b in shot.content])
+            _append(session, est, ("prose", 3), 11)
+            _append(session, est, ("tool", 3_500), 12)
+            live = SessionCompiler(session, estimator=est)
+            first = live.compile(model=PROFILE, policy=policy)
+            assert [e.reason for e in first.decisions.evicted] == ["budget"]
+            _append(session, est, ("prose", 3), 13)
+            incremental = live.compile(model=PROFILE, policy=policy)
+            cold = SessionCompiler(session, estimator=est).compile(model=PROFILE, policy=policy)
+            assert cold.decisions.evicted == ()  # the result archived, the image fits again
+            assert _bytes(incremental) == _bytes(cold)
+            assert incremental == cold

@@ -5,7 +5,9 @@ checkpoint — is reserved; if it alone does not fit, :class:`~contextwindow.err
 with the makeup. The tail is then filled newest first, one *unit* at a time (a message with its tool
 calls' results, never split), over prices as rendered: stale tool results archived (``archive``),
 media outside the count cap, depth or byte budget replaced by placeholders (``media``), messages
-over the cap cut (``truncate``). The tail is emitted in order, tool pairing is enforced
+over the cap cut (``truncate``). A unit that does not fit with its media inline (the newest included)
+goes with them out of line, oldest first, as far as it needs, and the walk goes on past it: one large
+screenshot or document never ends the tail. The tail is emitted in order, tool pairing is enforced
 (``pairing``), a manifest names the attachments left out of line, and the byte wall is checked.
 Every decision is returned with ids.
 
