@@ -454,6 +454,15 @@ class TestNoCliffAtALargeUnit:
         assert kept.ref == ref(2, 100)
         assert [(e.attachment_id, e.reason) for e in out.decisions.evicted] == [(ref(1, 100).id, "budget")]
 
+    def test_a_message_of_two_thousand_images_keeps_the_newest_that_fit(self) -> None:
+        blocks = [Image(ref=ref(n, 100)) for n in range(2_000)]  # 1,600 tokens each
+        message = Message(role="user", content=(Text(text="shots"), *blocks), id="many")
+        out = run(state(message), profile(20_100, 100), Policy(output_reserve=100, max_inline_images=0))
+        kept = [b.ref for b in out.messages[-1].content if isinstance(b, Image)]
+        assert kept == [ref(n, 100) for n in range(2_000 - len(kept), 2_000)]
+        assert kept  # the newest fit beside the placeholders of the rest
+        assert out.estimated_tokens <= out.budget
+
     def test_a_unit_that_fits_keeps_its_media_inline(self) -> None:
         shot = Message.user("the screen", Image(ref=ref(1, 100)), id="shot")
         out = run(state(Message.user(PROSE, id="p"), shot), profile(2_100, 100), Policy(output_reserve=100))

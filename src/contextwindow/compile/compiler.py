@@ -646,20 +646,8 @@ class _Run:
                     continue
             fresh = False
             first = unit_start(messages, end, floor=start) if self.base(end).results else end
-            before = media.snapshot()
-            unit, after_turns, after_depth = self.unit(first, end, turns, depth, media, cap)
             room = (limit if not units else budget) - total
-            # No cliff at one large unit: when it does not fit with its media inline, its media go
-            # out of line, oldest first, as far as it needs (a placeholder names each item, and the
-            # model can read it again), and the tail goes on past it instead of stopping short.
-            inline = list(reversed(unit.kept))
-            for taken_out in range(1, len(inline) + 1):
-                if unit.tokens <= room:
-                    break
-                media.restore(before)
-                unit, after_turns, after_depth = self.unit(
-                    first, end, turns, depth, media, cap, out_of_line=frozenset(inline[:taken_out])
-                )
+            unit, after_turns, after_depth = self.fitted_unit(first, end, turns, depth, media, cap, room)
             turns, depth = after_turns, after_depth
             if unit.forced:
                 media.passed_over()
@@ -689,6 +677,43 @@ class _Run:
         if self.bound:
             self.cache.walk = self.log_walk(key, newest, units, contexts, exhausted)
         return units
+
+    def fitted_unit(
+        self, first: int, end: int, turns: int, depth: int, media: MediaBudget, cap: int, room: int
+    ) -> tuple[_Unit, int, int]:
+        """:meth:`unit`, and when it does not fit ``room`` with its media inline, with the fewest of
+        them out of line (oldest first) that let it fit: no cliff at one large unit, the tail goes on
+        past it instead of stopping short (a placeholder names each item, and the model can read it
+        again). A bisection, since each one more out only lowers the price; all out when even that
+        does not fit (then the walk refuses it)."""
+        before = media.snapshot()
+        unit, after_turns, after_depth = self.unit(first, end, turns, depth, media, cap)
+        if unit.tokens <= room or not unit.kept:
+            return unit, after_turns, after_depth
+        inline = list(reversed(unit.kept))
+        max_entries = self.policy.manifest_max_entries
+
+        def without(count: int) -> tuple[_Unit, int, int]:
+            media.restore(before)
+            out = frozenset(inline[:count])
+            return self.unit(first, end, turns, depth, media, cap, out_of_line=out)
+
+        def fits(count: int) -> bool:
+            # What it puts out of line is listed in the manifest, which the request carries too.
+            taken = without(count)[0]
+            refs = [e.ref for e in taken.evictions if e.ref is not None]
+            listed = manifest_text(refs, max_entries=max_entries) if refs else ""
+            return taken.tokens + (self.est.block(Text(text=listed)) if listed else 0) <= room
+
+        low, high = 0, len(inline)
+        if fits(high):
+            while high - low > 1:
+                mid = (low + high) // 2
+                if fits(mid):
+                    high = mid
+                else:
+                    low = mid
+        return without(high)
 
     def unit(
         self,
