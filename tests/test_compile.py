@@ -421,6 +421,55 @@ class TestMediaBudget:
         assert not cap or len(inline) <= cap
 
 
+class TestNoCliffAtALargeUnit:
+    """A unit that does not fit with its media inline is taken with them out of line, oldest first,
+    as far as it needs, and the tail goes on past it instead of stopping there."""
+
+    def test_a_message_whose_image_does_not_fit_is_kept_with_a_placeholder_and_the_tail_goes_on(
+        self,
+    ) -> None:
+        prose = [Message.user(PROSE * 4, id=f"p{n}") for n in range(5)]  # ~63 tokens each
+        shot = Message.user("the screen", Image(ref=ref(1, 100)), id="shot")  # 1,600 with the image
+        messages = [*prose[:3], shot, *prose[3:]]
+        out = run(state(*messages), profile(1_100, 100), Policy(output_reserve=100))
+        assert [m.id for m in out.messages] == ["p0", "p1", "p2", "shot", "p3", "p4"]
+        assert out.decisions.omitted == ()
+        assert [(e.message_id, e.reason) for e in out.decisions.evicted] == [("shot", "budget")]
+        assert not any(isinstance(b, Image) for m in out.messages for b in m.content)
+        assert out.estimated_tokens <= out.budget
+
+    def test_the_newest_message_goes_with_its_image_out_of_line_rather_than_not_at_all(self) -> None:
+        out = run(
+            state(Message.user("the screen", Image(ref=ref(1, 100)), id="shot")),
+            profile(1_100, 100),
+            Policy(output_reserve=100),
+        )
+        assert [e.reason for e in out.decisions.evicted] == ["budget"]
+        assert out.messages[-1].id == "shot"
+
+    def test_only_as_many_go_out_of_line_as_the_unit_needs_the_oldest_first(self) -> None:
+        two = Message.user("before", Image(ref=ref(1, 100)), "after", Image(ref=ref(2, 100)), id="two")
+        out = run(state(two), profile(2_100, 100), Policy(output_reserve=100))
+        [kept] = [b for b in out.messages[-1].content if isinstance(b, Image)]
+        assert kept.ref == ref(2, 100)
+        assert [(e.attachment_id, e.reason) for e in out.decisions.evicted] == [(ref(1, 100).id, "budget")]
+
+    def test_a_message_of_two_thousand_images_keeps_the_newest_that_fit(self) -> None:
+        blocks = [Image(ref=ref(n, 100)) for n in range(2_000)]  # 1,600 tokens each
+        message = Message(role="user", content=(Text(text="shots"), *blocks), id="many")
+        out = run(state(message), profile(20_100, 100), Policy(output_reserve=100, max_inline_images=0))
+        kept = [b.ref for b in out.messages[-1].content if isinstance(b, Image)]
+        assert kept == [ref(n, 100) for n in range(2_000 - len(kept), 2_000)]
+        assert kept  # the newest fit beside the placeholders of the rest
+        assert out.estimated_tokens <= out.budget
+
+    def test_a_unit_that_fits_keeps_its_media_inline(self) -> None:
+        shot = Message.user("the screen", Image(ref=ref(1, 100)), id="shot")
+        out = run(state(Message.user(PROSE, id="p"), shot), profile(2_100, 100), Policy(output_reserve=100))
+        assert out.decisions.evicted == ()
+        assert any(isinstance(b, Image) for b in out.messages[-1].content)
+
+
 class TestTransportWall:
     def test_an_oversized_request_raises_with_the_figures(self) -> None:
         policy = Policy(max_inline_images=0, image_depth_tokens=0, transport_max_bytes=600)

@@ -119,3 +119,66 @@ class TestIncrementalMatchesCold:
             reused = {id(u) for u in before.units} & {id(u) for u in after.units}
             # Only the units within the media depth (300 tokens) of the end were re-decided.
             assert len(reused) >= len(after.units) - 10
+
+
+class TestIncrementalAtALargeUnit:
+    def test_a_unit_whose_image_no_longer_fits_is_decided_afresh_not_cut_where_the_last_walk_stopped(
+        self,
+    ) -> None:
+        # With the depth limit off, appends leave the older walk reusable; the screenshot's unit fits
+        # whole at first, and as the tail grows it fits only with its image out of line. An
+        # incremental compile must then take it (and go on past it) as a cold compile does.
+        est = Estimator(PROFILE, preset="seed-store")
+        policy = Policy(image_depth_tokens=0, archive_stale_results=False)
+        with open_store(":memory:") as store:
+            session = store.session("s")
+            for n in range(10):
+                _append(session, est, ("prose", 120), n)
+            ref = session.attach(_png(7), "image/png", token_estimate=1_600)
+            for message in (
+                Message.assistant(ToolUse(id="shot", name="screenshot", input={})),
+                Message.user(ToolResult(tool_use_id="shot", content=(Text(text="screen"), Image(ref=ref)))),
+            ):
+                session.append(message, block_prices=[est.raw_block(b) for b in message.content])
+            for n in range(11, 14):
+                _append(session, est, ("prose", 120), n)
+            live = SessionCompiler(session, estimator=est)
+            first = live.compile(model=PROFILE, policy=policy)
+            assert not [e for e in first.decisions.evicted if e.reason == "budget"]
+            forced = 0
+            for n in range(14, 40):
+                _append(session, est, ("prose", 120), n)
+                incremental = live.compile(model=PROFILE, policy=policy)
+                cold = SessionCompiler(session, estimator=est).compile(model=PROFILE, policy=policy)
+                assert _bytes(incremental) == _bytes(cold)
+                assert incremental == cold
+                forced += any(e.reason == "budget" for e in cold.decisions.evicted)
+            assert forced  # the case under test happened
+
+    def test_a_unit_sent_with_its_image_out_of_line_is_decided_again_when_there_is_room_for_it(
+        self,
+    ) -> None:
+        # A large tool result newer than the screenshot leaves it no room, so its image goes out of
+        # line; the next turn archives that result (it is stale now), and the screenshot fits with
+        # its image again. The previous walk's decision for it was made for the room left then: an
+        # incremental compile must not reuse it.
+        est = Estimator(PROFILE, preset="seed-store")
+        policy = Policy(image_depth_tokens=0, recent_turns_full=1, archive_text_over_tokens=200)
+        with open_store(":memory:") as store:
+            session = store.session("s")
+            for n in range(10):
+                _append(session, est, ("prose", 120), n)
+            ref = session.attach(_png(7), "image/png", token_estimate=1_600)
+            shot = Message.user("the screen", Image(ref=ref))
+            session.append(shot, block_prices=[est.raw_block(b) for b in shot.content])
+            _append(session, est, ("prose", 3), 11)
+            _append(session, est, ("tool", 3_500), 12)
+            live = SessionCompiler(session, estimator=est)
+            first = live.compile(model=PROFILE, policy=policy)
+            assert [e.reason for e in first.decisions.evicted] == ["budget"]
+            _append(session, est, ("prose", 3), 13)
+            incremental = live.compile(model=PROFILE, policy=policy)
+            cold = SessionCompiler(session, estimator=est).compile(model=PROFILE, policy=policy)
+            assert cold.decisions.evicted == ()  # the result archived, the image fits again
+            assert _bytes(incremental) == _bytes(cold)
+            assert incremental == cold

@@ -297,3 +297,40 @@ class TestSummaryCap:
         asyncio.run(summarizer.summarize([Message.user("hello")], max_output_tokens=300))
         asyncio.run(summarizer.summarize([Message.user("hello")], max_output_tokens=10**6))
         assert capture.caps == [300, RESERVE]
+
+
+class TestNoCliffAtALargeMessage:
+    def test_a_turn_whose_image_does_not_fit_sends_it_out_of_line_and_archives_nothing(self) -> None:
+        # The new turn's own message carries an image priced past the whole budget. Its image goes
+        # out of line for that request, and that alone: the stale tool results stay whole (an
+        # archive is recorded for good and would shrink every later request), and the older turns
+        # stay in the request.
+        import io
+
+        from PIL import Image as PILImage
+
+        from contextwindow.content import Image
+
+        with open_store(":memory:") as store:
+            session = store.session("s")
+            turns = script(3, 3)
+            engine, provider, compiler = make_engine(session, turns, lines=80)
+            run_turns(engine, compiler, 2)
+            buf = io.BytesIO()
+            PILImage.new("RGB", (16, 16), (200, 0, 0)).save(buf, "PNG")
+            ref = session.attach(buf.getvalue(), "image/png", token_estimate=9_000)
+            sent_before = len(provider.requests)
+
+            async def go() -> list[Event]:
+                return [
+                    e async for e in engine.run_turn(Message.user("what is on this screen?", Image(ref=ref)))
+                ]
+
+            events = asyncio.run(go())
+            assert isinstance(events[-1], TurnEnded)
+            assert list(session.entries(["archive"])) == []
+            first = provider.requests[sent_before]
+            text = json.dumps([message_to_dict(m) for m in first.messages])
+            assert "task 1: audit the module" in text  # the turn before is still there
+            assert ref.id in text and "dropped from live context" in text
+            assert not any(isinstance(b, Image) for m in first.messages for b in m.content)

@@ -41,6 +41,9 @@ class WalkLog:
     """``prefix[k]``: tokens of ``units[:k]``."""
     by_end: dict[int, int]
     """Unit index by the index of its newest message."""
+    forced: list[int]
+    """Indices of the units whose media went out of line for the room left then (ascending): they are
+    decided again, never reused."""
     exhausted: bool
     """The walk reached the floor (no older unit was left), rather than the budget."""
     archives: dict[Any, Any]

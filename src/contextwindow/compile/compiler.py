@@ -5,7 +5,9 @@ checkpoint — is reserved; if it alone does not fit, :class:`~contextwindow.err
 with the makeup. The tail is then filled newest first, one *unit* at a time (a message with its tool
 calls' results, never split), over prices as rendered: stale tool results archived (``archive``),
 media outside the count cap, depth or byte budget replaced by placeholders (``media``), messages
-over the cap cut (``truncate``). The tail is emitted in order, tool pairing is enforced
+over the cap cut (``truncate``). A unit that does not fit with its media inline (the newest included)
+goes with them out of line, oldest first, as far as it needs, and the walk goes on past it: one large
+screenshot or document never ends the tail. The tail is emitted in order, tool pairing is enforced
 (``pairing``), a manifest names the attachments left out of line, and the byte wall is checked.
 Every decision is returned with ids.
 
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import json
 import math
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
@@ -138,6 +140,8 @@ class _Unit:
     new_archives: list[ArchiveRecord] = field(default_factory=list)
     truncations: list[Truncation] = field(default_factory=list)
     kept: list[tuple[int, int]] = field(default_factory=list)
+    forced: bool = False
+    """Some of its media are out of line because it did not fit with them inline (reason ``budget``)."""
 
 
 def compile(
@@ -602,9 +606,10 @@ class _Run:
         reuse_below = self.reusable_below(old, key)
         stale_turns = policy.recent_turns_full if policy.archive_stale_results else None
         exhausted = True
+        fresh = False  # decide the next unit afresh (reuse stopped at one it may take otherwise)
         while end >= start:
             context: Context = (turns, depth, media.snapshot())
-            if old is not None and units and end < reuse_below and end in old.by_end:
+            if not fresh and old is not None and units and end < reuse_below and end in old.by_end:
                 k = old.by_end[end]
                 same, settled = equivalent(
                     context, old.contexts[k], stale_turns=stale_turns, depth_limit=policy.image_depth_tokens
@@ -613,6 +618,11 @@ class _Run:
                     # Everything older is decided as before: take the old units that fit.
                     room = budget - total + old.prefix[k]
                     m = max(k, bisect_right(old.prefix, room, lo=k) - 1)
+                    # A unit whose media went out of line was decided by the room left then: it is
+                    # decided again, not reused.
+                    at = bisect_left(old.forced, k)
+                    if at < len(old.forced):
+                        m = min(m, old.forced[at])
                     taken = old.units[k:m]
                     old_turns, old_depth, _ = old.contexts[k]
                     dturns, ddepth = turns - old_turns, depth - old_depth
@@ -626,55 +636,24 @@ class _Run:
                     if not settled:
                         media.restore(after_media)
                     context = (turns, depth, media.snapshot())
+                    if m < len(old.units) and (old.units[m].forced or old.units[m].kept):
+                        # It did not fit (or was fitted by the room left then) with media that may
+                        # go out of line: decide it afresh.
+                        end = old.units[m].end
+                        fresh = True
+                        continue
                     if m < len(old.units) or old.exhausted:
                         exhausted = m == len(old.units) and old.exhausted
                         break
                     end = taken[-1].start - 1 if taken else end
                     continue
+            fresh = False
             first = unit_start(messages, end, floor=start) if self.base(end).results else end
-            unit = _Unit(start=first, end=end)
-            for position in range(end, unit.start - 1, -1):
-                base = self.base(position)
-                turn = turns
-                if base.human:
-                    turns += 1
-                depth += base.tokens
-                too_deep = (
-                    bool(policy.image_depth_tokens)
-                    and position != newest
-                    and depth > policy.image_depth_tokens
-                )
-                archived, new = self.archives_for(position, base, turn)
-                evicted: set[int] = set()
-                message = self.messages[position].message
-                if base.media:
-                    archived_tops = {i for i in base.results if _result_id(message.content[i]) in archived}
-                    for top, _, item in reversed(base.media):
-                        if top in archived_tops:
-                            continue
-                        why = media.admit(item, too_deep=too_deep)
-                        if why is None:
-                            unit.kept.append((item.position, item.ordinal))
-                        else:
-                            evicted.add(item.ordinal)
-                            unit.evictions.append(
-                                _Ev(position, item.ordinal, message.id or f"@{position}", item.ref, why)
-                            )
-                frozen = frozenset(evicted)
-                rendered = self.render(position, archived, frozen, cap)
-                if rendered.truncated:
-                    unit.truncations.append(
-                        Truncation(
-                            message_id=message.id or f"@{position}",
-                            original_tokens=self.render(position, archived, frozen, 0).tokens,
-                            rendered_tokens=rendered.tokens,
-                        )
-                    )
-                unit.rendered.insert(0, (position, rendered, frozen, archived))
-                unit.tokens += rendered.tokens
-                unit.archives.extend(archived.values())
-                unit.new_archives.extend(new)
-            unit.truncations.reverse()
+            room = (limit if not units else budget) - total
+            unit, after_turns, after_depth = self.fitted_unit(first, end, turns, depth, media, cap, room)
+            turns, depth = after_turns, after_depth
+            if unit.forced:
+                media.passed_over()
             if not units:
                 if total + unit.tokens > limit:
                     for _, rendered, _, _ in unit.rendered:
@@ -701,6 +680,105 @@ class _Run:
         if self.bound:
             self.cache.walk = self.log_walk(key, newest, units, contexts, exhausted)
         return units
+
+    def fitted_unit(
+        self, first: int, end: int, turns: int, depth: int, media: MediaBudget, cap: int, room: int
+    ) -> tuple[_Unit, int, int]:
+        """:meth:`unit`, and when it does not fit ``room`` with its media inline, with the fewest of
+        them out of line (oldest first) that let it fit: no cliff at one large unit, the tail goes on
+        past it instead of stopping short (a placeholder names each item, and the model can read it
+        again). A bisection, since each one more out only lowers the price; all out when even that
+        does not fit (then the walk refuses it)."""
+        before = media.snapshot()
+        unit, after_turns, after_depth = self.unit(first, end, turns, depth, media, cap)
+        if unit.tokens <= room or not unit.kept:
+            return unit, after_turns, after_depth
+        inline = list(reversed(unit.kept))
+        max_entries = self.policy.manifest_max_entries
+
+        def without(count: int) -> tuple[_Unit, int, int]:
+            media.restore(before)
+            out = frozenset(inline[:count])
+            return self.unit(first, end, turns, depth, media, cap, out_of_line=out)
+
+        def fits(count: int) -> bool:
+            # What it puts out of line is listed in the manifest, which the request carries too.
+            taken = without(count)[0]
+            refs = [e.ref for e in taken.evictions if e.ref is not None]
+            listed = manifest_text(refs, max_entries=max_entries) if refs else ""
+            return taken.tokens + (self.est.block(Text(text=listed)) if listed else 0) <= room
+
+        low, high = 0, len(inline)
+        if fits(high):
+            while high - low > 1:
+                mid = (low + high) // 2
+                if fits(mid):
+                    high = mid
+                else:
+                    low = mid
+        return without(high)
+
+    def unit(
+        self,
+        first: int,
+        end: int,
+        turns: int,
+        depth: int,
+        media: MediaBudget,
+        cap: int,
+        *,
+        out_of_line: frozenset[tuple[int, int]] = frozenset(),
+    ) -> tuple[_Unit, int, int]:
+        """The unit of messages ``first..end`` as rendered from the walk's context (``turns`` and
+        ``depth`` before it, the media budget's running state), with the turns and depth after it.
+        The media items in ``out_of_line`` (``(position, ordinal)``) are placeholders whatever the
+        budget says (reason ``budget``: the unit does not fit with them inline)."""
+        policy = self.policy
+        newest = len(self.messages) - 1
+        unit = _Unit(start=first, end=end)
+        for position in range(end, unit.start - 1, -1):
+            base = self.base(position)
+            turn = turns
+            if base.human:
+                turns += 1
+            depth += base.tokens
+            too_deep = (
+                bool(policy.image_depth_tokens) and position != newest and depth > policy.image_depth_tokens
+            )
+            archived, new = self.archives_for(position, base, turn)
+            evicted: set[int] = set()
+            message = self.messages[position].message
+            if base.media:
+                archived_tops = {i for i in base.results if _result_id(message.content[i]) in archived}
+                for top, _, item in reversed(base.media):
+                    if top in archived_tops:
+                        continue
+                    key = (item.position, item.ordinal)
+                    why = media.admit(item, too_deep=too_deep) if key not in out_of_line else "budget"
+                    unit.forced = unit.forced or key in out_of_line
+                    if why is None:
+                        unit.kept.append(key)
+                    else:
+                        evicted.add(item.ordinal)
+                        unit.evictions.append(
+                            _Ev(position, item.ordinal, message.id or f"@{position}", item.ref, why)
+                        )
+            frozen = frozenset(evicted)
+            rendered = self.render(position, archived, frozen, cap)
+            if rendered.truncated:
+                unit.truncations.append(
+                    Truncation(
+                        message_id=message.id or f"@{position}",
+                        original_tokens=self.render(position, archived, frozen, 0).tokens,
+                        rendered_tokens=rendered.tokens,
+                    )
+                )
+            unit.rendered.insert(0, (position, rendered, frozen, archived))
+            unit.tokens += rendered.tokens
+            unit.archives.extend(archived.values())
+            unit.new_archives.extend(new)
+        unit.truncations.reverse()
+        return unit, turns, depth
 
     def reusable_below(self, old: WalkLog | None, key: tuple[Any, ...]) -> int:
         """Unit ends below this index may be reused from ``old`` (-1: none may).
@@ -742,6 +820,7 @@ class _Run:
             contexts=contexts,
             prefix=prefix,
             by_end={unit.end: index for index, unit in enumerate(units)},
+            forced=[index for index, unit in enumerate(units) if unit.forced],
             exhausted=exhausted,
             archives=dict(self.archived_by),
             source=self.messages,

@@ -153,6 +153,12 @@ class MediaBudget:
         self.oldest_kept = (item.position, item.ordinal)
         return None
 
+    def passed_over(self) -> None:
+        """Items were put out of line because their unit did not fit with them inline: with
+        ``contiguous``, every older item is refused too (the inline set stays the newest run)."""
+        if self.contiguous and self.refused is None:
+            self.refused = "budget"
+
     def _refuse(self, reason: str) -> str:
         if self.contiguous:
             self.refused = reason

@@ -173,7 +173,8 @@ class Eviction:
     attachment_id: str
     message_id: str
     reason: str
-    """``count``, ``depth``, ``bytes``, ``watermark`` or ``wall``."""
+    """``count``, ``depth``, ``bytes``, ``watermark``, ``wall``, or ``budget`` (its message did not fit
+    the token budget with it inline)."""
     media_type: str = ""
     size_bytes: int = 0
 

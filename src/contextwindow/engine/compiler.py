@@ -8,9 +8,10 @@ provider's real count). :class:`EngineCompiler` is compile's incremental
 :class:`~contextwindow.compile.SessionCompiler` with the escalations mapped onto the policy:
 ``evict_media`` keeps only the newest image inline, within a quarter of the byte budget;
 ``archive_tool_results`` archives every stale result outside the newest turn, text over 256 tokens
-included; ``evict_all_media`` (taken only when the newest message alone does not fit) sends no media
-inline at all. Stale tool results are archived under pressure only: a compile that fits the whole
-visible history without new archives is sent as it is. One incremental compiler is kept per session,
+included. (A message that does not fit with its media inline, the newest included, is compile's own
+case: its media go out of line, oldest first, as far as it needs, for that request only.) Stale tool
+results are archived under pressure only: a compile that fits the whole visible history without new
+archives is sent as it is. One incremental compiler is kept per session,
 so a compile after an append reads only the new entries.
 """
 
@@ -42,9 +43,6 @@ __all__ = [
 SystemPrompt = str | Sequence[Text]
 """A system prompt as a string or as text blocks."""
 
-_ESCALATIONS = ("evict_media", "archive_tool_results", "evict_all_media")
-"""The cheap escalations compile takes, in order, when the newest message does not fit beside the head."""
-
 
 class Compiled(Protocol):
     """What the engine needs of a compiled request (``contextwindow.compile.CompiledRequest``)."""
@@ -70,7 +68,7 @@ class CompileContext:
     """Everything a compile of the session's next request is given.
 
     ``overrides`` are the engine's escalations for the rest of the turn (``evict_media``,
-    ``archive_tool_results``, ``evict_all_media``); ``multiplier`` the calibration learned so far;
+    ``archive_tool_results``, the rejection ladder's rungs); ``multiplier`` the calibration learned so far;
     ``anchor`` the newest anchor, on which the estimate is anchored.
     """
 
@@ -125,8 +123,6 @@ class EngineCompiler:
             policy = policy.with_(
                 max_inline_images=1, inline_media_bytes=max(1, policy.inline_media_bytes // 4)
             )
-        if "evict_all_media" in overrides:
-            policy = policy.with_(inline_media_bytes=1)
         if "archive_tool_results" in overrides:
             policy = policy.with_(
                 recent_turns_full=1, archive_text_over_tokens=256, archive_stale_results=True
@@ -202,7 +198,10 @@ class RequestCompiler:
         return self.fit.fit_profile(self.window)
 
     def __call__(self, profile: ModelProfile | None = None) -> Compiled:
-        """Compile at ``profile`` (default: :meth:`fit_profile`)."""
+        """Compile at ``profile`` (default: :meth:`fit_profile`) with the turn's escalations. A
+        message that does not fit with its media inline goes with them out of line for that request
+        (compile's own rule, nothing kept for the turn); if the newest message does not fit even so,
+        it alone is too large: :class:`~contextwindow.errors.OverBudget`."""
         return self.compiler(
             CompileContext(
                 session=self.session,
@@ -213,19 +212,3 @@ class RequestCompiler:
                 connection=self.connection,
             )
         )
-
-    def fitting(self) -> Compiled:
-        """Compile; when the newest message does not fit beside the head as things stand, take the
-        cheap escalations (media out of line, stale results archived, then no media inline at all) for
-        the rest of the turn. If even that does not fit, the message alone is too large: it raises
-        :class:`~contextwindow.errors.OverBudget`."""
-        try:
-            return self()
-        except OverBudget:
-            for rung in _ESCALATIONS:
-                self.overrides.add(rung)
-                try:
-                    return self()
-                except OverBudget:
-                    continue
-            raise

@@ -715,7 +715,7 @@ class Engine:
         self._calls.stream_started()
 
     def _compile(self) -> _Live:
-        compiled = self._requests.fitting()
+        compiled = self._requests()
         self._fit.live_estimator()
         # One calibration sample per compiled request, learned from its first call.
         self._calibrator.arm(compiled.local_estimate)
