@@ -430,8 +430,9 @@ class TestRereads:
         self, claude: Any, model: LocalModel
     ) -> None:
         client = claude(context_window=16_000)
-        # The new turn fits without new archives (~10.7k), and the 5.2k original does not fit beside it.
-        history = self._archived_history(client, model)
+        # The new turn fits without new archives, and the first original (3,000 lines, ~12k tokens)
+        # does not fit beside it.
+        history = self._archived_history(client, model, lines=(3000, 1300, 1300, 1300))
         session = client.store.session(client.last_exchange.session_id)
         artifact = session.entries(["archive"])[0].payload["artifact_id"]
         model.enqueue(
