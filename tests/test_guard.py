@@ -411,7 +411,7 @@ class TestRereads:
     ) -> None:
         client = claude(context_window=16_000)
         # Larger reads: the new turn's compile archives one more, and the original fits again beside it.
-        history = self._archived_history(client, model, (1600,) * 4)
+        history = self._archived_history(client, model, (1800,) * 4)
         session = client.store.session(client.last_exchange.session_id)
         artifact = session.entries(["archive"])[0].payload["artifact_id"]
         assert any("read_archived" in str(m) for m in client.last_exchange.body["messages"])
