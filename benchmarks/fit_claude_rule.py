@@ -74,7 +74,7 @@ def main() -> None:
 
 
 def write(fitted: dict[str, dict[str, float]]) -> None:
-    """Rewrite the Claude part of the coefficients table, keeping the text coefficients."""
+    """Rewrite the Claude part of the coefficients table."""
     from contextwindow.pricing._tables import table
 
     data = dict(table("coefficients"))

@@ -28,7 +28,7 @@ from contextwindow.replay.simulate import RecordingModel
 from contextwindow.store import open_store
 from contextwindow.testing import LocalSettings
 from contextwindow.testing.counting import block_tokens, tokenizer_for
-from engine_support import gibberish, local_engine
+from engine_support import PROVIDER_TOKENIZER, gibberish, local_engine
 
 MODEL = "claude-sonnet-4-5"
 RESERVE = 1_000
@@ -155,7 +155,8 @@ def _ratio(text: str) -> float:
     """The local provider's count of a string tool result over the estimator's price of it."""
     profile = get_profile(MODEL)
     block = ToolResult(tool_use_id="t", content=text)
-    return block_tokens(block, profile, tokenizer_for(profile))[1] / Estimator(profile).block(block)
+    counted = tokenizer_for(profile.with_(tokenizer=PROVIDER_TOKENIZER))
+    return block_tokens(block, profile, counted)[1] / Estimator(profile).block(block)
 
 
 def _mixed(target: float) -> str:
@@ -180,7 +181,8 @@ def _run_loop(
         for i in range(len(results))
     ]
     script.append(Message.assistant("done"))
-    model = RecordingModel(LocalSettings(window=window, usage="per-call", default_model=MODEL), script)
+    local = LocalSettings(window=window, usage="per-call", default_model=MODEL, tokenizer=PROVIDER_TOKENIZER)
+    model = RecordingModel(local, script)
     session = open_store().session("rounds")
 
     async def read(use: ToolUse) -> ToolResult:

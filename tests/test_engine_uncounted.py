@@ -37,7 +37,7 @@ from contextwindow.replay.simulate import RecordingModel
 from contextwindow.store import open_store
 from contextwindow.testing import LocalProvider, LocalSettings
 from contextwindow.testing.counting import block_tokens, tokenizer_for
-from engine_support import gibberish, local_engine
+from engine_support import PROVIDER_TOKENIZER, gibberish, local_engine
 
 MODEL = "claude-sonnet-4-5"
 RESERVE = 1_000
@@ -53,7 +53,7 @@ def _near(target: float, chars: int, seed: str) -> str:
     whose count/price ratio is nearest ``target`` (measured here, so a change of the text rule moves
     the mix)."""
     profile = get_profile(MODEL)
-    tok, estimator = tokenizer_for(profile), Estimator(profile)
+    tok, estimator = tokenizer_for(profile.with_(tokenizer=PROVIDER_TOKENIZER)), Estimator(profile)
     letters = random.Random(seed)
     run = "".join(letters.choice(string.ascii_lowercase) for _ in range(chars))  # counted far over its price
     candidates = []
@@ -101,7 +101,9 @@ def _run(
             for i in range(len(results))
         ]
         script.append(Message.assistant(f"turn {t} done"))
-    model = RecordingModel(LocalSettings(window=window, usage="none", default_model=MODEL), script)
+    model = RecordingModel(
+        LocalSettings(window=window, usage="none", default_model=MODEL, tokenizer=PROVIDER_TOKENIZER), script
+    )
     session = open_store().session("uncounted")
 
     async def read(use: ToolUse) -> ToolResult:
@@ -174,8 +176,8 @@ class TestUncountedMargin:
         # margin it never does. Whether a round appended at fit_margin lands past the edge depends on
         # where the window falls between round sizes (and on the summaries' lengths), so only a few
         # windows in a hundred see a refusal: the search is dense rather than pinned to one window.
-        first = [_near(1.10, 3_000, f"a{i}") for i in range(6)]
-        second = [_near(1.08, 500, f"b{i}") for i in range(12)]
+        first = [_near(1.09, 3_000, f"a{i}") for i in range(6)]
+        second = [_near(1.07, 500, f"b{i}") for i in range(12)]
         old = EngineSettings(max_tokens=RESERVE, max_stream_input_tokens=None, uncounted_margin=0.05)
         refused = []
         for window in range(8_000, 14_000, 50):

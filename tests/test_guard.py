@@ -412,7 +412,7 @@ class TestRereads:
     ) -> None:
         client = claude(context_window=16_000)
         # Larger reads: the new turn's compile archives one more, and the original fits again beside it.
-        history = self._archived_history(client, model, (1600,) * 4)
+        history = self._archived_history(client, model, (1800,) * 4)
         session = client.store.session(client.last_exchange.session_id)
         artifact = session.entries(["archive"])[0].payload["artifact_id"]
         assert any("read_archived" in str(m) for m in client.last_exchange.body["messages"])
@@ -441,9 +441,11 @@ class TestRereads:
         self, claude: Any, model: LocalModel
     ) -> None:
         client = claude(context_window=16_000)
-        # The new turn fits without new archives (~10.7k), and the ~5.6k original does not fit beside it:
-        # the round restarts the request (compiled afresh, older history folded), as a tool round does.
-        history = self._archived_history(client, model)
+        # The new turn fits without new archives, and the first original (2,000 lines, ~6k tokens)
+        # does not fit beside it: the round restarts the request (compiled afresh, older history
+        # folded), as a tool round does. (Smaller, it fits and the stream resumes; much larger, the
+        # re-read result is capped to fit and the stream resumes too.)
+        history = self._archived_history(client, model, lines=(2000, 1300, 1300, 1300))
         session = client.store.session(client.last_exchange.session_id)
         artifact = session.entries(["archive"])[0].payload["artifact_id"]
         model.enqueue(

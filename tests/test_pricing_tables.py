@@ -45,7 +45,7 @@ class TestShippedTables:
             "print(_tables.table.cache_info().currsize)\n"
         )
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-        assert int(out.stdout) >= 2  # the coefficients and the Latin words (ASCII text)
+        assert int(out.stdout) >= 3  # the Claude coefficients, the scales and the vocabulary
 
 
 class TestDamagedTables:
@@ -60,20 +60,20 @@ class TestDamagedTables:
 
     def test_another_format_version_is_refused(self) -> None:
         with pytest.raises(DamagedData, match="format version 99"):
-            decode("chartable", self._rewrite("chartable", version=99))
+            decode("textrule", self._rewrite("textrule", version=99))
 
     def test_a_truncated_file_is_refused(self) -> None:
-        data = _shipped("wordtable")
+        data = _shipped("vocabulary-cl100k")
         with pytest.raises(DamagedData, match="not a gzip of JSON"):
-            decode("wordtable", data[: len(data) // 2])
+            decode("vocabulary-cl100k", data[: len(data) // 2])
 
     def test_a_table_under_another_name_is_refused(self) -> None:
         with pytest.raises(DamagedData, match="holds the table"):
-            decode("latinwords-o200k", _shipped("latinwords-cl100k"))
+            decode("vocabulary-o200k", _shipped("vocabulary-cl100k"))
 
     def test_something_else_is_refused(self) -> None:
         with pytest.raises(DamagedData, match="not a contextwindow pricing table"):
-            decode("chartable", gzip.compress(b'{"hello": 1}'))
+            decode("textrule", gzip.compress(b'{"hello": 1}'))
 
     def test_a_missing_file_says_to_reinstall(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(_tables, "TABLES", (*TABLES, "nothing-here"))

@@ -185,6 +185,23 @@ class TestThinking:
         assert counted.input_tokens == len(enc.encode(text)) + 3 + 3
 
 
+class TestCountingWithAnotherTokenizer:
+    def test_counts_every_request_with_the_family_it_is_given(self) -> None:
+        text = "Հայերենը հնդեվրոպական լեզվաընտանիքի առանձին ճյուղ է։ " * 20
+        request = Request(model=MODEL, messages=(Message.user(text),))
+        own = LocalModel(LocalSettings(default_model=MODEL)).count(request)
+        other = LocalModel(LocalSettings(default_model=MODEL, tokenizer="cl100k")).count(request)
+        assert own.tokenizer.endswith("o200k_base") and other.tokenizer.endswith("cl100k_base")
+        assert other.input_tokens - own.input_tokens == len(encoding("cl100k_base").encode(text)) - len(
+            encoding("o200k_base").encode(text)
+        )
+
+    def test_an_unknown_family_is_invalid(self) -> None:
+        with pytest.raises(InvalidInput) as err:
+            LocalSettings(tokenizer="gpt2")  # type: ignore[arg-type]
+        assert err.value.path == "tokenizer"
+
+
 class TestWindow:
     def test_a_request_over_the_window_is_a_context_overflow_with_both_numbers(self) -> None:
         provider = LocalProvider(settings=LocalSettings(window=1000, default_model=MODEL))

@@ -10,11 +10,10 @@ and the check, never a silently wrong price. Nothing is read at import: the firs
 
 Tables (what the payload holds):
 
-- ``coefficients``: ``{"text": {family: {piece: [coefficient, ...]}}, "features": [name, ...],
-  "claude_ratio": {family: ratio}, "claude_structure": {family: {item: tokens}}}``;
-- ``chartable``: ``{"n_buckets": N, "classes": {family: {class letter: characters}}}``;
-- ``wordtable``: ``{family: "space-separated non-Latin words that are one token"}``;
-- ``latinwords-<family>``: ``"space-separated ASCII letter runs that are one token"``.
+- ``coefficients``: ``{"claude_ratio": {family: ratio}, "claude_structure": {family: {item: tokens}}}``;
+- ``textrule``: ``{"scale": {family: factor}}``, the fitted scale of each family's vocabulary rule;
+- ``vocabulary-<family>``: ``{"tokens": {length: concatenated tokens}}``, every token of the family's
+  tokenizer grouped by its length in bytes, each group one Latin-1 string (a character per byte).
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ __all__ = ["FORMAT", "FORMAT_VERSION", "TABLES", "decode", "encode", "table"]
 FORMAT = "contextwindow.pricing-table"
 FORMAT_VERSION = 1
 """Bump when the layout of a table's payload changes; the reader refuses any other version."""
-TABLES = ("coefficients", "chartable", "wordtable", "latinwords-o200k", "latinwords-cl100k")
+TABLES = ("coefficients", "textrule", "vocabulary-o200k", "vocabulary-cl100k")
 
 
 def encode(name: str, payload: Any) -> bytes:

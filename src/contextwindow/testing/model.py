@@ -78,6 +78,10 @@ class LocalSettings:
     calling each offered tool once with arguments valid for its schema (:func:`arguments_for`); after
     the results, answer in text. Scripted replies still come first. Lets an agent's own tool loop be
     tested offline."""
+    tokenizer: Literal["o200k", "cl100k"] | None = None
+    """Count every request with this tiktoken family instead of the model's own: a provider whose
+    tokenizer is not the one the estimator's rule approximates (cl100k counts Armenian or Greek text
+    at about twice the price the Claude rule, built on o200k, gives it)."""
     strict: bool = True
     """Refuse what the real APIs refuse (:mod:`.strict`): empty content, broken tool pairing, a
     conversation opening on the assistant (Anthropic), media whose bytes are not their type."""
@@ -93,6 +97,8 @@ class LocalSettings:
             raise InvalidInput("must be > 0", path="effective_window")
         if self.usage not in USAGE_MODES:
             raise InvalidInput(f"must be one of {', '.join(USAGE_MODES)}", path="usage")
+        if self.tokenizer not in (None, "o200k", "cl100k"):
+            raise InvalidInput("must be o200k, cl100k or None", path="tokenizer")
         if not self.delay_seconds >= 0:
             raise InvalidInput("must be ≥ 0", path="delay_seconds")
         check_scale(self.count_scale)
@@ -184,7 +190,10 @@ class LocalModel:
 
     def profile(self, model: str | None) -> ModelProfile:
         """The profile of the model a request names (the default model when it names none)."""
-        return get_profile(model or self.settings.default_model)
+        profile = get_profile(model or self.settings.default_model)
+        return (
+            profile if self.settings.tokenizer is None else profile.with_(tokenizer=self.settings.tokenizer)
+        )
 
     def window(self, profile: ModelProfile) -> int:
         """The window enforced for ``profile``: the effective window when one is set."""

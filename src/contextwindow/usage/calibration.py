@@ -70,13 +70,14 @@ __all__ = [
     "stored_prices_unchanged",
 ]
 
-CALIBRATION_PRICING_EPOCH = 6
+CALIBRATION_PRICING_EPOCH = 7
 """The pricing rules' epoch. A multiplier learned under other rules is discarded on load. contextwindow
 adopts context-manager's numbering: 3 is its epoch after
 https://github.com/anima-research/context-manager/pull/227 (a capped message priced as it renders);
 0 is an unstamped record; 4 is the fitted text rule with the non-Latin word table; 5 adds the Latin
 word table and the byte-pair sums; 6 counts text exactly by default where the model's tokenizer is
-available and refits the rule on many languages. Bump it whenever pricing changes what a block
+available and refits the rule on many languages; 7 prices text by its pieces' split against the
+family's vocabulary. Bump it whenever pricing changes what a block
 costs."""
 
 BAND = (0.6, 1.8)
