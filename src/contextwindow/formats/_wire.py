@@ -79,7 +79,7 @@ class Sink:
 
     def add(self, data: bytes, media_type: str, *, media_type_path: str, **meta: Any) -> AttachmentRef:
         """Hash, size and sniff ``data``; keep it once by id. A bad media type names its wire path."""
-        if meta or not isinstance(data, bytes):
+        if meta or not isinstance(data, bytes) or not isinstance(media_type, str):
             ref = make_ref(data, media_type, media_type_path=media_type_path, **meta)
         else:
             try:
