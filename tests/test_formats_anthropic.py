@@ -263,6 +263,18 @@ class TestBadInput:
         assert caught.value.path == path
         assert wire == before  # the input is never modified
 
+    @pytest.mark.parametrize("media_type", [[None], 5, {"a": 1}])
+    def test_a_media_type_that_is_not_a_string_names_its_path(self, media_type: Any) -> None:
+        source = {"type": "text", "media_type": media_type, "data": "plain text"}
+        wire = {
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 1,
+            "messages": [{"role": "user", "content": [{"type": "document", "source": source}]}],
+        }
+        with pytest.raises(InvalidInput) as caught:
+            anthropic.parse_request(wire)
+        assert "media_type" in caught.value.path
+
     @pytest.mark.parametrize("junk", [None, [], "request", 5])
     def test_a_request_that_is_not_an_object(self, junk: Any) -> None:
         with pytest.raises(InvalidInput) as caught:
