@@ -21,7 +21,7 @@ is decided by :class:`~contextwindow.testing.LocalModel`; this module only carri
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -31,7 +31,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ..errors import InvalidInput, UnknownModel
-from ..formats import WireFormat, loader_from
+from ..formats import ParsedRequest, WireFormat, loader_from
 from ..formats import anthropic as anthropic_format
 from ..formats import gemini as gemini_format
 from ..formats import openai as openai_format
@@ -147,19 +147,26 @@ def stream_flags(data: Mapping[str, Any]) -> tuple[bool, bool]:
 
 
 def _gemini_count(model: LocalModel, data: Mapping[str, Any], name: str) -> Response:
+    parsed, tokenizer = _parsed(
+        model,
+        lambda: gemini_format.parse_request(data, model=name),
+        f"models/{name} is not found for API version v1beta, or is not supported",
+    )
+    count = model.count(parsed.request, parsed.loader(), wire="anthropic")
+    return json_response(200, {"totalTokens": count.input_tokens}, {"x-contextwindow-tokenizer": tokenizer})
+
+
+def _parsed(model: LocalModel, parse: Callable[[], ParsedRequest], unknown: str) -> tuple[ParsedRequest, str]:
+    """The request ``parse`` reads, and the name of the tokenizer that counts it (with the model's
+    count scale); bad input and an unknown model are the API's 4xx (``unknown`` says which)."""
     try:
-        parsed = gemini_format.parse_request(data, model=name)
+        parsed = parse()
         profile = model.profile(parsed.request.model)
     except InvalidInput as exc:
         raise HttpError("invalid_request_error", str(exc)) from None
     except UnknownModel:
-        raise HttpError(
-            "not_found_error", f"models/{name} is not found for API version v1beta, or is not supported"
-        ) from None
-    count = model.count(parsed.request, parsed.loader(), wire="anthropic")
-    return json_response(
-        200, {"totalTokens": count.input_tokens}, {"x-contextwindow-tokenizer": tokenizer_for(profile).name}
-    )
+        raise HttpError("not_found_error", unknown) from None
+    return parsed, tokenizer_for(profile, model.settings.count_scale).name
 
 
 def _answer(
@@ -173,14 +180,7 @@ def _answer(
     shape: str = "chat",
 ) -> Response:
     reader = openai_format if wire == "openai" else anthropic_format
-    try:
-        parsed = reader.parse_request(data)
-        profile = model.profile(parsed.request.model)
-    except InvalidInput as exc:
-        raise HttpError("invalid_request_error", str(exc)) from None
-    except UnknownModel:
-        raise HttpError("not_found_error", f"model: {data.get('model')}") from None
-    tokenizer = tokenizer_for(profile, model.settings.count_scale).name
+    parsed, tokenizer = _parsed(model, lambda: reader.parse_request(data), f"model: {data.get('model')}")
     if counting:
         count = model.count(parsed.request, parsed.loader(), wire=wire)
         body: dict[str, Any] = {"input_tokens": count.input_tokens}
@@ -220,14 +220,8 @@ def _respond(
 ) -> Response:
     """A Responses call: the conversation it continues, its reasoning items checked, its answer
     stored (unless ``store`` is false) and sent as a ``response`` object or its SSE events."""
-    try:
-        parsed = responses_format.parse_request(data)
-        profile = model.profile(parsed.request.model)
-    except InvalidInput as exc:
-        raise HttpError("invalid_request_error", str(exc)) from None
-    except UnknownModel:
-        raise HttpError("not_found_error", f"model: {data.get('model')}") from None
-    tokenizer = {"x-contextwindow-tokenizer": tokenizer_for(profile).name}
+    parsed, name = _parsed(model, lambda: responses_format.parse_request(data), f"model: {data.get('model')}")
+    tokenizer = {"x-contextwindow-tokenizer": name}
     earlier = Stored(messages=())
     if data.get("previous_response_id") is not None:
         found = memory.history(data["previous_response_id"])
