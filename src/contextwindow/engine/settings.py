@@ -40,16 +40,17 @@ class EngineSettings:
     estimator's error on whole requests measured by ``benchmarks/sessions.py`` once compile fits by
     the last request's own real/estimate ratio (:meth:`~contextwindow.engine.fit.WindowFit.composition_factor`). Before that, 8%
     was not enough: the spread between content kinds under one multiplier reached 11%."""
-    uncounted_margin: float = 0.10
+    uncounted_margin: float = 0.13
     """The fit margin while the provider has counted no request of this session (no usage reported,
     no rejection with numbers, no stored anchor for this model and connection): compile fits the
     input part within ``(1 − uncounted_margin) × (window − output reserve)`` and the projection
     without a reported prompt raises the live request's estimate by it. Without a count nothing
     corrects the estimator's error on a whole request. ``benchmarks/real_sessions.py`` measures it on
     real Claude Code sessions, against a provider counting each session in the units its own recorded
-    usage shows: the Claude rule was 11–13% low on whole requests of 2 of 40 sessions; at 7% three
-    requests were refused (16k and 32k windows, no usage reported), at 10% none, for 0.5 points of
-    window use. Once a count is known, ``fit_margin`` applies (this is never less than it)."""
+    usage shows: the Claude rule was up to 16% low on whole early requests of a few of the 40 sessions;
+    with the text rule priced against the vocabulary (pricing epoch 7), 10% let one request a window
+    be refused (16k and 32k, no usage reported) and 13% none, for about one point of window use.
+    Once a count is known, ``fit_margin`` applies (this is never less than it)."""
     multiplier_step: float = 0.02
     """Compile sees the calibration multiplier rounded to this step (0: exact)."""
     tool_result_inline_chars: int = 24_000
