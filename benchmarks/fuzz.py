@@ -107,7 +107,8 @@ def _langchain(value: Any) -> str:
         count_tokens_approximately(convert_to_messages(messages))  # type: ignore[arg-type]
     except (ValueError, TypeError, NotImplementedError):
         return "typed"
-    except Exception:
+    except Exception as err:  # what is being counted
+        BARE_TYPES[type(err).__name__] += 1
         return "bare"
     return "accepted"
 
