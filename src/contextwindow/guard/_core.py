@@ -407,10 +407,12 @@ class GuardCore:
             result = await Ask(Send(body=dict(body), purpose="count" if count else "request"))
             return Exchange(result=result, body=dict(body), session_id="", events=[])
         new: Sequence[Message]
+        if chained is not None and read.new_from > 0:
+            # Every message of a chained request is new to the session: all of them with their media.
+            parsed = self.history.read(body, whole=True).parsed
         for _ in range(_SYNC_ATTEMPTS):
             if chained is not None:
                 # The agent sends only the new input: the rest is the conversation that response ends.
-                parsed = self.history.read(body, whole=True).parsed
                 if chained.count == len(chained.conversation.chain):
                     conversation, new = chained.conversation, canonical.messages
                 else:  # a response from earlier in the conversation (or moved on since): its branch
