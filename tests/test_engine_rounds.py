@@ -172,9 +172,16 @@ def _mixed(target: float) -> str:
 
 
 def _run_loop(
-    results: Sequence[str], window: int, *, settings: EngineSettings | None = None, learn: bool = True
+    results: Sequence[str],
+    window: int,
+    *,
+    settings: EngineSettings | None = None,
+    learn: bool = True,
+    calibrate: bool = True,
 ) -> tuple[list[Event], RecordingModel, Engine]:
-    """One turn reading ``results`` one tool round each, per-call usage, at a true ``window``."""
+    """One turn reading ``results`` one tool round each, per-call usage, at a true ``window``.
+    ``learn=False``: nothing is learned from the rounds' counts (no factor, no calibration);
+    ``calibrate=False``: the calibration multiplier alone learns nothing from them."""
     profile = get_profile(MODEL).with_(context_window=window, max_output_tokens=RESERVE)
     script = [
         Message.assistant(f"r{i}", ToolUse(id=f"c{i}", name="read", input={"i": i}))
@@ -194,6 +201,9 @@ def _run_loop(
     engine = local_engine(session, model, profile, read, reserve=RESERVE, settings=settings)
     if not learn:
         engine.fit.rounds = RoundRatios(min_tokens=10**9)  # learns nothing
+    if not (learn and calibrate):
+        calibrator = engine.calibrator
+        calibrator.report_round = lambda **_: calibrator.multiplier  # type: ignore[method-assign]
 
     async def collect() -> list[Event]:
         return [event async for event in engine.run_turn(Message.user("read them all"))]
@@ -224,10 +234,13 @@ class TestTheTracedRejection:
         old = EngineSettings(
             usage_mode="per-call", max_tokens=RESERVE, max_stream_input_tokens=None, round_text_margin=0.05
         )
-        premise, model, _ = _run_loop(results, window, settings=old)
+        # The margins alone are tested: the hex rounds would teach the multiplier the rule's price of
+        # hex (about 0.89), and the request compiled after the restart prices the critical round at it
+        # (tests/test_calibration_rounds.py covers what calibration learns from rounds).
+        premise, model, _ = _run_loop(results, window, settings=old, calibrate=False)
         assert model.rejected == 1 and _rejected(premise) == 1, "one margin of 5% lets the request out"
 
-        events, model, engine = _run_loop(results, window)
+        events, model, engine = _run_loop(results, window, calibrate=False)
         assert model.rejected == 0
         assert any(isinstance(e, StreamRestarted) and e.reason == "physical_window" for e in events)
         assert isinstance(events[-1], TurnEnded) and events[-1].stop_reason == "end_turn"

@@ -4,9 +4,11 @@ Each call's usage arrives as the provider reported it (per call, or a running to
 :class:`CallAccounting` turns it into the call's own usage (:class:`~contextwindow.usage.tracker.UsageTracker`,
 following the provider's notion of a stream: :func:`~contextwindow.providers.streams.continues_stream`)
 and hands the real figures on: to the physical-window projection, to the round ratios (what the
-round appended before the call cost), to the fit (the composition factor), to calibration (one
-sample per compiled request), to the anchors, and to the ledger as a ``usage`` record. It also says
-which host notes a call's usage gives, and which notes an unrecovered overflow gives.
+round appended before the call cost), to the fit (the composition factor), to calibration (the first
+call of a compiled request against its estimate, each later call of the stream by what was appended
+since the previous one: :meth:`CallAccounting._calibrate`), to the anchors, and to the ledger as a
+``usage`` record. It also says which host notes a call's usage gives, and which notes an unrecovered
+overflow gives.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ class _Calls:
     """The latest call's prompt + output when it reported both (see :meth:`CallAccounting._learn_round`)."""
     round_probe: tuple[int, int] | None = None
     """``(base, estimate)`` of the round appended after that call, awaiting the next prompt."""
+    counted: tuple[int, int, float] | None = None
+    """``(prompt, local estimate, multiplier)`` of the latest reported call of the live stream: the next
+    call's prompt and estimate less these are a counted round (see :meth:`CallAccounting._calibrate`)."""
     prior_input: int | None = None
     """The latest reported prompt (``context_provider_dropping``)."""
     previous_used: int | None = None
@@ -80,6 +85,7 @@ class CallAccounting:
         """``request`` is about to go: a new stream unless it continues the previous one."""
         if not continues_stream(self._calls.request, self._calls.reply, request):
             self.usage.start_stream()
+            self._calls.counted = None
 
     def answered(self, request: Request, reply: Message) -> None:
         """The provider answered ``request`` with ``reply``."""
@@ -89,7 +95,7 @@ class CallAccounting:
         """The provider refused the request for its size: a refused attempt is no stream, its anchor
         goes, and no calibration sample is compared with it."""
         self._calls.request = self._calls.reply = None
-        self._calls.round_base = self._calls.round_probe = None
+        self._calls.round_base = self._calls.round_probe = self._calls.counted = None
         self.anchors.clear("the provider rejected the request for its size")
         self.calibrator.arm(0)
 
@@ -97,7 +103,7 @@ class CallAccounting:
         """A recompiled request: the projection starts from nothing (it must not inherit the figure
         that restarted it), and no round is measured across it."""
         self.physical.start_stream()
-        self._calls.round_base = self._calls.round_probe = None
+        self._calls.round_base = self._calls.round_probe = self._calls.counted = None
 
     def round_appended(self, *, appended: int, estimate: int) -> None:
         """A round rides on the live request: it is growth for the projection, and the next call's
@@ -137,8 +143,7 @@ class CallAccounting:
         if call.reported:
             self.fit.observe(prompt=call.prompt, local_estimate=local_estimate, multiplier=multiplier)
             self._calls.last_accepted = call.usage
-            if self.calibrator.armed:
-                self.calibrator.report_real_input(call.prompt)
+            self._calibrate(call, local_estimate=local_estimate, multiplier=multiplier)
             # The anchor's payload in the units the next compile prices in: the multiplier this
             # call may just have moved. Left at the old one, the next delta would carry the change of
             # units over the whole payload (35% under on a real session while calibration converged).
@@ -155,7 +160,26 @@ class CallAccounting:
             )
         else:
             self.calibrator.arm(0)  # a grown request must never be compared with the first estimate
+            self._calls.counted = None
         return call
+
+    def _calibrate(self, call: CallUsage, *, local_estimate: int, multiplier: float) -> None:
+        """A reported call's sample for calibration: the whole request against its estimate when it
+        is the first call of a compiled request (the armed sample); otherwise, within a stream whose
+        previous call reported its prompt, what was appended since (the reply and the round) as the
+        provider counted it, ``prompt − previous prompt``, against the estimate of the same content,
+        ``estimate − previous estimate`` in the same units. Both are one call's own figures (a
+        cumulative stream's per-call prompts), never a stream's total."""
+        calls = self._calls
+        if self.calibrator.armed:
+            self.calibrator.report_real_input(call.prompt)
+        elif calls.counted is not None and multiplier > 0:
+            prompt, estimate, made_at = calls.counted
+            appended = local_estimate - round(estimate * multiplier / made_at)
+            grown = call.prompt - prompt
+            if appended > 0 and grown > 0:
+                self.calibrator.report_round(real=grown, estimate=appended, multiplier=multiplier)
+        calls.counted = (call.prompt, local_estimate, multiplier)
 
     def _learn_round(self, call: CallUsage) -> None:
         """Learn what the round appended before ``call`` cost by the provider's count, and keep this

@@ -466,6 +466,12 @@ class Engine:
             local_estimate=live.local_estimate,
             multiplier=live.multiplier,
         )
+        now = self._fit.multiplier()
+        if now != live.multiplier:
+            # The call moved the multiplier: what is appended from here is priced at the new one, so
+            # the live estimate moves into its units too (a round is learnt as a difference of two).
+            live.local_estimate = round(live.local_estimate * now / live.multiplier)
+            live.multiplier = now
         if call.reported and call.prompt > 0:
             # Anchor + delta within the stream (the usage anchor, ``docs/concepts.md``): the provider has just counted
             # what was sent, so later rounds of this stream price only what they append to it.

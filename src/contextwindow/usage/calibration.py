@@ -10,6 +10,16 @@ https://github.com/anima-research/context-manager):
   once drove a multiplier from 1.0 to 2.37 upstream. The real figure is one call's prompt (fresh +
   cache read + cache write, ``CallUsage.prompt``), never a stream's cumulative sample, which holds
   every call of the stream so far (the mistake https://github.com/anima-research/agent-framework fixed).
+- **One sample per counted round.** Within a stream, each later call's prompt less the previous
+  call's is the provider's exact count of what was appended between them (the reply as re-sent, the
+  round of tool results and mid-turn messages), and the engine knows its estimate of the same content:
+  :meth:`Calibrator.report_round` learns from that pair, so a session that grows by rounds in one long
+  stream calibrates as it grows instead of waiting for the next compile. The reply is kept in the
+  sample rather than taken out by its output count: within a tool loop its thinking is counted as
+  input too (see :mod:`contextwindow.pricing`), and the estimate prices it as the next request carries
+  it, so both sides measure the same content. A grown request is still never compared with an older
+  estimate: each round sample is a difference of two counts against a difference of two estimates
+  in the same units.
 - **Band.** ``ratio = real / estimate``; ``observed = ratio × current`` backs out the multiplier
   already applied. A sample is accepted if ``ratio`` or ``observed`` is within the band, [0.6, 1.8]
   to start with; otherwise it is rejected and the multiplier stays.
@@ -25,10 +35,13 @@ https://github.com/anima-research/context-manager):
   once the multiplier has evidence behind it (a stored one counts as that much), a running mean before
   (alpha ``1 / (n + 1)`` after ``n`` samples), so a short session converges within a few calls instead
   of ending where the first few EMA steps left it.
-- **Sample size.** A request estimated under :data:`MIN_SAMPLE_TOKENS` says nothing about the rule
-  (framing and rounding are most of it: a 4-token estimate against a count of 7 moved a multiplier to
-  1.15) and is ignored; one under :data:`FULL_SAMPLE_TOKENS` counts for ``estimate / FULL_SAMPLE_TOKENS``
-  of a sample (its alpha and its evidence are scaled by that weight).
+- **Sample size.** A request or round estimated under :data:`MIN_SAMPLE_TOKENS` says nothing about
+  the rule (framing and rounding are most of it: a 4-token estimate against a count of 7 moved a
+  multiplier to 1.15) and is ignored; one under :data:`FULL_SAMPLE_TOKENS` counts for
+  ``estimate / FULL_SAMPLE_TOKENS`` of a sample (its alpha and its evidence are scaled by that weight).
+  Small rounds are not pooled into one sample: their error is mostly the rule's per-block framing,
+  which a pool carries just the same (measured on the real-sessions benchmark: pooling gave no
+  better estimate and a smaller first request after one fold).
 - **Setter.** :meth:`Calibrator.set` accepts only a finite ``0.25 < f < 4`` (the store's setter);
   anything else is ignored.
 - **Persistence with a pricing epoch.** The record is ``{multiplier, at, pricing, band?, reset?}``. On
@@ -185,8 +198,8 @@ class Calibrator:
         self._slot: StateSlot = slot if slot is not None else MemorySlot()
         self._clock = clock
         self._armed: int | None = None
-        self._held: tuple[float, int] | None = None
-        """A rejected sample's ``(observed, estimate)``, kept until the next one says whether it was wild."""
+        self._held: tuple[float, float] | None = None
+        """A rejected sample's ``(observed, weight)``, kept until the next one says whether it was wild."""
         self.band = BAND
         """The accepted range and the clamp; consistent evidence widens it."""
         self._evidence = 0.0
@@ -256,14 +269,42 @@ class Calibrator:
         if estimate < MIN_SAMPLE_TOKENS:
             self.last_decision = f"ignored a sample too small to say anything (estimate {estimate})"
             return self.multiplier
+        return self._learn(value, estimate, self.multiplier)
+
+    def report_round(self, *, real: int, estimate: int, multiplier: float | None = None) -> float:
+        """Learn from content appended within a stream that the provider counted: ``real`` tokens
+        (the call's prompt less the previous call's) against ``estimate``, the estimate of that same
+        content at ``multiplier`` (default: the current one); return the multiplier.
+
+        Each such sample prices only what it measures, so a request that grew is never compared with
+        an older estimate. The size rules, the band and the held sample are a whole request's: a
+        round estimated under :data:`MIN_SAMPLE_TOKENS` is ignored (not pooled with the next: pooled
+        small rounds carry the rule's per-block framing error just the same), and one under
+        :data:`FULL_SAMPLE_TOKENS` counts in proportion. A figure that is not a finite number > 0, or
+        a multiplier that is not, is ignored.
+        """
+        value, size = _finite_number(real), _finite_number(estimate)
+        made_at = self.multiplier if multiplier is None else _finite_number(multiplier)
+        if value is None or size is None or made_at is None or value <= 0 or size <= 0 or made_at <= 0:
+            self.last_decision = "ignored"
+            return self.multiplier
+        if size < MIN_SAMPLE_TOKENS:
+            self.last_decision = f"ignored a round too small to say anything (estimate {size:.0f})"
+            return self.multiplier
+        return self._learn(value, round(size), made_at)
+
+    def _learn(self, value: float, estimate: int, made_at: float) -> float:
+        """Accept or reject one sample of size: ``value`` counted against ``estimate`` made at
+        ``made_at``, worth ``estimate / FULL_SAMPLE_TOKENS`` of a sample (at most one)."""
+        weight = min(1.0, estimate / FULL_SAMPLE_TOKENS)
         current = self.multiplier
         ratio = value / estimate
-        observed = ratio * current
+        observed = ratio * made_at
         low, high = self.band
         held, self._held = self._held, None
         if not (low <= ratio <= high or low <= observed <= high):
             if held is None or abs(observed - held[0]) > CONSISTENT * min(observed, held[0]):
-                self._held = (observed, estimate)
+                self._held = (observed, weight)
                 self.last_decision = (
                     f"rejected out-of-band sample (ratio {ratio:.3f}, observed {observed:.3f})"
                 )
@@ -274,21 +315,20 @@ class Calibrator:
                 min(WIDEST[1], max(high, max(observed, held[0]) * (1 + CONSISTENT))),
             )
             self._step(held[0], held[1])
-            self._step(observed, estimate)
+            self._step(observed, weight)
             self.last_decision = (
                 f"accepted two consistent out-of-band samples (observed {held[0]:.3f}, {observed:.3f}): "
                 f"band {self.band[0]:.3f}–{self.band[1]:.3f}, {current:.4f} → {self.multiplier:.4f}"
             )
             self._save()
             return self.multiplier
-        self._step(observed, estimate)
+        self._step(observed, weight)
         self.last_decision = f"accepted (ratio {ratio:.3f}): {current:.4f} → {self.multiplier:.4f}"
         self._save()
         return self.multiplier
 
-    def _step(self, observed: float, estimate: int) -> None:
-        """Move the multiplier toward ``observed`` by one sample of ``estimate`` tokens."""
-        weight = min(1.0, estimate / FULL_SAMPLE_TOKENS)
+    def _step(self, observed: float, weight: float) -> None:
+        """Move the multiplier toward ``observed`` by ``weight`` of a sample."""
         alpha = weight * max(ALPHA, 1 / (self._evidence + 1))
         self._evidence += weight
         current = self.multiplier
