@@ -17,6 +17,7 @@ import pytest
 
 from contextwindow.content import Message, ToolResult, ToolUse
 from contextwindow.engine.events import Event, RequestSent, StreamRestarted
+from contextwindow.engine.fit import WindowFit
 from contextwindow.engine.loop import Engine, EngineSettings
 from contextwindow.models import get_profile
 from contextwindow.pricing import Estimator
@@ -277,3 +278,29 @@ class TestTheEngineLearnsFromCountedRounds:
         round_calls = {call for call, _, _ in log.rounds}
         assert round_calls and not (round_calls & restarted)
         assert {call for call, _ in log.whole} == restarted
+
+
+class TestTheStepCompileSees:
+    """A multiplier learning from every round moves a little at every call; compile sees it in steps
+    (``EngineSettings.multiplier_step``) so that its per-message memo holds."""
+
+    @staticmethod
+    def _fit(multiplier: float) -> WindowFit:
+        profile = get_profile(MODEL)
+        return WindowFit(profile, stored(multiplier), estimator=Estimator(profile), settings=EngineSettings())
+
+    def test_a_multiplier_hovering_at_a_half_step_keeps_one_step(self) -> None:
+        fit = self._fit(1.109)
+        assert fit.multiplier() == 1.1
+        seen = set()
+        for value in (1.111, 1.109, 1.112, 1.108, 1.114, 1.106):  # around the half step 1.11
+            fit.calibrator.multiplier = value
+            seen.add(fit.multiplier())
+        assert seen == {1.1}
+
+    def test_a_multiplier_that_moves_on_takes_the_next_step(self) -> None:
+        fit = self._fit(1.1)
+        fit.calibrator.multiplier = 1.116  # three quarters of a step and more
+        assert fit.multiplier() == 1.12
+        fit.calibrator.multiplier = 1.2
+        assert fit.multiplier() == 1.2

@@ -32,6 +32,9 @@ from .settings import EngineSettings
 
 __all__ = ["WindowFit"]
 
+HOLD_STEP = 0.75
+"""How far, in steps, the multiplier moves from the step compile sees before that step changes."""
+
 
 class WindowFit:
     """The fit profile for one engine (see the module docstring)."""
@@ -62,6 +65,8 @@ class WindowFit:
         """Tokens taken off the budget by rejections at the window we believed."""
         self.reserve = 0
         """The output reserve of the latest compile (the composition factor scales the input part)."""
+        self._stepped: float | None = None
+        """The step :meth:`multiplier` last gave."""
         self._composition: tuple[float, float] | None = None
         """The last reported request's real prompt over its local estimate, and the multiplier that
         estimate was made at (see :meth:`composition_factor`)."""
@@ -153,10 +158,17 @@ class WindowFit:
     def multiplier(self) -> float:
         """The calibration multiplier in steps of ``multiplier_step``: the EMA moves a little on every
         sample, and each move would discard compile's per-message memo; a step of 2% is below the
-        estimator's own noise."""
+        estimator's own noise. A step once taken is kept until the multiplier is three quarters of a
+        step away from it (plain rounding flips at the half), so a multiplier that hovers at a half
+        step, as one learning from every counted round does, does not flip between two steps."""
         step = self.multiplier_step
         value = self.calibrator.multiplier
-        return round(round(value / step) * step, 6) if step > 0 else value
+        if step <= 0:
+            return value
+        kept = self._stepped
+        if kept is None or abs(value - kept) > HOLD_STEP * step:
+            kept = self._stepped = round(round(value / step) * step, 6)
+        return kept
 
     def learn(
         self, *, known: int, limit: int | None, requested: int | None
