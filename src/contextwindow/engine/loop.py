@@ -723,7 +723,8 @@ class Engine:
     def _compile(self) -> _Live:
         compiled = self._requests()
         self._fit.live_estimator()
-        # One calibration sample per compiled request, learned from its first call.
+        # One calibration sample per compiled request, learned from its first call (the later calls of
+        # its stream are learned by what each appended: CallAccounting).
         self._calibrator.arm(compiled.local_estimate)
         max_tokens = self.settings.max_tokens or compiled.output_reserve
         tools, extra = compiled.tools, 0

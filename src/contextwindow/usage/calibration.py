@@ -17,9 +17,11 @@ https://github.com/anima-research/context-manager):
   stream calibrates as it grows instead of waiting for the next compile. The reply is kept in the
   sample rather than taken out by its output count: within a tool loop its thinking is counted as
   input too (see :mod:`contextwindow.pricing`), and the estimate prices it as the next request carries
-  it, so both sides measure the same content. A grown request is still never compared with an older
-  estimate: each round sample is a difference of two counts against a difference of two estimates
-  in the same units.
+  it, so both sides measure the same content (measured on the real-sessions benchmark: taking the
+  reply out by its output count gave a worse estimate within streams and less of the window used). A
+  grown request is still never compared with an older estimate: each round sample is a difference
+  of two counts against a difference of two estimates in the same units (the estimate's own
+  multiplier is backed out, ``report_round(multiplier=)``).
 - **Band.** ``ratio = real / estimate``; ``observed = ratio × current`` backs out the multiplier
   already applied. A sample is accepted if ``ratio`` or ``observed`` is within the band, [0.6, 1.8]
   to start with; otherwise it is rejected and the multiplier stays.
