@@ -31,6 +31,7 @@ from contextwindow.usage.calibration import (
     CALIBRATION_PRICING_EPOCH,
     FULL_SAMPLE_TOKENS,
     MIN_SAMPLE_TOKENS,
+    ROUND_SAVE_MOVE,
     Calibrator,
 )
 from contextwindow.usage.tracker import UsageMode
@@ -304,3 +305,28 @@ class TestTheStepCompileSees:
         assert fit.multiplier() == 1.12
         fit.calibrator.multiplier = 1.2
         assert fit.multiplier() == 1.2
+
+
+class TestRoundSamplesAreWrittenWhenTheyMoveTheMultiplier:
+    def test_a_round_that_barely_moves_a_stored_multiplier_is_not_written(self) -> None:
+        slot = MemorySlot({"multiplier": 1.2, "at": "t", "pricing": CALIBRATION_PRICING_EPOCH})
+        cal = Calibrator(slot, model=MODEL)
+        cal.report_round(real=2_048, estimate=2_040)  # moves it by less than ROUND_SAVE_MOVE
+        assert cal.multiplier != 1.2 and len(slot.history) == 1  # the stored record alone
+
+    def test_moves_that_add_up_are_written(self) -> None:
+        slot = MemorySlot({"multiplier": 1.2, "at": "t", "pricing": CALIBRATION_PRICING_EPOCH})
+        cal = Calibrator(slot, model=MODEL)
+        while len(slot.history) == 1:
+            cal.report_round(real=2_048, estimate=2_040)
+        assert abs(slot.history[-1]["multiplier"] - 1.2) >= ROUND_SAVE_MOVE
+        assert Calibrator(slot, model=MODEL).multiplier == pytest.approx(cal.multiplier)
+        cal.report_round(real=2_048, estimate=2_040)  # measured from the write, not from the load
+        assert len(slot.history) == 2
+
+    def test_a_whole_request_sample_is_always_written(self) -> None:
+        slot = MemorySlot({"multiplier": 1.2, "at": "t", "pricing": CALIBRATION_PRICING_EPOCH})
+        cal = Calibrator(slot, model=MODEL)
+        cal.arm(2_040)
+        cal.report_real_input(2_048)
+        assert len(slot.history) == 2

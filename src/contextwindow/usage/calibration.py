@@ -21,7 +21,8 @@ https://github.com/anima-research/context-manager):
   reply out by its output count gave a worse estimate within streams and less of the window used). A
   grown request is still never compared with an older estimate: each round sample is a difference
   of two counts against a difference of two estimates in the same units (the estimate's own
-  multiplier is backed out, ``report_round(multiplier=)``).
+  multiplier is backed out, ``report_round(multiplier=)``). A round comes at every call, so the multiplier it moves
+  is written when it has moved :data:`ROUND_SAVE_MOVE` since it was last written, not at every round.
 - **Band.** ``ratio = real / estimate``; ``observed = ratio × current`` backs out the multiplier
   already applied. A sample is accepted if ``ratio`` or ``observed`` is within the band, [0.6, 1.8]
   to start with; otherwise it is rejected and the multiplier stays.
@@ -78,6 +79,7 @@ __all__ = [
     "CONSISTENT",
     "FULL_SAMPLE_TOKENS",
     "MIN_SAMPLE_TOKENS",
+    "ROUND_SAVE_MOVE",
     "SET_BOUNDS",
     "WIDEST",
     "CalibrationReset",
@@ -108,6 +110,10 @@ MIN_SAMPLE_TOKENS = 256
 FULL_SAMPLE_TOKENS = 2_048
 """A sample from a request estimated at this many tokens or more counts in full; smaller ones count in
 proportion."""
+
+ROUND_SAVE_MOVE = 0.005
+"""A multiplier learned from a round is written when it has moved this much since it was last written
+(a round comes at every call; saving is best-effort, and an unwritten move costs a round's learning)."""
 
 SET_BOUNDS = (0.25, 4.0)
 """Open interval :meth:`Calibrator.set` accepts (context-manager ``setTokenCalibration``)."""
@@ -212,6 +218,8 @@ class Calibrator:
         self.last_decision: str = "none"
         self._read_only = False
         """Set when the stored record is from a newer epoch: learn in memory, never overwrite it."""
+        self._saved: float | None = None
+        """The multiplier as last saved or loaded (``None``: none yet)."""
         self._load(prices_unchanged)
 
     # -- loading -------------------------------------------------------------------------------------
@@ -229,6 +237,7 @@ class Calibrator:
             self.multiplier = _clamp(multiplier, self.band)
             self._evidence = 1 / ALPHA
             self.reset = CalibrationReset.from_record(saved.get("reset"))
+            self._saved = multiplier
         elif epoch > CALIBRATION_PRICING_EPOCH:
             self.multiplier = 1.0  # written by newer rules: not ours to use, not ours to overwrite
             self._read_only = True
@@ -293,11 +302,12 @@ class Calibrator:
         if size < MIN_SAMPLE_TOKENS:
             self.last_decision = f"ignored a round too small to say anything (estimate {size:.0f})"
             return self.multiplier
-        return self._learn(value, round(size), made_at)
+        return self._learn(value, round(size), made_at, save_within=ROUND_SAVE_MOVE)
 
-    def _learn(self, value: float, estimate: int, made_at: float) -> float:
+    def _learn(self, value: float, estimate: int, made_at: float, *, save_within: float = 0.0) -> float:
         """Accept or reject one sample of size: ``value`` counted against ``estimate`` made at
-        ``made_at``, worth ``estimate / FULL_SAMPLE_TOKENS`` of a sample (at most one)."""
+        ``made_at``, worth ``estimate / FULL_SAMPLE_TOKENS`` of a sample (at most one). An accepted
+        sample is saved unless the multiplier is still within ``save_within`` of the one last saved."""
         weight = min(1.0, estimate / FULL_SAMPLE_TOKENS)
         current = self.multiplier
         ratio = value / estimate
@@ -326,7 +336,8 @@ class Calibrator:
             return self.multiplier
         self._step(observed, weight)
         self.last_decision = f"accepted (ratio {ratio:.3f}): {current:.4f} → {self.multiplier:.4f}"
-        self._save()
+        if self._saved is None or abs(self.multiplier - self._saved) >= save_within:
+            self._save()
         return self.multiplier
 
     def _step(self, observed: float, weight: float) -> None:
@@ -384,6 +395,7 @@ class Calibrator:
             return
         try:
             self._slot.save(self.record())
+            self._saved = self.multiplier
             self.last_save_error = None
         except StoreError as err:
             self.last_save_error = err
