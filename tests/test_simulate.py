@@ -82,7 +82,15 @@ class TestSimulate:
         lines = [json.loads(line) for line in sink.getvalue().splitlines()]
         assert [line["call"] for line in lines] == list(range(len(result.records)))
         profile = get_profile("gpt-4o").with_(context_window=6_000, max_output_tokens=3_000)
-        keys = {"call", "format", "request", "provider_input_tokens", "estimated_tokens", "rejected"}
+        keys = {
+            "call",
+            "format",
+            "request",
+            "provider_input_tokens",
+            "estimated_tokens",
+            "counted",
+            "rejected",
+        }
         for line, record in zip(lines, result.records, strict=True):
             assert set(line) == keys
             assert line["estimated_tokens"] == record.estimated_tokens > 0

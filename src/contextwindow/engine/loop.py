@@ -32,16 +32,24 @@ from typing import TypeVar
 from ..compile import Policy
 from ..compile.reread import READ_ARCHIVED, READ_ARCHIVED_TOOL, names_reread, read_archived
 from ..content import Message, Request, Text, ToolResult, ToolSpec, ToolUse
-from ..errors import ContextOverflow, InvalidInput, ProviderError, UsageError
+from ..errors import (
+    ContextOverflow,
+    ContextWindowError,
+    InvalidInput,
+    OverBudget,
+    ProviderError,
+    UsageError,
+)
 from ..formats import ToolDefinition
 from ..models import ModelProfile, get_profile
 from ..pricing import Estimator
+from ..pricing.counters import InputCounter
 from ..providers import Provider, Stop, TextDelta, ThinkingDelta, ToolCall, UsageSample
 from ..providers.overflow import output_cap_error
 from ..store import Session
 from ..store.slots import LedgerSlot
 from ..usage.calibration import Calibrator, stored_prices_unchanged
-from ..usage.tracker import AnchorBook, Usage
+from ..usage.tracker import Anchor, AnchorBook, Usage
 from .accounting import CallAccounting
 from .compiler import (
     Compiled,
@@ -70,6 +78,7 @@ from .events import (
 from .fit import WindowFit
 from .fold_trigger import ProactiveTrigger
 from .folding import COVER_ROUNDS, Folding
+from .precount import PrecountState, count_reason, near_budget
 from .projection import PhysicalWindow
 from .settings import EngineSettings
 from .summarizer import Summarizer
@@ -110,6 +119,11 @@ class _Live:
     omitted: tuple[str, ...] = ()
     """Ids compile left out for the budget that no checkpoint covers (see :meth:`Engine._fresh_request`)."""
     recompiled: bool = True
+    uncounted: int = 0
+    """The part of ``estimated_tokens`` no provider count covers (what a count before sending would
+    correct, :mod:`~contextwindow.engine.precount`)."""
+    counted: bool = False
+    """``estimated_tokens`` is the provider's count of this very request (made before sending it)."""
     margins: int = 0
     """What the projection priced the rounds appended since the last reported prompt above their
     estimates (``estimated_tokens`` carries the estimates): the unreported path projects with it."""
@@ -175,7 +189,10 @@ class Engine:
     ``Engine(session, provider, model, system=..., tools=..., tool_runner=..., summarizer=...)``
     compiles with the default :class:`~contextwindow.engine.compiler.EngineCompiler` (``system`` a
     string or text blocks, ``tools`` specs or Anthropic/OpenAI wire dicts, ``policy`` compile's
-    policy); pass ``compiler=`` for another one (then those three are its business).
+    policy); pass ``compiler=`` for another one (then those three are its business). ``counter``
+    counts a request before it is sent when ``settings.count_before_send`` says a decision depends on
+    it (:mod:`~contextwindow.engine.precount`; default: the provider itself when it has
+    ``count_input_tokens``).
     """
 
     def __init__(
@@ -192,6 +209,7 @@ class Engine:
         summarizer: Summarizer | None = None,
         settings: EngineSettings | None = None,
         estimator: Estimator | None = None,
+        counter: InputCounter | None = None,
     ) -> None:
         profile = get_profile(model)
         if compiler is None:
@@ -206,6 +224,12 @@ class Engine:
         self.profile = profile
         self.settings = settings = settings or EngineSettings()
         self.tool_runner = tool_runner
+        self.counter: InputCounter | None = (
+            counter if counter is not None else provider if isinstance(provider, InputCounter) else None
+        )
+        """Counts a request before it is sent when ``settings.count_before_send`` says a decision
+        depends on it (default: the provider's own ``count_input_tokens``, when it has one)."""
+        self._precount = PrecountState()
         self._estimator = estimator or Estimator(profile)
         # What the engine knows of the window and of pricing: the window, calibration, anchors.
         declared = settings.physical_window or profile.context_window
@@ -398,6 +422,8 @@ class Engine:
         self._notes.start_send()
         self._folding.start_turn()
         self._requests.overrides.clear()
+        self._precount.start_turn()
+        self._fit.counts_near_budget = self._counting("auto")
         self._turn_start = None
         self._first_of_send = True
         self._overflowed = False
@@ -447,6 +473,7 @@ class Engine:
                 window=self._window,
                 max_tokens=live.max_tokens,
                 recompiled=live.recompiled,
+                counted=live.counted,
             )
         )
         self._sent = self.request
@@ -470,7 +497,8 @@ class Engine:
             # Anchor + delta within the stream (the usage anchor, ``docs/concepts.md``): the provider has just counted
             # what was sent, so later rounds of this stream price only what they append to it.
             live.estimated_tokens = call.prompt
-            live.margins = 0
+            live.margins = live.uncounted = 0
+        live.counted = False
         events: list[Event] = [
             self._record(
                 UsageReported(
@@ -495,6 +523,7 @@ class Engine:
             reply_tokens = self._fit.live_estimator().message(stop.message)
             live.estimated_tokens += reply_tokens
             live.local_estimate += reply_tokens
+            live.uncounted += reply_tokens
         self._folding.trigger.accepted(
             input_tokens=call.prompt, output_tokens=call.usage.output, finish_reason=stop.reason
         )
@@ -548,6 +577,19 @@ class Engine:
             return
         self._continue_stream(live, results, injected, appended, round_estimate)
         yield StreamResumed(injected_messages=len(injected))
+        over = False
+        async for event in self._count_before_send(live):
+            over = isinstance(event, StreamRestarted)
+            yield self._record(event) if over else event
+        if over:
+            # The count shows the round does not fit beside the reply: restart, as the projection
+            # would have with the provider's figure.
+            self._stats.restarts += 1
+            async for event in self._folding.maybe_fold("mid_turn", turn_start):
+                yield event
+            async for event in self._fresh_request(turn_start):
+                yield event
+            return
         folded = False
         async for event in self._folding.maybe_fold("mid_turn", turn_start):
             folded = folded or isinstance(event, Compacted)
@@ -614,7 +656,7 @@ class Engine:
             for note in self._calls.overflow_notes(compacted=self._stats.compactions > 0):
                 yield self._record(note)
             raise rejection
-        async for event in self._fresh_request(turn_start_id):
+        async for event in self._fresh_request(turn_start_id, retry=True):
             yield event
         yield self._record(OverflowRecovered(requested=rejection.requested, limit=rejection.limit))
 
@@ -666,7 +708,9 @@ class Engine:
         # no real figure to start from, so the engine's own estimate of the live request stands in for
         # it, raised as compile fits it (the estimator's error on the whole request) or by the rounds'
         # own margins, whichever is higher. It can only ask for a recompile, never refuse.
-        whole = max(self._fit.fitted_estimate(live.estimated_tokens), live.estimated_tokens + live.margins)
+        # A count before sending covers its part of the request exactly: only the rest is raised.
+        covered = live.estimated_tokens - live.uncounted
+        whole = covered + max(self._fit.fitted_estimate(live.uncounted), live.uncounted + live.margins)
         estimated = whole + appended + live.max_tokens
         return estimated if estimated > self._window else None
 
@@ -678,6 +722,7 @@ class Engine:
         live.messages.append(results)
         live.messages.extend(injected)
         live.estimated_tokens += round_estimate
+        live.uncounted += round_estimate
         live.margins += appended - round_estimate
         # The local estimate stays in compile's units (the calibrated estimator), so that the
         # anchor's payload estimate and the composition factor compare like with like; the
@@ -692,12 +737,34 @@ class Engine:
             raise UsageError("no request is prepared yet: call Engine.prepare first")
         return self._live
 
-    async def _fresh_request(self, turn_start_id: str | None) -> AsyncIterator[Event]:
+    async def _fresh_request(self, turn_start_id: str | None, *, retry: bool = False) -> AsyncIterator[Event]:
         """Compile the next request afresh, covering what compile would leave out
         (:meth:`~contextwindow.engine.folding.Folding.cover`) and compiling again: ``[summary] + tail``,
         at most ``COVER_ROUNDS`` rounds, the last one a cut: bounded, never looping. A new stream
         starts on it: the projection starts from nothing (a restarted stream must not inherit its numbers); the usage tracker follows the
         provider's own notion of a stream, decided when the request is sent."""
+        async for event in self._compile_covered(turn_start_id):
+            yield event
+        live = self._current()
+        over = False
+        async for event in self._count_before_send(live, retry=retry):
+            over = isinstance(event, StreamRestarted)
+            if not over:
+                yield event
+        if over:
+            # The count shows the request over the window: the fit has learned by how much (the
+            # composition factor, the anchor); compile again, once, and send that. When the newest
+            # message alone no longer fits the tighter budget, the counted request goes as it is:
+            # the provider's answer decides, and a rejection is recovered as any other.
+            try:
+                async for event in self._compile_covered(turn_start_id):
+                    yield event
+            except OverBudget:
+                self._live = live
+
+    async def _compile_covered(self, turn_start_id: str | None) -> AsyncIterator[Event]:
+        """Compile the next request (:attr:`_live`) and cover what it leaves out (see
+        :meth:`_fresh_request`)."""
         live = self._compile()
         for round_ in range(COVER_ROUNDS):
             if not live.omitted:
@@ -713,6 +780,89 @@ class Engine:
             live = self._compile()
         self._live = live
         self._calls.stream_started()
+
+    # -- counting before sending ------------------------------------------------------------------
+
+    def _counting(self, mode: str) -> bool:
+        """Whether the engine may count before sending in ``mode`` (or a wider one) this turn."""
+        wanted = self.settings.count_before_send
+        allowed = ("cold", "auto") if mode == "cold" else ("auto",)
+        return self.counter is not None and wanted in allowed and not self._precount.failed
+
+    async def _count_before_send(self, live: _Live, *, retry: bool = False) -> AsyncIterator[Event]:
+        """Count ``live`` with the provider's counter when the policy says a decision depends on it
+        (:mod:`~contextwindow.engine.precount`) and learn from the count as from a reported prompt.
+        Yields a ``StreamRestarted`` (not recorded: the caller decides) when the count shows the
+        request over the window beside its ``max_tokens``; a failed counter yields a note, once, and
+        is not asked again this turn."""
+        counter = self.counter
+        if counter is None or not self._counting("cold"):
+            return
+        window = self._window
+        reason = count_reason(
+            self.settings.count_before_send,
+            estimate=live.estimated_tokens,
+            uncounted=live.uncounted,
+            evidence=self._calibrator.evidence,
+            near=near_budget(
+                estimate=live.estimated_tokens,
+                uncounted=live.uncounted,
+                max_tokens=live.max_tokens,
+                window=window,
+                uncounted_margin=self._fit.uncounted_margin,
+            ),
+            retry=retry,
+        )
+        if reason is None:
+            return
+        self._stats.pause()
+        try:
+            counted = await counter.count_input_tokens(self.request, load=self.session.read_attachment)
+        except (ContextWindowError, TimeoutError, OSError) as failure:
+            self._stats.resume()
+            self._precount.failed = True
+            self._fit.counts_near_budget = False
+            yield self._record(
+                Note(
+                    kind="context_count_failed",
+                    data={"counter": counter.name, "reason": reason, "error": str(failure)[:500]},
+                )
+            )
+            return
+        self._stats.resume()
+        self._precount.counts += 1
+        self._learn_from_count(live, counted)
+        if window is not None and counted + live.max_tokens > window:
+            yield StreamRestarted(
+                reason="physical_window", input_tokens=counted + live.max_tokens, budget=window
+            )
+
+    def _learn_from_count(self, live: _Live, counted: int) -> None:
+        """The provider counted ``live`` before it was sent: its estimate is the count, and the count
+        teaches as a reported prompt does (the composition factor, one calibration sample: this very
+        request against its own estimate, and the anchor)."""
+        fit = self._fit
+        fit.observe(prompt=counted, local_estimate=live.local_estimate, multiplier=live.multiplier)
+        if live.multiplier == fit.multiplier() and self._calibrator.arm(live.local_estimate):
+            self._calibrator.report_real_input(counted)
+        self._calibrator.arm(0)  # the call's own prompt is not a second sample of this request
+        # The live request's local estimate in the units the multiplier may just have moved to: what
+        # is appended to it from now on is priced at the new one (the anchor's payload too).
+        now = fit.multiplier()
+        if live.multiplier > 0 and now != live.multiplier:
+            live.local_estimate = round(live.local_estimate * now / live.multiplier)
+            live.multiplier = now
+        self._anchors.record(
+            Anchor(
+                model=self.profile.name,
+                connection=self.settings.connection,
+                input_tokens=max(1, counted),
+                payload_estimate=live.local_estimate or None,
+            )
+        )
+        live.estimated_tokens = counted
+        live.uncounted = live.margins = 0
+        live.counted = True
 
     def _compile(self) -> _Live:
         compiled = self._requests()
@@ -731,11 +881,17 @@ class Engine:
         self._physical.reserve = max_tokens
         self._folding.trigger.max_tokens = max_tokens
         self._fit.reserve = compiled.output_reserve
+        estimated = compiled.estimated_tokens + extra
+        anchor = self._anchors.latest
+        anchored = anchor is not None and compiled.estimated_tokens != compiled.local_estimate
+        # Anchored, the count covers the anchored request and the estimate prices the change since.
+        uncounted = min(estimated, abs(estimated - anchor.input_tokens)) if anchor and anchored else estimated
         return _Live(
             system=compiled.system,
             tools=tools,
             messages=list(compiled.messages),
-            estimated_tokens=compiled.estimated_tokens + extra,
+            estimated_tokens=estimated,
+            uncounted=uncounted,
             local_estimate=compiled.local_estimate + extra,
             max_tokens=max_tokens,
             output_reserve=compiled.output_reserve,
