@@ -124,6 +124,8 @@ class _Live:
     correct, :mod:`~contextwindow.engine.precount`)."""
     counted: bool = False
     """``estimated_tokens`` is the provider's count of this very request (made before sending it)."""
+    ids: set[str] = field(default_factory=set)
+    """The ledger ids of the messages the request holds (what the next compile shares with it)."""
     margins: int = 0
     """What the projection priced the rounds appended since the last reported prompt above their
     estimates (``estimated_tokens`` carries the estimates): the unreported path projects with it."""
@@ -230,6 +232,8 @@ class Engine:
         """Counts a request before it is sent when ``settings.count_before_send`` says a decision
         depends on it (default: the provider's own ``count_input_tokens``, when it has one)."""
         self._precount = PrecountState()
+        self._anchored_ids: frozenset[str] = frozenset()
+        """The ledger ids of the messages in the request the newest anchor counted."""
         self._estimator = estimator or Estimator(profile)
         # What the engine knows of the window and of pricing: the window, calibration, anchors.
         declared = settings.physical_window or profile.context_window
@@ -498,6 +502,7 @@ class Engine:
             # what was sent, so later rounds of this stream price only what they append to it.
             live.estimated_tokens = call.prompt
             live.margins = live.uncounted = 0
+            self._anchored_ids = frozenset(live.ids)
         live.counted = False
         events: list[Event] = [
             self._record(
@@ -518,7 +523,7 @@ class Engine:
             events.append(self._record(note))
         self._first_of_send = self._overflowed = False
         if stop.message.content:
-            self.append(stop.message)
+            live.ids.add(self.append(stop.message).id or "")
             live.messages.append(stop.message)
             reply_tokens = self._fit.live_estimator().message(stop.message)
             live.estimated_tokens += reply_tokens
@@ -552,9 +557,9 @@ class Engine:
         round is only stored."""
         live = self._current()
         injected = self._drain_injected()
-        self.append(results)
+        live.ids.add(self.append(results).id or "")
         for extra in injected:
-            self.append(extra)
+            live.ids.add(self.append(extra).id or "")
         round_results = [b for b in results.content if isinstance(b, ToolResult)]
         appended, round_estimate = self._fit.price_round(round_results, injected)
         decision = decide_boundary(
@@ -860,6 +865,7 @@ class Engine:
                 payload_estimate=live.local_estimate or None,
             )
         )
+        self._anchored_ids = frozenset(live.ids)
         live.estimated_tokens = counted
         live.uncounted = live.margins = 0
         live.counted = True
@@ -882,22 +888,33 @@ class Engine:
         self._folding.trigger.max_tokens = max_tokens
         self._fit.reserve = compiled.output_reserve
         estimated = compiled.estimated_tokens + extra
-        anchor = self._anchors.latest
-        anchored = anchor is not None and compiled.estimated_tokens != compiled.local_estimate
-        # Anchored, the count covers the anchored request and the estimate prices the change since.
-        uncounted = min(estimated, abs(estimated - anchor.input_tokens)) if anchor and anchored else estimated
         return _Live(
             system=compiled.system,
             tools=tools,
             messages=list(compiled.messages),
             estimated_tokens=estimated,
-            uncounted=uncounted,
+            uncounted=self._uncounted(compiled, estimated),
+            ids={m.id for m in compiled.messages if m.id is not None},
             local_estimate=compiled.local_estimate + extra,
             max_tokens=max_tokens,
             output_reserve=compiled.output_reserve,
             multiplier=self._fit.multiplier(),
             omitted=tuple(compiled.decisions.omitted),
         )
+
+    def _uncounted(self, compiled: Compiled, estimated: int) -> int:
+        """The part of a fresh compile's estimate no provider count covers. Anchored, the estimate is
+        the anchored request's count plus the estimated change since: what was added (messages the
+        anchored request did not hold, at their price) and what was taken out (a fold's span, earlier
+        thinking the API strips), whose errors need not cancel. Unanchored, all of it."""
+        anchor = self._anchors.latest
+        if anchor is None or compiled.estimated_tokens == compiled.local_estimate:
+            return estimated
+        before = self._anchored_ids
+        fresh = [m for m in compiled.messages if m.id is None or m.id not in before]
+        added = self._fit.live_estimator().messages(fresh) if fresh else 0
+        removed = max(0, anchor.input_tokens + added - estimated)
+        return min(estimated, added + removed)
 
     def _learn_from_rejection(self, rejection: ContextOverflow, live: _Live) -> bool:
         """Take in a rejection's numbers; return whether they changed what compile fits against. A

@@ -52,11 +52,11 @@ COLD_SHARE = 0.12
 rule's error on one session's content reached about ±25% on the real Claude Code sessions
 (``benchmarks/real_sessions.py``), so 12% of the request can move its estimate by about 3%."""
 
-CHANGED_SHARE = 0.3
+CHANGED_SHARE = 0.2
 """Once calibrated, a request is counted (``"auto"``) when its uncounted part is at least this share of
 its estimate: the calibrated rule's error on new content of one kind (a large tool result, a summary,
-history taken out by a fold) is still about ±8% on the real sessions, so 30% of the request can move
-its estimate by more than 2%."""
+history taken out by a fold, thinking the API strips) still reached ±20–30% on the real sessions, so
+15% of the request can move its estimate by more than 3%."""
 
 MIN_COUNTED_TOKENS = FULL_SAMPLE_TOKENS // 2
 """An uncounted part under this many tokens is never counted: calibration takes a sample that small at

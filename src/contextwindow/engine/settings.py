@@ -52,7 +52,7 @@ class EngineSettings:
     with the text rule priced against the vocabulary (pricing epoch 7), 10% let one request a window
     be refused (16k and 32k, no usage reported) and 13% none, for about one point of window use.
     Once a count is known, ``fit_margin`` applies (this is never less than it)."""
-    count_before_send: CountMode = "off"
+    count_before_send: CountMode = "auto"
     """When the engine asks the provider's own input counter (the engine's ``counter``: the provider's
     ``count_input_tokens`` when it has one) to count a request before sending it
     (:mod:`~contextwindow.engine.precount`): ``"off"`` never; ``"cold"`` while calibration has less than
