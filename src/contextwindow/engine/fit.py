@@ -110,7 +110,8 @@ class WindowFit:
     def margin(self) -> float:
         """The share of the window kept free for the estimator's error: ``fit_margin`` once the
         provider has counted a request in this session (the calibration multiplier, the composition
-        factor and the anchors then carry what it taught), ``uncounted_margin`` before.
+        factor and the anchors then carry what it taught), or while the engine counts requests near
+        the budget before sending them (:attr:`counts_near_budget`), ``uncounted_margin`` otherwise.
 
         Without a count, nothing corrects the estimate of a whole request, and its error is the
         estimator's request-level spread, wider than a calibrated one's (measured by the sessions

@@ -31,7 +31,7 @@ from typing import TypeVar
 
 from ..compile import Policy
 from ..compile.reread import READ_ARCHIVED, READ_ARCHIVED_TOOL, names_reread, read_archived
-from ..content import Message, Request, Text, ToolResult, ToolSpec, ToolUse
+from ..content import Block, Message, Request, Text, ToolResult, ToolSpec, ToolUse
 from ..errors import (
     ContextOverflow,
     ContextWindowError,
@@ -124,8 +124,9 @@ class _Live:
     correct, :mod:`~contextwindow.engine.precount`)."""
     counted: bool = False
     """``estimated_tokens`` is the provider's count of this very request (made before sending it)."""
-    ids: set[str] = field(default_factory=set)
-    """The ledger ids of the messages the request holds (what the next compile shares with it)."""
+    rendered: dict[str, tuple[Block, ...]] = field(default_factory=dict)
+    """The messages the request holds, by ledger id, as they render in it (what the next compile shares
+    with it: the same id rendered otherwise, capped or archived, is not shared)."""
     margins: int = 0
     """What the projection priced the rounds appended since the last reported prompt above their
     estimates (``estimated_tokens`` carries the estimates): the unreported path projects with it."""
@@ -185,6 +186,14 @@ class _Round:
     end_turn: bool = False
 
 
+def _shared(anchored: dict[str, tuple[Block, ...]], message: Message) -> bool:
+    """Whether ``message`` is in the anchored request, rendered as it was there."""
+    if message.id is None:
+        return False
+    content = anchored.get(message.id)
+    return content is not None and (content is message.content or content == message.content)
+
+
 class Engine:
     """Runs turns for one session against one provider (see the module docstring).
 
@@ -232,8 +241,8 @@ class Engine:
         """Counts a request before it is sent when ``settings.count_before_send`` says a decision
         depends on it (default: the provider's own ``count_input_tokens``, when it has one)."""
         self._precount = PrecountState()
-        self._anchored_ids: frozenset[str] = frozenset()
-        """The ledger ids of the messages in the request the newest anchor counted."""
+        self._anchored: dict[str, tuple[Block, ...]] = {}
+        """The messages of the request the newest anchor counted, by ledger id, as rendered in it."""
         self._estimator = estimator or Estimator(profile)
         # What the engine knows of the window and of pricing: the window, calibration, anchors.
         declared = settings.physical_window or profile.context_window
@@ -497,12 +506,13 @@ class Engine:
             local_estimate=live.local_estimate,
             multiplier=live.multiplier,
         )
+        self._rescale(live)
         if call.reported and call.prompt > 0:
             # Anchor + delta within the stream (the usage anchor, ``docs/concepts.md``): the provider has just counted
             # what was sent, so later rounds of this stream price only what they append to it.
             live.estimated_tokens = call.prompt
             live.margins = live.uncounted = 0
-            self._anchored_ids = frozenset(live.ids)
+            self._anchored = dict(live.rendered)
         live.counted = False
         events: list[Event] = [
             self._record(
@@ -523,7 +533,7 @@ class Engine:
             events.append(self._record(note))
         self._first_of_send = self._overflowed = False
         if stop.message.content:
-            live.ids.add(self.append(stop.message).id or "")
+            live.rendered[self.append(stop.message).id or ""] = stop.message.content
             live.messages.append(stop.message)
             reply_tokens = self._fit.live_estimator().message(stop.message)
             live.estimated_tokens += reply_tokens
@@ -557,9 +567,9 @@ class Engine:
         round is only stored."""
         live = self._current()
         injected = self._drain_injected()
-        live.ids.add(self.append(results).id or "")
+        live.rendered[self.append(results).id or ""] = results.content
         for extra in injected:
-            live.ids.add(self.append(extra).id or "")
+            live.rendered[self.append(extra).id or ""] = extra.content
         round_results = [b for b in results.content if isinstance(b, ToolResult)]
         appended, round_estimate = self._fit.price_round(round_results, injected)
         decision = decide_boundary(
@@ -835,6 +845,8 @@ class Engine:
             )
             return
         self._stats.resume()
+        if counted <= 0:
+            return  # a provider that counted nothing said nothing (as a prompt of 0 is unreported)
         self._precount.counts += 1
         self._learn_from_count(live, counted)
         if window is not None and counted + live.max_tokens > window:
@@ -842,21 +854,27 @@ class Engine:
                 reason="physical_window", input_tokens=counted + live.max_tokens, budget=window
             )
 
+    def _rescale(self, live: _Live) -> None:
+        """The live request's local estimate in the units the calibration multiplier may just have
+        moved to: what is appended to it from now on is priced at the new multiplier, and the anchor's
+        payload is in those units too (left in the old ones, the next fresh compile's anchored delta
+        carried the change of units over the whole request: 10% under on a real session)."""
+        now = self._fit.multiplier()
+        if live.multiplier > 0 and now != live.multiplier:
+            live.local_estimate = round(live.local_estimate * now / live.multiplier)
+            live.multiplier = now
+
     def _learn_from_count(self, live: _Live, counted: int) -> None:
         """The provider counted ``live`` before it was sent: its estimate is the count, and the count
         teaches as a reported prompt does (the composition factor, one calibration sample: this very
         request against its own estimate, and the anchor)."""
         fit = self._fit
         fit.observe(prompt=counted, local_estimate=live.local_estimate, multiplier=live.multiplier)
+        # One sample: this very request against its own estimate (learning disarms, so the call's
+        # reported prompt is not a second sample of it).
         if live.multiplier == fit.multiplier() and self._calibrator.arm(live.local_estimate):
             self._calibrator.report_real_input(counted)
-        self._calibrator.arm(0)  # the call's own prompt is not a second sample of this request
-        # The live request's local estimate in the units the multiplier may just have moved to: what
-        # is appended to it from now on is priced at the new one (the anchor's payload too).
-        now = fit.multiplier()
-        if live.multiplier > 0 and now != live.multiplier:
-            live.local_estimate = round(live.local_estimate * now / live.multiplier)
-            live.multiplier = now
+        self._rescale(live)
         self._anchors.record(
             Anchor(
                 model=self.profile.name,
@@ -865,7 +883,7 @@ class Engine:
                 payload_estimate=live.local_estimate or None,
             )
         )
-        self._anchored_ids = frozenset(live.ids)
+        self._anchored = dict(live.rendered)
         live.estimated_tokens = counted
         live.uncounted = live.margins = 0
         live.counted = True
@@ -894,7 +912,7 @@ class Engine:
             messages=list(compiled.messages),
             estimated_tokens=estimated,
             uncounted=self._uncounted(compiled, estimated),
-            ids={m.id for m in compiled.messages if m.id is not None},
+            rendered={m.id: m.content for m in compiled.messages if m.id is not None},
             local_estimate=compiled.local_estimate + extra,
             max_tokens=max_tokens,
             output_reserve=compiled.output_reserve,
@@ -910,8 +928,8 @@ class Engine:
         anchor = self._anchors.latest
         if anchor is None or compiled.estimated_tokens == compiled.local_estimate:
             return estimated
-        before = self._anchored_ids
-        fresh = [m for m in compiled.messages if m.id is None or m.id not in before]
+        before = self._anchored
+        fresh = [m for m in compiled.messages if not _shared(before, m)]
         added = self._fit.live_estimator().messages(fresh) if fresh else 0
         removed = max(0, anchor.input_tokens + added - estimated)
         return min(estimated, added + removed)

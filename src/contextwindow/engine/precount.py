@@ -12,7 +12,8 @@ decision depends on the answer (``EngineSettings.count_before_send``):
   summary, a fresh compile with no anchor) is large enough to move the estimate by more than about
   3%: the estimator's rule can be a quarter off on a session's content until the provider has counted
   something of size, so a share of :data:`COLD_SHARE` of the request is enough;
-- ``"auto"``: as ``cold``, and also a request whose uncounted part, priced with the uncounted margin,
+- ``"auto"``: as ``cold``, and once calibrated a request whose uncounted part is :data:`CHANGED_SHARE`
+  of it or more, and a request whose uncounted part, priced with the uncounted margin,
   would not fit the window beside its ``max_tokens`` (:func:`near_budget`): whether it fits is then
   the estimator's error, and the count decides it. Compile may then fit to the ordinary fit margin
   even before the provider has counted anything (:meth:`~contextwindow.engine.fit.WindowFit.margin`);
@@ -56,7 +57,9 @@ CHANGED_SHARE = 0.2
 """Once calibrated, a request is counted (``"auto"``) when its uncounted part is at least this share of
 its estimate: the calibrated rule's error on new content of one kind (a large tool result, a summary,
 history taken out by a fold, thinking the API strips) still reached ±20–30% on the real sessions, so
-15% of the request can move its estimate by more than 3%."""
+a fifth of the request can move its estimate by more than 3%. Measured there (16k, usage reported):
+at 0.3 one request in 843 was 4.5% under, at 0.2 none was 3% under, for 22 counts per 100 calls
+instead of 19."""
 
 MIN_COUNTED_TOKENS = FULL_SAMPLE_TOKENS // 2
 """An uncounted part under this many tokens is never counted: calibration takes a sample that small at
