@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from contextwindow.content import Message, Request, ToolResult, ToolUse
-from contextwindow.engine.events import Event, Note, RequestSent, UsageReported
+from contextwindow.engine.events import Event, Note, RequestSent, StreamRestarted, UsageReported
 from contextwindow.engine.loop import Engine, EngineSettings
 from contextwindow.engine.precount import (
     CHANGED_SHARE,
@@ -307,3 +307,50 @@ class TestAutoNearTheBudget:
         failing, _, _ = _engine("auto", usage="none", counter=_Failing())
         _turn(failing)
         assert not failing.fit.counted and failing.fit.margin() == failing.settings.uncounted_margin
+
+
+class TestUnitsOfTheLiveEstimate:
+    def test_a_fresh_compile_after_calibration_moved_mid_stream_is_anchored_in_one_unit(self) -> None:
+        # The provider counts 1.5 times the rule's price: the first call's sample moves the multiplier
+        # far, and the rounds appended after it are priced at the new one. The live request's own
+        # estimate must follow (the anchor's payload is in those units), or the next turn's anchored
+        # estimate carries the change of units over the rounds.
+        engine, model, _ = _engine("off", rounds=3, result_chars=9_000, scale=1.5)
+        big = "Please review this module carefully. " + gibberish(9_000, "opening")
+        _turn(engine, big)
+        model.enqueue(Message.assistant("ok"))
+        sent = _sent(_turn(engine, "thanks"))
+        assert engine.calibrator.multiplier > 1.3
+        error = (sent[0].estimated_tokens - model.sent[-1]) / model.sent[-1]
+        assert abs(error) < 0.03, error
+
+
+class _Over:
+    """A counter that always says the request is over the window (a provider counting far more than
+    the estimate), counting how often it was asked."""
+
+    name = "over"
+
+    def __init__(self, window: int) -> None:
+        self.window = window
+        self.asked = 0
+
+    async def count_input_tokens(self, request: Request, *, load: AttachmentLoader) -> int:
+        self.asked += 1
+        return self.window + 1
+
+
+class TestACountOverTheWindow:
+    def test_compiles_again_once_and_never_loops(self) -> None:
+        over = _Over(20_000)
+        engine, model, _ = _engine(
+            "auto", usage="none", rounds=3, result_chars=6_000, window=20_000, counter=over
+        )
+        events = _turn(engine)
+        sent = _sent(events)
+        assert model.rejected == 0 and len(sent) == len(model.calls) == 4
+        # One count per request at most: the recompiled request (or the restarted stream's) is sent
+        # on its estimate, not counted again.
+        assert 0 < over.asked <= len(sent) + sum(isinstance(e, StreamRestarted) for e in events)
+        assert not any(e.counted for e in sent)  # each counted request was replaced before sending
+        assert engine.fit.composition_factor() > 1  # ... and compile fits by what the count showed

@@ -869,7 +869,11 @@ class Engine:
         teaches as a reported prompt does (the composition factor, one calibration sample: this very
         request against its own estimate, and the anchor)."""
         fit = self._fit
-        fit.observe(prompt=counted, local_estimate=live.local_estimate, multiplier=live.multiplier)
+        low, high = self._calibrator.band
+        if live.local_estimate > 0 and low <= counted / live.local_estimate <= high:
+            fit.observe(prompt=counted, local_estimate=live.local_estimate, multiplier=live.multiplier)
+        else:
+            fit.counted = True  # a ratio calibration would not believe is no composition factor either
         # One sample: this very request against its own estimate (learning disarms, so the call's
         # reported prompt is not a second sample of it).
         if live.multiplier == fit.multiplier() and self._calibrator.arm(live.local_estimate):
