@@ -10,7 +10,13 @@ more (``per-call``) with the provider serving only 85% of the declared window. B
 run, the same history goes through LangChain's ``trim_messages(strategy="last",
 token_counter=count_tokens_approximately)`` to the same provider (:mod:`benchmarks._trim_peer`).
 
+Each engine row runs twice: with counting before sending off and with the engine's default
+(``EngineSettings.count_before_send``; ``--count off --count cold --count auto`` picks others).
+
 Columns (engine):
+
+* *count before send* and *counts /100 calls*: the setting, and how many requests the provider's
+  count endpoint counted per 100 provider calls;
 
 * *mean use once history exceeds the window*: the provider's count of each accepted request over the
   declared window, over the calls whose whole scripted history (the provider's count of it, untrimmed)
@@ -37,7 +43,7 @@ empty: ``start_on="human"`` finds no user message in a long tool-calling turn), 
 window by the same recount, window use over the same calls, and messages dropped with no summary
 (mean per call once history exceeds the window, and the largest share of the history dropped).
 
-``python -m benchmarks.real_sessions [--long N] [--workers N] [--sessions N]`` from the repo root with
+``python -m benchmarks.real_sessions [--long N] [--workers N] [--sessions N] [--count MODE ...]`` from the repo root with
 ``PYTHONPATH=src``; writes ``benchmarks/results/real_sessions.md``. Each call's ``max_tokens`` is
 ``min(4096, window // 8)``, as ``simulate``'s default; the stream budget is off (the local provider
 caches nothing). The model is each session's own (its Claude profile). The provider counts with
