@@ -10,7 +10,13 @@ more (``per-call``) with the provider serving only 85% of the declared window. B
 run, the same history goes through LangChain's ``trim_messages(strategy="last",
 token_counter=count_tokens_approximately)`` to the same provider (:mod:`benchmarks._trim_peer`).
 
+Each engine row runs twice: with counting before sending off and with the engine's default
+(``EngineSettings.count_before_send``; ``--count off --count cold --count auto`` picks others).
+
 Columns (engine):
+
+* *count before send* and *counts /100 calls*: the setting, and how many requests the provider's
+  count endpoint counted per 100 provider calls;
 
 * *mean use once history exceeds the window*: the provider's count of each accepted request over the
   declared window, over the calls whose whole scripted history (the provider's count of it, untrimmed)
@@ -37,7 +43,7 @@ empty: ``start_on="human"`` finds no user message in a long tool-calling turn), 
 window by the same recount, window use over the same calls, and messages dropped with no summary
 (mean per call once history exceeds the window, and the largest share of the history dropped).
 
-``python -m benchmarks.real_sessions [--long N] [--workers N] [--sessions N]`` from the repo root with
+``python -m benchmarks.real_sessions [--long N] [--workers N] [--sessions N] [--count MODE ...]`` from the repo root with
 ``PYTHONPATH=src``; writes ``benchmarks/results/real_sessions.md``. Each call's ``max_tokens`` is
 ``min(4096, window // 8)``, as ``simulate``'s default; the stream budget is off (the local provider
 caches nothing). The model is each session's own (its Claude profile). The provider counts with
@@ -67,6 +73,7 @@ from pathlib import Path
 
 from contextwindow.content import Request
 from contextwindow.engine.events import Compacted, OverflowRecovered
+from contextwindow.engine.settings import EngineSettings
 from contextwindow.errors import InvalidInput
 from contextwindow.formats import render
 from contextwindow.models import get_profile
@@ -83,6 +90,10 @@ __all__ = ["main"]
 WINDOWS = (16_000, 32_000)
 MODES = ("cumulative", "per-call", "output-only", "none")
 SERVE_LESS = 0.85
+COUNTS: tuple[str, ...] = tuple(dict.fromkeys(("off", EngineSettings().count_before_send)))
+"""Counting before sending off, and the engine's default (``EngineSettings.count_before_send``), unless
+``--count`` names others."""
+COUNT_ORDER = ("off", "cold", "auto")
 FALLBACK_MODEL = "claude-sonnet-4-5"
 UNBANDED = "claude-opus-4-7"
 """Opus 4.7's newer tokenizer: its rule prices far above ``o200k_base`` (see the sessions' NOTE.md), so
@@ -99,6 +110,10 @@ class EngineRun:
     window: int
     mode: str
     serve_less: bool
+    count: str = "off"
+    """``EngineSettings.count_before_send`` of the run."""
+    counts: int = 0
+    """Requests the provider counted before the engine sent them."""
     calls: int = 0
     rejections: int = 0
     recovered: int = 0
@@ -185,6 +200,7 @@ def _engine(
     less: bool,
     full: list[int],
     scale: float,
+    count: str = "off",
 ) -> EngineRun:
     reserve = min(4_096, window // 8)
     served = math.floor(window * SERVE_LESS) if less else None
@@ -198,10 +214,18 @@ def _engine(
             provider_window=served,
             record=sink,
             count_scale=scale,
+            count=count,  # type: ignore[arg-type]
         )
     )
     run = EngineRun(
-        source=_name(kind, ref), kind=kind, window=window, mode=mode, serve_less=less, model=model
+        source=_name(kind, ref),
+        kind=kind,
+        window=window,
+        mode=mode,
+        serve_less=less,
+        model=model,
+        count=count,
+        counts=int(result.summary.get("counts") or 0),
     )
     lines = [json.loads(line) for line in sink.getvalue().splitlines()]
     bodies = {line["call"]: line["request"] for line in lines}
@@ -268,15 +292,18 @@ def _kind(accepted: int, events: Sequence[str]) -> str:
 
 def _kind_table(runs: list[EngineRun]) -> str:
     head = (
-        "| sessions | window | usage | request | requests | estimate p95 | worst under | worst over "
-        "| share beyond ±5% |\n| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |\n"
+        "| sessions | window | usage | count before send | request | requests | estimate p95 | worst under "
+        "| worst over | share beyond ±5% |\n| --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |\n"
     )
     rows = []
     for kind in ("real", "long"):
         for window in WINDOWS:
-            for mode in ("cumulative", "none"):
+            counts = sorted({r.count for r in runs}, key=COUNT_ORDER.index)
+            for mode, count in ((m, c) for m in ("cumulative", "none") for c in counts):
                 cell = [
-                    r for r in runs if (r.kind, r.window, r.mode, r.serve_less) == (kind, window, mode, False)
+                    r
+                    for r in runs
+                    if (r.kind, r.window, r.mode, r.serve_less, r.count) == (kind, window, mode, False, count)
                 ]
                 for what in KINDS:
                     errors = [e for r in cell for k, e in r.errors_by_kind if k == what]
@@ -284,7 +311,8 @@ def _kind_table(runs: list[EngineRun]) -> str:
                         continue
                     beyond = sum(abs(e) > 0.05 for e in errors) / len(errors)
                     rows.append(
-                        f"| {'real' if kind == 'real' else 'long (generated)'} | {window // 1000}k | {mode} | {what} "
+                        f"| {'real' if kind == 'real' else 'long (generated)'} | {window // 1000}k | {mode} "
+                        f"| {count} | {what} "
                         f"| {len(errors)} | {_pct(_p95([abs(e) for e in errors]))} | {_pct(min(errors))} "
                         f"| {_pct(max(errors))} | {_pct(beyond)} |"
                     )
@@ -329,16 +357,20 @@ def _render(request: Request, scenario: Scenario) -> dict[str, object]:
     return render(request, "anthropic", scenario.load_attachment)
 
 
-def _task(job: tuple[str, str, int]) -> tuple[list[EngineRun], list[PeerRow], float]:
-    kind, ref, window = job
+def _task(job: tuple[str, str, int, tuple[str, ...]]) -> tuple[list[EngineRun], list[PeerRow], float]:
+    kind, ref, window, counts = job
     began = time.perf_counter()
     scenario = _load(kind, ref)
     model = _model(scenario)
     scale = _scale(kind, ref, model)
     true_peer, full = _peer(scenario, kind, ref, model, window, False, scale)
     less_peer, _ = _peer(scenario, kind, ref, model, window, True, scale)
-    runs = [_engine(scenario, kind, ref, model, window, mode, False, full, scale) for mode in MODES]
-    runs.append(_engine(scenario, kind, ref, model, window, "per-call", True, full, scale))
+    runs = [
+        _engine(scenario, kind, ref, model, window, mode, False, full, scale, count)
+        for count in counts
+        for mode in MODES
+    ]
+    runs += [_engine(scenario, kind, ref, model, window, "per-call", True, full, scale, c) for c in counts]
     return runs, [true_peer, less_peer], time.perf_counter() - began
 
 
@@ -359,21 +391,26 @@ def _p95(values: Sequence[float]) -> float | None:
 
 def _engine_table(runs: list[EngineRun]) -> str:
     head = (
-        "| sessions | window | usage | provider | runs | calls | mean use once history exceeds the window "
+        "| sessions | window | usage | provider | count before send | runs | calls "
+        "| counts /100 calls | mean use once history exceeds the window "
         "| smallest after a fold | rejections (recovered) | max recovered / session | failed turns "
         "| over by recount | recount − provider (max) | estimate p95 | estimate worst | worst after a fold "
         "| estimate p95 / worst without Opus 4.7 | folds /100 calls "
         "| summariser calls /100 calls | cut replies | engine ms/call (median) |\n"
-        "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+        "| --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
     )
     rows = []
     keys = sorted(
-        {(r.kind, r.window, r.mode, r.serve_less) for r in runs},
-        key=lambda k: (k[0] != "real", k[3], k[1], MODES.index(k[2])),
+        {(r.kind, r.window, r.mode, r.serve_less, r.count) for r in runs},
+        key=lambda k: (k[0] != "real", k[3], k[1], MODES.index(k[2]), COUNT_ORDER.index(k[4])),
     )
-    for kind, window, mode, less in keys:
-        cell = [r for r in runs if (r.kind, r.window, r.mode, r.serve_less) == (kind, window, mode, less)]
+    for kind, window, mode, less, count in keys:
+        cell = [
+            r
+            for r in runs
+            if (r.kind, r.window, r.mode, r.serve_less, r.count) == (kind, window, mode, less, count)
+        ]
         calls = sum(r.calls for r in cell)
         use = [u for r in cell for u in r.use_past]
         after = [u for r in cell for u in r.after_fold]
@@ -384,7 +421,8 @@ def _engine_table(runs: list[EngineRun]) -> str:
         ms = [m for r in cell for m in r.per_call_ms]
         rows.append(
             f"| {'real' if kind == 'real' else 'long (generated)'} | {window // 1000}k | {mode} "
-            f"| {'serves 85%' if less else 'true window'} | {len(cell)} | {calls} | {_pct(_mean(use))} "
+            f"| {'serves 85%' if less else 'true window'} | {count} | {len(cell)} | {calls} "
+            f"| {100 * sum(r.counts for r in cell) / max(1, calls):.1f} | {_pct(_mean(use))} "
             f"| {_pct(min(after) if after else None)} "
             f"| {sum(r.rejections for r in cell)} ({sum(r.recovered for r in cell)}) "
             f"| {max(r.recovered for r in cell)} | {sum(r.failed_turns for r in cell)} "
@@ -430,9 +468,16 @@ def main(argv: Sequence[str] | None = None) -> str:
     parser.add_argument("--long", type=int, default=4, help="generated long scenarios (of 20) to add")
     parser.add_argument("--sessions", type=int, default=None, help="only the first N real sessions")
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument(
+        "--count",
+        action="append",
+        choices=COUNT_ORDER,
+        help="count_before_send settings to run (repeatable; default: off and the engine's default)",
+    )
     args = parser.parse_args(argv)
+    counts = tuple(dict.fromkeys(args.count)) if args.count else COUNTS
     began = time.perf_counter()
-    jobs = [(kind, ref, w) for kind, ref in _sources(args.sessions, args.long) for w in WINDOWS]
+    jobs = [(kind, ref, w, counts) for kind, ref in _sources(args.sessions, args.long) for w in WINDOWS]
     # The long scenarios first: they take longest, so the pool ends together.
     jobs.sort(key=lambda j: j[0] != "long")
     runs: list[EngineRun] = []

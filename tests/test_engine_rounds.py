@@ -6,7 +6,8 @@ round let the request out 5 tokens over the window. The through-the-engine tests
 case with the local provider: a dry run at a large window measures what each call really costs, the
 window is then set so that the request after the critical round would be refused by one token, and
 the engine must restart instead of sending it. Each premise (the case is real) is checked by running
-the engine without the fix and watching the provider refuse.
+the engine without the fix and watching the provider refuse. Counting before sending is off here
+(``count_before_send="off"``): a count would cover the round these mechanisms price.
 """
 
 from __future__ import annotations
@@ -196,7 +197,7 @@ def _run_loop(
         return ToolResult(tool_use_id=use.id, content=results[int(use.input["i"])])
 
     settings = settings or EngineSettings(
-        usage_mode="per-call", max_tokens=RESERVE, max_stream_input_tokens=None
+        count_before_send="off", usage_mode="per-call", max_tokens=RESERVE, max_stream_input_tokens=None
     )
     engine = local_engine(session, model, profile, read, reserve=RESERVE, settings=settings)
     if not learn:
@@ -232,7 +233,11 @@ class TestTheTracedRejection:
         results = [*fillers, _mixed(1.14)]
         window = _edge(results, critical=5)
         old = EngineSettings(
-            usage_mode="per-call", max_tokens=RESERVE, max_stream_input_tokens=None, round_text_margin=0.05
+            count_before_send="off",
+            usage_mode="per-call",
+            max_tokens=RESERVE,
+            max_stream_input_tokens=None,
+            round_text_margin=0.05,
         )
         # The margins alone are tested: the hex rounds would teach the multiplier the rule's price of
         # hex (about 0.89), and the request compiled after the restart prices the critical round at it

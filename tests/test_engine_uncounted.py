@@ -6,7 +6,8 @@ refusal was a request grown by appended rounds at a tool boundary, where no call
 so the projection took the engine's own estimate of the whole request at face value, and the
 estimator's error on a whole request (up to ~7% low) was more than the rounds' margins left free.
 Two fixes, each tested here through the engine with the local provider in usage mode ``none``, and
-each test first runs the engine without its fix to watch the provider refuse:
+each test first runs the engine without its fix to watch the provider refuse (with counting before
+sending off, ``count_before_send="off"``: a count would cover what these mechanisms guard):
 
 * while no count is known, compile fits and the projection prices the live request with
   ``uncounted_margin`` (the estimator's request-level error), not ``fit_margin``;
@@ -115,7 +116,8 @@ def _run(
         profile,
         read,
         reserve=RESERVE,
-        settings=settings or EngineSettings(max_tokens=RESERVE, max_stream_input_tokens=None),
+        settings=settings
+        or EngineSettings(count_before_send="off", max_tokens=RESERVE, max_stream_input_tokens=None),
         provider=_Silent(LocalProvider(model)) if silent else None,
     )
 
@@ -178,7 +180,9 @@ class TestUncountedMargin:
         # windows in a hundred see a refusal: the search is dense rather than pinned to one window.
         first = [_near(1.09, 3_000, f"a{i}") for i in range(6)]
         second = [_near(1.07, 500, f"b{i}") for i in range(12)]
-        old = EngineSettings(max_tokens=RESERVE, max_stream_input_tokens=None, uncounted_margin=0.05)
+        old = EngineSettings(
+            count_before_send="off", max_tokens=RESERVE, max_stream_input_tokens=None, uncounted_margin=0.05
+        )
         refused = []
         for window in range(8_000, 14_000, 50):
             _, model, _ = _run([first, second], window, settings=old, silent=True)
@@ -191,7 +195,9 @@ class TestUncountedMargin:
             assert not engine.fit.counted
 
     def test_the_margin_applies_only_until_a_count_is_known(self) -> None:
-        _, _, engine = _run([[_hex(5, "x")]], 50_000, settings=EngineSettings(uncounted_margin=0.1))
+        _, _, engine = _run(
+            [[_hex(5, "x")]], 50_000, settings=EngineSettings(count_before_send="off", uncounted_margin=0.1)
+        )
         # Uncounted: 10% off the input part only (the 1,000-token output reserve is a bound, not an
         # estimate); counted: fit_margin (5%) of the whole window, as before.
         assert engine.fit.fit_profile(10_000).context_window == RESERVE + 9_000 * 9 // 10

@@ -82,7 +82,15 @@ class TestSimulate:
         lines = [json.loads(line) for line in sink.getvalue().splitlines()]
         assert [line["call"] for line in lines] == list(range(len(result.records)))
         profile = get_profile("gpt-4o").with_(context_window=6_000, max_output_tokens=3_000)
-        keys = {"call", "format", "request", "provider_input_tokens", "estimated_tokens", "rejected"}
+        keys = {
+            "call",
+            "format",
+            "request",
+            "provider_input_tokens",
+            "estimated_tokens",
+            "counted",
+            "rejected",
+        }
         for line, record in zip(lines, result.records, strict=True):
             assert set(line) == keys
             assert line["estimated_tokens"] == record.estimated_tokens > 0
@@ -209,3 +217,36 @@ class TestDemoCommand:
         assert (tmp_path / "report" / "makeup.png").stat().st_size > 10_000
         html = (tmp_path / "report" / "index.html").read_text()
         assert "makeup.png" in html and "window use" in result.output
+
+
+class TestCountsInTheReplay:
+    @pytest.mark.parametrize("usage", ["per-call", "none"])
+    def test_each_counted_request_carries_the_providers_count_and_the_summary_counts_them(
+        self, usage: str
+    ) -> None:
+        sink = io.StringIO()
+        result = simulate_sync(_scenario(), model="claude-sonnet-4-5", window=8_000, usage=usage, record=sink)
+        counted = [r for r in result.records if r.counted]
+        assert counted and result.summary["counts"] >= len(counted) == result.summary["counted"]
+        assert result.summary["counts_per_100_calls"] == round(
+            100 * result.summary["counts"] / len(result.records), 1
+        )
+        for record in counted:
+            assert record.estimated_tokens == record.provider_input_tokens
+        lines = [json.loads(line) for line in sink.getvalue().splitlines()]
+        assert [line["counted"] for line in lines] == [r.counted for r in result.records]
+
+    def test_with_counting_off_nothing_is_counted(self) -> None:
+        result = simulate_sync(_scenario(), model="claude-sonnet-4-5", window=8_000, count="off")
+        assert result.summary["counts"] == 0 and not any(r.counted for r in result.records)
+
+    def test_the_cli_takes_the_count_setting_and_refuses_an_unknown_one(self, tmp_path: Path) -> None:
+        path = tmp_path / "s.jsonl"
+        dump_scenario(_scenario(turns=1), path)
+        ok = runner.invoke(
+            app, ["simulate", str(path), "--model", "claude-sonnet-4-5", "--count", "off", "--json"]
+        )
+        assert ok.exit_code == 0, ok.output
+        assert json.loads(ok.output)["counts"] == 0
+        bad = runner.invoke(app, ["simulate", str(path), "--model", "claude-sonnet-4-5", "--count", "always"])
+        assert bad.exit_code == 2 and "--count" in bad.output

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ..engine.precount import COUNT_MODES
 from ..errors import ScenarioError
 from ..replay.report import SUMMARY_ROWS, format_value
 from ..replay.simulate import SimulationResult, simulate_sync
@@ -84,11 +85,20 @@ def simulate_command(
             help="Ledger to record into: SQLite path, sqlite:///…, postgresql://… (default: memory)."
         ),
     ] = None,
+    count: Annotated[
+        str | None,
+        typer.Option(
+            help="When the engine has the provider count a request before sending it: off, cold or "
+            "auto (default: the engine's)."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
 ) -> None:
     """Run a scenario or transcript through the engine against the local provider; summarise the run."""
     if usage not in USAGE_MODES:
         raise typer.BadParameter(f"must be one of {', '.join(USAGE_MODES)}", param_hint="--usage")
+    if count is not None and count not in COUNT_MODES:
+        raise typer.BadParameter(f"must be one of {', '.join(COUNT_MODES)}", param_hint="--count")
     from ..replay.importers import load_any
 
     if not scenario_path.exists():
@@ -110,6 +120,7 @@ def simulate_command(
                 usage=_mode(usage),
                 provider_window=provider_window,
                 store=store,
+                count=count,
             )
     if as_json:
         emit_json(result.summary)

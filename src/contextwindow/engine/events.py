@@ -74,7 +74,8 @@ FoldFailureReason: TypeAlias = Literal[
     "nothing_to_free",
 ]
 # maka system_note kinds: the five of its protocol epoch 106, and context_compacted,
-# context_compaction_failed_open and step_limit; context_hard_cut is contextwindow's own.
+# context_compaction_failed_open and step_limit; context_hard_cut and context_count_failed are
+# contextwindow's own.
 NoteKind: TypeAlias = Literal[
     "context_provider_dropping",
     "context_window_suggestion",
@@ -86,6 +87,7 @@ NoteKind: TypeAlias = Literal[
     "context_hard_cut",
     "context_provider_truncated",
     "context_output_cap",
+    "context_count_failed",
     "step_limit",
 ]
 
@@ -119,6 +121,9 @@ class RequestSent:
     max_tokens: int
     recompiled: bool
     """False when the round was appended to the previous request without recompiling."""
+    counted: bool = False
+    """True when ``estimated_tokens`` is the provider's own count of this request, made before it was
+    sent (``EngineSettings.count_before_send``)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -60,6 +60,10 @@ class WindowFit:
         self.counted = False
         """Whether the provider has counted a request's input in this session: a reported prompt, a
         rejection that carried the rejected input's count, or a stored anchor for this route."""
+        self.counts_near_budget = False
+        """Whether the engine counts a request near the budget before sending it (``count_before_send``
+        ``"auto"`` with a counter that has not failed this turn): then a request the estimator's error
+        could push over is counted first, and compile fits to ``fit_margin`` before any count."""
         self.multiplier_step = multiplier_step
         self.shrink = 0
         """Tokens taken off the budget by rejections at the window we believed."""
@@ -111,13 +115,14 @@ class WindowFit:
     def margin(self) -> float:
         """The share of the window kept free for the estimator's error: ``fit_margin`` once the
         provider has counted a request in this session (the calibration multiplier, the composition
-        factor and the anchors then carry what it taught), ``uncounted_margin`` before.
+        factor and the anchors then carry what it taught), or while the engine counts requests near
+        the budget before sending them (:attr:`counts_near_budget`), ``uncounted_margin`` otherwise.
 
         Without a count, nothing corrects the estimate of a whole request, and its error is the
         estimator's request-level spread, wider than a calibrated one's (measured by the sessions
         benchmark's no-usage rows with an o200k profile whose provider counts with the model's own
         tokenizer: real/estimate up to 1.067, p90 1.05, mean 1.01)."""
-        return self.fit_margin if self.counted else self.uncounted_margin
+        return self.fit_margin if self.counted or self.counts_near_budget else self.uncounted_margin
 
     def fitted_estimate(self, estimate: int) -> int:
         """The live request's ``estimate`` as the projection takes it when no call on the stream
@@ -131,7 +136,8 @@ class WindowFit:
         return math.ceil(estimate * factor * (1 + self.margin()))
 
     def observe(self, *, prompt: int, local_estimate: int, multiplier: float) -> None:
-        """A counted request (a reported call, or a rejection carrying its input count): its real
+        """A counted request (a reported call, a count before sending, or a rejection carrying its
+        input count): its real
         ``prompt`` against compile's ``local_estimate`` of the request (made at ``multiplier``)."""
         self.counted = True
         if local_estimate > 0:

@@ -31,17 +31,25 @@ from typing import TypeVar
 
 from ..compile import Policy
 from ..compile.reread import READ_ARCHIVED, READ_ARCHIVED_TOOL, names_reread, read_archived
-from ..content import Message, Request, Text, ToolResult, ToolSpec, ToolUse
-from ..errors import ContextOverflow, InvalidInput, ProviderError, UsageError
+from ..content import Block, Message, Request, Text, ToolResult, ToolSpec, ToolUse
+from ..errors import (
+    ContextOverflow,
+    ContextWindowError,
+    InvalidInput,
+    OverBudget,
+    ProviderError,
+    UsageError,
+)
 from ..formats import ToolDefinition
 from ..models import ModelProfile, get_profile
 from ..pricing import Estimator
+from ..pricing.counters import InputCounter
 from ..providers import Provider, Stop, TextDelta, ThinkingDelta, ToolCall, UsageSample
 from ..providers.overflow import output_cap_error
 from ..store import Session
 from ..store.slots import LedgerSlot
 from ..usage.calibration import Calibrator, stored_prices_unchanged
-from ..usage.tracker import AnchorBook, Usage
+from ..usage.tracker import Anchor, AnchorBook, Usage
 from .accounting import CallAccounting
 from .compiler import (
     Compiled,
@@ -70,6 +78,7 @@ from .events import (
 from .fit import WindowFit
 from .fold_trigger import ProactiveTrigger
 from .folding import COVER_ROUNDS, Folding
+from .precount import PrecountState, count_reason, near_budget
 from .projection import PhysicalWindow
 from .settings import EngineSettings
 from .summarizer import Summarizer
@@ -110,6 +119,14 @@ class _Live:
     omitted: tuple[str, ...] = ()
     """Ids compile left out for the budget that no checkpoint covers (see :meth:`Engine._fresh_request`)."""
     recompiled: bool = True
+    uncounted: int = 0
+    """The part of ``estimated_tokens`` no provider count covers (what a count before sending would
+    correct, :mod:`~contextwindow.engine.precount`)."""
+    counted: bool = False
+    """``estimated_tokens`` is the provider's count of this very request (made before sending it)."""
+    rendered: dict[str, tuple[Block, ...]] = field(default_factory=dict)
+    """The messages the request holds, by ledger id, as they render in it (what the next compile shares
+    with it: the same id rendered otherwise, capped or archived, is not shared)."""
     margins: int = 0
     """What the projection priced the rounds appended since the last reported prompt above their
     estimates (``estimated_tokens`` carries the estimates): the unreported path projects with it."""
@@ -169,13 +186,24 @@ class _Round:
     end_turn: bool = False
 
 
+def _shared(anchored: dict[str, tuple[Block, ...]], message: Message) -> bool:
+    """Whether ``message`` is in the anchored request, rendered as it was there."""
+    if message.id is None:
+        return False
+    content = anchored.get(message.id)
+    return content is not None and (content is message.content or content == message.content)
+
+
 class Engine:
     """Runs turns for one session against one provider (see the module docstring).
 
     ``Engine(session, provider, model, system=..., tools=..., tool_runner=..., summarizer=...)``
     compiles with the default :class:`~contextwindow.engine.compiler.EngineCompiler` (``system`` a
     string or text blocks, ``tools`` specs or Anthropic/OpenAI wire dicts, ``policy`` compile's
-    policy); pass ``compiler=`` for another one (then those three are its business).
+    policy); pass ``compiler=`` for another one (then those three are its business). ``counter``
+    counts a request before it is sent when ``settings.count_before_send`` says a decision depends on
+    it (:mod:`~contextwindow.engine.precount`; default: the provider itself when it has
+    ``count_input_tokens``).
     """
 
     def __init__(
@@ -192,6 +220,7 @@ class Engine:
         summarizer: Summarizer | None = None,
         settings: EngineSettings | None = None,
         estimator: Estimator | None = None,
+        counter: InputCounter | None = None,
     ) -> None:
         profile = get_profile(model)
         if compiler is None:
@@ -206,6 +235,14 @@ class Engine:
         self.profile = profile
         self.settings = settings = settings or EngineSettings()
         self.tool_runner = tool_runner
+        self.counter: InputCounter | None = (
+            counter if counter is not None else provider if isinstance(provider, InputCounter) else None
+        )
+        """Counts a request before it is sent when ``settings.count_before_send`` says a decision
+        depends on it (default: the provider's own ``count_input_tokens``, when it has one)."""
+        self._precount = PrecountState()
+        self._anchored: dict[str, tuple[Block, ...]] = {}
+        """The messages of the request the newest anchor counted, by ledger id, as rendered in it."""
         self._estimator = estimator or Estimator(profile)
         # What the engine knows of the window and of pricing: the window, calibration, anchors.
         declared = settings.physical_window or profile.context_window
@@ -398,6 +435,8 @@ class Engine:
         self._notes.start_send()
         self._folding.start_turn()
         self._requests.overrides.clear()
+        self._precount.start_turn()
+        self._fit.counts_near_budget = self._counting("auto")
         self._turn_start = None
         self._first_of_send = True
         self._overflowed = False
@@ -447,6 +486,7 @@ class Engine:
                 window=self._window,
                 max_tokens=live.max_tokens,
                 recompiled=live.recompiled,
+                counted=live.counted,
             )
         )
         self._sent = self.request
@@ -466,17 +506,14 @@ class Engine:
             local_estimate=live.local_estimate,
             multiplier=live.multiplier,
         )
-        now = self._fit.multiplier()
-        if now != live.multiplier:
-            # The call moved the multiplier: what is appended from here is priced at the new one, so
-            # the live estimate moves into its units too (a round is learnt as a difference of two).
-            live.local_estimate = round(live.local_estimate * now / live.multiplier)
-            live.multiplier = now
+        self._rescale(live)
         if call.reported and call.prompt > 0:
             # Anchor + delta within the stream (the usage anchor, ``docs/concepts.md``): the provider has just counted
             # what was sent, so later rounds of this stream price only what they append to it.
             live.estimated_tokens = call.prompt
-            live.margins = 0
+            live.margins = live.uncounted = 0
+            self._anchored = dict(live.rendered)
+        live.counted = False
         events: list[Event] = [
             self._record(
                 UsageReported(
@@ -496,11 +533,12 @@ class Engine:
             events.append(self._record(note))
         self._first_of_send = self._overflowed = False
         if stop.message.content:
-            self.append(stop.message)
+            live.rendered[self.append(stop.message).id or ""] = stop.message.content
             live.messages.append(stop.message)
             reply_tokens = self._fit.live_estimator().message(stop.message)
             live.estimated_tokens += reply_tokens
             live.local_estimate += reply_tokens
+            live.uncounted += reply_tokens
         self._folding.trigger.accepted(
             input_tokens=call.prompt, output_tokens=call.usage.output, finish_reason=stop.reason
         )
@@ -529,9 +567,9 @@ class Engine:
         round is only stored."""
         live = self._current()
         injected = self._drain_injected()
-        self.append(results)
+        live.rendered[self.append(results).id or ""] = results.content
         for extra in injected:
-            self.append(extra)
+            live.rendered[self.append(extra).id or ""] = extra.content
         round_results = [b for b in results.content if isinstance(b, ToolResult)]
         appended, round_estimate = self._fit.price_round(round_results, injected)
         decision = decide_boundary(
@@ -554,6 +592,19 @@ class Engine:
             return
         self._continue_stream(live, results, injected, appended, round_estimate)
         yield StreamResumed(injected_messages=len(injected))
+        over = False
+        async for event in self._count_before_send(live):
+            over = isinstance(event, StreamRestarted)
+            yield self._record(event) if over else event
+        if over:
+            # The count shows the round does not fit beside the reply: restart, as the projection
+            # would have with the provider's figure.
+            self._stats.restarts += 1
+            async for event in self._folding.maybe_fold("mid_turn", turn_start):
+                yield event
+            async for event in self._fresh_request(turn_start):
+                yield event
+            return
         folded = False
         async for event in self._folding.maybe_fold("mid_turn", turn_start):
             folded = folded or isinstance(event, Compacted)
@@ -620,7 +671,7 @@ class Engine:
             for note in self._calls.overflow_notes(compacted=self._stats.compactions > 0):
                 yield self._record(note)
             raise rejection
-        async for event in self._fresh_request(turn_start_id):
+        async for event in self._fresh_request(turn_start_id, retry=True):
             yield event
         yield self._record(OverflowRecovered(requested=rejection.requested, limit=rejection.limit))
 
@@ -672,7 +723,9 @@ class Engine:
         # no real figure to start from, so the engine's own estimate of the live request stands in for
         # it, raised as compile fits it (the estimator's error on the whole request) or by the rounds'
         # own margins, whichever is higher. It can only ask for a recompile, never refuse.
-        whole = max(self._fit.fitted_estimate(live.estimated_tokens), live.estimated_tokens + live.margins)
+        # A count before sending covers its part of the request exactly: only the rest is raised.
+        covered = live.estimated_tokens - live.uncounted
+        whole = covered + max(self._fit.fitted_estimate(live.uncounted), live.uncounted + live.margins)
         estimated = whole + appended + live.max_tokens
         return estimated if estimated > self._window else None
 
@@ -684,6 +737,7 @@ class Engine:
         live.messages.append(results)
         live.messages.extend(injected)
         live.estimated_tokens += round_estimate
+        live.uncounted += round_estimate
         live.margins += appended - round_estimate
         # The local estimate stays in compile's units (the calibrated estimator), so that the
         # anchor's payload estimate and the composition factor compare like with like; the
@@ -698,12 +752,34 @@ class Engine:
             raise UsageError("no request is prepared yet: call Engine.prepare first")
         return self._live
 
-    async def _fresh_request(self, turn_start_id: str | None) -> AsyncIterator[Event]:
+    async def _fresh_request(self, turn_start_id: str | None, *, retry: bool = False) -> AsyncIterator[Event]:
         """Compile the next request afresh, covering what compile would leave out
         (:meth:`~contextwindow.engine.folding.Folding.cover`) and compiling again: ``[summary] + tail``,
         at most ``COVER_ROUNDS`` rounds, the last one a cut: bounded, never looping. A new stream
         starts on it: the projection starts from nothing (a restarted stream must not inherit its numbers); the usage tracker follows the
         provider's own notion of a stream, decided when the request is sent."""
+        async for event in self._compile_covered(turn_start_id):
+            yield event
+        live = self._current()
+        over = False
+        async for event in self._count_before_send(live, retry=retry):
+            over = isinstance(event, StreamRestarted)
+            if not over:
+                yield event
+        if over:
+            # The count shows the request over the window: the fit has learned by how much (the
+            # composition factor, the anchor); compile again, once, and send that. When the newest
+            # message alone no longer fits the tighter budget, the counted request goes as it is:
+            # the provider's answer decides, and a rejection is recovered as any other.
+            try:
+                async for event in self._compile_covered(turn_start_id):
+                    yield event
+            except OverBudget:
+                self._live = live
+
+    async def _compile_covered(self, turn_start_id: str | None) -> AsyncIterator[Event]:
+        """Compile the next request (:attr:`_live`) and cover what it leaves out (see
+        :meth:`_fresh_request`)."""
         live = self._compile()
         for round_ in range(COVER_ROUNDS):
             if not live.omitted:
@@ -719,6 +795,102 @@ class Engine:
             live = self._compile()
         self._live = live
         self._calls.stream_started()
+
+    # -- counting before sending ------------------------------------------------------------------
+
+    def _counting(self, mode: str) -> bool:
+        """Whether the engine may count before sending in ``mode`` (or a wider one) this turn."""
+        wanted = self.settings.count_before_send
+        allowed = ("cold", "auto") if mode == "cold" else ("auto",)
+        return self.counter is not None and wanted in allowed and not self._precount.failed
+
+    async def _count_before_send(self, live: _Live, *, retry: bool = False) -> AsyncIterator[Event]:
+        """Count ``live`` with the provider's counter when the policy says a decision depends on it
+        (:mod:`~contextwindow.engine.precount`) and learn from the count as from a reported prompt.
+        Yields a ``StreamRestarted`` (not recorded: the caller decides) when the count shows the
+        request over the window beside its ``max_tokens``; a failed counter yields a note, once, and
+        is not asked again this turn."""
+        counter = self.counter
+        if counter is None or not self._counting("cold"):
+            return
+        window = self._window
+        reason = count_reason(
+            self.settings.count_before_send,
+            estimate=live.estimated_tokens,
+            uncounted=live.uncounted,
+            evidence=self._calibrator.evidence,
+            near=near_budget(
+                estimate=live.estimated_tokens,
+                uncounted=live.uncounted,
+                max_tokens=live.max_tokens,
+                window=window,
+                uncounted_margin=self._fit.uncounted_margin,
+            ),
+            retry=retry,
+        )
+        if reason is None:
+            return
+        self._stats.pause()
+        try:
+            counted = await counter.count_input_tokens(self.request, load=self.session.read_attachment)
+        except (ContextWindowError, TimeoutError, OSError) as failure:
+            self._stats.resume()
+            self._precount.failed = True
+            self._fit.counts_near_budget = False
+            yield self._record(
+                Note(
+                    kind="context_count_failed",
+                    data={"counter": counter.name, "reason": reason, "error": str(failure)[:500]},
+                )
+            )
+            return
+        self._stats.resume()
+        if counted <= 0:
+            return  # a provider that counted nothing said nothing (as a prompt of 0 is unreported)
+        self._precount.counts += 1
+        self._learn_from_count(live, counted)
+        if window is not None and counted + live.max_tokens > window:
+            yield StreamRestarted(
+                reason="physical_window", input_tokens=counted + live.max_tokens, budget=window
+            )
+
+    def _rescale(self, live: _Live) -> None:
+        """The live request's local estimate in the units the calibration multiplier may just have
+        moved to: what is appended to it from now on is priced at the new multiplier, and the anchor's
+        payload is in those units too (left in the old ones, the next fresh compile's anchored delta
+        carried the change of units over the whole request: 10% under on a real session)."""
+        now = self._fit.multiplier()
+        if live.multiplier > 0 and now != live.multiplier:
+            live.local_estimate = round(live.local_estimate * now / live.multiplier)
+            live.multiplier = now
+
+    def _learn_from_count(self, live: _Live, counted: int) -> None:
+        """The provider counted ``live`` before it was sent: its estimate is the count, and the count
+        teaches as a reported prompt does (the composition factor, one calibration sample: this very
+        request against its own estimate, and the anchor)."""
+        fit = self._fit
+        low, high = self._calibrator.band
+        if live.local_estimate > 0 and low <= counted / live.local_estimate <= high:
+            fit.observe(prompt=counted, local_estimate=live.local_estimate, multiplier=live.multiplier)
+        else:
+            fit.counted = True  # a ratio calibration would not believe is no composition factor either
+        # One sample: this very request against its own estimate (learning disarms, so the call's
+        # reported prompt is not a second sample of it).
+        if live.multiplier == fit.multiplier() and self._calibrator.arm(live.local_estimate):
+            self._calibrator.report_real_input(counted)
+        self._rescale(live)
+        self._anchors.record(
+            Anchor(
+                model=self.profile.name,
+                connection=self.settings.connection,
+                input_tokens=max(1, counted),
+                payload_estimate=live.local_estimate or None,
+            )
+        )
+        self._anchored = dict(live.rendered)
+        live.estimated_tokens = counted
+        live.uncounted = live.margins = 0
+        live.counted = True
 
     def _compile(self) -> _Live:
         compiled = self._requests()
@@ -738,17 +910,34 @@ class Engine:
         self._physical.reserve = max_tokens
         self._folding.trigger.max_tokens = max_tokens
         self._fit.reserve = compiled.output_reserve
+        estimated = compiled.estimated_tokens + extra
         return _Live(
             system=compiled.system,
             tools=tools,
             messages=list(compiled.messages),
-            estimated_tokens=compiled.estimated_tokens + extra,
+            estimated_tokens=estimated,
+            uncounted=self._uncounted(compiled, estimated),
+            rendered={m.id: m.content for m in compiled.messages if m.id is not None},
             local_estimate=compiled.local_estimate + extra,
             max_tokens=max_tokens,
             output_reserve=compiled.output_reserve,
             multiplier=self._fit.multiplier(),
             omitted=tuple(compiled.decisions.omitted),
         )
+
+    def _uncounted(self, compiled: Compiled, estimated: int) -> int:
+        """The part of a fresh compile's estimate no provider count covers. Anchored, the estimate is
+        the anchored request's count plus the estimated change since: what was added (messages the
+        anchored request did not hold, at their price) and what was taken out (a fold's span, earlier
+        thinking the API strips), whose errors need not cancel. Unanchored, all of it."""
+        anchor = self._anchors.latest
+        if anchor is None or compiled.estimated_tokens == compiled.local_estimate:
+            return estimated
+        before = self._anchored
+        fresh = [m for m in compiled.messages if not _shared(before, m)]
+        added = self._fit.live_estimator().messages(fresh) if fresh else 0
+        removed = max(0, anchor.input_tokens + added - estimated)
+        return min(estimated, added + removed)
 
     def _learn_from_rejection(self, rejection: ContextOverflow, live: _Live) -> bool:
         """Take in a rejection's numbers; return whether they changed what compile fits against. A

@@ -74,6 +74,7 @@ SUMMARY_ROWS: tuple[tuple[str, str], ...] = (
     ("window_use_mean", "window use, mean"),
     ("window_use_p5", "window use, 5th percentile"),
     ("estimate_error_p95", "estimate error, p95"),
+    ("counts", "requests counted before sending"),
     ("tokenizer", "provider's tokenizer"),
 )
 """The run summary's rows as people read them (the CLI's table and the HTML report), in order."""
@@ -116,6 +117,9 @@ class CallRecord:
     rejected: bool = False
     events: tuple[EventKind, ...] = ()
     turn: int | None = None
+    counted: bool = False
+    """The engine had the provider count this request before sending it: ``estimated_tokens`` is that
+    count (``EngineSettings.count_before_send``)."""
 
     def __post_init__(self) -> None:
         path = f"calls[{self.call}]"
@@ -146,6 +150,7 @@ class CallRecord:
             "window": self.window,
             "rejected": self.rejected,
             "events": list(self.events),
+            "counted": self.counted,
         }
 
 
@@ -180,6 +185,7 @@ def summarize(records: Sequence[CallRecord], *, tokenizer: str = "") -> dict[str
       window (mean, 5th percentile); ``None`` when the provider counted nothing.
     - ``estimate_error_p95``: 95th percentile of |estimate − provider count| / provider count over
       requests the provider counted (count > 0).
+    - ``counted``: requests whose estimate was the provider's count made before sending them.
     - ``tokenizer``: what the provider counted with.
     """
     ordered = sorted(records, key=lambda r: r.call)
@@ -211,6 +217,7 @@ def summarize(records: Sequence[CallRecord], *, tokenizer: str = "") -> dict[str
         "window_use_mean": rounded(sum(use) / len(use)) if use else None,
         "window_use_p5": rounded(percentile(use, 0.05)),
         "estimate_error_p95": rounded(percentile(errors, 0.95)),
+        "counted": sum(r.counted for r in ordered),
         "tokenizer": tokenizer,
     }
 

@@ -6,8 +6,10 @@ SQLite or PostgreSQL), and the local provider enforcing a hard window with a rea
 request the provider receives becomes a :class:`~contextwindow.replay.report.CallRecord`: the engine's
 estimate and its makeup by segment, the provider's own count, whether it was refused, and what the
 engine did just before it (restarted, compacted, evicted, archived). ``record`` writes each request
-exactly as sent, one JSON object a line, beside the provider's count of it (``provider_input_tokens``)
-and the engine's own estimate (``estimated_tokens``).
+exactly as sent, one JSON object a line, beside the provider's count of it (``provider_input_tokens``),
+the engine's own estimate (``estimated_tokens``) and whether that estimate was the provider's count
+made before sending (``counted``: ``count=`` sets ``EngineSettings.count_before_send``; the summary's
+``counts`` is how many counts the provider answered, ``counts_per_100_calls`` against its calls).
 
 The replay stays on its script: a recorded reply longer than the call's ``max_tokens`` is cut there as
 a provider cuts it, which ends the turn early; the replay then asks the model to continue
@@ -25,7 +27,7 @@ import asyncio
 import json
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 from ..compile import SEGMENTS, CompiledRequest, Policy
@@ -41,6 +43,7 @@ from ..engine.events import (
     UsageReported,
 )
 from ..engine.loop import Engine, EngineSettings
+from ..engine.precount import CountMode
 from ..engine.summarizer import Summarizer
 from ..errors import ContextOverflow, InvalidInput
 from ..formats import AttachmentLoader, WireFormat, render
@@ -190,6 +193,7 @@ async def simulate(
     settings: EngineSettings | None = None,
     policy: Policy | None = None,
     count_scale: float = 1.0,
+    count: CountMode | None = None,
 ) -> SimulationResult:
     """Run ``scenario`` through the engine against the local provider; see the module docstring.
 
@@ -198,6 +202,8 @@ async def simulate(
     ``reserve`` is each call's ``max_tokens`` (default ``min(4096, window // 8)``). ``count_scale`` is
     the provider's count scale (:mod:`contextwindow.testing.counting`): for a real session, the
     ratio its own recorded usage shows between the real provider's counts and the local tokenizer's.
+    ``count`` is when the engine has the provider count a request before sending it
+    (``EngineSettings.count_before_send``; ``None``: the setting's default, or ``settings``' own).
     """
     base = get_profile(model)
     declared = window or base.context_window
@@ -231,9 +237,17 @@ async def simulate(
                 policy or Policy(output_reserve=reserve), system=scenario.system, tools=scenario.tools
             )
         )
+        provider = LocalProvider(local, wire=wire)
+        chosen = settings or EngineSettings(
+            usage_mode=usage,
+            max_tokens=reserve,
+            max_stream_input_tokens=None,
+        )
+        if count is not None:
+            chosen = replace(chosen, count_before_send=count)
         engine = Engine(
             session,
-            LocalProvider(local, wire=wire),
+            provider,
             profile,
             compiler=compiler,
             tool_runner=scenario.tool_runner(),
@@ -243,14 +257,15 @@ async def simulate(
                 instruction_suffix=f"{SUMMARY_MARKER}]]",
                 load=session.read_attachment,
             ),
-            settings=settings
-            or EngineSettings(
-                usage_mode=usage,
-                max_tokens=reserve,
-                max_stream_input_tokens=None,
-            ),
+            settings=chosen,
         )
-        return await _run(scenario, engine, local, compiler, profile, reserve, record, progress, count_scale)
+        result = await _run(
+            scenario, engine, local, compiler, profile, reserve, record, progress, count_scale
+        )
+        result.summary["counts"] = provider.counts
+        calls = len(local.calls)
+        result.summary["counts_per_100_calls"] = round(100 * provider.counts / calls, 1) if calls else None
+        return result
     finally:
         opened.close()
 
@@ -289,7 +304,19 @@ async def _run(
     def drain() -> None:
         """Record the requests the provider received since the last drain, with this turn's estimate."""
         records.extend(
-            _drain(local, records, compiler, estimator, estimate, reserve, profile, pending, number, record)
+            _drain(
+                local,
+                records,
+                compiler,
+                estimator,
+                estimate,
+                counted,
+                reserve,
+                profile,
+                pending,
+                number,
+                record,
+            )
         )
 
     for number, turn in enumerate(scenario.turns):
@@ -297,6 +324,7 @@ async def _run(
         later = sum(len(t.replies) for t in scenario.turns[number + 1 :])
         calls_done = 0
         estimate = 0
+        counted = False
         message = turn.user
         while True:
             stop_reason: str | None = None
@@ -305,6 +333,7 @@ async def _run(
                     events.append(event)
                     if event.type == "request_sent":
                         estimate = event.estimated_tokens
+                        counted = event.counted
                         last = compiler.last
                         if last is not None:
                             evicted = {e.attachment_id for e in last.decisions.evicted}
@@ -370,6 +399,7 @@ def _drain(
     compiler: _RecordingCompiler,
     estimator: Estimator,
     estimate: int,
+    estimate_counted: bool,
     reserve: int,
     profile: ModelProfile,
     pending: set[EventKind],
@@ -393,6 +423,7 @@ def _drain(
                     kind for kind in ("restarted", "compacted", "evicted", "archived") if kind in pending
                 ),
                 turn=turn,
+                counted=estimate_counted,
             )
         )
         pending.clear()
@@ -403,6 +434,7 @@ def _drain(
                 "request": render(request, wire, load),
                 "provider_input_tokens": counted,
                 "estimated_tokens": estimate,
+                "counted": estimate_counted,
                 "rejected": rejected,
             }
             record.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")

@@ -1,7 +1,9 @@
 """The local provider's HTTP front: its endpoints as routes of an :class:`~.app.HttpApp`.
 
 - ``POST /v1/messages`` — Anthropic Messages, JSON or SSE (``"stream": true``);
-- ``POST /v1/messages/count_tokens`` — ``{"input_tokens": N}`` as the local provider counts;
+- ``POST /v1/messages/count_tokens`` — ``{"input_tokens": N}``: the input a call with that body would
+  report (:meth:`~contextwindow.testing.LocalModel.count_input`), bad input refused as the call
+  refuses it;
 - ``POST /v1/chat/completions`` — OpenAI Chat Completions, JSON or SSE, usage chunk with
   ``stream_options.include_usage``;
 - ``POST /v1/responses`` — OpenAI Responses, JSON or SSE, with stored responses for
@@ -182,7 +184,9 @@ def _answer(
     reader = openai_format if wire == "openai" else anthropic_format
     parsed, tokenizer = _parsed(model, lambda: reader.parse_request(data), f"model: {data.get('model')}")
     if counting:
-        count = model.count(parsed.request, parsed.loader(), wire=wire)
+        count = model.count_input(parsed.request, wire=wire, load=parsed.loader())
+        if isinstance(count, Rejection):
+            return json_response(count.status, dict(count.body), {"x-contextwindow-tokenizer": tokenizer})
         body: dict[str, Any] = {"input_tokens": count.input_tokens}
         if shape == "responses_count":
             body["object"] = "response.input_tokens"

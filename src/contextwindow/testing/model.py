@@ -46,7 +46,7 @@ from ..providers.streams import continues_stream
 from ..usage.tracker import USAGE_MODES, Usage, UsageMode
 from .counting import RequestCount, block_tokens, check_scale, count_request, tokenizer_for
 from .sessions import SESSION_BYTES, SessionStream, SessionStreams
-from .strict import check
+from .strict import StrictRefusal, check
 from .summary import summary_ask, write_summary
 
 __all__ = [
@@ -209,6 +209,22 @@ class LocalModel:
             as_carried(request, wire), self.profile(request.model), load, scale=self.settings.count_scale
         )
 
+    def count_input(
+        self, request: Request, *, wire: WireFormat, load: AttachmentLoader | None = None
+    ) -> RequestCount | Rejection:
+        """The input count a call with ``request`` would report, as the providers' count endpoints
+        answer it (``messages/count_tokens``, ``responses/input_tokens``, ``countTokens``): what the
+        call would refuse as bad input (:mod:`.strict`) is refused the same way, and any size is
+        counted (the endpoints count a request over the window; only the call refuses it). Counting
+        is not a call: it consumes no scripted reply, no transient failure and no call number, and
+        leaves the running totals of ``cumulative`` usage alone."""
+        request = as_carried(request, wire)
+        if self.settings.strict:
+            refusal = check(request, wire, load)
+            if refusal is not None:
+                return _refusal(wire, refusal)
+        return self.count(request, load)
+
     def handle(
         self,
         request: Request,
@@ -229,11 +245,7 @@ class LocalModel:
         if self.settings.strict:
             refusal = check(request, wire, load)
             if refusal is not None:
-                if wire == "anthropic":
-                    return _anthropic_error(400, "invalid_request_error", refusal.message)
-                return _openai_error(
-                    400, refusal.message, "invalid_request_error", code=refusal.code, param=refusal.param
-                )
+                return _refusal(wire, refusal)
         if max_tokens is not None and max_tokens > profile.max_output_tokens:
             return _output_cap(wire, max_tokens, profile.max_output_tokens, model_name)
         counted = count_request(request, profile, load, scale=self.settings.count_scale)
@@ -432,6 +444,15 @@ def _openai_error(
 ) -> Rejection:
     return Rejection(
         status=status, body={"error": {"message": message, "type": kind, "param": param, "code": code}}
+    )
+
+
+def _refusal(wire: WireFormat, refusal: StrictRefusal) -> Rejection:
+    """A request the real API refuses as bad input, in ``wire``'s 400 shape."""
+    if wire == "anthropic":
+        return _anthropic_error(400, "invalid_request_error", refusal.message)
+    return _openai_error(
+        400, refusal.message, "invalid_request_error", code=refusal.code, param=refusal.param
     )
 
 

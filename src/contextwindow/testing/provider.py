@@ -70,6 +70,21 @@ class LocalProvider:
         self.model = model or LocalModel(settings, script=script)
         self.wire: WireFormat = wire
         self.session = session
+        self.counts = 0
+        """Requests counted by :meth:`count_input_tokens` (counts are not calls)."""
+
+    async def count_input_tokens(self, request: Request, *, load: AttachmentLoader) -> int:
+        """The input count a call with ``request`` would report (:meth:`LocalModel.count_input`), in
+        every usage setting, as the real count endpoints answer whatever the call's usage reports;
+        bad input is refused with the call's own error. Not a call: :attr:`counts` goes up, nothing
+        else does."""
+        if self.model.settings.delay_seconds:
+            await asyncio.sleep(self.model.settings.delay_seconds)
+        counted = self.model.count_input(request, wire=self.wire, load=load)
+        if isinstance(counted, Rejection):
+            raise rejection_error(counted)
+        self.counts += 1
+        return counted.input_tokens
 
     async def stream(
         self, request: Request, *, max_tokens: int, load: AttachmentLoader

@@ -266,6 +266,11 @@ class Calibrator:
     def armed(self) -> bool:
         return self._armed is not None
 
+    @property
+    def evidence(self) -> float:
+        """The samples learned so far, by weight (a stored multiplier counts as ``1 / ALPHA``)."""
+        return self._evidence
+
     def report_real_input(self, real: int) -> float:
         """Learn from the first call's real prompt against the armed estimate; return the multiplier.
 

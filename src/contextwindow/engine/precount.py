@@ -1,0 +1,115 @@
+"""Counting a request before it is sent: when the engine asks the provider's own input counter.
+
+The providers count a request's input as they will bill it, without generating (Anthropic
+``messages/count_tokens``, OpenAI ``responses/input_tokens``, Gemini ``countTokens``:
+:class:`~contextwindow.pricing.InputCounter`). Counting every request, as a framework's
+"count before each request" option does, costs a round trip per call. The engine asks only when a
+decision depends on the answer (``EngineSettings.count_before_send``):
+
+- ``"cold"``: while the session's calibration has less than one full sample of evidence
+  (:data:`~contextwindow.usage.calibration.FULL_SAMPLE_TOKENS`) and the part of the request no
+  provider count covers (:attr:`PrecountState` ``uncounted``: a new large tool result, a new
+  summary, a fresh compile with no anchor) is large enough to move the estimate by more than about
+  3%: the estimator's rule can be a quarter off on a session's content until the provider has counted
+  something of size, so a share of :data:`COLD_SHARE` of the request is enough;
+- ``"auto"``: as ``cold``, and once calibrated a request whose uncounted part is :data:`CHANGED_SHARE`
+  of it or more, and a request whose uncounted part, priced with the uncounted margin,
+  would not fit the window beside its ``max_tokens`` (:func:`near_budget`): whether it fits is then
+  the estimator's error, and the count decides it. Compile may then fit to the ordinary fit margin
+  even before the provider has counted anything (:meth:`~contextwindow.engine.fit.WindowFit.margin`);
+- both: the retry after a rejection for size (a second rejection ends the turn);
+- never: a request whose uncounted part is under :data:`MIN_COUNTED_TOKENS` (tiny requests and tiny
+  changes say nothing a count would change), or after the counter failed in this turn.
+
+A count is used as a reported prompt is (see ``Engine``): the request's estimate becomes the count, it
+is the request's one calibration sample, it sets the composition factor and the anchor. A count that
+shows the request over the window makes the engine fit by it and compile again, once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ..usage.calibration import FULL_SAMPLE_TOKENS
+
+__all__ = [
+    "CHANGED_SHARE",
+    "COLD_SHARE",
+    "COUNT_MODES",
+    "MIN_COUNTED_TOKENS",
+    "CountMode",
+    "PrecountState",
+    "count_reason",
+    "near_budget",
+]
+
+CountMode = Literal["off", "cold", "auto"]
+"""When the engine counts a request before sending it (see the module docstring)."""
+COUNT_MODES: tuple[CountMode, ...] = ("off", "cold", "auto")
+
+COLD_SHARE = 0.12
+"""A cold request is counted when its uncounted part is at least this share of its estimate: the
+rule's error on one session's content reached about ±25% on the real Claude Code sessions
+(``benchmarks/real_sessions.py``), so 12% of the request can move its estimate by about 3%."""
+
+CHANGED_SHARE = 0.2
+"""Once calibrated, a request is counted (``"auto"``) when its uncounted part is at least this share of
+its estimate: the calibrated rule's error on new content of one kind (a large tool result, a summary,
+history taken out by a fold, thinking the API strips) still reached ±20–30% on the real sessions, so
+a fifth of the request can move its estimate by more than 3%. Measured there (16k, usage reported):
+at 0.3 one request in 843 was 4.5% under, at 0.2 none was 3% under, for 22 counts per 100 calls
+instead of 19."""
+
+MIN_COUNTED_TOKENS = FULL_SAMPLE_TOKENS // 2
+"""An uncounted part under this many tokens is never counted: calibration takes a sample that small at
+half weight or less, and its error is a few dozen tokens."""
+
+Reason = Literal["cold", "large_change", "near_budget", "retry"]
+
+
+@dataclass(slots=True)
+class PrecountState:
+    """What the engine knows of counting in this turn: whether the counter failed (then it is not
+    asked again until the next turn) and how many counts were made."""
+
+    failed: bool = False
+    counts: int = 0
+
+    def start_turn(self) -> None:
+        self.failed = False
+
+
+def near_budget(
+    *, estimate: int, uncounted: int, max_tokens: int, window: int | None, uncounted_margin: float
+) -> bool:
+    """Whether the request fits beside ``max_tokens`` only if the estimator's error on its ``uncounted``
+    part is under ``uncounted_margin``: the part a count covers is exact, the rest errs."""
+    if window is None:
+        return False
+    return estimate + uncounted * uncounted_margin + max_tokens > window
+
+
+def count_reason(
+    mode: CountMode,
+    *,
+    estimate: int,
+    uncounted: int,
+    evidence: float,
+    near: bool,
+    retry: bool = False,
+) -> Reason | None:
+    """Why the request should be counted before it is sent (``None``: it should not); see the module
+    docstring. ``evidence`` is the calibration's samples so far (by weight), ``near`` what
+    :func:`near_budget` says."""
+    if mode == "off" or uncounted < MIN_COUNTED_TOKENS:
+        return None
+    if retry:
+        return "retry"
+    if evidence < 1 and uncounted >= COLD_SHARE * estimate:
+        return "cold"
+    if mode == "auto" and uncounted >= CHANGED_SHARE * estimate:
+        return "large_change"
+    if mode == "auto" and near:
+        return "near_budget"
+    return None
