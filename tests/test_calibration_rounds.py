@@ -197,8 +197,13 @@ def _loop(
     async def read(use: ToolUse) -> ToolResult:
         return ToolResult(tool_use_id=use.id, content=results[int(use.input["i"])])
 
+    # Counting before sending is off: these tests are about what the engine learns from the calls'
+    # own reported prompts.
     settings = EngineSettings(
-        usage_mode=usage, max_tokens=RESERVE, max_stream_input_tokens=max_stream_input_tokens
+        usage_mode=usage,
+        max_tokens=RESERVE,
+        max_stream_input_tokens=max_stream_input_tokens,
+        count_before_send="off",
     )
     engine = local_engine(session, model, profile, read, reserve=RESERVE, settings=settings)
     if not learn_rounds:

@@ -193,6 +193,9 @@ class TestEngineCounts:
             return out
 
         calibrator.report_real_input = spy  # type: ignore[method-assign]
+        # The later calls' rounds are samples of their own (Calibrator.report_round): left out here,
+        # so that the evidence is the whole request's samples only.
+        calibrator.report_round = lambda **_: calibrator.multiplier  # type: ignore[method-assign]
         _turn(engine)
         accepted = [real for real, decision in learned if decision.startswith("accepted")]
         assert accepted == [model.sent[1]]  # the count, and not the call's reported prompt again
