@@ -6,13 +6,23 @@ import io
 import math
 from pathlib import Path
 
+from benchmarks._claude_sessions import recorded_scale
+
 from contextwindow.content import Message, ToolResult, ToolSpec, ToolUse
+from contextwindow.engine.fit import WindowFit
 from contextwindow.engine.fold_trigger import ProactiveTrigger
+from contextwindow.engine.settings import EngineSettings
+from contextwindow.models import get_profile
+from contextwindow.pricing import Estimator
 from contextwindow.replay.demo import DEMO_SERVED_SHARE, DEMO_WINDOW, build_demo
+from contextwindow.replay.importers import import_claude_code
 from contextwindow.replay.report import EVENT_LEGEND, format_value, write_report
 from contextwindow.replay.scenario import Scenario, ScenarioBuilder
 from contextwindow.replay.simulate import simulate_sync
+from contextwindow.store.slots import MemorySlot
+from contextwindow.usage.calibration import Calibrator
 
+DATA = Path(__file__).parent / "data"
 PROSE = "The agent reads a file, thinks about it and writes down what it found. " * 40
 
 
@@ -133,3 +143,39 @@ class TestEstimatesHold:
         ordered = sorted(abs(e) for e in errors)
         assert ordered[math.ceil(0.95 * len(ordered)) - 1] <= 0.05  # p95
         assert min(errors) >= -0.03
+
+
+def _calibrator() -> Calibrator:
+    return Calibrator(MemorySlot(None), model="claude-opus-4-7")
+
+
+class TestRetryHolds:
+    def test_the_retry_holds_the_uncounted_margin_on_what_no_count_covers(self) -> None:
+        profile = get_profile("claude-opus-4-7")
+        estimator = Estimator(profile)
+        fit = WindowFit(profile, _calibrator(), estimator=estimator, settings=EngineSettings())
+        assert not fit.hold_for(10_000)  # nothing counted yet: the uncounted margin is on everything
+        fit.observe(prompt=12_000, local_estimate=12_000, multiplier=1.0)
+        before = fit.fit_profile(13_600).context_window
+        assert fit.hold_for(10_000)
+        assert fit.held == math.ceil((0.13 - 0.05) * 10_000)
+        assert fit.fit_profile(13_600).context_window == before - fit.held
+        assert not fit.hold_for(5_000)  # a smaller part never loosens the hold
+        fit.release()
+        assert fit.fit_profile(13_600).context_window == before
+
+    def test_a_real_session_whose_retry_was_refused_again_recovers_at_85_percent(self) -> None:
+        # An Opus 4.7 sub-agent: a mid-turn fold's request is refused at 14,279 against 13,600; the
+        # retry re-cuts a large WebFetch result that the estimate prices 10-24% low.
+        path = DATA / "claude_code_subagent.jsonl"
+        scenario = import_claude_code(path)
+        result = simulate_sync(
+            scenario,
+            model="claude-opus-4-7",
+            window=16_000,
+            usage="per-call",
+            provider_window=13_600,
+            count_scale=recorded_scale(path, "claude-opus-4-7"),
+        )
+        assert result.summary["rejections"] >= 1
+        assert result.failed_turns == 0

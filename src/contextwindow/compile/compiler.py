@@ -46,6 +46,7 @@ from .state import (
     PricedMessage,
     Truncation,
 )
+from .truncate import MIN_CUT_TOKENS, text_only_estimate
 
 __all__ = ["OPENING", "SUMMARY_HEADER", "CompileCache", "compile"]
 
@@ -195,6 +196,8 @@ class _Run:
         self.archived_by: dict[tuple[str | None, str], ArchiveRecord] = {
             (r.message_id, r.tool_use_id): r for r in state.archives
         }
+        self.opening_room = 0
+        """The opening user message's price when no summary leads (the walk leaves room for it)."""
 
     # -- per-message memo --------------------------------------------------------------------------
 
@@ -325,6 +328,11 @@ class _Run:
                 makeup=makeup,
             )
 
+        # With no summary to lead, a tail that opens on the assistant gets a short user message first
+        # (below): the walk leaves room for it (``opening_for``).
+        opening = Message(role="user", content=(Text(text=OPENING),))
+        opening_tokens = est.message(opening)
+        self.opening_room = opening_tokens if summary is None else 0
         media, _, bound = self.media_budget(start)
         units = self.walk(start, head, budget, limit, cap, media, makeup)
         evictions = [e for u in units for e in u.evictions]
@@ -339,8 +347,6 @@ class _Run:
         # stored that way) gets a short user message first, priced with the tail. Dropping such units
         # instead would drop every round of a tool loop whose one user message is its opener, and a
         # covering fold would then take all but the newest round.
-        opening = Message(role="user", content=(Text(text=OPENING),))
-        opening_tokens = est.message(opening)
 
         # Manifest: drop the oldest units until head + tail + manifest fits.
         manifest = ""
@@ -618,6 +624,11 @@ class _Run:
                     # Everything older is decided as before: take the old units that fit.
                     room = budget - total + old.prefix[k]
                     m = max(k, bisect_right(old.prefix, room, lo=k) - 1)
+                    if self.opening_room:  # as the walk takes them: see ``opening_for``
+                        for j in range(k, m):
+                            if old.prefix[j + 1] + self.opening_for(old.units[j].start) > room:
+                                m = j
+                                break
                     # A unit whose media went out of line was decided by the room left then: it is
                     # decided again, not reused.
                     at = bisect_left(old.forced, k)
@@ -636,9 +647,10 @@ class _Run:
                     if not settled:
                         media.restore(after_media)
                     context = (turns, depth, media.snapshot())
-                    if m < len(old.units) and (old.units[m].forced or old.units[m].kept):
+                    short = total < policy.cut_to_fill_below * budget
+                    if m < len(old.units) and (old.units[m].forced or old.units[m].kept or short):
                         # It did not fit (or was fitted by the room left then) with media that may
-                        # go out of line: decide it afresh.
+                        # go out of line, or it may be cut to the room left: decide it afresh.
                         end = old.units[m].end
                         fresh = True
                         continue
@@ -649,8 +661,11 @@ class _Run:
                     continue
             fresh = False
             first = unit_start(messages, end, floor=start) if self.base(end).results else end
-            room = (limit if not units else budget) - total
-            unit, after_turns, after_depth = self.fitted_unit(first, end, turns, depth, media, cap, room)
+            room = (limit - total) if not units else (budget - total - self.opening_for(first))
+            cut = bool(units) and total < policy.cut_to_fill_below * budget
+            unit, after_turns, after_depth = self.fitted_unit(
+                first, end, turns, depth, media, cap, room, cut=cut
+            )
             turns, depth = after_turns, after_depth
             if unit.forced:
                 media.passed_over()
@@ -668,7 +683,7 @@ class _Run:
                         required=total + unit.tokens,
                         makeup=makeup,
                     )
-            elif total + unit.tokens > budget:
+            elif unit.tokens > room:
                 exhausted = False
                 break
             total += unit.tokens
@@ -681,17 +696,37 @@ class _Run:
             self.cache.walk = self.log_walk(key, newest, units, contexts, exhausted)
         return units
 
+    def opening_for(self, first: int) -> int:
+        """The room a unit older than the newest leaves for the opening user message: the tail gets
+        one when no summary leads and it opens on the assistant, and this unit may be its oldest."""
+        if not self.opening_room or self.messages[first].message.role == "user":
+            return 0
+        return self.opening_room
+
     def fitted_unit(
-        self, first: int, end: int, turns: int, depth: int, media: MediaBudget, cap: int, room: int
+        self,
+        first: int,
+        end: int,
+        turns: int,
+        depth: int,
+        media: MediaBudget,
+        cap: int,
+        room: int,
+        *,
+        cut: bool = False,
     ) -> tuple[_Unit, int, int]:
         """:meth:`unit`, and when it does not fit ``room`` with its media inline, with the fewest of
         them out of line (oldest first) that let it fit: no cliff at one large unit, the tail goes on
         past it instead of stopping short (a placeholder names each item, and the model can read it
         again). A bisection, since each one more out only lowers the price; all out when even that
-        does not fit (then the walk refuses it)."""
+        does not fit (then the walk refuses it, unless ``cut``: see :meth:`cut_unit`)."""
         before = media.snapshot()
         unit, after_turns, after_depth = self.unit(first, end, turns, depth, media, cap)
-        if unit.tokens <= room or not unit.kept:
+        if unit.tokens <= room:
+            return unit, after_turns, after_depth
+        if not unit.kept:
+            if cut:
+                return self.cut_unit(first, end, turns, depth, media, cap, room, before, frozenset())
             return unit, after_turns, after_depth
         inline = list(reversed(unit.kept))
         max_entries = self.policy.manifest_max_entries
@@ -716,7 +751,51 @@ class _Run:
                     high = mid
                 else:
                     low = mid
+        elif cut:
+            return self.cut_unit(first, end, turns, depth, media, cap, room, before, frozenset(inline))
         return without(high)
+
+    def cut_unit(
+        self,
+        first: int,
+        end: int,
+        turns: int,
+        depth: int,
+        media: MediaBudget,
+        cap: int,
+        room: int,
+        before: tuple[Any, ...],
+        out_of_line: frozenset[tuple[int, int]],
+    ) -> tuple[_Unit, int, int]:
+        """The unit cut to ``room``: its messages rendered under the largest per-message cap (at
+        least :data:`~contextwindow.compile.truncate.MIN_CUT_TOKENS`) with which it fits, as a
+        message over the cap is (marked, priced as it renders). The walk asks for it when the
+        unit does not fit and the tail so far fills less than ``policy.cut_to_fill_below`` of the
+        budget: one large message just past the tail would otherwise leave the request a sliver of
+        the window. Marked ``forced`` (decided by the room left), so a later compile decides it again.
+        When even the smallest cap does not fit, the unit as it was (the walk refuses it)."""
+
+        def at(limit: int) -> tuple[_Unit, int, int]:
+            media.restore(before)
+            return self.unit(first, end, turns, depth, media, limit, out_of_line=out_of_line)
+
+        high = (
+            cap
+            if cap > 0
+            else max(text_only_estimate(self.messages[p].message.content) for p in range(first, end + 1))
+        )
+        low = MIN_CUT_TOKENS
+        if high <= low or at(low)[0].tokens > room:
+            return at(cap)
+        while high - low > 1:
+            mid = (low + high) // 2
+            if at(mid)[0].tokens <= room:
+                low = mid
+            else:
+                high = mid
+        unit, after_turns, after_depth = at(low)
+        unit.forced = True
+        return unit, after_turns, after_depth
 
     def unit(
         self,

@@ -66,6 +66,14 @@ class Policy:
     """When a media limit binds, trim to ``ratio × limit`` and persist a watermark, so the cached
     prefix survives several more images (context-manager ``imageStripHysteresisRatio``; off by default)."""
 
+    cut_to_fill_below: float = 0.6
+    """When the next-older unit does not fit the room left and the tail so far fills less than this
+    share of the budget, that unit is cut to the room left (its messages under a lower per-message
+    cap, marked and priced as they render) instead of being left out: one large message just past
+    the newest ones would otherwise leave the request a sliver of the window, every message older
+    than it left out too. Our own rule, measured by ``benchmarks/real_sessions.py`` (a 9,755-token tool
+    result two messages past the tail made a 16k request 2,168 tokens after a fold); 0 = off."""
+
     recent_turns_full: int = 2
     """The newest turns whose tool results are never archived (maka ``minRecentTurnsFull`` = 2)."""
 
@@ -114,6 +122,9 @@ class Policy:
                 f"must be a number between 0 and 1 (exclusive), got {ratio!r}",
                 path="policy.media_hysteresis_ratio",
             )
+        share = self.cut_to_fill_below
+        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share < 1:
+            raise InvalidInput(f"must be a number in [0, 1), got {share!r}", path="policy.cut_to_fill_below")
         grace = self.over_budget_grace_ratio
         if (
             isinstance(grace, bool)

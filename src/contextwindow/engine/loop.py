@@ -489,6 +489,7 @@ class Engine:
         ):
             events.append(self._record(note))
         self._first_of_send = self._overflowed = False
+        self._fit.release()
         if stop.message.content:
             self.append(stop.message)
             live.messages.append(stop.message)
@@ -616,7 +617,18 @@ class Engine:
             raise rejection
         async for event in self._fresh_request(turn_start_id):
             yield event
+        if self._fit.hold_for(self._uncounted(self._current(), live)):
+            # The retry's content no count covers carries the uncounted margin: compile it again.
+            async for event in self._fresh_request(turn_start_id):
+                yield event
         yield self._record(OverflowRecovered(requested=rejection.requested, limit=rejection.limit))
+
+    def _uncounted(self, retry: _Live, refused: _Live) -> int:
+        """The estimate of the messages of ``retry`` that are not in ``refused`` as it was sent (the
+        provider counted that one): new or rendered otherwise."""
+        sent = {m.id: m for m in refused.messages if m.id is not None}
+        estimator = self._fit.live_estimator()
+        return sum(estimator.message(m) for m in retry.messages if m.id is None or sent.get(m.id) != m)
 
     # -- the tool boundary ------------------------------------------------------------------------
 
