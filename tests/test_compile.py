@@ -563,6 +563,21 @@ class TestStaleArchive:
         assert record.artifact_id in str(result.content) and ref(7, 10).id in str(result.content)
         assert ref(7, 10).id not in {r.id for r in out.inline_attachments}
 
+    def test_as_needed_a_stale_result_that_fits_stays_whole(self) -> None:
+        policy = Policy(archive_as_needed=True)
+        out = run(state(*self.turns("j" * 6_000, 2)), profile(100_000), policy)
+        assert out.decisions.new_archives == ()
+        assert run(state(*self.turns("j" * 6_000, 2)), profile(100_000)).decisions.new_archives
+
+    def test_as_needed_a_stale_result_is_archived_where_the_walk_needs_the_room(self) -> None:
+        # ~2,600 tokens of result, a 2,000 budget: whole it does not fit, archived it does.
+        policy = Policy(archive_as_needed=True, output_reserve=100, max_message_tokens=0, cut_to_fill_below=0)
+        out = run(state(*self.turns("j" * 6_000, 2)), profile(2_100, 100), policy)
+        [record] = out.decisions.new_archives
+        assert [m.id for m in out.messages][:3] == ["u0", "a1", "r1"]
+        assert record.artifact_id in str(out.messages[2].content[0].content)  # type: ignore[union-attr]
+        assert out.decisions.omitted == ()
+
     def test_recent_turns_are_protected(self) -> None:
         out = run(state(*self.turns((Text(text="ok"), Image(ref=ref(7, 10))), 1)), profile(100_000))
         assert out.decisions.new_archives == ()

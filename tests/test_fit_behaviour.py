@@ -8,7 +8,9 @@ from pathlib import Path
 
 from benchmarks._claude_sessions import recorded_scale
 
+from contextwindow.compile import Policy
 from contextwindow.content import Message, ToolResult, ToolSpec, ToolUse
+from contextwindow.engine.compiler import CompileContext, EngineCompiler
 from contextwindow.engine.fit import WindowFit
 from contextwindow.engine.fold_trigger import ProactiveTrigger
 from contextwindow.engine.settings import EngineSettings
@@ -19,6 +21,7 @@ from contextwindow.replay.importers import import_claude_code
 from contextwindow.replay.report import EVENT_LEGEND, format_value, write_report
 from contextwindow.replay.scenario import Scenario, ScenarioBuilder
 from contextwindow.replay.simulate import simulate_sync
+from contextwindow.store import open_store
 from contextwindow.store.slots import MemorySlot
 from contextwindow.usage.calibration import Calibrator
 
@@ -56,6 +59,32 @@ class TestArchiveUnderPressure:
         result = simulate_sync(_session(5), model="gpt-4o", window=9_000, reserve=1_000)
         assert result.summary["rejections"] == 0
         assert any("archived" in r.events or "compacted" in r.events for r in result.records)
+
+    def test_archives_that_would_leave_the_request_a_sliver_are_not_taken(self, tmp_path: Path) -> None:
+        profile = get_profile("gpt-4o").with_(context_window=3_000, max_output_tokens=500)
+        with open_store(tmp_path / "s.db") as store:
+            session = store.session("s")
+            big = PROSE * 5  # ~3,000 tokens: more than the whole budget
+            for message in (
+                Message.user("Turn 0: look around."),
+                Message.assistant("Looked."),
+                Message.user("Turn 1: read the file."),
+                Message.assistant(ToolUse(id="t0", name="read", input={})),
+                Message.user(ToolResult(tool_use_id="t0", content=big)),
+                Message.assistant("Read it."),
+                Message.user("Turn 2: go on."),
+                Message.assistant("Going on."),
+                Message.user("Turn 3: and on."),
+            ):
+                session.append(message)
+            compiler = EngineCompiler(Policy(output_reserve=500, max_message_tokens=0))
+            out = compiler(CompileContext(session=session, profile=profile))
+            assert not list(session.entries(["archive"]))  # archiving would leave ~100 of 2,500
+            assert out.decisions.archived == ()
+            assert out.estimated_tokens >= 0.6 * out.budget  # the large result cut to fill instead
+            [cut] = out.decisions.truncated
+            assert cut.message_id == session.messages()[4].id
+            assert out.decisions.omitted  # the oldest turn is left out, for a fold to cover
 
 
 def _long_replies(turns: int, reads: int) -> Scenario:

@@ -197,6 +197,8 @@ class _Run:
             (r.message_id, r.tool_use_id): r for r in state.archives
         }
         self.opening_room = 0
+        self.lazy = policy.archive_stale_results and policy.archive_as_needed
+        """New archives are taken only where the walk needs the room (``policy.archive_as_needed``)."""
         """The opening user message's price when no summary leads (the walk leaves room for it)."""
 
     # -- per-message memo --------------------------------------------------------------------------
@@ -477,16 +479,17 @@ class _Run:
         return price_blocks(message, {}, self.est, self.m, self.framing)
 
     def archives_for(
-        self, position: int, base: Base, turn: int
+        self, position: int, base: Base, turn: int, *, new_allowed: bool = True
     ) -> tuple[dict[str, ArchiveRecord], list[ArchiveRecord]]:
-        """Archives in force for a message's results: recorded ones, and new ones for stale results."""
+        """Archives in force for a message's results: recorded ones, and (``new_allowed``) new ones
+        for stale results."""
         if not base.results:
             return {}, []
         pm = self.messages[position]
         message_id = pm.message.id
         in_force: dict[str, ArchiveRecord] = {}
         new: list[ArchiveRecord] = []
-        stale = self.policy.archive_stale_results and turn >= self.policy.recent_turns_full
+        stale = new_allowed and self.policy.archive_stale_results and turn >= self.policy.recent_turns_full
         for index in base.results:
             block = pm.message.content[index]
             if not isinstance(block, ToolResult):  # pragma: no cover - base.results indexes results
@@ -547,7 +550,7 @@ class _Run:
             )
             if too_deep:
                 break
-            archived, _ = self.archives_for(position, base, turn)
+            archived, _ = self.archives_for(position, base, turn, new_allowed=not self.lazy)
             content = self.messages[position].message.content
             archived_tops = {i for i in base.results if _result_id(content[i]) in archived}
             stop = False
@@ -648,9 +651,11 @@ class _Run:
                         media.restore(after_media)
                     context = (turns, depth, media.snapshot())
                     short = total < policy.cut_to_fill_below * budget
-                    if m < len(old.units) and (old.units[m].forced or old.units[m].kept or short):
+                    if m < len(old.units) and (
+                        old.units[m].forced or old.units[m].kept or short or self.lazy
+                    ):
                         # It did not fit (or was fitted by the room left then) with media that may
-                        # go out of line, or it may be cut to the room left: decide it afresh.
+                        # go out of line, or it may be cut or archived to fit: decide it afresh.
                         end = old.units[m].end
                         fresh = True
                         continue
@@ -715,26 +720,46 @@ class _Run:
         *,
         cut: bool = False,
     ) -> tuple[_Unit, int, int]:
-        """:meth:`unit`, and when it does not fit ``room`` with its media inline, with the fewest of
-        them out of line (oldest first) that let it fit: no cliff at one large unit, the tail goes on
-        past it instead of stopping short (a placeholder names each item, and the model can read it
-        again). A bisection, since each one more out only lowers the price; all out when even that
-        does not fit (then the walk refuses it, unless ``cut``: see :meth:`cut_unit`)."""
+        """:meth:`unit`, fitted to ``room`` when it does not fit as it is. In turn: cut to the room
+        left (``cut``, the tail is short: see :meth:`cut_unit`); with its stale results archived, when
+        archives are taken as needed (``policy.archive_as_needed``: where the walk needs the room,
+        newest pressure first); with the fewest of its media out of line (oldest first) that let it
+        fit: no cliff at one large unit, the tail goes on past it instead of stopping short (a
+        placeholder names each item, and the model can read it again; a bisection, since each one
+        more out only lowers the price). When nothing fits, the unit with all its media out (the
+        walk refuses it). A unit decided by the room left is marked ``forced``."""
         before = media.snapshot()
-        unit, after_turns, after_depth = self.unit(first, end, turns, depth, media, cap)
+        archive_new = not self.lazy
+        unit, after_turns, after_depth = self.unit(
+            first, end, turns, depth, media, cap, archive_new=archive_new
+        )
         if unit.tokens <= room:
             return unit, after_turns, after_depth
+        if cut:
+            fitted = self.cut_unit(
+                first, end, turns, depth, media, cap, room, before, frozenset(), archive_new
+            )
+            if fitted[0].tokens <= room:
+                return fitted
+        if self.lazy:
+            media.restore(before)
+            archived = self.unit(first, end, turns, depth, media, cap, archive_new=True)
+            if archived[0].new_archives:
+                archive_new = True
+                unit, after_turns, after_depth = archived
+                unit.forced = True
+                if unit.tokens <= room:
+                    return archived
         if not unit.kept:
-            if cut:
-                return self.cut_unit(first, end, turns, depth, media, cap, room, before, frozenset())
-            return unit, after_turns, after_depth
+            media.restore(before)
+            return self.unit(first, end, turns, depth, media, cap, archive_new=archive_new)
         inline = list(reversed(unit.kept))
         max_entries = self.policy.manifest_max_entries
 
         def without(count: int) -> tuple[_Unit, int, int]:
             media.restore(before)
             out = frozenset(inline[:count])
-            return self.unit(first, end, turns, depth, media, cap, out_of_line=out)
+            return self.unit(first, end, turns, depth, media, cap, out_of_line=out, archive_new=archive_new)
 
         def fits(count: int) -> bool:
             # What it puts out of line is listed in the manifest, which the request carries too.
@@ -752,7 +777,11 @@ class _Run:
                 else:
                     low = mid
         elif cut:
-            return self.cut_unit(first, end, turns, depth, media, cap, room, before, frozenset(inline))
+            fitted = self.cut_unit(
+                first, end, turns, depth, media, cap, room, before, frozenset(inline), archive_new
+            )
+            if fitted[0].tokens <= room:
+                return fitted
         return without(high)
 
     def cut_unit(
@@ -766,6 +795,7 @@ class _Run:
         room: int,
         before: tuple[Any, ...],
         out_of_line: frozenset[tuple[int, int]],
+        archive_new: bool = True,
     ) -> tuple[_Unit, int, int]:
         """The unit cut to ``room``: its messages rendered under the largest per-message cap (at
         least :data:`~contextwindow.compile.truncate.MIN_CUT_TOKENS`) with which it fits, as a
@@ -777,7 +807,9 @@ class _Run:
 
         def at(limit: int) -> tuple[_Unit, int, int]:
             media.restore(before)
-            return self.unit(first, end, turns, depth, media, limit, out_of_line=out_of_line)
+            return self.unit(
+                first, end, turns, depth, media, limit, out_of_line=out_of_line, archive_new=archive_new
+            )
 
         high = (
             cap
@@ -807,6 +839,7 @@ class _Run:
         cap: int,
         *,
         out_of_line: frozenset[tuple[int, int]] = frozenset(),
+        archive_new: bool = True,
     ) -> tuple[_Unit, int, int]:
         """The unit of messages ``first..end`` as rendered from the walk's context (``turns`` and
         ``depth`` before it, the media budget's running state), with the turns and depth after it.
@@ -824,7 +857,7 @@ class _Run:
             too_deep = (
                 bool(policy.image_depth_tokens) and position != newest and depth > policy.image_depth_tokens
             )
-            archived, new = self.archives_for(position, base, turn)
+            archived, new = self.archives_for(position, base, turn, new_allowed=archive_new)
             evicted: set[int] = set()
             message = self.messages[position].message
             if base.media:

@@ -84,6 +84,12 @@ class Policy:
     archive_stale_results: bool = True
     """Archive stale tool results at all."""
 
+    archive_as_needed: bool = False
+    """Archive a stale result only where the tail walk needs the room: a unit whose stale results fit
+    whole is taken whole, and one that does not fit has them archived (newest pressure first); the
+    archives already recorded stay in force. Off: every stale candidate is archived (maka's rule).
+    The engine's compiler turns it on (archive under pressure only)."""
+
     transport_max_bytes: int = 28 * MiB
     """The serialized request's byte wall (membrane ``DEFAULT_MAX_REQUEST_BYTES`` = 28 MiB); 0 = off."""
 
