@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import math
 from pathlib import Path
@@ -9,11 +10,14 @@ from pathlib import Path
 from benchmarks._claude_sessions import recorded_scale
 
 from contextwindow.compile import Policy
-from contextwindow.content import Message, ToolResult, ToolSpec, ToolUse
+from contextwindow.content import Message, Text, ToolResult, ToolSpec, ToolUse
+from contextwindow.engine import Engine
 from contextwindow.engine.compiler import CompileContext, EngineCompiler
+from contextwindow.engine.events import Compacted, Event
 from contextwindow.engine.fit import WindowFit
 from contextwindow.engine.fold_trigger import ProactiveTrigger
 from contextwindow.engine.settings import EngineSettings
+from contextwindow.engine.summarizer import Summarizer
 from contextwindow.models import get_profile
 from contextwindow.pricing import Estimator
 from contextwindow.replay.demo import DEMO_SERVED_SHARE, DEMO_WINDOW, build_demo
@@ -23,6 +27,7 @@ from contextwindow.replay.scenario import Scenario, ScenarioBuilder
 from contextwindow.replay.simulate import simulate_sync
 from contextwindow.store import open_store
 from contextwindow.store.slots import MemorySlot
+from contextwindow.testing import SUMMARY_MARKER, LocalProvider
 from contextwindow.usage.calibration import Calibrator
 
 DATA = Path(__file__).parent / "data"
@@ -116,6 +121,38 @@ class TestOrdinaryFold:
         ]
         assert after, "the session never folded"
         assert min(after) >= 0.5
+
+
+class TestTriggerFoldsOnlyWhenNeeded:
+    def test_a_cut_reply_asks_for_a_fold_that_does_not_come_while_the_request_fits(self) -> None:
+        # The history fills more than the fold's target tail (90% of the budget) but the request
+        # still fits with its whole output reserve: folding now would free room nothing needs yet.
+        profile = get_profile("gpt-4o").with_(context_window=8_000)
+        settings = EngineSettings(max_tokens=1_000, max_stream_input_tokens=None)
+        local = LocalProvider()
+        summarizer = Summarizer(local, profile, instruction_suffix=f"{SUMMARY_MARKER}]]")
+        engine = Engine(open_store().session("s"), local, profile, settings=settings, summarizer=summarizer)
+        budget = engine._requests().budget
+        note = PROSE[: len(PROSE) // 4]  # ~150 tokens
+        for _ in range(100):
+            if _estimate(engine) >= 0.93 * budget:
+                break
+            engine.append(Message.user(note))
+            engine.append(Message.assistant(note))
+        assert 0.9 * budget < _estimate(engine) <= budget
+        engine.trigger.accepted(input_tokens=0, output_tokens=1_000, finish_reason="length")
+        opener = engine.append(Message.user("Go on."))
+
+        async def prepare() -> list[Event]:
+            return [event async for event in engine.prepare(opener.id)]
+
+        events = asyncio.run(prepare())
+        assert not any(isinstance(e, Compacted) for e in events)
+        assert engine.request.messages[0].content == (Text(text=note),)  # the whole history went out
+
+
+def _estimate(engine: Engine) -> int:
+    return engine._requests().estimated_tokens
 
 
 class TestReplyReserve:
