@@ -470,6 +470,57 @@ class TestNoCliffAtALargeUnit:
         assert any(isinstance(b, Image) for b in out.messages[-1].content)
 
 
+class TestCutToFill:
+    """A unit that does not fit the room left, where the tail so far fills less than
+    ``policy.cut_to_fill_below`` of the budget, is cut to the room left rather than left out."""
+
+    def history(self) -> list[Message]:
+        prose = [Message.user(PROSE * 4, id=f"p{n}") for n in range(5)]  # ~63 tokens each
+        big = Message.user(PROSE * 100, id="big")  # ~1,550 tokens: larger than the whole budget
+        return [*prose[:3], big, *prose[3:]]
+
+    def test_a_large_message_just_past_a_short_tail_is_cut_to_the_room_left(self) -> None:
+        policy = Policy(output_reserve=100, max_message_tokens=0)
+        out = run(state(*self.history()), profile(1_100, 100), policy)
+        assert [m.id for m in out.messages] == ["big", "p3", "p4"]
+        assert out.decisions.omitted == ("p0", "p1", "p2")
+        [cut] = out.decisions.truncated
+        assert cut.message_id == "big" and cut.rendered_tokens < cut.original_tokens
+        assert 0.9 * out.budget <= out.estimated_tokens <= out.budget
+
+    def test_with_the_rule_off_the_large_message_is_left_out_with_everything_older(self) -> None:
+        policy = Policy(output_reserve=100, max_message_tokens=0, cut_to_fill_below=0)
+        out = run(state(*self.history()), profile(1_100, 100), policy)
+        assert [m.id for m in out.messages] == ["p3", "p4"]
+        assert out.estimated_tokens < 0.2 * out.budget
+
+    def test_a_tail_already_past_the_share_leaves_the_large_message_out(self) -> None:
+        recent = [Message.user(PROSE * 4, id=f"r{n}") for n in range(10)]  # ~630 of a 1,000 budget
+        policy = Policy(output_reserve=100, max_message_tokens=0)
+        out = run(state(*self.history()[:4], *recent), profile(1_100, 100), policy)
+        assert [m.id for m in out.messages] == [f"r{n}" for n in range(10)]
+        assert out.decisions.truncated == ()
+
+    def test_an_incremental_compile_cuts_as_a_cold_one_does(self) -> None:
+        msgs = [Message.user("start", id="u0")]
+        for n in range(16):
+            msgs += tool_round(n, PROSE * (50 if n in (1, 9) else 2))  # two results over the cap
+        policy = Policy(output_reserve=100, recent_turns_full=1)
+        cache = CompileCache()
+        p = profile(1_100, 100)
+        cuts = 0
+        for k in range(3, len(msgs)):
+            s = state(*msgs[:k])
+            warm = run(s, p, policy, cache=cache)
+            assert warm == run(s, p, policy)
+            cuts += warm != run(s, p, policy.with_(cut_to_fill_below=0))
+        assert cuts >= 3  # the walk cut on the way, the same large result at more than one length
+
+    def test_the_share_must_be_in_zero_to_one(self) -> None:
+        with pytest.raises(InvalidInput, match="cut_to_fill_below"):
+            Policy(cut_to_fill_below=1.0)
+
+
 class TestTransportWall:
     def test_an_oversized_request_raises_with_the_figures(self) -> None:
         policy = Policy(max_inline_images=0, image_depth_tokens=0, transport_max_bytes=600)
@@ -511,6 +562,21 @@ class TestStaleArchive:
         assert isinstance(result, ToolResult) and result.tool_use_id == "t1"
         assert record.artifact_id in str(result.content) and ref(7, 10).id in str(result.content)
         assert ref(7, 10).id not in {r.id for r in out.inline_attachments}
+
+    def test_as_needed_a_stale_result_that_fits_stays_whole(self) -> None:
+        policy = Policy(archive_as_needed=True)
+        out = run(state(*self.turns("j" * 6_000, 2)), profile(100_000), policy)
+        assert out.decisions.new_archives == ()
+        assert run(state(*self.turns("j" * 6_000, 2)), profile(100_000)).decisions.new_archives
+
+    def test_as_needed_a_stale_result_is_archived_where_the_walk_needs_the_room(self) -> None:
+        # ~2,600 tokens of result, a 2,000 budget: whole it does not fit, archived it does.
+        policy = Policy(archive_as_needed=True, output_reserve=100, max_message_tokens=0, cut_to_fill_below=0)
+        out = run(state(*self.turns("j" * 6_000, 2)), profile(2_100, 100), policy)
+        [record] = out.decisions.new_archives
+        assert [m.id for m in out.messages][:3] == ["u0", "a1", "r1"]
+        assert record.artifact_id in str(out.messages[2].content[0].content)  # type: ignore[union-attr]
+        assert out.decisions.omitted == ()
 
     def test_recent_turns_are_protected(self) -> None:
         out = run(state(*self.turns((Text(text="ok"), Image(ref=ref(7, 10))), 1)), profile(100_000))

@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 import contextwindow.replay.simulate as simulate_module
+from contextwindow.compile import Policy
 from contextwindow.content import AttachmentRef, Image, Message, Request, Text
 from contextwindow.engine.events import event_to_dict
 from contextwindow.engine.folding import _media_ids
@@ -45,6 +46,9 @@ CONFIGS: dict[str, dict[str, Any]] = {
     # The provider serves 85% of what is declared: rejections, recovery by compaction, refits.
     "serves-less": {"usage": "per-call", "provider_window": WINDOW * 85 // 100},
 }
+POLICY = Policy(recent_turns_full=1, archive_text_over_tokens=512)
+"""Archives sooner than the default, so that two turns archive tool results too (the engine archives
+only where the request needs the room, which two demo turns at the default thresholds do not reach)."""
 LEDGER_ID = re.compile(r"\b(?:msg|use|anc|cal|chk|evi|arc|not)_[0-9a-f]{28}\b")
 """A ledger entry id (``store._rows.new_id``: prefix, 12 hex ms, 16 random hex)."""
 
@@ -96,7 +100,9 @@ def run_once(config: str) -> Fingerprint:
     original = simulate_module.RecordingModel
     simulate_module.RecordingModel = _SpyModel  # type: ignore[misc]
     try:
-        result = simulate_sync(scenario, model="claude-sonnet-4-5", window=WINDOW, **CONFIGS[config])
+        result = simulate_sync(
+            scenario, model="claude-sonnet-4-5", window=WINDOW, policy=POLICY, **CONFIGS[config]
+        )
     finally:
         simulate_module.RecordingModel = original  # type: ignore[misc]
     names: dict[str, str] = {}

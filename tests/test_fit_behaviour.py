@@ -2,17 +2,35 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import math
 from pathlib import Path
 
-from contextwindow.content import Message, ToolResult, ToolSpec, ToolUse
+from benchmarks._claude_sessions import recorded_scale
+
+from contextwindow.compile import Policy
+from contextwindow.content import Message, Text, ToolResult, ToolSpec, ToolUse
+from contextwindow.engine import Engine
+from contextwindow.engine.compiler import CompileContext, EngineCompiler
+from contextwindow.engine.events import Compacted, Event
+from contextwindow.engine.fit import WindowFit
 from contextwindow.engine.fold_trigger import ProactiveTrigger
+from contextwindow.engine.settings import EngineSettings
+from contextwindow.engine.summarizer import Summarizer
+from contextwindow.models import get_profile
+from contextwindow.pricing import Estimator
 from contextwindow.replay.demo import DEMO_SERVED_SHARE, DEMO_WINDOW, build_demo
+from contextwindow.replay.importers import import_claude_code
 from contextwindow.replay.report import EVENT_LEGEND, format_value, write_report
 from contextwindow.replay.scenario import Scenario, ScenarioBuilder
 from contextwindow.replay.simulate import simulate_sync
+from contextwindow.store import open_store
+from contextwindow.store.slots import MemorySlot
+from contextwindow.testing import SUMMARY_MARKER, LocalProvider
+from contextwindow.usage.calibration import Calibrator
 
+DATA = Path(__file__).parent / "data"
 PROSE = "The agent reads a file, thinks about it and writes down what it found. " * 40
 
 
@@ -47,6 +65,32 @@ class TestArchiveUnderPressure:
         assert result.summary["rejections"] == 0
         assert any("archived" in r.events or "compacted" in r.events for r in result.records)
 
+    def test_archives_that_would_leave_the_request_a_sliver_are_not_taken(self, tmp_path: Path) -> None:
+        profile = get_profile("gpt-4o").with_(context_window=3_000, max_output_tokens=500)
+        with open_store(tmp_path / "s.db") as store:
+            session = store.session("s")
+            big = PROSE * 5  # ~3,000 tokens: more than the whole budget
+            for message in (
+                Message.user("Turn 0: look around."),
+                Message.assistant("Looked."),
+                Message.user("Turn 1: read the file."),
+                Message.assistant(ToolUse(id="t0", name="read", input={})),
+                Message.user(ToolResult(tool_use_id="t0", content=big)),
+                Message.assistant("Read it."),
+                Message.user("Turn 2: go on."),
+                Message.assistant("Going on."),
+                Message.user("Turn 3: and on."),
+            ):
+                session.append(message)
+            compiler = EngineCompiler(Policy(output_reserve=500, max_message_tokens=0))
+            out = compiler(CompileContext(session=session, profile=profile))
+            assert not list(session.entries(["archive"]))  # archiving would leave ~100 of 2,500
+            assert out.decisions.archived == ()
+            assert out.estimated_tokens >= 0.6 * out.budget  # the large result cut to fill instead
+            [cut] = out.decisions.truncated
+            assert cut.message_id == session.messages()[4].id
+            assert out.decisions.omitted  # the oldest turn is left out, for a fold to cover
+
 
 def _long_replies(turns: int, reads: int) -> Scenario:
     """Turns whose every third reply is longer than the call's max_tokens (cut by the provider)."""
@@ -77,6 +121,38 @@ class TestOrdinaryFold:
         ]
         assert after, "the session never folded"
         assert min(after) >= 0.5
+
+
+class TestTriggerFoldsOnlyWhenNeeded:
+    def test_a_cut_reply_asks_for_a_fold_that_does_not_come_while_the_request_fits(self) -> None:
+        # The history fills more than the fold's target tail (90% of the budget) but the request
+        # still fits with its whole output reserve: folding now would free room nothing needs yet.
+        profile = get_profile("gpt-4o").with_(context_window=8_000)
+        settings = EngineSettings(max_tokens=1_000, max_stream_input_tokens=None)
+        local = LocalProvider()
+        summarizer = Summarizer(local, profile, instruction_suffix=f"{SUMMARY_MARKER}]]")
+        engine = Engine(open_store().session("s"), local, profile, settings=settings, summarizer=summarizer)
+        budget = engine._requests().budget
+        note = PROSE[: len(PROSE) // 4]  # ~150 tokens
+        for _ in range(100):
+            if _estimate(engine) >= 0.93 * budget:
+                break
+            engine.append(Message.user(note))
+            engine.append(Message.assistant(note))
+        assert 0.9 * budget < _estimate(engine) <= budget
+        engine.trigger.accepted(input_tokens=0, output_tokens=1_000, finish_reason="length")
+        opener = engine.append(Message.user("Go on."))
+
+        async def prepare() -> list[Event]:
+            return [event async for event in engine.prepare(opener.id)]
+
+        events = asyncio.run(prepare())
+        assert not any(isinstance(e, Compacted) for e in events)
+        assert engine.request.messages[0].content == (Text(text=note),)  # the whole history went out
+
+
+def _estimate(engine: Engine) -> int:
+    return engine._requests().estimated_tokens
 
 
 class TestReplyReserve:
@@ -133,3 +209,39 @@ class TestEstimatesHold:
         ordered = sorted(abs(e) for e in errors)
         assert ordered[math.ceil(0.95 * len(ordered)) - 1] <= 0.05  # p95
         assert min(errors) >= -0.03
+
+
+def _calibrator() -> Calibrator:
+    return Calibrator(MemorySlot(None), model="claude-opus-4-7")
+
+
+class TestRetryHolds:
+    def test_the_retry_holds_the_uncounted_margin_on_what_no_count_covers(self) -> None:
+        profile = get_profile("claude-opus-4-7")
+        estimator = Estimator(profile)
+        fit = WindowFit(profile, _calibrator(), estimator=estimator, settings=EngineSettings())
+        assert not fit.hold_for(10_000)  # nothing counted yet: the uncounted margin is on everything
+        fit.observe(prompt=12_000, local_estimate=12_000, multiplier=1.0)
+        before = fit.fit_profile(13_600).context_window
+        assert fit.hold_for(10_000)
+        assert fit.held == math.ceil((0.13 - 0.05) * 10_000)
+        assert fit.fit_profile(13_600).context_window == before - fit.held
+        assert not fit.hold_for(5_000)  # a smaller part never loosens the hold
+        fit.release()
+        assert fit.fit_profile(13_600).context_window == before
+
+    def test_a_real_session_whose_retry_was_refused_again_recovers_at_85_percent(self) -> None:
+        # An Opus 4.7 sub-agent: a mid-turn fold's request is refused at 14,279 against 13,600; the
+        # retry re-cuts a large WebFetch result that the estimate prices 10-24% low.
+        path = DATA / "claude_code_subagent.jsonl"
+        scenario = import_claude_code(path)
+        result = simulate_sync(
+            scenario,
+            model="claude-opus-4-7",
+            window=16_000,
+            usage="per-call",
+            provider_window=13_600,
+            count_scale=recorded_scale(path, "claude-opus-4-7"),
+        )
+        assert result.summary["rejections"] >= 1
+        assert result.failed_turns == 0

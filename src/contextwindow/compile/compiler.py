@@ -46,6 +46,7 @@ from .state import (
     PricedMessage,
     Truncation,
 )
+from .truncate import MIN_CUT_TOKENS, text_only_estimate
 
 __all__ = ["OPENING", "SUMMARY_HEADER", "CompileCache", "compile"]
 
@@ -195,6 +196,10 @@ class _Run:
         self.archived_by: dict[tuple[str | None, str], ArchiveRecord] = {
             (r.message_id, r.tool_use_id): r for r in state.archives
         }
+        self.opening_room = 0
+        self.lazy = policy.archive_stale_results and policy.archive_as_needed
+        """New archives are taken only where the walk needs the room (``policy.archive_as_needed``)."""
+        """The opening user message's price when no summary leads (the walk leaves room for it)."""
 
     # -- per-message memo --------------------------------------------------------------------------
 
@@ -325,6 +330,11 @@ class _Run:
                 makeup=makeup,
             )
 
+        # With no summary to lead, a tail that opens on the assistant gets a short user message first
+        # (below): the walk leaves room for it (``opening_for``).
+        opening = Message(role="user", content=(Text(text=OPENING),))
+        opening_tokens = est.message(opening)
+        self.opening_room = opening_tokens if summary is None else 0
         media, _, bound = self.media_budget(start)
         units = self.walk(start, head, budget, limit, cap, media, makeup)
         evictions = [e for u in units for e in u.evictions]
@@ -339,8 +349,6 @@ class _Run:
         # stored that way) gets a short user message first, priced with the tail. Dropping such units
         # instead would drop every round of a tool loop whose one user message is its opener, and a
         # covering fold would then take all but the newest round.
-        opening = Message(role="user", content=(Text(text=OPENING),))
-        opening_tokens = est.message(opening)
 
         # Manifest: drop the oldest units until head + tail + manifest fits.
         manifest = ""
@@ -471,16 +479,17 @@ class _Run:
         return price_blocks(message, {}, self.est, self.m, self.framing)
 
     def archives_for(
-        self, position: int, base: Base, turn: int
+        self, position: int, base: Base, turn: int, *, new_allowed: bool = True
     ) -> tuple[dict[str, ArchiveRecord], list[ArchiveRecord]]:
-        """Archives in force for a message's results: recorded ones, and new ones for stale results."""
+        """Archives in force for a message's results: recorded ones, and (``new_allowed``) new ones
+        for stale results."""
         if not base.results:
             return {}, []
         pm = self.messages[position]
         message_id = pm.message.id
         in_force: dict[str, ArchiveRecord] = {}
         new: list[ArchiveRecord] = []
-        stale = self.policy.archive_stale_results and turn >= self.policy.recent_turns_full
+        stale = new_allowed and self.policy.archive_stale_results and turn >= self.policy.recent_turns_full
         for index in base.results:
             block = pm.message.content[index]
             if not isinstance(block, ToolResult):  # pragma: no cover - base.results indexes results
@@ -541,7 +550,7 @@ class _Run:
             )
             if too_deep:
                 break
-            archived, _ = self.archives_for(position, base, turn)
+            archived, _ = self.archives_for(position, base, turn, new_allowed=not self.lazy)
             content = self.messages[position].message.content
             archived_tops = {i for i in base.results if _result_id(content[i]) in archived}
             stop = False
@@ -618,6 +627,11 @@ class _Run:
                     # Everything older is decided as before: take the old units that fit.
                     room = budget - total + old.prefix[k]
                     m = max(k, bisect_right(old.prefix, room, lo=k) - 1)
+                    if self.opening_room:  # as the walk takes them: see ``opening_for``
+                        for j in range(k, m):
+                            if old.prefix[j + 1] + self.opening_for(old.units[j].start) > room:
+                                m = j
+                                break
                     # A unit whose media went out of line was decided by the room left then: it is
                     # decided again, not reused.
                     at = bisect_left(old.forced, k)
@@ -636,9 +650,12 @@ class _Run:
                     if not settled:
                         media.restore(after_media)
                     context = (turns, depth, media.snapshot())
-                    if m < len(old.units) and (old.units[m].forced or old.units[m].kept):
+                    short = total < policy.cut_to_fill_below * budget
+                    if m < len(old.units) and (
+                        old.units[m].forced or old.units[m].kept or short or self.lazy
+                    ):
                         # It did not fit (or was fitted by the room left then) with media that may
-                        # go out of line: decide it afresh.
+                        # go out of line, or it may be cut or archived to fit: decide it afresh.
                         end = old.units[m].end
                         fresh = True
                         continue
@@ -649,8 +666,11 @@ class _Run:
                     continue
             fresh = False
             first = unit_start(messages, end, floor=start) if self.base(end).results else end
-            room = (limit if not units else budget) - total
-            unit, after_turns, after_depth = self.fitted_unit(first, end, turns, depth, media, cap, room)
+            room = (limit - total) if not units else (budget - total - self.opening_for(first))
+            cut = bool(units) and total < policy.cut_to_fill_below * budget
+            unit, after_turns, after_depth = self.fitted_unit(
+                first, end, turns, depth, media, cap, room, cut=cut
+            )
             turns, depth = after_turns, after_depth
             if unit.forced:
                 media.passed_over()
@@ -668,7 +688,7 @@ class _Run:
                         required=total + unit.tokens,
                         makeup=makeup,
                     )
-            elif total + unit.tokens > budget:
+            elif unit.tokens > room:
                 exhausted = False
                 break
             total += unit.tokens
@@ -681,25 +701,65 @@ class _Run:
             self.cache.walk = self.log_walk(key, newest, units, contexts, exhausted)
         return units
 
+    def opening_for(self, first: int) -> int:
+        """The room a unit older than the newest leaves for the opening user message: the tail gets
+        one when no summary leads and it opens on the assistant, and this unit may be its oldest."""
+        if not self.opening_room or self.messages[first].message.role == "user":
+            return 0
+        return self.opening_room
+
     def fitted_unit(
-        self, first: int, end: int, turns: int, depth: int, media: MediaBudget, cap: int, room: int
+        self,
+        first: int,
+        end: int,
+        turns: int,
+        depth: int,
+        media: MediaBudget,
+        cap: int,
+        room: int,
+        *,
+        cut: bool = False,
     ) -> tuple[_Unit, int, int]:
-        """:meth:`unit`, and when it does not fit ``room`` with its media inline, with the fewest of
-        them out of line (oldest first) that let it fit: no cliff at one large unit, the tail goes on
-        past it instead of stopping short (a placeholder names each item, and the model can read it
-        again). A bisection, since each one more out only lowers the price; all out when even that
-        does not fit (then the walk refuses it)."""
+        """:meth:`unit`, fitted to ``room`` when it does not fit as it is. In turn: cut to the room
+        left (``cut``, the tail is short: see :meth:`cut_unit`); with its stale results archived, when
+        archives are taken as needed (``policy.archive_as_needed``: where the walk needs the room,
+        newest pressure first); with the fewest of its media out of line (oldest first) that let it
+        fit: no cliff at one large unit, the tail goes on past it instead of stopping short (a
+        placeholder names each item, and the model can read it again; a bisection, since each one
+        more out only lowers the price). When nothing fits, the unit with all its media out (the
+        walk refuses it). A unit decided by the room left is marked ``forced``."""
         before = media.snapshot()
-        unit, after_turns, after_depth = self.unit(first, end, turns, depth, media, cap)
-        if unit.tokens <= room or not unit.kept:
+        archive_new = not self.lazy
+        unit, after_turns, after_depth = self.unit(
+            first, end, turns, depth, media, cap, archive_new=archive_new
+        )
+        if unit.tokens <= room:
             return unit, after_turns, after_depth
+        if cut:
+            fitted = self.cut_unit(
+                first, end, turns, depth, media, cap, room, before, frozenset(), archive_new
+            )
+            if fitted[0].tokens <= room:
+                return fitted
+        if self.lazy:
+            media.restore(before)
+            archived = self.unit(first, end, turns, depth, media, cap, archive_new=True)
+            if archived[0].new_archives:
+                archive_new = True
+                unit, after_turns, after_depth = archived
+                unit.forced = True
+                if unit.tokens <= room:
+                    return archived
+        if not unit.kept:
+            media.restore(before)
+            return self.unit(first, end, turns, depth, media, cap, archive_new=archive_new)
         inline = list(reversed(unit.kept))
         max_entries = self.policy.manifest_max_entries
 
         def without(count: int) -> tuple[_Unit, int, int]:
             media.restore(before)
             out = frozenset(inline[:count])
-            return self.unit(first, end, turns, depth, media, cap, out_of_line=out)
+            return self.unit(first, end, turns, depth, media, cap, out_of_line=out, archive_new=archive_new)
 
         def fits(count: int) -> bool:
             # What it puts out of line is listed in the manifest, which the request carries too.
@@ -716,7 +776,58 @@ class _Run:
                     high = mid
                 else:
                     low = mid
+        elif cut:
+            fitted = self.cut_unit(
+                first, end, turns, depth, media, cap, room, before, frozenset(inline), archive_new
+            )
+            if fitted[0].tokens <= room:
+                return fitted
         return without(high)
+
+    def cut_unit(
+        self,
+        first: int,
+        end: int,
+        turns: int,
+        depth: int,
+        media: MediaBudget,
+        cap: int,
+        room: int,
+        before: tuple[Any, ...],
+        out_of_line: frozenset[tuple[int, int]],
+        archive_new: bool = True,
+    ) -> tuple[_Unit, int, int]:
+        """The unit cut to ``room``: its messages rendered under the largest per-message cap (at
+        least :data:`~contextwindow.compile.truncate.MIN_CUT_TOKENS`) with which it fits, as a
+        message over the cap is (marked, priced as it renders). The walk asks for it when the
+        unit does not fit and the tail so far fills less than ``policy.cut_to_fill_below`` of the
+        budget: one large message just past the tail would otherwise leave the request a sliver of
+        the window. Marked ``forced`` (decided by the room left), so a later compile decides it again.
+        When even the smallest cap does not fit, the unit as it was (the walk refuses it)."""
+
+        def at(limit: int) -> tuple[_Unit, int, int]:
+            media.restore(before)
+            return self.unit(
+                first, end, turns, depth, media, limit, out_of_line=out_of_line, archive_new=archive_new
+            )
+
+        high = (
+            cap
+            if cap > 0
+            else max(text_only_estimate(self.messages[p].message.content) for p in range(first, end + 1))
+        )
+        low = MIN_CUT_TOKENS
+        if high <= low or at(low)[0].tokens > room:
+            return at(cap)
+        while high - low > 1:
+            mid = (low + high) // 2
+            if at(mid)[0].tokens <= room:
+                low = mid
+            else:
+                high = mid
+        unit, after_turns, after_depth = at(low)
+        unit.forced = True
+        return unit, after_turns, after_depth
 
     def unit(
         self,
@@ -728,6 +839,7 @@ class _Run:
         cap: int,
         *,
         out_of_line: frozenset[tuple[int, int]] = frozenset(),
+        archive_new: bool = True,
     ) -> tuple[_Unit, int, int]:
         """The unit of messages ``first..end`` as rendered from the walk's context (``turns`` and
         ``depth`` before it, the media budget's running state), with the turns and depth after it.
@@ -745,7 +857,7 @@ class _Run:
             too_deep = (
                 bool(policy.image_depth_tokens) and position != newest and depth > policy.image_depth_tokens
             )
-            archived, new = self.archives_for(position, base, turn)
+            archived, new = self.archives_for(position, base, turn, new_allowed=archive_new)
             evicted: set[int] = set()
             message = self.messages[position].message
             if base.media:

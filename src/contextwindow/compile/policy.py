@@ -66,6 +66,14 @@ class Policy:
     """When a media limit binds, trim to ``ratio × limit`` and persist a watermark, so the cached
     prefix survives several more images (context-manager ``imageStripHysteresisRatio``; off by default)."""
 
+    cut_to_fill_below: float = 0.6
+    """When the next-older unit does not fit the room left and the tail so far fills less than this
+    share of the budget, that unit is cut to the room left (its messages under a lower per-message
+    cap, marked and priced as they render) instead of being left out: one large message just past
+    the newest ones would otherwise leave the request a sliver of the window, every message older
+    than it left out too. Our own rule, measured by ``benchmarks/real_sessions.py`` (a 9,755-token tool
+    result two messages past the tail made a 16k request 2,168 tokens after a fold); 0 = off."""
+
     recent_turns_full: int = 2
     """The newest turns whose tool results are never archived (maka ``minRecentTurnsFull`` = 2)."""
 
@@ -75,6 +83,12 @@ class Policy:
 
     archive_stale_results: bool = True
     """Archive stale tool results at all."""
+
+    archive_as_needed: bool = False
+    """Archive a stale result only where the tail walk needs the room: a unit whose stale results fit
+    whole is taken whole, and one that does not fit has them archived (newest pressure first); the
+    archives already recorded stay in force. Off: every stale candidate is archived (maka's rule).
+    The engine's compiler turns it on (archive under pressure only)."""
 
     transport_max_bytes: int = 28 * MiB
     """The serialized request's byte wall (membrane ``DEFAULT_MAX_REQUEST_BYTES`` = 28 MiB); 0 = off."""
@@ -114,6 +128,9 @@ class Policy:
                 f"must be a number between 0 and 1 (exclusive), got {ratio!r}",
                 path="policy.media_hysteresis_ratio",
             )
+        share = self.cut_to_fill_below
+        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share < 1:
+            raise InvalidInput(f"must be a number in [0, 1), got {share!r}", path="policy.cut_to_fill_below")
         grace = self.over_budget_grace_ratio
         if (
             isinstance(grace, bool)

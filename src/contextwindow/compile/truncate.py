@@ -17,12 +17,17 @@ from ..content import Block, Text, Thinking, ToolResult, ToolUse
 from ..pricing import utf16_len
 
 __all__ = [
+    "MIN_CUT_TOKENS",
     "OMITTED_RESULT",
     "safe_slice",
     "text_only_estimate",
     "truncate_content",
     "truncation_marker",
 ]
+
+MIN_CUT_TOKENS = 256
+"""The smallest per-message cap (chars/4 units, about 1 KB of text) a unit is cut to so that it fits
+the room left at the end of the tail (``compile``'s cut to fill): below it the unit is left out."""
 
 OMITTED_RESULT = "[content omitted — context budget exceeded]"
 """A tool result the cut reached with no budget left: kept (pairing must survive), emptied."""

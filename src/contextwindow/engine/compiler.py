@@ -9,9 +9,9 @@ provider's real count). :class:`EngineCompiler` is compile's incremental
 ``evict_media`` keeps only the newest image inline, within a quarter of the byte budget;
 ``archive_tool_results`` archives every stale result outside the newest turn, text over 256 tokens
 included. (A message that does not fit with its media inline, the newest included, is compile's own
-case: its media go out of line, oldest first, as far as it needs, for that request only.) Stale tool
-results are archived under pressure only: a compile that fits the whole visible history without new
-archives is sent as it is. One incremental compiler is kept per session,
+case: its media go out of line, oldest first, as far as it needs, for that request only.) Otherwise
+stale tool results are archived under pressure only (``Policy.archive_as_needed``): where the tail
+walk needs the room, and not when a short tail is better cut to fill. One incremental compiler is kept per session,
 so a compile after an append reads only the new entries.
 """
 
@@ -23,7 +23,7 @@ from typing import Protocol
 
 from ..compile import CompiledRequest, Decisions, Policy, SessionCompiler
 from ..content import Message, Text, ToolSpec
-from ..errors import InvalidInput, OverBudget
+from ..errors import InvalidInput
 from ..formats import ToolDefinition, tool_specs
 from ..models import ModelProfile
 from ..store import Session
@@ -108,9 +108,6 @@ class EngineCompiler:
     system: SystemPrompt = ()
     tools: Sequence[ToolDefinition] = ()
     _compilers: dict[str, SessionCompiler] = field(default_factory=dict, repr=False)
-    _pressure: dict[tuple[str, int], str] = field(default_factory=dict, repr=False)
-    """Per session and window: the latest checkpoint when the history last did not fit without new
-    archives (see :meth:`__call__`)."""
 
     def __post_init__(self) -> None:
         self.system = system_blocks(self.system)
@@ -127,6 +124,10 @@ class EngineCompiler:
             policy = policy.with_(
                 recent_turns_full=1, archive_text_over_tokens=256, archive_stale_results=True
             )
+        elif policy.archive_stale_results and not policy.archive_as_needed:
+            # Archive under pressure only: a stale result is archived where the request needs the
+            # room, and stays whole while it fits (archives already recorded stay in force).
+            policy = policy.with_(archive_as_needed=True)
         return policy
 
     def __call__(self, context: CompileContext) -> CompiledRequest:
@@ -147,23 +148,6 @@ class EngineCompiler:
                 connection=context.connection,
             )
 
-        if policy.archive_stale_results and "archive_tool_results" not in context.overrides:
-            # Archive under pressure only: while the history fits without archiving anything new,
-            # stale results stay whole (archives already recorded stay in force, for a stable prefix).
-            # History only grows until a checkpoint moves its start, so once it did not fit at this
-            # window it will not fit again before the next checkpoint: that compile is not repeated.
-            latest = session.latest("checkpoint")
-            key = (session.id, context.profile.context_window)
-            mark = latest.id if latest is not None else ""
-            if self._pressure.get(key) != mark:
-                try:
-                    whole = run(policy.with_(archive_stale_results=False))
-                except OverBudget:
-                    pass
-                else:
-                    if not whole.decisions.omitted:
-                        return whole
-                self._pressure[key] = mark
         return run(policy)
 
 

@@ -123,8 +123,19 @@ class Folding:
         return record_event(self.session, event)
 
     async def maybe_fold(self, phase: FoldPhase, turn_start_id: str | None) -> AsyncIterator[Event]:
+        """The fold the trigger asks for (after a reply cut at its limit, or when the last request
+        neared the window), unless the request compile would send now leaves nothing out: it fits
+        with its whole output reserve, so the fold would free room nothing needs yet, and the next
+        compile that does leave history out folds it then (measured by
+        ``benchmarks/real_sessions.py``: such folds were a few in a hundred, each a summariser call)."""
         reason = self.trigger.due()
         if reason is None:
+            return
+        try:
+            fits = not self.requests().decisions.omitted
+        except OverBudget:
+            fits = False
+        if fits:
             return
         async for event in self.fold(phase, turn_start_id):
             yield event

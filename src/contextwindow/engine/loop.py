@@ -532,6 +532,7 @@ class Engine:
         ):
             events.append(self._record(note))
         self._first_of_send = self._overflowed = False
+        self._fit.release()
         if stop.message.content:
             live.rendered[self.append(stop.message).id or ""] = stop.message.content
             live.messages.append(stop.message)
@@ -673,7 +674,19 @@ class Engine:
             raise rejection
         async for event in self._fresh_request(turn_start_id, retry=True):
             yield event
+        if self._fit.hold_for(self._unshared(self._current().messages, live.rendered)):
+            # The retry's content no count covers carries the uncounted margin: compile it again.
+            async for event in self._fresh_request(turn_start_id):
+                yield event
         yield self._record(OverflowRecovered(requested=rejection.requested, limit=rejection.limit))
+
+    def _unshared(self, messages: Sequence[Message], counted: dict[str, tuple[Block, ...]]) -> int:
+        """The estimate of those of ``messages`` that a counted request (its messages as rendered
+        there, :attr:`_Live.rendered`) did not hold: new, or rendered otherwise (:func:`_shared`).
+        The retry after a rejection measures it against the refused request (the rejection counted
+        it); a fresh compile against the anchored one (:meth:`_uncounted`)."""
+        fresh = [m for m in messages if not _shared(counted, m)]
+        return self._fit.live_estimator().messages(fresh) if fresh else 0
 
     # -- the tool boundary ------------------------------------------------------------------------
 
@@ -933,9 +946,7 @@ class Engine:
         anchor = self._anchors.latest
         if anchor is None or compiled.estimated_tokens == compiled.local_estimate:
             return estimated
-        before = self._anchored
-        fresh = [m for m in compiled.messages if not _shared(before, m)]
-        added = self._fit.live_estimator().messages(fresh) if fresh else 0
+        added = self._unshared(compiled.messages, self._anchored)
         removed = max(0, anchor.input_tokens + added - estimated)
         return min(estimated, added + removed)
 
