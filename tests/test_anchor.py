@@ -85,12 +85,25 @@ class TestAnchoredEstimate:
         shrunk = anchored_estimate(anchor(), **ROUTE, estimate_now=8_000)
         assert (shrunk.value, shrunk.delta) == (9_000, -1_000)
 
-    def test_a_shrunk_request_is_never_below_its_estimate_at_the_anchors_ratio(self) -> None:
+    def test_a_shrunk_request_is_never_below_its_own_estimate(self) -> None:
         # The estimator priced the anchored payload 10,000 where the provider counted 6,000: taking
-        # 5,000 of its own tokens out would leave 1,000, a sixth of what the rest really costs.
+        # 5,000 of its own tokens out would leave 1,000, a sixth of what the rest may cost.
         high = anchor(input_tokens=6_000, payload_estimate=10_000)
         shrunk = anchored_estimate(high, **ROUTE, estimate_now=5_000)
-        assert (shrunk.value, shrunk.cold, shrunk.delta) == (3_000, False, -5_000)
+        assert (shrunk.value, shrunk.cold, shrunk.delta) == (5_000, False, -5_000)
+
+    def test_a_shrunk_request_keeps_the_anchored_figure_when_the_estimate_errs_low(self) -> None:
+        low = anchor(input_tokens=12_000, payload_estimate=10_000)
+        shrunk = anchored_estimate(low, **ROUTE, estimate_now=5_000)
+        assert (shrunk.value, shrunk.delta) == (7_000, -5_000)
+
+    def test_taking_out_what_the_estimate_priced_high_leaves_no_underestimate(self) -> None:
+        # A generated session at 32k: a document the estimator priced about 18,000 (the provider
+        # counted 12,000) was evicted. At the anchor's ratio (0.82) the next request came out at
+        # 13,410 where the provider counted 16,506; its own estimate was 16,404.
+        evicted = anchor(input_tokens=26_581, payload_estimate=32_517)
+        shrunk = anchored_estimate(evicted, **ROUTE, estimate_now=16_404)
+        assert shrunk.value == 16_404 and not shrunk.cold
 
     @pytest.mark.parametrize(
         ("the_anchor", "route", "estimate_now", "reason"),

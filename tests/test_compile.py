@@ -177,6 +177,25 @@ class TestTail:
         assert out.makeup["summaries"] > 0
         assert out.decisions.omitted == ()
 
+    def test_a_summary_is_priced_by_the_summarisers_count_when_the_rule_prices_it_lower(self) -> None:
+        p = profile(10_000, 1000)
+        messages = [Message.user(f"m{n}", id=f"m{n}") for n in range(6)]
+        text = "## Goal\nfix the parser in src/parse.py"
+        plain = run(state(*messages, checkpoint=Checkpoint(summary=text, first_id="m0", last_id="m3")), p)
+        rule = seed_est(p).text(text)
+        counted = Checkpoint(summary=text, first_id="m0", last_id="m3", summary_tokens=rule + 50)
+        out = run(state(*messages, checkpoint=counted), p)
+        assert out.makeup["summaries"] == plain.makeup["summaries"] + 50
+        assert out.local_estimate == plain.local_estimate + 50
+
+    def test_a_summarisers_count_under_the_rule_leaves_the_rules_price(self) -> None:
+        p = profile(10_000, 1000)
+        messages = [Message.user(f"m{n}", id=f"m{n}") for n in range(6)]
+        text = "## Goal\nfix the parser in src/parse.py"
+        plain = run(state(*messages, checkpoint=Checkpoint(summary=text, first_id="m0", last_id="m3")), p)
+        low = Checkpoint(summary=text, first_id="m0", last_id="m3", summary_tokens=1)
+        assert run(state(*messages, checkpoint=low), p).makeup["summaries"] == plain.makeup["summaries"]
+
     def test_an_unknown_checkpoint_range_is_refused(self) -> None:
         chk = Checkpoint(summary="s", first_id="x", last_id="nope")
         with pytest.raises(InvalidInput, match="checkpoint"):

@@ -158,6 +158,8 @@ class TestCoveringFold:
         assert checkpoint is not None
         for key in ("summary", "first_id", "last_id"):
             assert checkpoint.payload[key]
+        # the summariser's own output count of the summary is kept for compile to price it by
+        assert checkpoint.payload["summary_tokens"] == compacted[-1].summary_tokens > 0
         first = provider.requests[-1].messages[0]
         assert isinstance(first.content[0], Text)
         assert first.content[0].text == SUMMARY_HEADER + checkpoint.payload["summary"]

@@ -38,6 +38,7 @@ from .policy import Policy
 from .state import (
     SEGMENTS,
     ArchiveRecord,
+    Checkpoint,
     CompiledRequest,
     CompileState,
     Decisions,
@@ -319,7 +320,7 @@ class _Run:
                 content=(Text(text=SUMMARY_HEADER + state.checkpoint.summary),),
                 id=state.checkpoint.id,
             )
-            makeup["summaries"] = est.message(summary)
+            makeup["summaries"] = est.message(summary) + self.counted_beyond_rule(state.checkpoint)
             folded = (state.checkpoint.first_id, state.checkpoint.last_id)
         head = makeup["system"] + makeup["tools"] + makeup["summaries"]
         if head > limit:
@@ -970,6 +971,15 @@ class _Run:
                 makeup={},
             )
         return out, request_bytes, shed
+
+    def counted_beyond_rule(self, checkpoint: Checkpoint) -> int:
+        """What the summariser's own count of the summary says it costs beyond the rule's price of
+        its text (0 when uncounted or the rule prices it higher). A fresh summary is content no
+        anchor has counted yet, and the rule prices it up to a tenth under; its output count is
+        the same text in the provider's units, as its input count will be."""
+        if checkpoint.summary_tokens is None:
+            return 0
+        return max(0, checkpoint.summary_tokens - self.est.text(checkpoint.summary))
 
     def anchored(self, local: int) -> tuple[int, str | None]:
         anchor = self.state.anchor

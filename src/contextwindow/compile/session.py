@@ -68,6 +68,7 @@ class SessionCompiler:
                 first_id=str(payload["first_id"]),
                 last_id=str(payload["last_id"]),
                 id=latest.id,
+                summary_tokens=_count(payload.get("summary_tokens")),
             )
         watermark = None
         eviction = self.session.latest("eviction")
@@ -193,3 +194,8 @@ def compile_session(
         anchor=anchor,
         connection=connection,
     )
+
+
+def _count(value: object) -> int | None:
+    """A stored token count: a positive whole number, else ``None`` (a record of another shape)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None

@@ -63,6 +63,9 @@ class Checkpoint:
     first_id: str
     last_id: str
     id: str | None = None
+    summary_tokens: int | None = None
+    """The summariser's output count of ``summary`` when its provider reported one: the summary's
+    size in the provider's own units, which compile prices the summary by when it is above the rule's."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

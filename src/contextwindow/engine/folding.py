@@ -327,7 +327,14 @@ class Folding:
             yield self._record(CompactionFailed(phase=tag, reason=summary.reason))
             return
         self.counters.compactions += 1
-        yield self._checkpoint(messages[:cut], summary.text, tag, tag, summarizer_calls=summary.calls)
+        yield self._checkpoint(
+            messages[:cut],
+            summary.text,
+            tag,
+            tag,
+            summarizer_calls=summary.calls,
+            summary_tokens=summary.usage.output if summary.usage else None,
+        )
 
     async def _record_cut(
         self,
@@ -449,11 +456,15 @@ class Folding:
         """Record a checkpoint whose ``text`` stands for ``covered`` (from the first message the
         previous checkpoint covered, so one checkpoint always covers all that is folded) and the
         ``compacted`` event saying so; the trigger's baseline is unknown until the next accepted
-        request. ``summary_tokens`` defaults to the text's estimate."""
+        request. ``summary_tokens`` is the summariser's output count of ``text`` (the provider's own
+        units): stored with the checkpoint, compile prices the summary by it; else the text's estimate."""
         first_id = self._first_covered_id(covered)
         last_id = covered[-1].id
         assert first_id is not None and last_id is not None
-        self.session.record_checkpoint(text, first_id=first_id, last_id=last_id, phase=recorded_phase)
+        counted = {"summary_tokens": summary_tokens} if summary_tokens else {}
+        self.session.record_checkpoint(
+            text, first_id=first_id, last_id=last_id, phase=recorded_phase, **counted
+        )
         self.trigger.folded()
         text_tokens = self.estimator.text(text)
         return self._record(
