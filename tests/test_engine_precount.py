@@ -26,6 +26,7 @@ from contextwindow.providers import Stop, normalise_stop_reason
 from contextwindow.replay.simulate import RecordingModel
 from contextwindow.store import open_store
 from contextwindow.testing import LocalProvider, LocalSettings
+from contextwindow.usage.calibration import MIN_SAMPLE_TOKENS
 from contextwindow.usage.tracker import UsageMode
 from engine_support import PROVIDER_TOKENIZER, gibberish, local_engine
 from test_engine_uncounted import _near
@@ -78,6 +79,18 @@ class TestCountReason:
             mode, estimate=estimate, uncounted=uncounted, evidence=evidence, near=near, retry=retry
         )
         assert got == reason
+
+    @pytest.mark.parametrize("mode", ["cold", "auto"])
+    def test_the_first_request_of_sample_size_in_a_session_nothing_counted_is_counted(
+        self, mode: Any
+    ) -> None:
+        # With no usage reported, nothing else would correct a request that is all the rule's: once it
+        # is of a calibration sample's size, the first one is counted, however small.
+        small = {"uncounted": MIN_SAMPLE_TOKENS, "evidence": 0.0, "near": False}
+        assert count_reason(mode, estimate=MIN_SAMPLE_TOKENS, counted=False, **small) == "first"
+        assert count_reason(mode, estimate=MIN_SAMPLE_TOKENS - 1, counted=False, **small) is None
+        assert count_reason(mode, estimate=MIN_SAMPLE_TOKENS, counted=True, **small) is None
+        assert count_reason("off", estimate=5_000, counted=False, **small) is None
 
     def test_near_the_budget_means_the_uncounted_parts_error_decides(self) -> None:
         common = {"max_tokens": 1_000, "window": 10_000, "uncounted_margin": 0.13}

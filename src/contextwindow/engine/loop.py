@@ -840,6 +840,7 @@ class Engine:
                 uncounted_margin=self._fit.uncounted_margin,
             ),
             retry=retry,
+            counted=self._fit.counted,
         )
         if reason is None:
             return

@@ -17,9 +17,13 @@ decision depends on the answer (``EngineSettings.count_before_send``):
   would not fit the window beside its ``max_tokens`` (:func:`near_budget`): whether it fits is then
   the estimator's error, and the count decides it. Compile may then fit to the ordinary fit margin
   even before the provider has counted anything (:meth:`~contextwindow.engine.fit.WindowFit.margin`);
-- both: the retry after a rejection for size (a second rejection ends the turn);
+- both: the retry after a rejection for size (a second rejection ends the turn), and the first
+  request of a session nothing has counted yet (no usage reported, no count, no anchor) once it is
+  of a calibration sample's size (:data:`~contextwindow.usage.calibration.MIN_SAMPLE_TOKENS`): all
+  of it is the rule's until then, and with no usage reported nothing else would correct it;
 - never: a request whose uncounted part is under :data:`MIN_COUNTED_TOKENS` (tiny requests and tiny
-  changes say nothing a count would change), or after the counter failed in this turn.
+  changes say nothing a count would change) unless it is that first one, or after the counter failed
+  in this turn.
 
 A count is used as a reported prompt is (see ``Engine``): the request's estimate becomes the count, it
 is the request's one calibration sample, it sets the composition factor and the anchor. A count that
@@ -31,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..usage.calibration import FULL_SAMPLE_TOKENS
+from ..usage.calibration import FULL_SAMPLE_TOKENS, MIN_SAMPLE_TOKENS
 
 __all__ = [
     "CHANGED_SHARE",
@@ -65,7 +69,7 @@ MIN_COUNTED_TOKENS = FULL_SAMPLE_TOKENS // 2
 """An uncounted part under this many tokens is never counted: calibration takes a sample that small at
 half weight or less, and its error is a few dozen tokens."""
 
-Reason = Literal["cold", "large_change", "near_budget", "retry"]
+Reason = Literal["first", "cold", "large_change", "near_budget", "retry"]
 
 
 @dataclass(slots=True)
@@ -98,11 +102,16 @@ def count_reason(
     evidence: float,
     near: bool,
     retry: bool = False,
+    counted: bool = True,
 ) -> Reason | None:
     """Why the request should be counted before it is sent (``None``: it should not); see the module
     docstring. ``evidence`` is the calibration's samples so far (by weight), ``near`` what
-    :func:`near_budget` says."""
-    if mode == "off" or uncounted < MIN_COUNTED_TOKENS:
+    :func:`near_budget` says, ``counted`` whether anything of the session was counted yet."""
+    if mode == "off":
+        return None
+    if not counted and estimate >= MIN_SAMPLE_TOKENS:
+        return "first"
+    if uncounted < MIN_COUNTED_TOKENS:
         return None
     if retry:
         return "retry"
