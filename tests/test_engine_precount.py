@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from contextwindow.content import Message, Request, ToolResult, ToolUse
+from contextwindow.content import Message, Request, Text, ToolResult, ToolUse
 from contextwindow.engine.events import Event, Note, RequestSent, StreamRestarted, UsageReported
 from contextwindow.engine.loop import Engine, EngineSettings
 from contextwindow.engine.precount import (
@@ -370,3 +370,19 @@ class TestACountOverTheWindow:
         assert 0 < over.asked <= len(sent) + sum(isinstance(e, StreamRestarted) for e in events)
         assert not any(e.counted for e in sent)  # each counted request was replaced before sending
         assert engine.fit.composition_factor() > 1  # ... and compile fits by what the count showed
+
+
+class TestWhatACountCovers:
+    def test_a_message_is_covered_only_as_the_counted_request_rendered_it(self) -> None:
+        from contextwindow.engine.loop import _shared
+
+        def message(text: str, id: str | None) -> Message:
+            return Message(role="user", content=(Text(text=text),), id=id)
+
+        stored = message("the tool said a great deal", "m1")
+        counted = {"m1": stored.content}
+        assert _shared(counted, stored)
+        # The same ledger id rendered otherwise (capped, archived, cut to fill) is new to the provider.
+        assert not _shared(counted, message("the tool said", "m1"))
+        assert not _shared(counted, message("the tool said a great deal", "m2"))
+        assert not _shared(counted, message("the tool said a great deal", None))  # no ledger id

@@ -333,7 +333,7 @@ class Folding:
             tag,
             tag,
             summarizer_calls=summary.calls,
-            summary_tokens=summary.usage.output if summary.usage else None,
+            summary_tokens=summary.output_tokens,
         )
 
     async def _record_cut(
@@ -437,7 +437,7 @@ class Folding:
             tag,
             tag,
             summarizer_calls=summary.calls,
-            summary_tokens=summary.usage.output if summary.usage else None,
+            summary_tokens=summary.output_tokens,
         )
         note = self.notes.compacted({"phase": tag})
         if note is not None:

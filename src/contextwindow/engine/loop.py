@@ -878,6 +878,13 @@ class Engine:
             live.local_estimate = round(live.local_estimate * now / live.multiplier)
             live.multiplier = now
 
+    def _sample(self, live: _Live, counted: int) -> None:
+        """One calibration sample from the provider's count of ``live`` itself (a count before sending,
+        or a rejection's input count): this very request against its own estimate, never a grown
+        request against an older one, and only while the multiplier is the one it was estimated at."""
+        if live.multiplier == self._fit.multiplier() and self._calibrator.arm(live.local_estimate):
+            self._calibrator.report_real_input(counted)
+
     def _learn_from_count(self, live: _Live, counted: int) -> None:
         """The provider counted ``live`` before it was sent: its estimate is the count, and the count
         teaches as a reported prompt does (the composition factor, one calibration sample: this very
@@ -888,10 +895,8 @@ class Engine:
             fit.observe(prompt=counted, local_estimate=live.local_estimate, multiplier=live.multiplier)
         else:
             fit.counted = True  # a ratio calibration would not believe is no composition factor either
-        # One sample: this very request against its own estimate (learning disarms, so the call's
-        # reported prompt is not a second sample of it).
-        if live.multiplier == fit.multiplier() and self._calibrator.arm(live.local_estimate):
-            self._calibrator.report_real_input(counted)
+        # Learning disarms, so the call's reported prompt is not a second sample of this request.
+        self._sample(live, counted)
         self._rescale(live)
         self._anchors.record(
             Anchor(
@@ -963,8 +968,7 @@ class Engine:
         if counted is not None and counted > 0 and live.local_estimate > 0:
             had = self.fit_profile().context_window
             self._fit.observe(prompt=counted, local_estimate=live.local_estimate, multiplier=live.multiplier)
-            if live.multiplier == self._fit.multiplier() and self._calibrator.arm(live.local_estimate):
-                self._calibrator.report_real_input(counted)
+            self._sample(live, counted)
             refit = self.fit_profile().context_window != had
         else:
             refit = False

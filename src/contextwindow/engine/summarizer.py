@@ -67,6 +67,11 @@ class Summary:
     usage: Usage | None
     """The accepted call's usage, when the provider reported one."""
 
+    @property
+    def output_tokens(self) -> int | None:
+        """The provider's output count of :attr:`text` (the accepted call's), when it reported one."""
+        return self.usage.output if self.usage else None
+
 
 def _media_label(block: MediaBlock) -> str:
     ref = block.ref
