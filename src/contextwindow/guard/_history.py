@@ -29,8 +29,8 @@ from typing import Any
 from ..content import Message
 from ..formats import ParsedRequest
 from ._match import chain
-from ._replies import jsonable
 from ._wire import WireAdapter
+from .replies import jsonable
 
 __all__ = ["HistoryReader", "Read"]
 

@@ -23,6 +23,7 @@ messages, a model without a profile) go through unchanged.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
@@ -31,8 +32,8 @@ import anyio.from_thread
 import anyio.to_thread
 
 from ..errors import ContextOverflow, OverBudget, UsageError
-from ..guard import GuardCore, Reply, Send, run_sync
-from ..guard._replies import (
+from ..guard import GuardCore, GuardOptions, Reply, Send, run_sync
+from ..guard.replies import (
     AnthropicEvents,
     OpenAIChunks,
     ResponsesEvents,
@@ -80,10 +81,9 @@ def _overflow_of(provider: str) -> Any:
 class GuardTransform:
     """The proxy's transform with the guard (see the module docstring)."""
 
-    def __init__(self, store: Store, *, context_window: int | None = None, summarize: bool = True) -> None:
+    def __init__(self, store: Store, *, options: GuardOptions | None = None) -> None:
         self.store = store
-        self.context_window = context_window
-        self.summarize = summarize
+        self.options = options or GuardOptions()
         self._cores: dict[tuple[str, str | None], tuple[GuardCore, asyncio.Lock]] = {}
 
     def _core(self, fmt: str, session: str | None) -> tuple[GuardCore, asyncio.Lock]:
@@ -94,9 +94,7 @@ class GuardTransform:
                 self.store,
                 fmt,  # type: ignore[arg-type]
                 overflow=_overflow_of(fmt),
-                session=session,
-                context_window=self.context_window,
-                summarize=self.summarize,
+                options=dataclasses.replace(self.options, session=session),
             )
             found = self._cores[key] = (core, asyncio.Lock())
         return found
