@@ -120,6 +120,7 @@ class Exchange:
     body: dict[str, Any]
     """The body that was sent (the accepted one, after any retry)."""
     session_id: str
+    """The ledger session the call was kept in; ``""`` for a call passed through as written."""
     events: list[Event]
     """What the guard did for this call (folds, evictions, recoveries, usage), in order."""
     _finish: Callable[[Reply], None] | None = None
