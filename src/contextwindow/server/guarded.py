@@ -23,7 +23,6 @@ messages, a model without a profile) go through unchanged.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
@@ -81,9 +80,10 @@ def _overflow_of(provider: str) -> Any:
 class GuardTransform:
     """The proxy's transform with the guard (see the module docstring)."""
 
-    def __init__(self, store: Store, *, options: GuardOptions | None = None) -> None:
+    def __init__(self, store: Store, *, context_window: int | None = None, summarize: bool = True) -> None:
         self.store = store
-        self.options = options or GuardOptions()
+        self.context_window = context_window
+        self.summarize = summarize
         self._cores: dict[tuple[str, str | None], tuple[GuardCore, asyncio.Lock]] = {}
 
     def _core(self, fmt: str, session: str | None) -> tuple[GuardCore, asyncio.Lock]:
@@ -94,7 +94,11 @@ class GuardTransform:
                 self.store,
                 fmt,  # type: ignore[arg-type]
                 overflow=_overflow_of(fmt),
-                options=dataclasses.replace(self.options, session=session),
+                options=GuardOptions(
+                    session=session,
+                    context_window=self.context_window,
+                    summarizer=None if self.summarize else False,
+                ),
             )
             found = self._cores[key] = (core, asyncio.Lock())
         return found

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..guard import GuardOptions
 from ..store import open_store
 from .guarded import GuardTransform
 from .proxy import Transform, passthrough
@@ -37,5 +36,5 @@ def transform_for(
         Path(where).parent.mkdir(parents=True, exist_ok=True)
     memory = where in (":memory:", "memory://")
     ledger = open_store(None if memory else where, **({} if memory else {"durability": durability}))
-    transform = GuardTransform(ledger, options=GuardOptions(context_window=window))
+    transform = GuardTransform(ledger, context_window=window)
     return transform, f"guard: store {where} ({durability}), window {window or 'per model'}"
