@@ -19,14 +19,14 @@ provider's numbers. Every other failure of the call reaches the agent unchanged.
 - :meth:`GuardCore._send_recovering`: the compiled request sent, a rejection for size recovered.
 
 A Responses request naming ``previous_response_id`` goes out as written while the provider's history
-fits (:mod:`._chained`). Each session is run by an :class:`~contextwindow.engine.loop.Engine` over the
-ledger, through the engine's step API only.
+fits (:mod:`._chained`). Each session is run by an :class:`~contextwindow.engine.loop.Engine`
+(:mod:`._engines`) over the ledger, through the engine's step API only.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,20 +36,20 @@ from ..content import Message, Request, ToolUse, media_refs
 from ..engine.events import Event
 from ..engine.loop import Engine
 from ..engine.settings import EngineSettings
-from ..engine.summarizer import Summarizer
 from ..errors import ContextOverflow, OverBudget, SessionMoved, StoreBusy, UnknownModel, UsageError
 from ..formats import ParsedRequest
 from ..models import get_profile
-from ..providers.base import ProviderEvent, Stop, UsageSample, normalise_stop_reason
+from ..providers.base import Stop, normalise_stop_reason
 from ..store import Store
 from ._chained import RecordedResponse, ResponseIds
 from ._conversation import SYNC_ATTEMPTS, Conversation, Conversations
+from ._engines import engine_for
 from ._history import HistoryReader, Read
 from ._match import chain
 from ._options import GuardOptions
 from ._own_calls import marked, own_ids, with_answers, without_calls
 from ._steps import Ask, Reply, Send
-from ._wire import FORMATS, GuardFormat, WireAdapter
+from ._wire import FORMATS, GuardFormat
 
 __all__ = ["MAX_REREADS", "Exchange", "GuardCore"]
 
@@ -59,35 +59,6 @@ agent without its re-reads, which are answered with the agent's next results."""
 
 OverflowReader = Callable[[BaseException], ContextOverflow | None]
 """Reads a client's exception: the ``ContextOverflow`` it means, or ``None`` when it is not one."""
-
-
-class _Relay:
-    """A :class:`~contextwindow.providers.Provider` whose calls go out through the driver as
-    ``Send(purpose="summary")`` steps: the summariser talks to the guard's own client."""
-
-    def __init__(self, wire: WireAdapter, model: str) -> None:
-        self.name: str = wire.name
-        self.wire = wire
-        self.model = model
-
-    async def stream(self, request: Request, *, max_tokens: int, load: Any) -> AsyncIterator[ProviderEvent]:
-        body = self.wire.summary(
-            Request(
-                model=self.model,
-                system=request.system,
-                messages=request.messages,
-                max_tokens=max_tokens,
-            ),
-            model=self.model,
-        )
-        reply: Reply = await Ask(Send(body=body, purpose="summary"))
-        if reply.usage is not None:
-            yield UsageSample(usage=reply.usage)
-        yield Stop(
-            reason=normalise_stop_reason(reply.stop_reason),
-            raw_reason=reply.stop_reason,
-            message=reply.message,
-        )
 
 
 @dataclass(slots=True)
@@ -216,7 +187,9 @@ class GuardCore:
                     # read again, with its media's bytes, to be stored.
                     parsed = self.history.read(body, whole=True).parsed
                 new = messages[matched:]
-            engine = self._engine(conversation, model)
+            engine = engine_for(
+                conversation, model, wire=self.wire, options=self.options, settings=self.settings
+            )
             # One agent call is one turn of the engine's: its per-turn state starts afresh.
             engine.start_turn()
             try:
@@ -343,38 +316,6 @@ class GuardCore:
         whole = (*earlier, *messages)
         conversation, matched = self.match(chain(whole))
         return conversation, whole[matched:]
-
-    def _engine(self, conversation: Conversation, model: str) -> Engine:
-        engine = conversation.engines.get(model)
-        if engine is None:
-            profile = get_profile(model)
-            window = self.options.context_window or profile.context_window
-            window = min(window, conversation.windows.get(model, window))
-            if window != profile.context_window:
-                profile = profile.with_(
-                    context_window=window, max_output_tokens=min(profile.max_output_tokens, window)
-                )
-            summarizer = None
-            if self.options.summarize:
-                summary_model = self.options.summary_model or model
-                summary_profile = get_profile(summary_model)
-                summarizer = Summarizer(
-                    _Relay(self.wire, summary_model),
-                    summary_profile.with_(
-                        context_window=min(summary_profile.context_window, profile.context_window),
-                        max_output_tokens=min(summary_profile.max_output_tokens, profile.context_window),
-                    ),
-                )
-            engine = Engine(
-                conversation.session,
-                _Relay(self.wire, model),
-                profile,
-                compiler=conversation.compiler,
-                summarizer=summarizer,
-                settings=self.settings,
-            )
-            conversation.engines[model] = engine
-        return engine
 
     def _append(
         self,
