@@ -16,7 +16,7 @@ import pytest
 
 import contextwindow
 from contextwindow import ContextOverflow, Message, Policy, Text, ToolUse
-from contextwindow.guard import GuardCore, Reply, Send, run_sync
+from contextwindow.guard import GuardCore, GuardOptions, Reply, Send, run_sync
 from contextwindow.testing import LocalModel, LocalServer, LocalSettings
 
 CLAUDE = "claude-sonnet-4-6"
@@ -740,6 +740,24 @@ class TestMistakes:
             pytest.raises(UsageError),
         ):
             contextwindow.guard(sync_client, store=":memory:", summarizer=openai.OpenAI(api_key="l"))
+
+
+class TestOptions:
+    def test_one_options_value_configures_the_guard_and_keywords_replace_its_fields(
+        self, server: LocalServer, clients: list[Any]
+    ) -> None:
+        options = GuardOptions(store=":memory:", session="named", context_window=9_000)
+        raw = anthropic.Anthropic(api_key="local", base_url=server.url, max_retries=0)
+        clients.append(raw)
+        guarded = contextwindow.guard(raw, options, context_window=8_000)
+        clients.append(guarded.store)
+        guarded.messages.create(model=CLAUDE, max_tokens=20, messages=[{"role": "user", "content": "hi"}])
+        assert guarded.last_exchange.session_id == "named"
+        assert guarded.guard_core.options == dataclasses.replace(options, context_window=8_000)
+
+    def test_an_option_the_guard_does_not_have_is_a_type_error(self) -> None:
+        with pytest.raises(TypeError, match="stor"):
+            contextwindow.guard(object(), stor=":memory:")
 
 
 class TestAsyncStreams:

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from contextwindow.content import Message, Text
-from contextwindow.guard import GuardCore, Reply, Send, run_sync
+from contextwindow.guard import GuardCore, GuardOptions, Reply, Send, run_sync
 from contextwindow.store import Store, open_store
 from server_support import running
 
@@ -199,8 +199,9 @@ class TestCoresOnTwoHandles:
     def _cores(tmp_path: Path) -> tuple[GuardCore, GuardCore, Store]:
         path = tmp_path / "ledger.sqlite"
         overflow = lambda exc: None  # noqa: E731
-        first = GuardCore(open_store(path), "anthropic", overflow=overflow, summarize=False)
-        second = GuardCore(open_store(path), "anthropic", overflow=overflow, summarize=False)
+        no_summaries = GuardOptions(summarizer=False)
+        first = GuardCore(open_store(path), "anthropic", overflow=overflow, options=no_summaries)
+        second = GuardCore(open_store(path), "anthropic", overflow=overflow, options=no_summaries)
         return first, second, open_store(path)
 
     def test_alternating_calls_leave_one_session_holding_the_history_once(self, tmp_path: Path) -> None:

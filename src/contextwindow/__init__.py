@@ -59,7 +59,7 @@ from .errors import (
     UnknownModel,
     UsageError,
 )
-from .guard import guard
+from .guard import GuardOptions, guard
 from .models import ModelProfile, get_profile, register
 
 if TYPE_CHECKING:  # loaded on first use below; imported here so type checkers and IDEs see them
@@ -85,6 +85,7 @@ __all__ = [
     "EngineSettings",
     "Estimator",
     "GeneratedImage",
+    "GuardOptions",
     "Image",
     "InvalidInput",
     "Message",

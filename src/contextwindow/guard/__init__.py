@@ -3,7 +3,9 @@
 :func:`guard` wraps an official ``anthropic`` or ``openai`` client (sync or async) so that an
 existing agent loop changes one line (:mod:`._clients`); :class:`GuardCore` is the sans-IO core under
 it (:mod:`._core`), stepped by :func:`run_sync` or :func:`run_async`, for hosts that make their own
-calls (framework adapters, the proxy). Importing this package is cheap: the rest loads on first use.
+calls (framework adapters, the proxy). :class:`GuardOptions` configures all of them; :mod:`.replies`
+reads the SDKs' responses and streams as a :class:`Reply`. Importing this package is cheap: the rest
+loads on first use.
 """
 
 from __future__ import annotations
@@ -11,10 +13,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._entry import DEFAULT_STORE, STORE_ENV, guard
+from ._entry import guard
+from ._options import DEFAULT_STORE, STORE_ENV, GuardOptions, resolve_store
 
 if TYPE_CHECKING:
-    from ._clients import GuardedAnthropic, GuardedOpenAI, resolve_store
+    from ._clients import GuardedAnthropic, GuardedOpenAI
     from ._core import Exchange, GuardCore
     from ._steps import Reply, Send, run_async, run_sync
 
@@ -23,6 +26,7 @@ __all__ = [
     "STORE_ENV",
     "Exchange",
     "GuardCore",
+    "GuardOptions",
     "GuardedAnthropic",
     "GuardedOpenAI",
     "Reply",
@@ -36,7 +40,6 @@ __all__ = [
 _LAZY = {
     "GuardedAnthropic": "contextwindow.guard._clients",
     "GuardedOpenAI": "contextwindow.guard._clients",
-    "resolve_store": "contextwindow.guard._clients",
     "Exchange": "contextwindow.guard._core",
     "GuardCore": "contextwindow.guard._core",
     "Reply": "contextwindow.guard._steps",

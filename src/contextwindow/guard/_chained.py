@@ -26,14 +26,14 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MAX_RESPONSE_IDS", "Held", "ResponseIds"]
+__all__ = ["MAX_RESPONSE_IDS", "RecordedResponse", "ResponseIds"]
 
 MAX_RESPONSE_IDS = 10_000
 """Response ids remembered per guard core."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Held:
+class RecordedResponse:
     """A response the guard recorded: where it ends in the ledger, and what the provider counted."""
 
     conversation: Any
@@ -47,20 +47,23 @@ class Held:
 
 
 class ResponseIds:
-    """Response id → :class:`Held`, at most :data:`MAX_RESPONSE_IDS`, least recently used out."""
+    """Response id → :class:`RecordedResponse`, at most :data:`MAX_RESPONSE_IDS`, least recently used
+    out."""
 
     def __init__(self, limit: int = MAX_RESPONSE_IDS) -> None:
         self.limit = limit
-        self._held: OrderedDict[str, Held] = OrderedDict()
+        self._recorded: OrderedDict[str, RecordedResponse] = OrderedDict()
 
-    def get(self, response_id: str) -> Held | None:
-        held = self._held.get(response_id)
-        if held is not None:
-            self._held.move_to_end(response_id)
-        return held
+    def get(self, response_id: str) -> RecordedResponse | None:
+        """The response recorded under ``response_id`` (now the most recently used), or ``None``."""
+        recorded = self._recorded.get(response_id)
+        if recorded is not None:
+            self._recorded.move_to_end(response_id)
+        return recorded
 
-    def put(self, response_id: str, held: Held) -> None:
-        self._held[response_id] = held
-        self._held.move_to_end(response_id)
-        while len(self._held) > self.limit:
-            self._held.popitem(last=False)
+    def put(self, response_id: str, recorded: RecordedResponse) -> None:
+        """Record ``response_id``; the least recently used past :attr:`limit` is forgotten."""
+        self._recorded[response_id] = recorded
+        self._recorded.move_to_end(response_id)
+        while len(self._recorded) > self.limit:
+            self._recorded.popitem(last=False)

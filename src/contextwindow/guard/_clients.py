@@ -23,18 +23,16 @@ its cause.
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
-from ..compile import Policy
-from ..engine.settings import EngineSettings
 from ..errors import ContextOverflow, UsageError
-from ..store import Store, open_store
+from ..store import Store
 from ._core import Exchange, GuardCore
-from ._entry import DEFAULT_STORE, STORE_ENV
-from ._replies import (
+from ._options import GuardOptions, resolve_store
+from ._steps import Reply, Send, run_async, run_sync
+from ._wire import GuardFormat
+from .replies import (
     AnthropicEvents,
     OpenAIChunks,
     ResponsesEvents,
@@ -43,10 +41,8 @@ from ._replies import (
     openai_reply,
     responses_reply,
 )
-from ._steps import Reply, Send, run_async, run_sync
-from ._wire import GuardFormat
 
-__all__ = ["GuardedAnthropic", "GuardedOpenAI", "resolve_store", "wrap"]
+__all__ = ["GuardedAnthropic", "GuardedOpenAI", "wrap"]
 
 _OPTIONS = frozenset({"extra_headers", "extra_query", "extra_body", "timeout"})
 """Keyword arguments of the SDK methods that are not part of the request body."""
@@ -56,20 +52,10 @@ _COUNT_FIELDS = frozenset({"model", "messages", "system", "tools", "tool_choice"
 """What Anthropic's ``count_tokens`` accepts of a Messages body."""
 
 
-def wrap(
-    client: Any,
-    *,
-    store: Store | str | Path | None = None,
-    session: str | None = None,
-    summarizer: Any = None,
-    summary_model: str | None = None,
-    context_window: int | None = None,
-    policy: Policy | None = None,
-    settings: EngineSettings | None = None,
-    reread: bool = True,
-) -> Any:
+def wrap(client: Any, options: GuardOptions) -> Any:
     """What :func:`contextwindow.guard` does (it loads this module on first use)."""
     kind, is_async = _kind(client)
+    summarizer = options.summarizer
     if summarizer is not None and summarizer is not False:
         other, other_async = _kind(summarizer)
         if other != kind or other_async != is_async:
@@ -77,36 +63,16 @@ def wrap(
                 "the summarizer client must be of the same kind as the guarded client (sync or async)"
             )
     core = GuardCore(
-        resolve_store(store),
+        resolve_store(options.store),
         kind,
         overflow=_overflow_reader(kind),
-        session=session,
-        policy=policy,
-        settings=settings,
-        context_window=context_window,
-        summary_model=summary_model,
-        summarize=summarizer is not False,
-        reread=reread,
+        options=options,
         reply_of=anthropic_reply if kind == "anthropic" else openai_reply,
     )
     summary_client = client if summarizer in (None, False) else summarizer
     if kind == "anthropic":
         return GuardedAnthropic(client, core, summary_client, is_async)
     return GuardedOpenAI(client, core, summary_client, is_async)
-
-
-def resolve_store(store: Store | str | Path | None) -> Store:
-    """The guard's ledger: ``store`` itself, what :func:`~contextwindow.store.open_store` opens from it,
-    or (``None``) ``$CONTEXTWINDOW_STORE`` else :data:`DEFAULT_STORE`, its directory created."""
-    if isinstance(store, Store):
-        return store
-    if store is None:
-        store = os.environ.get(STORE_ENV) or DEFAULT_STORE
-    if isinstance(store, str | Path) and str(store) not in (":memory:", "memory://", "memory:"):
-        path = str(store)
-        if "://" not in path:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-    return open_store(store)
 
 
 def _kind(client: Any) -> tuple[GuardFormat, bool]:
@@ -436,13 +402,7 @@ class _OpenAIResponses(_Proxy):
                 core.store,
                 "openai-responses",
                 overflow=core.overflow,
-                session=core.session_root,
-                policy=core.policy,
-                settings=core.settings,
-                context_window=core.context_window,
-                summary_model=core.summary_model,
-                summarize=core.summarize,
-                reread=core.reread,
+                options=core.options,
                 reply_of=responses_reply,
             )
             self._owner._responses_core = twin

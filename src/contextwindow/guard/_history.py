@@ -1,23 +1,13 @@
 """An agent's history as the guard reads it: each call converts only what is new.
 
-An agent that keeps its own history resends all of it on every call, and the history only grows.
-Converting the whole of it on every call (the SDK's message objects dumped to JSON, every block parsed
-and validated, inline media decoded, every message hashed into the conversation's chain) costs time
-that grows with the conversation. :class:`HistoryReader` remembers the last histories it read: when a
-request's history begins with the whole of one of them, only the items after it are converted, and the
-canonical messages and chain hashes of the rest are the ones already made.
-
-"Begins with" is decided by value, at C speed: each item read is kept as a copy of its containers
-(dicts and lists) whose leaves are the agent's own objects, and the next request's leading items are
-compared with those copies, so an agent that edits an earlier message in place has it read afresh.
-An SDK object (a response's message, resent as the agent got it) is a leaf: it is compared by
-identity, the guard taking it as the value the SDK handed over.
-
-The items after the remembered history are parsed with the agent's leading system items (which the
-wire formats read as the system prompt), and only where the cut cannot fall inside what a format
-merges into one message (consecutive tool results, an assistant message and its function calls): the
-new part must open with the model's reply, after a history that did not end with one. Anywhere else
-the whole history is read, as it is the first time.
+:class:`HistoryReader` remembers the last histories it read. When a request's history begins with the
+whole of one of them, only the items after it are converted (SDK objects dumped, blocks parsed, media
+decoded, chain hashes made); the canonical messages and hashes of the rest are reused. "Begins with"
+is decided by value: each item read is kept as a copy of its containers whose leaves are the agent's
+own objects (an SDK object is a leaf, compared by identity), so a message edited in place is read
+afresh. The new items are parsed after the agent's leading system items, and only where the cut
+cannot fall inside what a format merges into one message (the new part opens with the model's reply);
+anywhere else the whole history is read.
 """
 
 from __future__ import annotations
@@ -29,8 +19,8 @@ from typing import Any
 from ..content import Message
 from ..formats import ParsedRequest
 from ._match import chain
-from ._replies import jsonable
 from ._wire import WireAdapter
+from .replies import jsonable
 
 __all__ = ["HistoryReader", "Read"]
 

@@ -17,15 +17,12 @@ from __future__ import annotations
 import json
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from ..compile import Policy
-from ..engine.settings import EngineSettings
 from ..errors import ContextOverflow, ContextWindowError
 from ..formats import openai as openai_format
-from ..guard import Exchange, GuardCore, Reply, Send, resolve_store, run_async, run_sync
-from ..guard._replies import openai_reply
+from ..guard import Exchange, GuardCore, GuardOptions, Reply, Send, resolve_store, run_async, run_sync
+from ..guard.replies import openai_reply
 from ..providers.overflow import classify
 from ..store import Store
 from ..usage.tracker import Usage
@@ -156,35 +153,16 @@ Summarize = Callable[[dict[str, Any]], Reply]
 
 
 class ChatBridge:
-    """A :class:`~contextwindow.guard.GuardCore` over Chat Completions bodies, for one adapter.
+    """A :class:`~contextwindow.guard.GuardCore` over Chat Completions bodies, for one adapter,
+    configured by the adapter's :class:`~contextwindow.guard.GuardOptions`.
 
     ``send(body)`` makes the agent's call with the framework (and returns whatever the framework
     returns); ``summarize(body)`` makes a summariser's call and returns its :class:`Reply`. After
     :meth:`run` the caller records the framework's answer with ``exchange.finish(reply)``.
     """
 
-    def __init__(
-        self,
-        *,
-        store: Store | str | Path | None = None,
-        session: str | None = None,
-        context_window: int | None = None,
-        policy: Policy | None = None,
-        settings: EngineSettings | None = None,
-        summary_model: str | None = None,
-        summarize: bool = True,
-    ) -> None:
-        self.core = GuardCore(
-            resolve_store(store),
-            "openai",
-            overflow=read_overflow,
-            session=session,
-            policy=policy,
-            settings=settings,
-            context_window=context_window,
-            summary_model=summary_model,
-            summarize=summarize,
-        )
+    def __init__(self, options: GuardOptions) -> None:
+        self.core = GuardCore(resolve_store(options.store), "openai", overflow=read_overflow, options=options)
         self.last_exchange: Exchange | None = None
         """The latest call's :class:`~contextwindow.guard.Exchange` (session id, body sent, events)."""
 

@@ -40,7 +40,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from ..compile import Policy
 from ..engine.settings import EngineSettings
 from ..errors import UsageError
-from ..guard import Exchange, Reply
+from ..guard import Exchange, GuardOptions, Reply
 from ..store import Store
 from ..usage.tracker import Usage
 from ._bridge import ChatBridge, Originals, leading_system, reply_from_wire, usage_from_totals
@@ -76,13 +76,15 @@ class ContextWindowMiddleware(AgentMiddleware):
         self.model = model
         self.summarizer = summarizer
         self.bridge = ChatBridge(
-            store=store,
-            session=session,
-            context_window=context_window,
-            policy=policy,
-            settings=settings,
-            summary_model=summary_model,
-            summarize=summarizer is not False,
+            GuardOptions(
+                store=store,
+                session=session,
+                summarizer=summarizer,
+                summary_model=summary_model,
+                context_window=context_window,
+                policy=policy,
+                settings=settings,
+            )
         )
 
     @property

@@ -37,8 +37,8 @@ import litellm
 
 from ..compile import Policy
 from ..engine.settings import EngineSettings
-from ..guard import Exchange, Reply
-from ..guard._replies import OpenAIChunks, jsonable, openai_reply
+from ..guard import Exchange, GuardOptions, Reply
+from ..guard.replies import OpenAIChunks, jsonable, openai_reply
 from ..store import Store
 from ._bridge import ChatBridge
 
@@ -70,13 +70,15 @@ class GuardedLiteLLM:
         self.model = model
         self.summary_model = summary_model
         self.bridge = ChatBridge(
-            store=store,
-            session=session,
-            context_window=context_window,
-            policy=policy,
-            settings=settings,
-            summary_model=_profile_name(summary_model) if summary_model else None,
-            summarize=summarize,
+            GuardOptions(
+                store=store,
+                session=session,
+                summarizer=None if summarize else False,
+                summary_model=_profile_name(summary_model) if summary_model else None,
+                context_window=context_window,
+                policy=policy,
+                settings=settings,
+            )
         )
 
     @property

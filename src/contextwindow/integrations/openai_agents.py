@@ -40,7 +40,7 @@ from agents.run_config import CallModelData, ModelInputData
 from ..compile import Policy
 from ..engine.settings import EngineSettings
 from ..errors import UsageError
-from ..guard import Exchange, Reply
+from ..guard import Exchange, GuardOptions, Reply
 from ..store import Store
 from ._bridge import ChatBridge, Originals, Stepper, leading_system, reply_from_wire, usage_from_totals
 
@@ -122,12 +122,14 @@ class ContextWindowFilter:
     ) -> None:
         self.model = model
         self.bridge = ChatBridge(
-            store=store,
-            session=session,
-            context_window=context_window,
-            policy=policy,
-            settings=settings,
-            summarize=summarize,
+            GuardOptions(
+                store=store,
+                session=session,
+                summarizer=None if summarize else False,
+                context_window=context_window,
+                policy=policy,
+                settings=settings,
+            )
         )
         self.hooks: RunHooks[Any] = _Hooks(self)
         """Pass as ``Runner.run(..., hooks=guard.hooks)`` to record each response's real usage."""

@@ -59,7 +59,7 @@ from pydantic_ai.tools import RunContext
 from ..compile import Policy
 from ..engine.settings import EngineSettings
 from ..errors import UsageError
-from ..guard import Exchange, Reply
+from ..guard import Exchange, GuardOptions, Reply
 from ..store import Store
 from ._bridge import ChatBridge, Originals, Stepper, leading_system, reply_from_wire, usage_from_totals
 
@@ -89,13 +89,15 @@ class ContextWindow(AbstractCapability[Any]):
     def __post_init__(self) -> None:
         summarizer = self.summarizer
         self.bridge = ChatBridge(
-            store=self.store,
-            session=self.session,
-            context_window=self.context_window,
-            policy=self.policy,
-            settings=self.settings,
-            summary_model=summarizer.model_name if isinstance(summarizer, Model) else None,
-            summarize=summarizer is not False,
+            GuardOptions(
+                store=self.store,
+                session=self.session,
+                summarizer=summarizer,
+                summary_model=summarizer.model_name if isinstance(summarizer, Model) else None,
+                context_window=self.context_window,
+                policy=self.policy,
+                settings=self.settings,
+            )
         )
 
     @classmethod

@@ -31,8 +31,8 @@ import anyio.from_thread
 import anyio.to_thread
 
 from ..errors import ContextOverflow, OverBudget, UsageError
-from ..guard import GuardCore, Reply, Send, run_sync
-from ..guard._replies import (
+from ..guard import GuardCore, GuardOptions, Reply, Send, run_sync
+from ..guard.replies import (
     AnthropicEvents,
     OpenAIChunks,
     ResponsesEvents,
@@ -94,9 +94,11 @@ class GuardTransform:
                 self.store,
                 fmt,  # type: ignore[arg-type]
                 overflow=_overflow_of(fmt),
-                session=session,
-                context_window=self.context_window,
-                summarize=self.summarize,
+                options=GuardOptions(
+                    session=session,
+                    context_window=self.context_window,
+                    summarizer=None if self.summarize else False,
+                ),
             )
             found = self._cores[key] = (core, asyncio.Lock())
         return found

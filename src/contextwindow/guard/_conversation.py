@@ -1,0 +1,197 @@
+"""Recognising the conversation: which ledger session an agent's request continues.
+
+An agent's history only grows, so a request is matched to a stored session by its prefix
+(:mod:`._match`): the longest prefix of the request that ends where a stored session ends is that
+session, and the rest of the request is appended to it. A request that diverges from what was stored
+(an agent that edited or dropped earlier messages) becomes a new session, named after its root with a
+``.N`` suffix. The root is the ``session`` id given to the guard, or ``guard-`` and the chain hash of
+the first message, so a new process finds the sessions an earlier one stored.
+
+Several processes may serve one store at once: on each call the session's length in the store says
+whether another one appended since (then what it appended is read first), and a call's new messages
+are appended in one transaction only if nobody did meanwhile
+(:meth:`~contextwindow.store.Session.extend` with ``expect``), else the request is matched again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..content import Message, ToolResult
+from ..engine.compiler import EngineCompiler
+from ..engine.loop import Engine
+from ..errors import StoreBusy
+from ..store import Session, Store
+from ._match import extend_chain, longest_known
+
+__all__ = ["SYNC_ATTEMPTS", "Conversation", "Conversations"]
+
+SYNC_ATTEMPTS = 4
+"""How many times one call re-reads a session other processes keep appending to before it gives up
+(:class:`~contextwindow.errors.StoreBusy`): each attempt follows a real append by another writer."""
+
+
+class Conversation:
+    """One ledger session the guard keeps: its messages' chain and the engine that runs it.
+
+    Other processes may serve the same session (several proxy workers on one store), so what this
+    one holds is a view of the ledger as of :attr:`synced`: the session's length then, and the
+    handle's own appends since (:attr:`Session.appended`) are the only entries it expects to find
+    beyond. :meth:`moved` asks the store (one indexed read) whether anyone else appended;
+    :meth:`sync` then reads what they appended."""
+
+    def __init__(self, session: Session, root: str) -> None:
+        self.session = session
+        self.root = root
+        self.chain: list[str] = []
+        self.turn_start: str | None = None
+        """The id of the message that opened the current turn: the newest user message that is
+        not only tool results (folds never cover it)."""
+        self.compiler = EngineCompiler()
+        self.engines: dict[str, Engine] = {}
+        self.last: Message | None = None
+        """The newest stored message (its metadata may name calls of the guard's still unanswered)."""
+        self.windows: dict[str, int] = {}
+        """Per model, the window its engine knew when it was dropped by :meth:`sync`."""
+        self.synced = 0
+        """The session's length when this view last matched the store."""
+        self._appended_at_sync = session.appended
+        self._messages_at_sync = 0
+        self._turn_start_at_sync: str | None = None
+        self._last_at_sync: Message | None = None
+
+    def took(self, message: Message) -> None:
+        """``message`` (stored, with its id) is now the newest of the session."""
+        self.last = message
+        extended = extend_chain(self.chain[-1] if self.chain else "", message)
+        if extended is None:
+            return  # the guard's own calls alone: the agent never sees them
+        self.chain.append(extended)
+        if message.role == "user" and not all(isinstance(b, ToolResult) for b in message.content):
+            self.turn_start = message.id
+
+    def expected(self) -> int:
+        """The session's length if nobody but this handle appended since :attr:`synced`."""
+        return self.synced + self.session.appended - self._appended_at_sync
+
+    def moved(self) -> int | None:
+        """The session's length in the store when another writer appended to it since the last sync;
+        ``None`` when this view is current."""
+        length = self.session.length()
+        if length == self.expected():
+            self._mark(length)
+            return None
+        return length
+
+    def sync(self, length: int | None = None) -> int:
+        """Bring the view up to the store: the messages appended since the last sync, by anyone, in
+        the ledger's order. What the engines held in memory of the session is dropped with them
+        (they are rebuilt from the ledger, as a new process would build them). Returns how many
+        leading messages of the chain were kept as they were."""
+        length = self.session.length() if length is None else length
+        kept = self._messages_at_sync
+        del self.chain[kept:]
+        self.turn_start = self._turn_start_at_sync
+        self.last = self._last_at_sync
+        for stored in self.session.messages(after=self.synced - 1 if self.synced else None):
+            if stored.position < length:
+                self.took(stored.message)
+        self._mark(length)
+        if self.engines:
+            for model, engine in self.engines.items():
+                # What a rejection taught of the window is this process's, not the ledger's: kept.
+                if engine.window is not None:
+                    self.windows[model] = engine.window
+            self.engines.clear()
+            self.compiler = EngineCompiler()
+        return kept
+
+    def _mark(self, length: int) -> None:
+        self.synced = length
+        self._appended_at_sync = self.session.appended
+        self._messages_at_sync = len(self.chain)
+        self._turn_start_at_sync = self.turn_start
+        self._last_at_sync = self.last
+
+
+class Conversations:
+    """The conversations one guard core keeps, by session id, and every chain hash they hold, by root.
+
+    ``root`` is the session id the guard was given (``None``: each conversation's own, from its first
+    message)."""
+
+    def __init__(self, store: Store, root: str | None) -> None:
+        self.store = store
+        self.root = root
+        self._conversations: dict[str, Conversation] = {}
+        self._hashes: dict[str, dict[str, tuple[Conversation, int]]] = {}
+        """Per root, every stored chain hash: the conversation and how many messages it covers."""
+        self._roots: set[str] = set()
+
+    def took(self, conversation: Conversation, message: Message) -> None:
+        """``message`` (stored) is now the newest of ``conversation``; its chain hash is learnt."""
+        conversation.took(message)
+        if conversation.chain:
+            self.learn(conversation, len(conversation.chain) - 1)
+
+    def _load_root(self, root: str, *, again: bool = False) -> None:
+        """Read the sessions of ``root`` from the store: once, or ``again`` to find those another
+        process started or moved since."""
+        if root in self._roots and not again:
+            return
+        self._roots.add(root)
+        for sid in self.store.sessions(prefix=root):
+            if not (sid == root or (sid.startswith(root + ".") and sid[len(root) + 1 :].isdigit())):
+                continue
+            conversation = self._conversations.get(sid)
+            if conversation is None:
+                conversation = self._conversations[sid] = Conversation(self.store.session(sid), root)
+                self.learn(conversation, conversation.sync())
+            elif (length := conversation.moved()) is not None:
+                self.learn(conversation, conversation.sync(length))
+
+    def learn(self, conversation: Conversation, start: int = 0) -> None:
+        """Remember the chain hashes of ``conversation`` from its message ``start`` on."""
+        known = self._hashes.setdefault(conversation.root, {})
+        for n, h in enumerate(conversation.chain[start:], start=start + 1):
+            known.setdefault(h, (conversation, n))
+
+    def _new_conversation(self, root: str) -> Conversation:
+        sid, n = root, 0
+        while sid in self._conversations or self.store.session(sid).length() > 0:
+            n += 1
+            sid = f"{root}.{n}"
+        conversation = Conversation(self.store.session(sid), root)
+        self._conversations[sid] = conversation
+        return conversation
+
+    def match(self, hashes: Sequence[str]) -> tuple[Conversation, int]:
+        """The conversation a history continues (``hashes``: its chain, :mod:`._match`), and how many
+        of the history's leading messages it already has (the rest is new to it).
+
+        The ledger decides, not this process's memory of it: the conversation found is first
+        brought up to what other processes appended to it (one indexed read when nobody did), and
+        a history that continues none of the sessions known here looks again for sessions another
+        process started.
+        """
+        root = self.root or f"guard-{hashes[0][:20]}"
+        fresh = root not in self._roots
+        self._load_root(root)
+        reloaded = fresh
+        for _ in range(SYNC_ATTEMPTS):
+            known = self._hashes.setdefault(root, {})
+            n = longest_known(hashes, known)
+            if n > 0:
+                conversation, count = known[hashes[n - 1]]
+                if count <= len(conversation.chain) and conversation.chain[count - 1] == hashes[n - 1]:
+                    length = conversation.moved()
+                    if length is not None:
+                        self.learn(conversation, conversation.sync(length))
+                        continue  # what another process appended may hold more of this history
+                    if count == len(conversation.chain):
+                        return conversation, n
+            if reloaded:
+                return self._new_conversation(root), 0
+            reloaded = True
+            self._load_root(root, again=True)  # sessions another process started since
+        raise StoreBusy(f"the sessions of {root!r} kept moving under other writers; try the call again")
