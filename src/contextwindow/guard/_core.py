@@ -217,8 +217,12 @@ class GuardCore:
         summarize: bool = True,
         reread: bool = True,
         reply_of: Callable[[Any], Reply] | None = None,
+        tenant: str | None = None,
     ) -> None:
         self.store = store
+        self.tenant = tenant
+        """Whose conversations these are: every session id this core finds or makes starts with
+        ``tenant + "/"``, so another tenant's history, however alike, is never continued here."""
         self.wire = FORMATS[fmt]
         self.history = HistoryReader(self.wire, "input" if fmt == "openai-responses" else "messages")
         """Reads each request's history, converting only what is new since a history it read before."""
@@ -286,6 +290,8 @@ class GuardCore:
         process started.
         """
         root = self.session_root or f"guard-{hashes[0][:20]}"
+        if self.tenant is not None:
+            root = f"{self.tenant}/{root}"
         fresh = root not in self._roots
         self._load_root(root)
         reloaded = fresh
