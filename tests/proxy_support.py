@@ -2,8 +2,9 @@
 
 :class:`FakeUpstream` answers Anthropic Messages (and ``count_tokens``) and OpenAI Responses, not
 streamed. It records each request with the credential it came with, writes summaries that name the
-key they were written with (``SUMMARY-FOR-<key>``), waits ``delay`` seconds before answering, and
-notes when a caller left before its answer.
+key they were written with (``SUMMARY-FOR-<key>``), waits ``delay`` seconds before answering (a
+request that holds ``STALL`` and not ``RESUME`` waits 60 s: a stalled upstream call), and notes when a caller left
+before its answer.
 """
 
 from __future__ import annotations
@@ -73,14 +74,15 @@ class FakeUpstream:
             self.seen.append(Seen(key=key, path=request.url.path, body=raw))
         return key, json.loads(raw), raw
 
-    async def _wait(self, request: Request) -> bool:
+    async def _wait(self, request: Request, raw: str) -> bool:
         """Wait out the delay; False when the caller left first."""
-        if self.delay <= 0:
+        delay = 60.0 if "STALL" in raw and "RESUME" not in raw else self.delay
+        if delay <= 0:
             return True
         self.active += 1
         self.peak = max(self.peak, self.active)
         try:
-            waiting = asyncio.ensure_future(asyncio.sleep(self.delay))
+            waiting = asyncio.ensure_future(asyncio.sleep(delay))
             gone = asyncio.ensure_future(_disconnect(request))
             await asyncio.wait((waiting, gone), return_when=asyncio.FIRST_COMPLETED)
             waiting.cancel()
@@ -98,7 +100,7 @@ class FakeUpstream:
 
     async def messages(self, request: Request) -> Response:
         key, body, raw = await self._arrive(request)
-        if not await self._wait(request):
+        if not await self._wait(request, raw):
             return Response(status_code=499)
         n = next(self._ids)
         text = summary_for(key) if SUMMARY_ASK in raw else f"reply {n}"
@@ -118,7 +120,7 @@ class FakeUpstream:
 
     async def responses(self, request: Request) -> Response:
         _, body, raw = await self._arrive(request)
-        if not await self._wait(request):
+        if not await self._wait(request, raw):
             return Response(status_code=499)
         n = next(self._ids)
         return json_response(

@@ -117,7 +117,7 @@ class TestCallersKeptApart:
     def test_a_summary_written_with_as_key_never_goes_out_in_bs_request(self, upstream: FakeUpstream) -> None:
         # A window of 3,000 tokens and turns of about 600: A's history is soon folded into a summary,
         # which the upstream writes on A's key. B resends A's whole history, and more.
-        proxy, transform = _proxy(upstream, context_window=3_000)
+        proxy, _ = _proxy(upstream, context_window=3_000)
         history: list[dict[str, str]] = []
         with proxy:
             for turn in range(8):
