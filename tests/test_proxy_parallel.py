@@ -7,9 +7,15 @@ is in flight while the others' are.
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -160,3 +166,66 @@ class TestBoundedMemory:
             assert len(store.sessions()) == 30  # continued, not forked
             [sid] = [sid for sid in store.sessions() if _texts(store, sid)[0].startswith("conversation 0:")]
             assert _texts(store, sid) == [h["content"] for h in first]
+
+
+@contextmanager
+def _proxy_process(*args: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """``python -m contextwindow proxy ARGS --port 0``: its base URL and its process."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "contextwindow", "proxy", *args, "--port", "0", "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert " on http://" in line, line + (process.stderr.read() if process.stderr else "")
+        yield line.split(" on ", 1)[1].split()[0], process
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def _children(pid: int) -> list[int]:
+    return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads the workers from /proc")
+class TestWorkers:
+    def test_several_processes_serve_one_port_on_one_store_and_stop_together(self, tmp_path: Path) -> None:
+        store = str(tmp_path / "proxy.sqlite")
+        with (
+            fake_upstream() as (_, upstream),
+            _proxy_process("--upstream", upstream.url, "--store", store, "--workers", "2") as (url, process),
+        ):
+            deadline = time.monotonic() + 20
+            while len(_children(process.pid)) < 2 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            workers = _children(process.pid)
+            assert len(workers) == 2
+
+            def conversation(n: int) -> None:
+                history: list[dict[str, str]] = []
+                for turn in range(3):
+                    history.append({"role": "user", "content": f"conversation {n} turn {turn}"})
+                    history.append({"role": "assistant", "content": _say(url, history)})
+
+            _together(conversation, 6)
+            process.send_signal(signal.SIGINT)
+            assert process.wait(timeout=15) == 0
+            assert not any(Path(f"/proc/{pid}").exists() for pid in workers)
+        with open_store(store) as ledger:
+            assert ledger.verify() == []
+            sessions = ledger.sessions()
+            assert len(sessions) == 6
+            assert all(len(_texts(ledger, sid)) == 6 for sid in sessions)

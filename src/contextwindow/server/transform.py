@@ -11,7 +11,7 @@ from .limits import MIB
 from .proxy import Transform, passthrough
 from .tenants import Tenants, secret_file_for, tenant_secret
 
-__all__ = ["DEFAULT_PROXY_STORE", "transform_for"]
+__all__ = ["DEFAULT_PROXY_STORE", "describe", "transform_for"]
 
 DEFAULT_PROXY_STORE = ".contextwindow/proxy.sqlite"
 """The proxy's ledger when ``--store`` is not given: an embedded SQLite file under the working directory."""
@@ -60,6 +60,22 @@ def transform_for(
         tenants=Tenants(secret, header=tenant_header),
         cache_bytes=cache_mb * MIB,
     )
+    return transform, describe(
+        store=store, window=window, guard=guard, durability=durability, tenant_header=tenant_header
+    )
+
+
+def describe(
+    *,
+    store: str | None,
+    window: int | None,
+    guard: bool = True,
+    durability: str = "normal",
+    tenant_header: str | None = None,
+) -> str:
+    """What :func:`transform_for` with these settings does, in a few words (the proxy's first line)."""
+    if not guard:
+        return "pass-through"
     tenants = f"tenants by {tenant_header}" if tenant_header else "tenants by API key"
-    described = f"guard: store {where} ({durability}), window {window or 'per model'}, {tenants}"
-    return transform, described
+    where = store or DEFAULT_PROXY_STORE
+    return f"guard: store {where} ({durability}), window {window or 'per model'}, {tenants}"
