@@ -9,10 +9,11 @@ Bearer``; a request with none is the anonymous tenant. The credential itself is 
 logged: a session id shows only the tenant, and without the secret nobody holding the ledger can
 tell which key a tenant is.
 
-The secret is the configured one (``--tenant-secret-file``, or ``$CONTEXTWINDOW_TENANT_SECRET``), else
-one made on first use and kept in a file beside a SQLite store (``STORE.tenant-key``, mode 0600; the
-first process to write it wins, the others read it), so every worker on that store computes the
-same tenants. Workers on several machines (one PostgreSQL store) must be given the same secret.
+The secret is the configured one (``--tenant-secret-file``, else ``$CONTEXTWINDOW_TENANT_SECRET``),
+else one made on first use and kept in a file beside a SQLite store (``STORE.tenant-key``, mode
+0600; for another store ``.contextwindow/proxy.tenant-key``; the first process to write it wins, the
+others read it), so every worker on that store computes the same tenants. Workers on several
+machines (one PostgreSQL store) must be given the same secret.
 """
 
 from __future__ import annotations
@@ -78,22 +79,26 @@ def secret_file_for(store: str) -> Path | None:
     return Path(DEFAULT_SECRET_FILE)
 
 
-def tenant_secret(path: Path | None, *, create: bool = True) -> bytes:
-    """The tenants' secret: ``$CONTEXTWINDOW_TENANT_SECRET`` when set, else the bytes of the file at
-    ``path``, made (32 random bytes, hex) when there is none and ``create`` allows; with no path, a
-    secret of this process's. Several processes starting at once agree: the file is written whole
-    under a temporary name and linked into place, and a process that finds it taken reads what the
-    winner wrote."""
-    configured = os.environ.get(SECRET_ENV)
-    if configured:
-        return configured.encode()
+def tenant_secret(path: Path | None, *, configured: bool = False) -> bytes:
+    """The tenants' secret: the bytes of the file at ``path`` when it is ``configured``; else
+    ``$CONTEXTWINDOW_TENANT_SECRET`` when set, else the file at ``path``, made (32 random bytes, hex)
+    when there is none; with no path, a secret of this process's. Several processes starting at once
+    agree: the file is written whole under a temporary name and linked into place, and a process
+    that finds it taken reads what the winner wrote."""
+    if configured and path is not None:
+        try:
+            return _read(path)
+        except FileNotFoundError:
+            raise ValueError(f"{path}: no such file (the tenants' secret)") from None
+    from_env = os.environ.get(SECRET_ENV)
+    if from_env:
+        return from_env.encode()
     if path is None:
         return secrets.token_hex(32).encode()
     try:
         return _read(path)
     except FileNotFoundError:
-        if not create:
-            raise ValueError(f"{path}: no such file (the tenants' secret)") from None
+        pass
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -51,7 +51,7 @@ def transform_for(
     memory = where in (":memory:", "memory://")
     ledger = open_store(None if memory else where, **({} if memory else {"durability": durability}))
     if tenant_secret_file is not None:
-        secret = tenant_secret(Path(tenant_secret_file), create=False)
+        secret = tenant_secret(Path(tenant_secret_file), configured=True)
     else:
         secret = tenant_secret(secret_file_for(where))
     transform = GuardTransform(
