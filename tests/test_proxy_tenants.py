@@ -163,3 +163,19 @@ class TestCallersKeptApart:
         sent = upstream.sent_with(B)
         assert response_id in sent  # as B wrote it: the provider answers for its own ids
         assert "A's private plan" not in sent
+
+
+class TestSessionNames:
+    @pytest.mark.parametrize("name", ["x" * 240, "tab\there"], ids=["too long with the tenant", "a tab"])
+    def test_a_name_the_ledger_refuses_is_a_400_naming_the_header(
+        self, upstream: FakeUpstream, name: str
+    ) -> None:
+        proxy, _ = _proxy(upstream)
+        with proxy:
+            answered = httpx.post(
+                proxy.url + "/v1/messages",
+                json={"model": CLAUDE, "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]},
+                headers={"x-api-key": A, "x-contextwindow-session": name},
+            )
+        assert answered.status_code == 400
+        assert "x-contextwindow-session" in answered.json()["error"]["message"]

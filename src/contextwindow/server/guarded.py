@@ -1,10 +1,12 @@
 """The guard as the proxy's transform: each request fitted to the window before it goes upstream.
 
-:class:`GuardTransform` keeps one :class:`~contextwindow.guard.GuardCore` per wire format and
-``x-contextwindow-session`` name (none: the guard recognises the conversation by its prefix), all on
-one store. The core's own work (compiling, the ledger's writes) runs in a worker thread so the
-event loop keeps serving. For each Anthropic Messages, Chat Completions or Responses request the core
-compiles what to send (a Responses request naming ``previous_response_id`` goes out as written while
+:class:`GuardTransform` keeps one :class:`~contextwindow.guard.GuardCore` and one lock per
+conversation (:mod:`.conversations`), all on one store, each conversation within the tenant of the
+caller's credential (:mod:`.tenants`): a conversation's requests go one at a time, other
+conversations' meanwhile. A core's own work (compiling, the ledger's reads and writes) runs in a
+worker thread and each call it asks for is awaited on the event loop, so a call waiting on the
+upstream holds no thread and is cancelled when the agent leaves. For each Anthropic Messages, Chat
+Completions or Responses request the core compiles what to send (a Responses request naming ``previous_response_id`` goes out as written while
 the upstream's history fits, see :mod:`contextwindow.guard._chained`); its calls are made upstream
 with the agent's own headers:
 
@@ -31,7 +33,7 @@ from typing import Any, TypeVar
 
 import anyio.to_thread
 
-from ..errors import ContextOverflow, OverBudget, UsageError
+from ..errors import ContextOverflow, InvalidInput, OverBudget, UsageError
 from ..guard import GuardCore, Reply, Send
 from ..guard._replies import (
     AnthropicEvents,
@@ -46,7 +48,7 @@ from ..store import Store
 from .conversations import DEFAULT_CACHE_MB, Conversation, Conversations, route
 from .errors import HttpError
 from .limits import MIB
-from .proxy import ProxyCall, Upstream, UpstreamReply, passthrough
+from .proxy import SESSION_HEADER, ProxyCall, Upstream, UpstreamReply, passthrough
 from .tenants import Tenants
 
 __all__ = ["GuardTransform", "UpstreamRefused"]
@@ -147,6 +149,8 @@ class GuardTransform:
             # A response this tenant never got through this proxy (another worker, before a restart,
             # or another tenant's): as written, on the caller's own key, with no history of ours.
             return await passthrough(call, upstream)
+        if call.session is not None:
+            _check_session_name(self.store, tenant, call.session)
         conversation = self.conversations.take((tenant, key), lambda: self._core(fmt, call.session, tenant))
         hold = _Hold(self.conversations, conversation, len(call.raw))
         try:
@@ -224,6 +228,18 @@ class GuardTransform:
         else:
             await record(_REPLIES[fmt](data))
         return UpstreamReply.of_bytes(result.status, result.headers, raw), False
+
+
+def _check_session_name(store: Store, tenant: str, name: str) -> None:
+    """A 400 naming the header when the ledger refuses the session id ``name`` makes."""
+    try:
+        store.session(f"{tenant}/{name}")
+    except InvalidInput:
+        raise HttpError(
+            "invalid_request_error",
+            f"{SESSION_HEADER} must be printable, without control characters, and short enough "
+            f"for a session id ({tenant}/NAME) of at most 256 characters",
+        ) from None
 
 
 class _Hold:
