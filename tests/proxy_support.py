@@ -14,13 +14,13 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from contextwindow.server import BackgroundServer, HttpApp, json_response
@@ -100,6 +100,8 @@ class FakeUpstream:
 
     async def messages(self, request: Request) -> Response:
         key, body, raw = await self._arrive(request)
+        if body.get("stream"):
+            return StreamingResponse(self._events(body, raw), media_type="text/event-stream")
         if not await self._wait(request, raw):
             return Response(status_code=499)
         n = next(self._ids)
@@ -117,6 +119,40 @@ class FakeUpstream:
                 "usage": {"input_tokens": len(raw) // 4, "output_tokens": len(text) // 4},
             },
         )
+
+    async def _events(self, body: dict[str, Any], raw: str) -> AsyncIterator[bytes]:
+        """An Anthropic stream: its start at once, the rest after the delay (a stall: never)."""
+        n = next(self._ids)
+
+        def event(kind: str, data: dict[str, Any]) -> bytes:
+            return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode()
+
+        message = {
+            "id": f"msg_{n}",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model"),
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": len(raw) // 4, "output_tokens": 1},
+        }
+        yield event("message_start", {"message": message})
+        try:
+            await asyncio.sleep(60.0 if "STALL" in raw and "RESUME" not in raw else self.delay)
+        except asyncio.CancelledError:
+            self.left.append(time.monotonic())
+            raise
+        yield event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
+        yield event(
+            "content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": f"reply {n}"}}
+        )
+        yield event("content_block_stop", {"index": 0})
+        yield event(
+            "message_delta",
+            {"delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": 2}},
+        )
+        yield event("message_stop", {})
 
     async def responses(self, request: Request) -> Response:
         _, body, raw = await self._arrive(request)

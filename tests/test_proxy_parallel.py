@@ -141,6 +141,27 @@ class TestTheAgentLeaving:
                 # The conversation is free again: its next call is answered.
                 assert _say(proxy.url, [{"role": "user", "content": "STALL, then leave"}, *_after()])
 
+    def test_mid_stream_closes_the_upstream_stream_and_frees_the_conversation(
+        self, slow: tuple[FakeUpstream, str]
+    ) -> None:
+        upstream, url = slow
+        transform = GuardTransform(open_store(":memory:"))
+        opening = [{"role": "user", "content": "STALL mid-stream"}]
+        with BackgroundServer(proxy_app(url, transform=transform)) as proxy:
+            body = {"model": CLAUDE, "max_tokens": 64, "messages": opening, "stream": True}
+            with httpx.stream(
+                "POST", proxy.url + "/v1/messages", json=body, headers={"x-api-key": "k"}
+            ) as streamed:
+                assert streamed.status_code == 200
+                assert "message_start" in next(streamed.iter_lines())
+            left = time.monotonic()
+            deadline = left + 5
+            while not upstream.left and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert upstream.left, "the upstream stream outlived the agent"
+            assert upstream.left[0] - left < 2.0
+            assert _say(proxy.url, [*opening, *_after()], timeout=10)  # the conversation is free again
+
 
 def _after() -> list[dict[str, str]]:
     return [{"role": "assistant", "content": "(no answer)"}, {"role": "user", "content": "RESUME"}]
