@@ -23,6 +23,7 @@ import pytest
 
 from contextwindow.content import Text
 from contextwindow.server import BackgroundServer
+from contextwindow.server.conversations import BYTES_PER_BODY_BYTE, Conversations
 from contextwindow.server.guarded import GuardTransform
 from contextwindow.server.proxy import Transform, passthrough, proxy_app
 from contextwindow.store import Store, open_store
@@ -250,3 +251,22 @@ class TestWorkers:
             sessions = ledger.sessions()
             assert len(sessions) == 6
             assert all(len(_texts(ledger, sid)) == 6 for sid in sessions)
+
+
+class TestTheConversationCache:
+    def test_the_least_recently_used_idle_conversation_goes_first(self) -> None:
+        cache = Conversations(3 * 100_000)
+        for key in ("a", "b", "c"):
+            cache.give_back(cache.take(("t", key), object), body_bytes=100_000 // BYTES_PER_BODY_BYTE)
+        cache.give_back(cache.take(("t", "a"), object))  # "a" used again: "b" is now the oldest
+        cache.give_back(cache.take(("t", "d"), object), body_bytes=100_000 // BYTES_PER_BODY_BYTE)
+        assert ("t", "b") not in cache and ("t", "a") in cache and ("t", "d") in cache
+        assert cache.bytes <= cache.capacity
+
+    def test_a_conversation_in_use_is_not_dropped_until_it_is_given_back(self) -> None:
+        cache = Conversations(100_000)
+        busy = cache.take(("t", "busy"), object)
+        cache.give_back(cache.take(("t", "other"), object), body_bytes=200_000)
+        assert ("t", "busy") in cache  # over the bound, but in use
+        cache.give_back(busy, body_bytes=200_000)
+        assert ("t", "busy") not in cache and cache.bytes <= cache.capacity
