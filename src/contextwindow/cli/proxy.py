@@ -10,8 +10,10 @@ credentials, streams the answers back, and writes one JSON access-log line per r
 from __future__ import annotations
 
 import logging
+import os
 import sys
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
@@ -47,6 +49,30 @@ def proxy(
     ] = "normal",
     max_body_mb: Annotated[int, typer.Option(help="Largest request body accepted, in MiB.")] = 32,
     max_concurrency: Annotated[int, typer.Option(help="Requests handled at once; more wait briefly.")] = 256,
+    workers: Annotated[
+        int, typer.Option(help="Processes serving the port, all on the same --store (POSIX).")
+    ] = 1,
+    cache_mb: Annotated[
+        int | None,
+        typer.Option(
+            help="MiB of conversations held in memory per process (default 512); the others are read "
+            "back from the store when they come back."
+        ),
+    ] = None,
+    tenant_header: Annotated[
+        str | None,
+        typer.Option(
+            help="The header that names the caller (set by an auth gateway); default: the API key "
+            "(x-api-key or Authorization: Bearer)."
+        ),
+    ] = None,
+    tenant_secret_file: Annotated[
+        str | None,
+        typer.Option(
+            help="A file holding the secret the tenants are hashed with (default: "
+            "$CONTEXTWINDOW_TENANT_SECRET, else a file made beside the store)."
+        ),
+    ] = None,
     guard: Annotated[
         bool,
         typer.Option(
@@ -62,11 +88,23 @@ def proxy(
         fail("--window must be > 0", EXIT_BAD_INPUT)
     if durability not in ("normal", "full"):
         fail("--durability must be normal or full", EXIT_BAD_INPUT)
+    if workers < 1:
+        fail("--workers must be >= 1", EXIT_BAD_INPUT)
+    if workers > 1 and not hasattr(os, "fork"):
+        fail("--workers needs a POSIX system (fork)", EXIT_BAD_INPUT)
+    if workers > 1 and guard and (store or "").strip() in (":memory:", "memory:", "memory://"):
+        fail("--workers needs a store the workers share (a SQLite file or PostgreSQL)", EXIT_BAD_INPUT)
+    if cache_mb is not None and cache_mb < 1:
+        fail("--cache-mb must be >= 1", EXIT_BAD_INPUT)
+    if tenant_secret_file is not None and not Path(tenant_secret_file).is_file():
+        fail(f"--tenant-secret-file: no such file: {tenant_secret_file}", EXIT_BAD_INPUT)
     with guarded():
         try:
             from ..server import MIB, ServerLimits, bind, run
+            from ..server.conversations import DEFAULT_CACHE_MB
             from ..server.proxy import proxy_app
-            from ..server.transform import transform_for
+            from ..server.transform import describe, transform_for
+            from ..server.workers import run_workers
         except ImportError as missing:
             fail(
                 f"the proxy needs the 'server' extra ({missing.name} is missing): "
@@ -78,7 +116,26 @@ def proxy(
             inflight_body_bytes=max(8 * max_body_mb, 256) * MIB,
             max_concurrency=max_concurrency,
         )
-        transform, described = transform_for(store=store, window=window, guard=guard, durability=durability)
+
+        def make_app() -> Any:
+            # Each worker makes its own: its own connection to the store, its own conversations.
+            transform, described = transform_for(
+                store=store,
+                window=window,
+                guard=guard,
+                durability=durability,
+                tenant_header=tenant_header,
+                tenant_secret_file=tenant_secret_file,
+                cache_mb=cache_mb or DEFAULT_CACHE_MB,
+            )
+            info = {"mode": described, "pid": os.getpid()}
+            return proxy_app(upstream, transform=transform, limits=limits, info=info)
+
+        described = describe(
+            store=store, window=window, guard=guard, durability=durability, tenant_header=tenant_header
+        )
+        if workers > 1:
+            described += f", {workers} workers"
         if not quiet:
             handler = logging.StreamHandler(sys.stderr)
             handler.setFormatter(logging.Formatter("%(message)s"))
@@ -92,7 +149,12 @@ def proxy(
             flush=True,
         )
         try:
-            run(proxy_app(upstream, transform=transform, limits=limits, info={"mode": described}), sock)
+            if workers > 1:
+                status = run_workers(make_app, sock, workers)
+                if status:
+                    fail("a worker could not start (its error is above)", status)
+            else:
+                run(make_app(), sock)
         except KeyboardInterrupt:
             pass
         finally:

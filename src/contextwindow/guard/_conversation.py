@@ -118,11 +118,12 @@ class Conversations:
     """The conversations one guard core keeps, by session id, and every chain hash they hold, by root.
 
     ``root`` is the session id the guard was given (``None``: each conversation's own, from its first
-    message)."""
+    message); ``tenant`` prefixes every root (``tenant/root``), so that no two tenants share one."""
 
-    def __init__(self, store: Store, root: str | None) -> None:
+    def __init__(self, store: Store, root: str | None, *, tenant: str | None = None) -> None:
         self.store = store
         self.root = root
+        self.tenant = tenant
         self._conversations: dict[str, Conversation] = {}
         self._hashes: dict[str, dict[str, tuple[Conversation, int]]] = {}
         """Per root, every stored chain hash: the conversation and how many messages it covers."""
@@ -175,6 +176,8 @@ class Conversations:
         process started.
         """
         root = self.root or f"guard-{hashes[0][:20]}"
+        if self.tenant is not None:
+            root = f"{self.tenant}/{root}"
         fresh = root not in self._roots
         self._load_root(root)
         reloaded = fresh

@@ -117,9 +117,13 @@ class GuardCore:
         overflow: OverflowReader,
         options: GuardOptions | None = None,
         reply_of: Callable[[Any], Reply] | None = None,
+        tenant: str | None = None,
     ) -> None:
         self.store = store
         self.options = options = options or GuardOptions()
+        self.tenant = tenant
+        """Whose conversations these are: every session id this core finds or makes starts with
+        ``tenant + "/"``, so another tenant's history, however alike, is never continued here."""
         self.wire = FORMATS[fmt]
         self.history = HistoryReader(self.wire, "input" if fmt == "openai-responses" else "messages")
         """Reads each request's history, converting only what is new since a history it read before."""
@@ -134,7 +138,7 @@ class GuardCore:
         """Offer the model :data:`~contextwindow.compile.reread.READ_ARCHIVED` when a placeholder in the
         request names it, and answer its calls here (the agent never sees them); not on streams."""
         self.reply_of = reply_of
-        self.conversations = Conversations(store, options.session)
+        self.conversations = Conversations(store, options.session, tenant=tenant)
         self.responses = ResponseIds()
         """The responses this core recorded, by id: what a ``previous_response_id`` continues."""
 

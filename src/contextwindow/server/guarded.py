@@ -1,10 +1,12 @@
 """The guard as the proxy's transform: each request fitted to the window before it goes upstream.
 
-:class:`GuardTransform` keeps one :class:`~contextwindow.guard.GuardCore` per wire format and
-``x-contextwindow-session`` name (none: the guard recognises the conversation by its prefix), all on
-one store. The core's own work (compiling, the ledger's writes) runs in a worker thread so the
-event loop keeps serving. For each Anthropic Messages, Chat Completions or Responses request the core
-compiles what to send (a Responses request naming ``previous_response_id`` goes out as written while
+:class:`GuardTransform` keeps one :class:`~contextwindow.guard.GuardCore` and one lock per
+conversation (:mod:`.conversations`), all on one store, each conversation within the tenant of the
+caller's credential (:mod:`.tenants`): a conversation's requests go one at a time, other
+conversations' meanwhile. A core's own work (compiling, the ledger's reads and writes) runs in a
+worker thread and each call it asks for is awaited on the event loop, so a call waiting on the
+upstream holds no thread and is cancelled when the agent leaves. For each Anthropic Messages, Chat
+Completions or Responses request the core compiles what to send (a Responses request naming ``previous_response_id`` goes out as written while
 the upstream's history fits, see :mod:`contextwindow.guard._chained`); its calls are made upstream
 with the agent's own headers:
 
@@ -22,16 +24,17 @@ messages, a model without a profile) go through unchanged.
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import json
-from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any
+import secrets
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from typing import Any, TypeVar
 
-import anyio.from_thread
 import anyio.to_thread
 
-from ..errors import ContextOverflow, OverBudget, UsageError
-from ..guard import GuardCore, GuardOptions, Reply, Send, run_sync
+from ..errors import ContextOverflow, InvalidInput, OverBudget, UsageError
+from ..guard import GuardCore, GuardOptions, Reply, Send
 from ..guard.replies import (
     AnthropicEvents,
     OpenAIChunks,
@@ -42,13 +45,20 @@ from ..guard.replies import (
 )
 from ..providers.overflow import classify
 from ..store import Store
+from .conversations import DEFAULT_CACHE_MB, Conversation, Conversations, route
 from .errors import HttpError
-from .proxy import ProxyCall, Upstream, UpstreamReply, passthrough
+from .limits import MIB
+from .proxy import SESSION_HEADER, ProxyCall, Upstream, UpstreamReply, passthrough
+from .tenants import Tenants
 
 __all__ = ["GuardTransform", "UpstreamRefused"]
 
 _COUNT_FIELDS = frozenset({"model", "messages", "system", "tools", "tool_choice", "thinking", "mcp_servers"})
 """What Anthropic's ``count_tokens`` accepts of a Messages body."""
+MAX_RESPONSE_IDS = 100_000
+"""Response ids remembered, each with the conversation it continues (a few hundred bytes each)."""
+
+T = TypeVar("T")
 
 
 class UpstreamRefused(Exception):
@@ -78,33 +88,98 @@ def _overflow_of(provider: str) -> Any:
 
 
 class GuardTransform:
-    """The proxy's transform with the guard (see the module docstring)."""
+    """The proxy's transform with the guard (see the module docstring).
 
-    def __init__(self, store: Store, *, context_window: int | None = None, summarize: bool = True) -> None:
+    ``tenants`` says whose each request is (default: by its API key, with a secret of this
+    process's); ``cache_bytes`` bounds the conversations held in memory (:mod:`.conversations`).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        context_window: int | None = None,
+        summarize: bool = True,
+        tenants: Tenants | None = None,
+        cache_bytes: int = DEFAULT_CACHE_MB * MIB,
+    ) -> None:
         self.store = store
         self.context_window = context_window
         self.summarize = summarize
-        self._cores: dict[tuple[str, str | None], tuple[GuardCore, asyncio.Lock]] = {}
+        self.tenants = tenants or Tenants(secrets.token_bytes(32))
+        self.conversations = Conversations(cache_bytes)
+        self._responses: OrderedDict[tuple[str, str], str] = OrderedDict()
+        """(tenant, response id) -> the key of the conversation whose reply it was."""
 
-    def _core(self, fmt: str, session: str | None) -> tuple[GuardCore, asyncio.Lock]:
-        key = (fmt, session)
-        found = self._cores.get(key)
-        if found is None:
-            core = GuardCore(
-                self.store,
-                fmt,  # type: ignore[arg-type]
-                overflow=_overflow_of(fmt),
-                options=GuardOptions(
-                    session=session,
-                    context_window=self.context_window,
-                    summarizer=None if self.summarize else False,
-                ),
-            )
-            found = self._cores[key] = (core, asyncio.Lock())
-        return found
+    def _core(self, fmt: str, session: str | None, tenant: str) -> GuardCore:
+        return GuardCore(
+            self.store,
+            fmt,  # type: ignore[arg-type]
+            overflow=_overflow_of(fmt),
+            options=GuardOptions(
+                session=session,
+                context_window=self.context_window,
+                summarizer=None if self.summarize else False,
+            ),
+            tenant=tenant,
+        )
+
+    def _route(self, fmt: str, tenant: str, call: ProxyCall) -> str | None:
+        """The conversation key of ``call``; ``None`` for a response this tenant never got here."""
+        previous = call.body.get("previous_response_id") if fmt == "openai-responses" else None
+        if not isinstance(previous, str):
+            return route(fmt, call.body, call.session)
+        key = self._responses.get((tenant, previous))
+        if key is not None:
+            self._responses.move_to_end((tenant, previous))
+        return key
+
+    def _learn(self, tenant: str, key: str, reply: Reply) -> None:
+        """Remember which conversation a response belongs to, for its ``previous_response_id``."""
+        response_id = reply.extra.get("response_id")
+        if isinstance(response_id, str):
+            self._responses[(tenant, response_id)] = key
+            self._responses.move_to_end((tenant, response_id))
+            while len(self._responses) > MAX_RESPONSE_IDS:
+                self._responses.popitem(last=False)
 
     async def __call__(self, call: ProxyCall, upstream: Upstream) -> UpstreamReply:
         fmt = _FORMATS[call.api]
+        tenant = self.tenants.of(call.headers)
+        key = self._route(fmt, tenant, call)
+        if key is None:
+            # A response this tenant never got through this proxy (another worker, before a restart,
+            # or another tenant's): as written, on the caller's own key, with no history of ours.
+            return await passthrough(call, upstream)
+        if call.session is not None:
+            _check_session_name(self.store, tenant, call.session)
+        conversation = self.conversations.take((tenant, key), lambda: self._core(fmt, call.session, tenant))
+        hold = _Hold(self.conversations, conversation, len(call.raw))
+        try:
+            # One request of a conversation at a time, from its match to its reply recorded; the
+            # requests of other conversations never wait for it.
+            await conversation.lock.acquire()
+            hold.locked = True
+            reply, recording = await self._fit(call, upstream, conversation.core, fmt, tenant, key, hold)
+        except BaseException:
+            hold.release()
+            raise
+        if not recording:
+            hold.release()
+        return reply
+
+    async def _fit(
+        self,
+        call: ProxyCall,
+        upstream: Upstream,
+        core: GuardCore,
+        fmt: str,
+        tenant: str,
+        key: str,
+        hold: _Hold,
+    ) -> tuple[UpstreamReply, bool]:
+        """The reply to relay, and whether it is a stream still to be recorded as it passes (then
+        ``hold`` is released when it ends)."""
         counting = call.api == "anthropic-count-tokens"
         messages_path = call.path.replace("/messages/count_tokens", "/messages", 1)
         count_path = messages_path.replace("/messages", "/messages/count_tokens", 1)
@@ -124,41 +199,123 @@ class GuardTransform:
         body = dict(call.body)
         if counting:
             body.setdefault("max_tokens", 1)
-        core, lock = self._core(fmt, call.session)
-
-        def fit() -> Any:
-            # Compiling and the ledger's writes are blocking work: the core runs in a worker thread,
-            # and each call it asks for is made on the event loop (the upstream's client lives there).
-            return run_sync(
-                core.request(body, count=counting), lambda step: anyio.from_thread.run(perform, step)
-            )
-
         try:
-            async with lock:  # a core runs one agent loop: one of its requests at a time
-                exchange = await anyio.to_thread.run_sync(fit)
+            exchange = await _drive(core.request(body, count=counting), perform)
         except UsageError:
-            return await passthrough(call, upstream)  # nothing the guard can fit: as the agent wrote it
+            return await passthrough(call, upstream), False  # nothing to fit: as the agent wrote it
         except ContextOverflow as overflow:
             cause = overflow.__cause__
             if isinstance(cause, UpstreamRefused):
-                return cause.reply()
+                return cause.reply(), False
             raise
         except UpstreamRefused as refused:
-            return refused.reply()
+            return refused.reply(), False
         except OverBudget as over:  # the system prompt, tools and newest message alone do not fit
             raise HttpError("invalid_request_error", str(over)) from None
         result: UpstreamReply = exchange.result
         if counting or result.status >= 400:
-            return result
+            return result, False
+
+        async def record(reply: Reply) -> None:
+            await anyio.to_thread.run_sync(exchange.finish, reply)
+            self._learn(tenant, key, reply)
+
         if "text/event-stream" in result.headers.get("content-type", ""):
-            return result.with_chunks(_tap_sse(result.chunks(), fmt, exchange.finish))
+            return _held_stream(result, _tap_sse(result.chunks(), fmt, record), hold), True
         raw = await result.read()
         try:
             data = json.loads(raw)
-            exchange.finish(_REPLIES[fmt](data))
         except ValueError:
             pass  # not JSON: relayed as it came, nothing to record
-        return UpstreamReply.of_bytes(result.status, result.headers, raw)
+        else:
+            await record(_REPLIES[fmt](data))
+        return UpstreamReply.of_bytes(result.status, result.headers, raw), False
+
+
+def _check_session_name(store: Store, tenant: str, name: str) -> None:
+    """A 400 naming the header when the ledger refuses the session id ``name`` makes."""
+    try:
+        store.session(f"{tenant}/{name}")
+    except InvalidInput:
+        raise HttpError(
+            "invalid_request_error",
+            f"{SESSION_HEADER} must be printable, without control characters, and short enough "
+            f"for a session id ({tenant}/NAME) of at most 256 characters",
+        ) from None
+
+
+class _Hold:
+    """A request's claim on its conversation: the lock once taken, and its place in the cache;
+    :meth:`release` gives both back, once."""
+
+    def __init__(self, conversations: Conversations, conversation: Conversation, body_bytes: int) -> None:
+        self.conversations = conversations
+        self.conversation = conversation
+        self.body_bytes = body_bytes
+        self.locked = False
+        self._released = False
+
+    def release(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        if self.locked:
+            self.conversation.lock.release()
+        self.conversations.give_back(self.conversation, body_bytes=self.body_bytes)
+
+
+def _held_stream(result: UpstreamReply, chunks: AsyncIterator[bytes], hold: _Hold) -> UpstreamReply:
+    """``result`` relayed through ``chunks``, its conversation released when the stream ends, fails
+    or is closed (the agent left)."""
+
+    async def relayed() -> AsyncIterator[bytes]:
+        try:
+            async for chunk in chunks:
+                yield chunk
+        finally:
+            hold.release()
+
+    async def close() -> None:
+        hold.release()
+        await result.aclose()
+
+    return UpstreamReply(result.status, result.headers, relayed(), close)
+
+
+async def _drive(coro: Coroutine[Any, Any, T], perform: Callable[[Send], Awaitable[Any]]) -> T:
+    """Step the core's coroutine to its end: its own work (compiling, the ledger's reads and writes)
+    in a worker thread, each call it asks for awaited on the event loop, where the upstream's client
+    lives. A thread is held only while the core computes, never while a call waits, so a slow
+    upstream takes no thread from other conversations. Cancelled (the agent left), the core is
+    closed where it waits and the call's task is cancelled with it."""
+    answer: Any = None
+    error: BaseException | None = None
+    try:
+        while True:
+            done, value = await anyio.to_thread.run_sync(_advance, coro, answer, error)
+            if done:
+                return value  # type: ignore[no-any-return]
+            try:
+                answer, error = await perform(value), None
+            except Exception as exc:  # the call's failure goes back into the core to decide on
+                answer, error = None, exc
+    except BaseException:
+        with contextlib.suppress(ValueError):  # still running in its thread: closed when collected
+            coro.close()
+        raise
+
+
+def _advance(coro: Coroutine[Any, Any, Any], answer: Any, error: BaseException | None) -> tuple[bool, Any]:
+    """One step of the core: ``(True, result)`` when it returned, ``(False, step)`` when it asks for
+    a call (StopIteration must not cross a thread's future)."""
+    try:
+        step = coro.throw(error) if error is not None else coro.send(answer)
+    except StopIteration as finished:
+        return True, finished.value
+    if not isinstance(step, Send):  # pragma: no cover - the core awaits nothing else
+        coro.close()
+        raise RuntimeError(f"the guard core awaited {step!r}, not a call")
+    return False, step
 
 
 _FORMATS = {
@@ -184,7 +341,9 @@ async def _accepted(reply: UpstreamReply) -> UpstreamReply:
     raise UpstreamRefused(reply.status, reply.headers, body)
 
 
-async def _tap_sse(chunks: AsyncIterator[bytes], fmt: str, finish: Any) -> AsyncIterator[bytes]:
+async def _tap_sse(
+    chunks: AsyncIterator[bytes], fmt: str, finish: Callable[[Reply], Awaitable[None]]
+) -> AsyncIterator[bytes]:
     """``chunks`` unchanged, while their SSE events feed the reply, recorded before the stream's last
     event is passed on (so the ledger holds the reply by the time the agent has read it)."""
     events: AnthropicEvents | OpenAIChunks | ResponsesEvents = (
@@ -211,8 +370,8 @@ async def _tap_sse(chunks: AsyncIterator[bytes], fmt: str, finish: Any) -> Async
         # A Chat Completions stream's usage chunk comes after its finish: it ends on [DONE].
         if not recorded and (ended or (fmt != "openai" and events.done)):
             recorded = True
-            finish(events.reply())
+            await finish(events.reply())
         yield chunk
     if not recorded and (events.done or events.usage):
         reply: Reply = events.reply()
-        finish(reply)
+        await finish(reply)

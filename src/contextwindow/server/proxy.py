@@ -19,6 +19,8 @@ What the proxy keeps to, whatever the transform:
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -34,7 +36,7 @@ from starlette.routing import Route
 from .app import HttpApp
 from .errors import HttpError
 from .limits import ServerLimits
-from .request import parse_json
+from .request import ClientGone, parse_json
 
 __all__ = [
     "SESSION_HEADER",
@@ -245,7 +247,7 @@ def proxy_app(
                 headers=_forwarded(request),
                 session=request.headers.get(SESSION_HEADER),
             )
-            reply = await transform(call, upstream)
+            reply = await _unless_gone(request, transform(call, upstream))
         return _relay(reply)
 
     async def other(request: Request) -> Response:
@@ -260,6 +262,30 @@ def proxy_app(
         ]
     )
     return app
+
+
+async def _unless_gone(request: Request, work: Awaitable[UpstreamReply]) -> UpstreamReply:
+    """``work``'s reply, or :class:`~.request.ClientGone` as soon as the agent disconnects first: then
+    ``work`` is cancelled, and with it the upstream call it was waiting for (its connection closed).
+    Until the answer starts, nothing else listens to the connection."""
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait((task, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not task.done():
+            task.cancel()
+        gone.cancel()
+    if not task.cancelled() and task.done():
+        return task.result()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task  # cancelled where it waited: whatever it held is released
+    raise ClientGone
+
+
+async def _disconnected(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def _with_query(request: Request) -> str:
