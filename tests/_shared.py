@@ -6,6 +6,7 @@ green run that skipped its ground truth proves nothing.
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 from typing import Any
@@ -41,3 +42,18 @@ def encoding(name: str) -> Any:
         if os.environ.get("CI") == "true":
             raise
         pytest.skip(f"tiktoken {name} not available offline (set TIKTOKEN_CACHE_DIR)")
+
+
+class LazyModule:
+    """The module ``name``, imported on first use of a public attribute: a test module that uses
+    ``anthropic.Anthropic`` in its tests does not import the SDK when the suite is collected (a second
+    or more per SDK or framework). Private and dunder names are not forwarded: collecting probes every
+    module-level object for them (``__test__``, ``__wrapped__``, ``_mock_name``)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute.startswith("_"):
+            raise AttributeError(attribute)
+        return getattr(importlib.import_module(self._name), attribute)

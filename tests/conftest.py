@@ -1,4 +1,12 @@
-"""Test-session setup: real tokenizers come from ``../shared/tokenizers`` (offline)."""
+"""Test-session setup: real tokenizers come from ``../shared/tokenizers`` (offline).
+
+A test module sits in the folder of the package it tests (``tests/engine/`` for ``contextwindow.engine``),
+a cross-cutting one here. The support modules here (``engine_support``, ``_shared``, ...) import from
+every folder (``pythonpath`` in ``pyproject.toml``). Test module names are unique across the folders:
+there is no ``__init__.py``, and pytest puts each folder on ``sys.path``. A module whose tests use an
+SDK or an agent framework imports it when they run, not when the suite is collected
+(``_shared.LazyModule``, checked by ``test_collection.py``).
+"""
 
 from __future__ import annotations
 

@@ -25,16 +25,20 @@ import contextwindow
 TOP_LEVEL_LIMIT = 46
 
 
-def _modules() -> list[str]:
+@cache
+def _modules() -> tuple[str, ...]:
+    """Every module of the package; walking it imports every package, so it runs in a test, not at collection."""
     names = ["contextwindow"]
     for info in pkgutil.walk_packages(contextwindow.__path__, "contextwindow."):
         if info.name.endswith("__main__"):
             continue  # running it is its import
         names.append(info.name)
-    return names
+    return tuple(names)
 
 
-MODULES = _modules()
+def _no_failures(failures: list[str], what: str) -> None:
+    """One test checks every name: it fails once, listing each name that breaks the rule."""
+    assert not failures, f"{len(failures)} {what}:\n" + "\n".join(failures)
 
 
 @cache
@@ -112,9 +116,27 @@ def _definition(module: str, name: str) -> tuple[str, ast.stmt, str | None]:
     raise AssertionError(f"{module} exports {name} but neither defines nor imports it")
 
 
-SURFACES = frozenset(m for m in MODULES if m.count(".") <= 1 or _is_package(m))
-"""The modules a user reads: the top level, its modules, and every package (a layer or part of one)."""
-EXPORTS = [(module, name) for module in MODULES for name in importlib.import_module(module).__all__]
+def _surface(module: str) -> bool:
+    """A module a user reads: the top level, its modules, and every package (a layer or part of one)."""
+    return module.count(".") <= 1 or _is_package(module)
+
+
+@cache
+def _exports() -> tuple[tuple[str, str], ...]:
+    """Each (module, name) of every module's ``__all__``."""
+    return tuple(
+        (module, name)
+        for module in _modules()
+        for name in getattr(importlib.import_module(module), "__all__", ())
+    )
+
+
+def _definition_or_failure(module: str, name: str) -> tuple[str, ast.stmt, str | None] | str:
+    """``_definition``, or why it could not be found (so that one test reports every such name)."""
+    try:
+        return _definition(module, name)
+    except AssertionError as error:
+        return str(error)
 
 
 class TestTopLevel:
@@ -137,10 +159,13 @@ class TestTopLevel:
         }
         assert not internals & set(contextwindow.__all__)
 
-    @pytest.mark.parametrize("name", sorted(contextwindow._LAZY))
-    def test_each_name_loaded_on_first_use_is_the_one_its_layer_defines(self, name: str) -> None:
-        value = getattr(contextwindow, name)
-        assert value is getattr(importlib.import_module(contextwindow._LAZY[name]), name)
+    def test_each_name_loaded_on_first_use_is_the_one_its_layer_defines(self) -> None:
+        failures = [
+            f"contextwindow.{name} is not {layer}.{name}"
+            for name, layer in sorted(contextwindow._LAZY.items())
+            if getattr(contextwindow, name) is not getattr(importlib.import_module(layer), name, None)
+        ]
+        _no_failures(failures, "names loaded on first use differ from their layer's")
 
     def test_every_name_loaded_on_first_use_is_public(self) -> None:
         assert set(contextwindow._LAZY) <= set(contextwindow.__all__)
@@ -180,40 +205,73 @@ class TestAll:
             "contextwindow.formats.anthropic",
             "contextwindow.testing",
             "contextwindow.replay",
-        } <= set(MODULES)
+        } <= set(_modules())
 
-    @pytest.mark.parametrize("module", MODULES)
-    def test_each_module_declares_all_without_duplicates(self, module: str) -> None:
-        exported = getattr(importlib.import_module(module), "__all__", None)
-        assert isinstance(exported, list), f"{module} has no __all__"
-        assert len(exported) == len(set(exported))
+    def test_each_module_declares_all_without_duplicates(self) -> None:
+        failures = []
+        for module in _modules():
+            exported = getattr(importlib.import_module(module), "__all__", None)
+            if not isinstance(exported, list):
+                failures.append(f"{module} has no __all__ list")
+            elif len(exported) != len(set(exported)):
+                twice = sorted({name for name in exported if exported.count(name) > 1})
+                failures.append(f"{module}.__all__ names {twice} more than once")
+        _no_failures(failures, "modules without a proper __all__")
 
-    @pytest.mark.parametrize(("module", "name"), EXPORTS)
-    def test_every_exported_name_exists(self, module: str, name: str) -> None:
-        assert hasattr(importlib.import_module(module), name)
+    def test_every_exported_name_exists(self) -> None:
+        failures = [
+            f"{module}.__all__ names {name}, which {module} does not have"
+            for module, name in _exports()
+            if not hasattr(importlib.import_module(module), name)
+        ]
+        _no_failures(failures, "exported names that do not exist")
 
-    @pytest.mark.parametrize(("module", "name"), EXPORTS)
-    def test_nothing_private_is_exported(self, module: str, name: str) -> None:
-        assert not name.startswith("_")
+    def test_nothing_private_is_exported(self) -> None:
+        failures = [f"{module}.__all__ names {name}" for module, name in _exports() if name.startswith("_")]
+        _no_failures(failures, "private names exported")
 
-    @pytest.mark.parametrize(("module", "name"), EXPORTS)
-    def test_every_exported_class_and_function_is_documented(self, module: str, name: str) -> None:
-        _, stmt, doc = _definition(module, name)
-        if isinstance(stmt, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-            assert doc and doc.strip(), f"{module}.{name} has no docstring"
+    def test_every_exported_class_and_function_is_documented(self) -> None:
+        failures = []
+        for module, name in _exports():
+            found = _definition_or_failure(module, name)
+            if isinstance(found, str):
+                failures.append(found)
+                continue
+            _, stmt, doc = found
+            if isinstance(stmt, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and not (
+                doc and doc.strip()
+            ):
+                failures.append(f"{module}.{name} has no docstring")
+        _no_failures(failures, "exported classes and functions without a docstring")
 
-    @pytest.mark.parametrize(("module", "name"), [(m, n) for m, n in EXPORTS if m in SURFACES])
-    def test_every_name_a_layer_exports_is_documented(self, module: str, name: str) -> None:
+    def test_every_name_a_layer_exports_is_documented(self) -> None:
         """On a layer's surface constants and type aliases are documented too, by a string right after them."""
-        where, _, doc = _definition(module, name)
-        assert doc and doc.strip(), f"{module}.{name} (defined in {where}) has no docstring"
+        failures = []
+        for module, name in _exports():
+            if not _surface(module):
+                continue
+            found = _definition_or_failure(module, name)
+            if isinstance(found, str):
+                failures.append(found)
+                continue
+            where, _, doc = found
+            if not (doc and doc.strip()):
+                failures.append(f"{module}.{name} (defined in {where}) has no docstring")
+        _no_failures(failures, "names on a layer's surface without a docstring")
 
-    @pytest.mark.parametrize(("module", "name"), [(m, n) for m, n in EXPORTS if _is_package(m)])
-    def test_a_package_exports_only_what_its_own_modules_define(self, module: str, name: str) -> None:
-        where, _, _ = _definition(module, name)
-        assert where == module or where.startswith(f"{module}."), (
-            f"{module}.__all__ names {name}, defined in {where}"
-        )
+    def test_a_package_exports_only_what_its_own_modules_define(self) -> None:
+        failures = []
+        for module, name in _exports():
+            if not _is_package(module):
+                continue
+            found = _definition_or_failure(module, name)
+            if isinstance(found, str):
+                failures.append(found)
+                continue
+            where, _, _ = found
+            if not (where == module or where.startswith(f"{module}.")):
+                failures.append(f"{module}.__all__ names {name}, defined in {where}")
+        _no_failures(failures, "names a package exports from outside itself")
 
 
 class TestCheapImport:

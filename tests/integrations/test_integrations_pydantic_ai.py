@@ -5,24 +5,29 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 import httpx
-import openai
 import pytest
 
-pytest.importorskip("pydantic_ai")
-
-from pydantic_ai import Agent, BinaryContent
-from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.exceptions import ModelHTTPError
-from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
-from pydantic_ai.models.openai import OpenAIChatModel
-from pydantic_ai.providers.openai import OpenAIProvider
-
-from contextwindow.integrations.pydantic_ai import ContextWindow
+from _shared import LazyModule
 from contextwindow.testing import LocalServer
 from integrations_support import TURNS, WINDOW, ObservedModel, close_the_loop_left_open, notes, png
+
+if TYPE_CHECKING:
+    from pydantic_ai import Agent
+
+# pydantic-ai and the SDK take a second or more to import: the tests import them, collecting does not.
+pydantic_ai = LazyModule("pydantic_ai")
+adapter = LazyModule("contextwindow.integrations.pydantic_ai")
+openai = LazyModule("openai")
+
+
+@pytest.fixture(autouse=True)
+def _pydantic_ai() -> None:
+    pytest.importorskip("pydantic_ai")
+
 
 close_the_loop = pytest.fixture(autouse=True)(close_the_loop_left_open)  # run_sync keeps one open
 
@@ -38,18 +43,27 @@ def server(model: ObservedModel) -> Iterator[LocalServer]:
         yield running
 
 
-@dataclass
-class Recorder(AbstractCapability[Any]):
-    """After the guard: sees the messages each attempt sends."""
+@cache
+def recorder_class() -> type[Any]:
+    from pydantic_ai.capabilities import AbstractCapability
 
-    seen: list[list[Any]] = field(default_factory=list)
+    @dataclass
+    class Recorder(AbstractCapability[Any]):
+        """After the guard: sees the messages each attempt sends."""
 
-    async def prepare_model_request(self, ctx: Any, request_context: Any) -> Any:
-        self.seen.append(list(request_context.messages))
-        return request_context
+        seen: list[list[Any]] = field(default_factory=list)
+
+        async def prepare_model_request(self, ctx: Any, request_context: Any) -> Any:
+            self.seen.append(list(request_context.messages))
+            return request_context
+
+    return Recorder
 
 
 def agent(server: LocalServer, *capabilities: Any, tools: bool = True) -> Agent[None, str]:
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
     # No kept-alive connections: run_sync opens an event loop per run, and a pooled connection
     # would outlive its loop.
     client = openai.AsyncOpenAI(
@@ -59,7 +73,9 @@ def agent(server: LocalServer, *capabilities: Any, tools: bool = True) -> Agent[
         http_client=httpx.AsyncClient(limits=httpx.Limits(max_keepalive_connections=0)),
     )
     chat = OpenAIChatModel("gpt-4o", provider=OpenAIProvider(openai_client=client))
-    made: Agent[None, str] = Agent(chat, instructions="You search notes.", capabilities=list(capabilities))
+    made: Agent[None, str] = pydantic_ai.Agent(
+        chat, instructions="You search notes.", capabilities=list(capabilities)
+    )
     if tools:
 
         @made.tool_plain
@@ -74,16 +90,16 @@ def tool_pairs(messages: list[Any]) -> tuple[list[str], list[str]]:
     calls = [
         p.tool_call_id
         for m in messages
-        if isinstance(m, ModelResponse)
+        if isinstance(m, pydantic_ai.ModelResponse)
         for p in m.parts
-        if isinstance(p, ToolCallPart)
+        if isinstance(p, pydantic_ai.ToolCallPart)
     ]
     results = [
         p.tool_call_id
         for m in messages
-        if isinstance(m, ModelRequest)
+        if isinstance(m, pydantic_ai.ModelRequest)
         for p in m.parts
-        if isinstance(p, ToolReturnPart)
+        if isinstance(p, pydantic_ai.ToolReturnPart)
     ]
     return calls, results
 
@@ -92,7 +108,7 @@ class TestPydanticAIAgent:
     def test_a_tool_agent_runs_forty_turns_on_a_16k_window_without_an_error(
         self, server: LocalServer, model: ObservedModel
     ) -> None:
-        guard = ContextWindow(store=":memory:", context_window=WINDOW)
+        guard = adapter.ContextWindow(store=":memory:", context_window=WINDOW)
         running = agent(server, guard)
         history: list[Any] = []
         for turn in range(TURNS):
@@ -110,16 +126,16 @@ class TestPydanticAIAgent:
     def test_the_first_rejection_is_recovered_by_compacting_and_retrying_once(
         self, server: LocalServer, model: ObservedModel
     ) -> None:
-        guard = ContextWindow(store=":memory:")  # gpt-4o's profile says 128k; 16k is served
+        guard = adapter.ContextWindow(store=":memory:")  # gpt-4o's profile says 128k; 16k is served
         running = agent(server, guard)
         history: list[Any] = []
         for turn in range(10):
             history = running.run_sync(f"Turn {turn}.", message_history=history).all_messages()
         assert len(model.rejections) == 1
-        assert sum(isinstance(m, ModelResponse) for m in history) == 20  # no failed turn
+        assert sum(isinstance(m, pydantic_ai.ModelResponse) for m in history) == 20  # no failed turn
 
     def test_streaming_and_async_runs_are_guarded(self, server: LocalServer, model: ObservedModel) -> None:
-        guard = ContextWindow(store=":memory:", context_window=WINDOW)
+        guard = adapter.ContextWindow(store=":memory:", context_window=WINDOW)
         running = agent(server, guard)
 
         async def go() -> list[Any]:
@@ -143,8 +159,8 @@ class TestPydanticAIAgent:
         assert len(session.messages()) >= 8 * 3
 
     def test_parts_the_guard_kept_are_the_agents_own_objects(self, server: LocalServer) -> None:
-        recorder = Recorder()
-        running = agent(server, ContextWindow(store=":memory:", context_window=WINDOW), recorder)
+        recorder = recorder_class()()
+        running = agent(server, adapter.ContextWindow(store=":memory:", context_window=WINDOW), recorder)
         history = running.run_sync("Turn 0.").all_messages()
         history = running.run_sync("Turn 1.", message_history=history).all_messages()
         sent = recorder.seen[-1]
@@ -152,10 +168,10 @@ class TestPydanticAIAgent:
         assert all(a is b for a, b in zip(sent, history, strict=False))
 
     def test_an_image_is_stored_with_its_dimensions(self, server: LocalServer) -> None:
-        guard = ContextWindow(store=":memory:", context_window=WINDOW)
+        guard = adapter.ContextWindow(store=":memory:", context_window=WINDOW)
         running = agent(server, guard, tools=False)
         running.run_sync(
-            ["What is in this photo?", BinaryContent(data=png(800, 600), media_type="image/png")]
+            ["What is in this photo?", pydantic_ai.BinaryContent(data=png(800, 600), media_type="image/png")]
         )
         assert guard.last_exchange is not None
         session = guard.bridge.store.session(guard.last_exchange.session_id)
@@ -164,8 +180,8 @@ class TestPydanticAIAgent:
         assert (image.ref.width, image.ref.height) == (800, 600)
 
     def test_any_other_error_is_pydantic_ais_own(self, server: LocalServer, model: ObservedModel) -> None:
-        running = agent(server, ContextWindow(store=":memory:", context_window=WINDOW), tools=False)
+        running = agent(server, adapter.ContextWindow(store=":memory:", context_window=WINDOW), tools=False)
         model.fail_next(5)
-        with pytest.raises(ModelHTTPError) as raised:
+        with pytest.raises(pydantic_ai.ModelHTTPError) as raised:
             running.run_sync("hello")
         assert raised.value.status_code >= 500

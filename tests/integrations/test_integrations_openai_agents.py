@@ -5,27 +5,39 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-pytest.importorskip("agents")
-
-import openai
-from agents import Agent, OpenAIChatCompletionsModel, RunConfig, Runner, function_tool, set_tracing_disabled
-
-from contextwindow.integrations.openai_agents import ContextWindowFilter, LedgerSession
+from _shared import LazyModule
 from contextwindow.testing import LocalServer
 from integrations_support import TURNS, WINDOW, ObservedModel, notes
 
-set_tracing_disabled(True)
+if TYPE_CHECKING:
+    from contextwindow.integrations.openai_agents import ContextWindowFilter
+
+# The SDK takes a second or more to import: the tests import it, collecting the suite does not.
+agents = LazyModule("agents")
+adapter = LazyModule("contextwindow.integrations.openai_agents")
+openai = LazyModule("openai")
 
 
-@function_tool
-def search(query: str) -> str:
-    """Search the notes."""
-    return notes(query)
+@pytest.fixture(autouse=True)
+def _agents() -> None:
+    pytest.importorskip("agents")
+    agents.set_tracing_disabled(True)
+
+
+@cache
+def search_tool() -> Any:
+    @agents.function_tool
+    def search(query: str) -> str:
+        """Search the notes."""
+        return notes(query)
+
+    return search
 
 
 @pytest.fixture
@@ -43,18 +55,18 @@ async def run(
     server: LocalServer, guard: ContextWindowFilter, session: Any, turns: int, hooks: bool = True
 ) -> None:
     async with openai.AsyncOpenAI(base_url=server.url + "/v1", api_key="local", max_retries=0) as client:
-        agent = Agent(
+        agent = agents.Agent(
             name="notes",
             instructions="You search notes.",
-            tools=[search],
-            model=OpenAIChatCompletionsModel(model="gpt-4o", openai_client=client),
+            tools=[search_tool()],
+            model=agents.OpenAIChatCompletionsModel(model="gpt-4o", openai_client=client),
         )
         for turn in range(turns):
-            await Runner.run(
+            await agents.Runner.run(
                 agent,
                 f"Turn {turn}: notes on topic {turn}.",
                 session=session,
-                run_config=RunConfig(call_model_input_filter=guard),
+                run_config=agents.RunConfig(call_model_input_filter=guard),
                 hooks=guard.hooks if hooks else None,
             )
 
@@ -63,8 +75,8 @@ class TestAgentsSDK:
     def test_a_runner_agent_runs_forty_turns_on_a_16k_window_without_an_error(
         self, server: LocalServer, model: ObservedModel
     ) -> None:
-        guard = ContextWindowFilter(store=":memory:", context_window=WINDOW)
-        session = LedgerSession("run-1", store=guard.store)
+        guard = adapter.ContextWindowFilter(store=":memory:", context_window=WINDOW)
+        session = adapter.LedgerSession("run-1", store=guard.store)
         asyncio.run(run(server, guard, session, TURNS))
         items = asyncio.run(session.get_items())
         calls = [i["call_id"] for i in items if i.get("type") == "function_call"]
@@ -80,8 +92,8 @@ class TestAgentsSDK:
     def test_without_hooks_the_filter_still_fits_every_call(
         self, server: LocalServer, model: ObservedModel
     ) -> None:
-        guard = ContextWindowFilter(store=":memory:", context_window=WINDOW)
-        asyncio.run(run(server, guard, LedgerSession("run-2", store=guard.store), 14, hooks=False))
+        guard = adapter.ContextWindowFilter(store=":memory:", context_window=WINDOW)
+        asyncio.run(run(server, guard, adapter.LedgerSession("run-2", store=guard.store), 14, hooks=False))
         assert model.rejections == []
         assert model.largest <= WINDOW
 
@@ -89,17 +101,17 @@ class TestAgentsSDK:
         self, server: LocalServer, tmp_path: Path
     ) -> None:
         path = tmp_path / "agents.sqlite"
-        first = ContextWindowFilter(store=path, context_window=WINDOW)
-        asyncio.run(run(server, first, LedgerSession("run-3", store=first.store), 2))
-        before = asyncio.run(LedgerSession("run-3", store=first.store).get_items())
+        first = adapter.ContextWindowFilter(store=path, context_window=WINDOW)
+        asyncio.run(run(server, first, adapter.LedgerSession("run-3", store=first.store), 2))
+        before = asyncio.run(adapter.LedgerSession("run-3", store=first.store).get_items())
         first.store.close()
-        again = LedgerSession("run-3", store=path)
+        again = adapter.LedgerSession("run-3", store=path)
         assert asyncio.run(again.get_items()) == before
         assert asyncio.run(again.get_items(limit=2)) == before[-2:]
         again.store.close()
 
     def test_pop_and_clear_are_records_and_the_items_stay_in_the_ledger(self) -> None:
-        session = LedgerSession("run-4", store=":memory:")
+        session = adapter.LedgerSession("run-4", store=":memory:")
 
         async def go() -> tuple[Any, list[Any], list[Any]]:
             await session.add_items([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
@@ -115,7 +127,7 @@ class TestAgentsSDK:
         assert len(session.store.session("run-4.items").entries(["note"])) == 4
 
     def test_items_the_guard_kept_are_the_runs_own(self, server: LocalServer) -> None:
-        guard = ContextWindowFilter(store=":memory:", context_window=WINDOW)
+        guard = adapter.ContextWindowFilter(store=":memory:", context_window=WINDOW)
         seen: list[Any] = []
 
         async def recording(data: Any) -> Any:
@@ -127,13 +139,13 @@ class TestAgentsSDK:
             async with openai.AsyncOpenAI(
                 base_url=server.url + "/v1", api_key="local", max_retries=0
             ) as client:
-                agent = Agent(
+                agent = agents.Agent(
                     name="notes",
-                    tools=[search],
-                    model=OpenAIChatCompletionsModel(model="gpt-4o", openai_client=client),
+                    tools=[search_tool()],
+                    model=agents.OpenAIChatCompletionsModel(model="gpt-4o", openai_client=client),
                 )
-                await Runner.run(
-                    agent, "Find notes.", run_config=RunConfig(call_model_input_filter=recording)
+                await agents.Runner.run(
+                    agent, "Find notes.", run_config=agents.RunConfig(call_model_input_filter=recording)
                 )
 
         asyncio.run(go())

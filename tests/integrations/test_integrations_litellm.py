@@ -5,15 +5,19 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-pytest.importorskip("litellm")
-
-from contextwindow.integrations.litellm import GuardedLiteLLM, _profile_name
+from _shared import LazyModule
 from contextwindow.testing import LocalServer
 from integrations_support import TURNS, WINDOW, ObservedModel, close_the_loop_left_open, notes
+
+if TYPE_CHECKING:
+    from contextwindow.integrations.litellm import GuardedLiteLLM
+
+# The adapter imports litellm, which takes seconds: a test imports it, collecting the suite does not.
+adapter = LazyModule("contextwindow.integrations.litellm")
 
 TOOLS = [
     {
@@ -32,6 +36,12 @@ TOOLS = [
 
 
 close_the_loop = pytest.fixture(autouse=True)(close_the_loop_left_open)  # litellm's sync path keeps one open
+
+
+@pytest.fixture(autouse=True)
+def _litellm() -> None:
+    pytest.importorskip("litellm")
+    adapter.GuardedLiteLLM  # noqa: B018 (the adapter's import sets litellm's model map up)
 
 
 @pytest.fixture
@@ -76,7 +86,7 @@ class TestGuardedLiteLLM:
     def test_a_tool_loop_runs_forty_turns_on_a_16k_window_without_an_error(
         self, server: LocalServer, model: ObservedModel
     ) -> None:
-        llm = GuardedLiteLLM(store=":memory:", context_window=WINDOW)
+        llm = adapter.GuardedLiteLLM(store=":memory:", context_window=WINDOW)
         history = tool_loop(llm, server, TURNS, UNARCHIVABLE)
         assert sum(m["role"] == "tool" for m in history) == TURNS
         assert model.rejections == []
@@ -89,7 +99,7 @@ class TestGuardedLiteLLM:
     def test_a_tool_loop_whose_results_can_be_archived_archives_them_where_the_request_needs_room(
         self, server: LocalServer, model: ObservedModel
     ) -> None:
-        llm = GuardedLiteLLM(store=":memory:", context_window=WINDOW)
+        llm = adapter.GuardedLiteLLM(store=":memory:", context_window=WINDOW)
         history = tool_loop(llm, server, TURNS, ARCHIVABLE)
         assert model.rejections == []
         assert WINDOW * 0.5 < model.largest <= WINDOW
@@ -105,13 +115,13 @@ class TestGuardedLiteLLM:
     def test_a_rejection_litellm_raises_is_recognised_and_recovered_once(
         self, server: LocalServer, model: ObservedModel
     ) -> None:
-        llm = GuardedLiteLLM(store=":memory:")  # gpt-4o's profile says 128k; 16k is served
+        llm = adapter.GuardedLiteLLM(store=":memory:")  # gpt-4o's profile says 128k; 16k is served
         tool_loop(llm, server, 10)
         assert len(model.rejections) == 1
         assert "maximum context length" in model.rejections[0].message
 
     def test_acompletion_and_streams_are_guarded(self, server: LocalServer, model: ObservedModel) -> None:
-        llm = GuardedLiteLLM(store=":memory:", context_window=WINDOW)
+        llm = adapter.GuardedLiteLLM(store=":memory:", context_window=WINDOW)
 
         async def go() -> list[str]:
             history: list[dict[str, Any]] = []
@@ -136,6 +146,8 @@ class TestGuardedLiteLLM:
         assert len(session.messages()) == 12  # streamed replies recorded too
 
     def test_the_model_profile_is_the_name_without_litellms_provider_prefix(self) -> None:
+        from contextwindow.integrations.litellm import _profile_name
+
         assert _profile_name("openai/gpt-4o") == "gpt-4o"
         assert _profile_name("anthropic/claude-sonnet-4-6") == "claude-sonnet-4-6"
 

@@ -7,13 +7,15 @@ import asyncio
 from collections.abc import Iterator
 from typing import Any
 
-import openai
 import pytest
 
 import contextwindow
+from _shared import LazyModule
 from contextwindow import Message, Thinking, ToolUse
 from contextwindow.formats import responses as responses_format
 from contextwindow.testing import LocalModel, LocalServer, LocalSettings
+
+openai = LazyModule("openai")
 
 GPT = "gpt-4o"
 TOOLS = [

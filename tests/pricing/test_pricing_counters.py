@@ -9,11 +9,10 @@ from collections.abc import Awaitable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-import anthropic
-import openai
 import pytest
 from typer.testing import CliRunner
 
+from _shared import LazyModule
 from contextwindow.cli import app
 from contextwindow.content import Message, Request, Text, ToolResult, ToolSpec, ToolUse
 from contextwindow.errors import ProviderError
@@ -23,6 +22,9 @@ from contextwindow.pricing.counters import GeminiCounter, InputCounter, counted_
 from contextwindow.providers import AnthropicProvider, OpenAIProvider
 from contextwindow.testing import LocalModel, LocalServer, LocalSettings
 from contextwindow.usage.anchor import anchored_estimate
+
+anthropic = LazyModule("anthropic")
+openai = LazyModule("openai")
 
 LOAD = loader_from({})
 T = TypeVar("T")

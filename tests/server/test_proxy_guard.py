@@ -9,15 +9,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import anthropic
-import openai
 import pytest
 
+from _shared import LazyModule
 from contextwindow.server import BackgroundServer
 from contextwindow.server.guarded import GuardTransform
 from contextwindow.server.proxy import proxy_app
 from contextwindow.store import open_store
 from contextwindow.testing import LocalModel, LocalServer, LocalSettings
+
+anthropic = LazyModule("anthropic")
+openai = LazyModule("openai")
 
 ENFORCED = 16_000
 TURNS = 12

@@ -10,14 +10,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anthropic
-import openai
 import pytest
 
 import contextwindow
+from _shared import LazyModule
 from contextwindow import ContextOverflow, Message, Policy, Text, ToolUse
 from contextwindow.guard import GuardCore, GuardOptions, Reply, Send, run_sync
 from contextwindow.testing import LocalModel, LocalServer, LocalSettings
+
+anthropic = LazyModule("anthropic")
+openai = LazyModule("openai")
 
 CLAUDE = "claude-sonnet-4-6"
 GPT = "gpt-4o"

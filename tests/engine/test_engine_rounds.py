@@ -241,7 +241,7 @@ class TestTheTracedRejection:
         )
         # The margins alone are tested: the hex rounds would teach the multiplier the rule's price of
         # hex (about 0.89), and the request compiled after the restart prices the critical round at it
-        # (tests/test_calibration_rounds.py covers what calibration learns from rounds).
+        # (tests/engine/test_calibration_rounds.py covers what calibration learns from rounds).
         premise, model, _ = _run_loop(results, window, settings=old, calibrate=False)
         assert model.rejected == 1 and _rejected(premise) == 1, "one margin of 5% lets the request out"
 

@@ -4,28 +4,40 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-import openai
 import pytest
 
-pytest.importorskip("langchain")
-
-from langchain.agents import create_agent
-from langchain.agents.middleware import AgentMiddleware
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langchain_core.tools import tool
-from langchain_openai import ChatOpenAI
-
-from contextwindow.integrations.langchain import ContextWindowMiddleware
+from _shared import LazyModule
 from contextwindow.testing import LocalServer
 from integrations_support import TURNS, WINDOW, ObservedModel, notes, png_data_url
 
+if TYPE_CHECKING:
+    from langchain_openai import ChatOpenAI
 
-@tool
-def search(query: str) -> str:
-    """Search the notes."""
-    return notes(query)
+# LangChain and the SDK take seconds to import: the tests import them, collecting the suite does not.
+langchain_agents = LazyModule("langchain.agents")
+langchain_messages = LazyModule("langchain_core.messages")
+adapter = LazyModule("contextwindow.integrations.langchain")
+openai = LazyModule("openai")
+
+
+@pytest.fixture(autouse=True)
+def _langchain() -> None:
+    pytest.importorskip("langchain")
+
+
+@cache
+def search_tool() -> Any:
+    from langchain_core.tools import tool
+
+    @tool
+    def search(query: str) -> str:
+        """Search the notes."""
+        return notes(query)
+
+    return search
 
 
 @pytest.fixture
@@ -40,25 +52,35 @@ def server(model: ObservedModel) -> Iterator[LocalServer]:
 
 
 def chat(server: LocalServer) -> ChatOpenAI:
+    from langchain_openai import ChatOpenAI
+
     return ChatOpenAI(model="gpt-4o", base_url=server.url + "/v1", api_key="local", max_retries=0)
 
 
-class Recorder(AgentMiddleware):  # type: ignore[type-arg]
-    """Inside the guard: sees the request the model gets."""
+@cache
+def recorder_class() -> type[Any]:
+    from langchain.agents.middleware import AgentMiddleware
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.requests: list[Any] = []
+    class Recorder(AgentMiddleware):  # type: ignore[type-arg]
+        """Inside the guard: sees the request the model gets."""
 
-    def wrap_model_call(self, request: Any, handler: Any) -> Any:
-        self.requests.append(request)
-        return handler(request)
+        def __init__(self) -> None:
+            super().__init__()
+            self.requests: list[Any] = []
+
+        def wrap_model_call(self, request: Any, handler: Any) -> Any:
+            self.requests.append(request)
+            return handler(request)
+
+    return Recorder
 
 
 def run(agent: Any, turns: int, start: list[Any] | None = None) -> list[Any]:
     messages: list[Any] = list(start or [])
     for turn in range(turns):
-        state = agent.invoke({"messages": [*messages, HumanMessage(f"Turn {turn}: notes on topic {turn}.")]})
+        state = agent.invoke(
+            {"messages": [*messages, langchain_messages.HumanMessage(f"Turn {turn}: notes on topic {turn}.")]}
+        )
         messages = state["messages"]
     return messages
 
@@ -67,10 +89,14 @@ class TestLangChainAgent:
     def test_a_tool_agent_runs_forty_turns_on_a_16k_window_without_an_error(
         self, server: LocalServer, model: ObservedModel
     ) -> None:
-        guard = ContextWindowMiddleware(store=":memory:", context_window=WINDOW)
-        agent = create_agent(chat(server), [search], middleware=[guard], system_prompt="You search notes.")
+        guard = adapter.ContextWindowMiddleware(store=":memory:", context_window=WINDOW)
+        agent = langchain_agents.create_agent(
+            chat(server), [search_tool()], middleware=[guard], system_prompt="You search notes."
+        )
         messages = run(agent, TURNS)
-        assert sum(isinstance(m, ToolMessage) for m in messages) == TURNS  # every turn used its tool
+        assert (
+            sum(isinstance(m, langchain_messages.ToolMessage) for m in messages) == TURNS
+        )  # every turn used its tool
         assert model.rejections == []
         assert model.largest <= WINDOW
         assert model.largest > 0.6 * WINDOW  # the window is used once full
@@ -81,20 +107,22 @@ class TestLangChainAgent:
     def test_the_first_rejection_teaches_the_window_and_the_agent_never_sees_it(
         self, server: LocalServer, model: ObservedModel
     ) -> None:
-        guard = ContextWindowMiddleware(store=":memory:")  # gpt-4o's profile says 128k; 16k is served
-        agent = create_agent(chat(server), [search], middleware=[guard])
+        guard = adapter.ContextWindowMiddleware(store=":memory:")  # gpt-4o's profile says 128k; 16k is served
+        agent = langchain_agents.create_agent(chat(server), [search_tool()], middleware=[guard])
         run(agent, 12)
         assert len(model.rejections) == 1
         assert "maximum context length" in model.rejections[0].message
 
     def test_the_async_agent_shares_the_core(self, server: LocalServer, model: ObservedModel) -> None:
-        guard = ContextWindowMiddleware(store=":memory:", context_window=WINDOW)
-        agent = create_agent(chat(server), [search], middleware=[guard])
+        guard = adapter.ContextWindowMiddleware(store=":memory:", context_window=WINDOW)
+        agent = langchain_agents.create_agent(chat(server), [search_tool()], middleware=[guard])
 
         async def go() -> list[Any]:
             messages: list[Any] = []
             for turn in range(12):
-                state = await agent.ainvoke({"messages": [*messages, HumanMessage(f"Turn {turn}.")]})
+                state = await agent.ainvoke(
+                    {"messages": [*messages, langchain_messages.HumanMessage(f"Turn {turn}.")]}
+                )
                 messages = state["messages"]
             return messages
 
@@ -105,22 +133,22 @@ class TestLangChainAgent:
         assert any(e.type == "compacted" for e in guard.last_exchange.events) or model.largest > 0.6 * WINDOW
 
     def test_messages_the_guard_kept_are_the_agents_own_objects(self, server: LocalServer) -> None:
-        recorder = Recorder()
-        guard = ContextWindowMiddleware(store=":memory:", context_window=WINDOW)
-        agent = create_agent(chat(server), [search], middleware=[guard, recorder])
+        recorder = recorder_class()()
+        guard = adapter.ContextWindowMiddleware(store=":memory:", context_window=WINDOW)
+        agent = langchain_agents.create_agent(chat(server), [search_tool()], middleware=[guard, recorder])
         messages = run(agent, 2)
         sent = recorder.requests[-1].messages
         assert [type(m) for m in sent] == [type(m) for m in messages[:-1]]
         assert all(a is b for a, b in zip(sent, messages, strict=False))
-        calls = [m for m in messages if isinstance(m, AIMessage) and m.tool_calls]
-        results = [m for m in messages if isinstance(m, ToolMessage)]
+        calls = [m for m in messages if isinstance(m, langchain_messages.AIMessage) and m.tool_calls]
+        results = [m for m in messages if isinstance(m, langchain_messages.ToolMessage)]
         assert [c.tool_calls[0]["id"] for c in calls] == [r.tool_call_id for r in results]
 
     def test_an_image_reaches_the_model_and_is_priced_by_its_dimensions(self, server: LocalServer) -> None:
-        recorder = Recorder()
-        guard = ContextWindowMiddleware(store=":memory:", context_window=WINDOW)
-        agent = create_agent(chat(server), [], middleware=[guard, recorder])
-        photo = HumanMessage(
+        recorder = recorder_class()()
+        guard = adapter.ContextWindowMiddleware(store=":memory:", context_window=WINDOW)
+        agent = langchain_agents.create_agent(chat(server), [], middleware=[guard, recorder])
+        photo = langchain_messages.HumanMessage(
             content=[
                 {"type": "text", "text": "What is in this photo?"},
                 {"type": "image_url", "image_url": {"url": png_data_url(800, 600)}},
@@ -136,10 +164,10 @@ class TestLangChainAgent:
     def test_a_message_larger_than_the_window_is_cut_with_a_marker_after_the_first_rejection(
         self, server: LocalServer, model: ObservedModel
     ) -> None:
-        guard = ContextWindowMiddleware(store=":memory:")
-        agent = create_agent(chat(server), [], middleware=[guard])
-        state = agent.invoke({"messages": [HumanMessage(notes("everything", 3000))]})
-        assert isinstance(state["messages"][-1], AIMessage)
+        guard = adapter.ContextWindowMiddleware(store=":memory:")
+        agent = langchain_agents.create_agent(chat(server), [], middleware=[guard])
+        state = agent.invoke({"messages": [langchain_messages.HumanMessage(notes("everything", 3000))]})
+        assert isinstance(state["messages"][-1], langchain_messages.AIMessage)
         assert [c.status for c in model.calls] == [400, None]
         assert "[truncated" in guard.last_exchange.body["messages"][-1]["content"]
         kinds = [e.type for e in guard.last_exchange.events]
@@ -149,9 +177,9 @@ class TestLangChainAgent:
     def test_any_other_error_reaches_the_agent_as_the_sdks_own(
         self, server: LocalServer, model: ObservedModel
     ) -> None:
-        guard = ContextWindowMiddleware(store=":memory:", context_window=WINDOW)
-        agent = create_agent(chat(server), [], middleware=[guard])
+        guard = adapter.ContextWindowMiddleware(store=":memory:", context_window=WINDOW)
+        agent = langchain_agents.create_agent(chat(server), [], middleware=[guard])
         model.fail_next(1)
         with pytest.raises(openai.APIStatusError) as raised:
-            agent.invoke({"messages": [HumanMessage("hello")]})
+            agent.invoke({"messages": [langchain_messages.HumanMessage("hello")]})
         assert raised.value.status_code >= 500  # the provider's own answer, not a rejection for size

@@ -9,7 +9,7 @@ new: equal requests prove they never reach what is sent. Hash-order bugs only sh
 processes (``PYTHONHASHSEED`` differs per process), so the same run is also made in subprocesses
 with different hash seeds and compared call by call.
 
-``python tests/test_engine_determinism.py CONFIG`` prints one run's fingerprint as JSON (what the
+``python tests/engine/test_engine_determinism.py CONFIG`` prints one run's fingerprint as JSON (what the
 subprocess test runs).
 """
 
@@ -38,7 +38,7 @@ from contextwindow.replay.demo import build_demo
 from contextwindow.replay.simulate import RecordingModel, simulate_sync
 from contextwindow.testing.model import Rejection, Reply
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 WINDOW = 16_000
 CONFIGS: dict[str, dict[str, Any]] = {
     # Declared window true: physical-window restarts, covering folds, eviction, archives.

@@ -48,7 +48,7 @@ class TestShow:
 
 class TestEntryPoint:
     def test_python_dash_m_runs_the_command(self) -> None:
-        src = str(Path(__file__).parents[1] / "src")
+        src = str(Path(__file__).parents[2] / "src")
         done = subprocess.run(
             [sys.executable, "-m", "contextwindow", "show"],
             capture_output=True,

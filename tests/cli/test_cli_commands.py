@@ -16,7 +16,7 @@ from contextwindow.formats import parse_any
 
 runner = CliRunner()
 BUNDLED = (
-    Path(__file__).resolve().parents[1] / "src" / "contextwindow" / "data" / "coding_agent_anthropic.json"
+    Path(__file__).resolve().parents[2] / "src" / "contextwindow" / "data" / "coding_agent_anthropic.json"
 )
 
 

@@ -6,10 +6,9 @@ import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
-import anthropic
-import openai
 import pytest
 
+from _shared import LazyModule
 from contextwindow import Image, Message, Text, ToolResult, ToolSpec, ToolUse
 from contextwindow.attachments import make_ref
 from contextwindow.content import Request
@@ -18,6 +17,9 @@ from contextwindow.replay.synthetic_media import screenshot
 from contextwindow.testing import LocalModel, LocalServer, LocalSettings
 from contextwindow.testing.model import Rejection, arguments_for
 from contextwindow.testing.strict import check
+
+anthropic = LazyModule("anthropic")
+openai = LazyModule("openai")
 
 
 def ask(*messages: Message) -> Request:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from test_engine_uncounted import _near
 
 from contextwindow.content import Message, Request, Text, ToolResult, ToolUse
 from contextwindow.engine.events import Event, Note, RequestSent, StreamRestarted, UsageReported
@@ -29,7 +30,6 @@ from contextwindow.testing import LocalProvider, LocalSettings
 from contextwindow.usage.calibration import MIN_SAMPLE_TOKENS
 from contextwindow.usage.tracker import UsageMode
 from engine_support import PROVIDER_TOKENIZER, gibberish, local_engine
-from test_engine_uncounted import _near
 
 MODEL = "claude-sonnet-4-5"
 RESERVE = 1_000

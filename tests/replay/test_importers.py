@@ -14,7 +14,7 @@ from contextwindow.replay.importers._assemble import ENDS_HERE, NO_RESULT
 from contextwindow.replay.scenario import Scenario, ScenarioError
 from contextwindow.replay.scenario_file import dumps_scenario, loads_scenario
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 
 class TestDetection:

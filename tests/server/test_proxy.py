@@ -10,20 +10,22 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import anthropic
 import httpx
-import openai
 import pytest
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from _shared import LazyModule
 from contextwindow.content import Message
 from contextwindow.content import Request as CanonicalRequest
 from contextwindow.server import BackgroundServer, HttpApp, ServerLimits, bind, json_response
 from contextwindow.server.proxy import ProxyCall, Upstream, UpstreamReply, proxy_app
 from contextwindow.testing import LocalModel, LocalServer, LocalSettings
 from server_support import access_lines, exchange, post_head
+
+anthropic = LazyModule("anthropic")
+openai = LazyModule("openai")
 
 CLAUDE = "claude-haiku-4-5"
 KEY = "sk-ant-test-KEY-THAT-MUST-NOT-LEAK"

@@ -30,7 +30,7 @@ from contextwindow.store.slots import MemorySlot
 from contextwindow.testing import SUMMARY_MARKER, LocalProvider
 from contextwindow.usage.calibration import Calibrator
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 PROSE = "The agent reads a file, thinks about it and writes down what it found. " * 40
 
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import anthropic
-import openai
 import pytest
 
+from _shared import LazyModule
 from contextwindow.guard._history import HistoryReader
 from contextwindow.guard._match import chain
 from contextwindow.guard._wire import FORMATS
+
+anthropic = LazyModule("anthropic")
+openai = LazyModule("openai")
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 
