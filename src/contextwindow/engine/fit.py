@@ -29,6 +29,7 @@ from ..content import Message, ToolResult
 from ..models import ModelProfile
 from ..pricing import Estimator
 from ..usage.calibration import BAND, Calibrator
+from .limits import WindowLimits
 from .rounds import RoundPricer, RoundRatios
 from .settings import EngineSettings
 
@@ -48,6 +49,7 @@ class WindowFit:
         *,
         estimator: Estimator,
         settings: EngineSettings,
+        limits: WindowLimits | None = None,
     ) -> None:
         fit_margin = settings.fit_margin
         uncounted_margin = settings.uncounted_margin
@@ -72,8 +74,12 @@ class WindowFit:
         self.held = 0
         """Tokens held back for the retry's uncounted part (:meth:`hold_for`), until a request is
         accepted."""
-        self.reserve = 0
-        """The output reserve of the latest compile (the composition factor scales the input part)."""
+        self.limits = limits or WindowLimits(
+            model_window=profile.context_window,
+            declared=profile.context_window,
+            window=profile.context_window,
+        )
+        """The window's figures (the engine's, read here, written by its window state)."""
         self._stepped: float | None = None
         """The step :meth:`multiplier` last gave."""
         self._composition: tuple[float, float] | None = None
@@ -95,9 +101,17 @@ class WindowFit:
         self._pricer_multiplier = 1.0
         self._calibrated = estimator
 
-    def fit_profile(self, known: int) -> ModelProfile:
-        """The profile compile fits against for a window of ``known`` tokens; cached while the
-        figure holds."""
+    @property
+    def reserve(self) -> int:
+        """The output reserve of the latest compile (the composition factor scales the input part)."""
+        return self.limits.reserve
+
+    def fit_profile(self, known: int | None = None) -> ModelProfile:
+        """The profile compile fits against for a window of ``known`` tokens (default: the window
+        as known, :attr:`WindowLimits.known <contextwindow.engine.limits.WindowLimits.known>`);
+        cached while the figure holds."""
+        if known is None:
+            known = self.limits.known
         if self.counted or not 0 < self.reserve < known:
             target = max(1, math.floor(known * (1 - self.margin())) - self.shrink - self.held)
         else:

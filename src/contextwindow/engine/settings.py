@@ -21,8 +21,9 @@ DEFAULT_MAX_STREAM_INPUT_TOKENS = 150_000
 class EngineSettings:
     """The engine's own knobs (compile's live in ``compile.Policy``)."""
 
-    physical_window: int | None = None
-    """The window the projection guards; ``None`` takes the profile's declared window."""
+    declared_window: int | None = None
+    """The window the host declares (the projection, the proactive fold and the notes measure
+    against it); ``None`` takes the model window."""
     use_physical_window: bool = True
     """False: no projection at all (agent-framework with ``physicalWindowTokens`` unset)."""
     max_stream_input_tokens: int | None = DEFAULT_MAX_STREAM_INPUT_TOKENS
