@@ -27,9 +27,9 @@ from .events import (
     TurnEnded,
     UsageReported,
 )
+from .folding.summarizer import Summarizer, Summary
 from .loop import Engine, ToolOutcome, ToolRunner
 from .settings import EngineSettings
-from .summarizer import Summarizer, Summary
 
 __all__ = [
     "AttachmentsEvicted",

@@ -4,16 +4,10 @@ A host iterates ``engine.run_turn(...)`` and gets these values: the stream's own
 thinking deltas, tool calls, tool results), the usage each call reported, and what the engine did to
 keep the request inside the window (``stream_restarted``, ``compacted``, ``attachments_evicted``,
 ``tool_results_archived``, ``overflow_recovered``), plus :class:`Note` values a host can show a user
-(maka's ``system_note`` kinds, https://github.com/apache/maka/pull/4559). Every event is a frozen
-value with a ``type``
-literal; :func:`event_to_dict` gives its JSON form for the ledger.
-
-Two decision rules live here because they decide *which* event a boundary or a rejection produces:
-
-- :func:`decide_boundary`: at a tool boundary, ``end_turn`` wins; otherwise the stream budget
-  (``context_budget``) takes precedence over the physical window (agent-framework's order,
-  https://github.com/anima-research/agent-framework/pull/98);
-- :class:`NoteBook`: when each note fires, and the once-per-send / once-per-session bounds.
+(maka's ``system_note`` kinds). Every event is a frozen value with a ``type`` literal;
+:func:`event_to_dict` gives its JSON form for the ledger. :class:`NoteBook` decides when each note
+fires, with its once-per-send / once-per-session bounds. (What happens at a tool boundary is the
+window's: :func:`~contextwindow.engine.window.decide_boundary`.)
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from typing import TypeVar
 from ..compile import Policy
 from ..compile.reread import READ_ARCHIVED_TOOL
 from ..content import Message, Request, ToolResult, ToolUse
-from ..errors import ContextOverflow, InvalidInput, OverBudget, UsageError
+from ..errors import ContextOverflow, InvalidInput, UsageError
 from ..formats import ToolDefinition
 from ..models import ModelProfile, get_profile
 from ..pricing import Estimator
@@ -55,15 +55,16 @@ from .events import (
     record_event,
 )
 from .fit import WindowFit
-from .fold_trigger import ProactiveTrigger
-from .folding import COVER_ROUNDS, Folding
+from .folding.fold_trigger import ProactiveTrigger
+from .folding.folds import Folding
+from .folding.summarizer import Summarizer
 from .live import LiveRequest
+from .next_request import NextRequest
 from .recovery import Freed, Recovery
 from .rereads import answer_reread
 from .send import Received, stream_call
 from .settings import EngineSettings
 from .stats import TurnStats
-from .summarizer import Summarizer
 from .tool_results import ToolOutcome, ToolRound, ToolRunner, inline_cap_chars, run_round
 from .window import WindowState
 
@@ -128,7 +129,6 @@ class Engine:
         self._build(compiler, summarizer)
         # The turn.
         self._injected: list[Message] = []
-        self._live: LiveRequest | None = None
         self._sent: Request | None = None
         self._turn_start: str | None = None
         self._first_of_send = True
@@ -171,7 +171,8 @@ class Engine:
             window=window,
             summarizer=summarizer,
         )
-        self._count = CountBeforeSend(window, self._calls, stats, model=profile.name, connection=connection)
+        count = CountBeforeSend(window, self._calls, stats, model=profile.name, connection=connection)
+        self._next = NextRequest(session, self._requests, self._folding, self._calls, count)
         self._recovery = Recovery(self._requests, self._folding, self._calls, stats)
         stored = anchors.latest
         if stored is not None and stored.model == profile.name and stored.connection == connection:
@@ -457,7 +458,7 @@ class Engine:
         live.add_round(rode, priced=appended, estimate=round_estimate, local=local)
         yield StreamResumed(injected_messages=len(injected))
         over = False
-        async for event in self._count_before_send(live):
+        async for event in self._next.counted(self.counter, live):
             over = isinstance(event, StreamRestarted)
             yield self._record(event) if over else event
         if over:
@@ -515,9 +516,11 @@ class Engine:
     # -- compiling the next request ---------------------------------------------------------------
 
     def _current(self) -> LiveRequest:
-        if self._live is None:
-            raise UsageError("no request is prepared yet: call Engine.prepare first")
-        return self._live
+        return self._next.current()
+
+    @property
+    def _live(self) -> LiveRequest | None:
+        return self._next.live
 
     async def _restart(self) -> AsyncIterator[Event]:
         """A restarted stream: the fold due mid-turn, then the next request compiled afresh."""
@@ -526,57 +529,9 @@ class Engine:
         async for event in self._fresh_request(self._turn_start):
             yield event
 
-    async def _fresh_request(self, turn_start_id: str | None, *, retry: bool = False) -> AsyncIterator[Event]:
-        """Compile the next request afresh, covering what compile would leave out (:meth:`_compile_covered`),
-        and count it before sending when the window says so. A count that shows it over the window
-        compiles once more; when the newest message alone no longer fits the tighter budget, the
-        counted request goes as it is (the provider's answer decides)."""
-        async for event in self._compile_covered(turn_start_id):
-            yield event
-        live = self._current()
-        over = False
-        async for event in self._count_before_send(live, retry=retry):
-            over = isinstance(event, StreamRestarted)
-            if not over:
-                yield event
-        if over:
-            try:
-                async for event in self._compile_covered(turn_start_id):
-                    yield event
-            except OverBudget:
-                self._live = live
-
-    async def _compile_covered(self, turn_start_id: str | None) -> AsyncIterator[Event]:
-        """Compile the next request (:attr:`_live`) and cover what it leaves out
-        (:meth:`~contextwindow.engine.folding.Folding.cover`), compiling again: ``[summary] + tail``,
-        at most ``COVER_ROUNDS`` rounds, the last one a cut: bounded, never looping. A new stream
-        starts on it: the projection starts from nothing."""
-        live = self._compile()
-        for round_ in range(COVER_ROUNDS):
-            if not live.omitted:
-                break
-            changed = False
-            async for event in self._folding.cover(
-                turn_start_id, live.omitted, live.output_reserve, cut_only=round_ == COVER_ROUNDS - 1
-            ):
-                changed = changed or isinstance(event, Compacted)
-                yield event
-            if not changed:
-                break
-            live = self._compile()
-        self._live = live
-        self._calls.stream_started()
-
-    def _compile(self) -> LiveRequest:
-        return self._requests.live(reread=self.settings.reread, anchored=self._calls.anchored)
-
-    async def _count_before_send(self, live: LiveRequest, *, retry: bool = False) -> AsyncIterator[Event]:
-        """Count ``live`` before sending when the window says a decision depends on it; a failed
-        count's note is recorded, a restart it asks for is yielded unrecorded (the caller decides)."""
-        async for event in self._count(
-            self.counter, live, lambda: self.request, load=self.session.read_attachment, retry=retry
-        ):
-            yield self._record(event) if isinstance(event, Note) else event
+    def _fresh_request(self, turn_start_id: str | None, *, retry: bool = False) -> AsyncIterator[Event]:
+        """The next request compiled afresh (:meth:`~contextwindow.engine.next_request.NextRequest.fresh`)."""
+        return self._next.fresh(turn_start_id, counter=self.counter, reread=self.settings.reread, retry=retry)
 
     # -- the ledger -------------------------------------------------------------------------------
 

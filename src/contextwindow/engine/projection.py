@@ -3,9 +3,7 @@
 Within a turn the engine appends rounds (tool results and mid-turn messages) to the request it already
 sent, without recompiling, so the provider's prompt cache stays warm. Nothing in that path measures the
 growing request, so at every tool boundary the engine asks this module whether the request about to go
-out still fits (agent-framework's projection: issue
-https://github.com/anima-research/agent-framework/issues/92, pull
-https://github.com/anima-research/agent-framework/pull/98, with each call's own usage)::
+out still fits (agent-framework's projection, with each call's own usage)::
 
     projection = real + out + growth + appended + reserve
 

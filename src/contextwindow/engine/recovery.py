@@ -3,7 +3,7 @@ alone do not (:class:`Recovery`).
 
 What the numbers teach is the window's (:meth:`~contextwindow.engine.window.WindowState.learn_from_rejection`);
 this module decides whether that freed room (compile at the new fit holds less than the refused
-request) and otherwise climbs the escalation ladder (:meth:`~contextwindow.engine.folding.Folding.escalate`).
+request) and otherwise climbs the escalation ladder (:meth:`~contextwindow.engine.folding.folds.Folding.escalate`).
 The engine compiles the retry; a second rejection in a row ends the turn with the notes.
 """
 
@@ -16,7 +16,7 @@ from ..errors import ContextOverflow
 from .accounting import CallAccounting
 from .compiler import RequestCompiler
 from .events import AttachmentsEvicted, Compacted, Event, Note, ToolResultsArchived
-from .folding import Folding
+from .folding.folds import Folding
 from .live import LiveRequest
 from .stats import TurnStats
 

@@ -3,8 +3,7 @@
 The appended round prices everything the round brings in, media of mid-turn
 messages included, erring high: a needless recompile costs less than a provider's refusal.
 :class:`RoundPricer` prices it with the same ``Estimator`` as the rest of the library; the ``flat``
-preset reproduces agent-framework's flat rule
-(https://github.com/anima-research/agent-framework/pull/98) exactly (``ceil(chars/4) + 1600 × tool-result images +
+preset reproduces agent-framework's flat rule exactly (``ceil(chars/4) + 1600 × tool-result images +
 20 × (tool results + injected messages)``; mid-turn image or generated image at a valid stamp else
 1,600; document, audio, video 1,000) so its known-answer vectors can be checked.
 

@@ -80,8 +80,7 @@ async def run_tool(runner: ToolRunner, use: ToolUse) -> ToolOutcome:
     )
 
 
-# agent-framework DEFAULT_TOOL_RESULT_INLINE_MAX_CHARS: 5000 earlier, 24000 now
-# (https://github.com/anima-research/agent-framework/pull/98).
+# agent-framework's DEFAULT_TOOL_RESULT_INLINE_MAX_CHARS (5000 earlier, 24000 now).
 DEFAULT_TOOL_RESULT_INLINE_MAX_CHARS = 24_000
 
 

@@ -4,7 +4,7 @@
 bound (``max_tokens``) and the compiled output reserve (its :class:`~contextwindow.engine.limits.WindowLimits`),
 the margins and the fit (:class:`~contextwindow.engine.fit.WindowFit`), the physical-window projection
 (:class:`~contextwindow.engine.projection.PhysicalWindow`), the proactive fold trigger
-(:class:`~contextwindow.engine.fold_trigger.ProactiveTrigger`) and the count-before-send policy
+(:class:`~contextwindow.engine.folding.fold_trigger.ProactiveTrigger`) and the count-before-send policy
 (:mod:`~contextwindow.engine.precount`). Those parts read its limits; only it writes them. It
 answers the four questions the engine's loop asks:
 
@@ -26,7 +26,7 @@ from ..usage.calibration import Calibrator
 from ..usage.tracker import Anchor
 from .events import StreamRestarted
 from .fit import WindowFit
-from .fold_trigger import ProactiveTrigger
+from .folding.fold_trigger import ProactiveTrigger
 from .limits import WindowLimits
 from .live import LiveRequest
 from .precount import CountMode, PrecountState, Reason, count_reason, near_budget

@@ -46,9 +46,9 @@ from ..compile.reread import READ_ARCHIVED, READ_ARCHIVED_TOOL
 from ..content import Message, Request, ToolResult, ToolUse, media_refs
 from ..engine.compiler import EngineCompiler
 from ..engine.events import Event
+from ..engine.folding.summarizer import Summarizer
 from ..engine.loop import Engine
 from ..engine.settings import EngineSettings
-from ..engine.summarizer import Summarizer
 from ..errors import ContextOverflow, OverBudget, SessionMoved, StoreBusy, UnknownModel, UsageError
 from ..formats import ParsedRequest
 from ..models import get_profile

@@ -22,12 +22,12 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Protocol, TypeVar
 
-from ..content import AttachmentRef, Message, media_refs
-from ..errors import OverBudget
-from ..pricing import Estimator
-from ..store import MessageLog, Session
-from .compiler import RequestCompiler
-from .events import (
+from ...content import AttachmentRef, Message, media_refs
+from ...errors import OverBudget
+from ...pricing import Estimator
+from ...store import MessageLog, Session
+from ..compiler import RequestCompiler
+from ..events import (
     AttachmentsEvicted,
     Compacted,
     CompactionFailed,
@@ -39,10 +39,10 @@ from .events import (
     ToolResultsArchived,
     record_event,
 )
+from ..window import WindowState
 from .ladder import EscalationLadder, Rung, hard_cut_text
 from .safe_prefix import select_safe_prefix
 from .summarizer import Summarizer, Summary
-from .window import WindowState
 
 __all__ = ["COVER_ROUNDS", "FoldCounters", "FoldLimits", "Folding"]
 
@@ -125,8 +125,7 @@ class Folding:
         """The fold the trigger asks for (after a reply cut at its limit, or when the last request
         neared the window), unless the request compile would send now leaves nothing out: it fits
         with its whole output reserve, so the fold would free room nothing needs yet, and the next
-        compile that does leave history out folds it then (measured by
-        ``benchmarks/real_sessions.py``: such folds were a few in a hundred, each a summariser call)."""
+        compile that does leave history out folds it then."""
         reason = self.window.fold_due()
         if reason is None:
             return

@@ -2,21 +2,19 @@
 
 :class:`ProactiveTrigger` folds before a request when the last accepted request's real input +
 output + reply reserve (``min(2 × last output, 8000)``) reaches the *declared* window, at most once
-per send; and once after a reply cut at its limit (maka's proactive fold,
-https://github.com/apache/maka/pull/4559 and https://github.com/apache/maka/issues/4634).
+per send; and once after a reply cut at its limit (maka's proactive fold).
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from ..providers.base import output_limit_hit
-from .limits import WindowLimits
+from ...providers.base import output_limit_hit
+from ..limits import WindowLimits
 
 __all__ = ["REPLY_RESERVE_CAP", "ProactiveTrigger"]
 
-# maka's later proactive trigger: replyReserve = min(2 × lastOutput, 8000)
-# (https://github.com/apache/maka/issues/4634).
+# maka's later proactive trigger: replyReserve = min(2 × lastOutput, 8000).
 REPLY_RESERVE_CAP = 8_000
 
 
