@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Literal, TypeAlias
 
-from ..errors import ContextOverflow
+from ..errors import ContextOverflow, InvalidInput
 from ..models import ModelProfile
 from ..pricing import Estimator
 from ..usage.calibration import Calibrator
@@ -69,7 +69,8 @@ class WindowState:
     """The window for one engine (see the module docstring): built from the model's ``profile`` and
     the ``settings``; ``calibrator`` and ``estimator`` are the engine's. Every figure about the
     window is written here, once; the fit, the projection, the trigger, the notes and the request
-    compiler read :attr:`limits`."""
+    compiler read :attr:`limits`. Raises :class:`~contextwindow.errors.InvalidInput` for a guarded
+    window ≤ 0."""
 
     def __init__(
         self,
@@ -81,6 +82,8 @@ class WindowState:
     ) -> None:
         declared = settings.declared_window or profile.context_window
         guarded = declared if settings.use_physical_window else None
+        if guarded is not None and guarded <= 0:
+            raise InvalidInput("must be > 0", path="window")
         self.settings = settings
         self.calibrator = calibrator
         self.limits = WindowLimits(model_window=profile.context_window, declared=guarded, window=guarded)

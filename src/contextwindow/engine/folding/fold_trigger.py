@@ -16,6 +16,7 @@ __all__ = ["REPLY_RESERVE_CAP", "ProactiveTrigger"]
 
 # maka's later proactive trigger: replyReserve = min(2 × lastOutput, 8000).
 REPLY_RESERVE_CAP = 8_000
+"""The largest reply reserve: the trigger forecasts ``min(2 × last output, this)``."""
 
 
 class ProactiveTrigger:

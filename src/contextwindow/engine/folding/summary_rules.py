@@ -22,6 +22,7 @@ __all__ = [
 
 # maka's history-compact summariser "applies the default output cap".
 SUMMARY_MAX_OUTPUT_TOKENS = 8_000
+"""The summariser call's output cap."""
 # Too-small floor (maka's second rule): judged from the summariser's real usage.
 TOO_SMALL_INPUT_TOKENS = 10_000
 TOO_SMALL_OUTPUT_TOKENS = 200
@@ -35,6 +36,7 @@ REQUIRED_SECTIONS: tuple[str, ...] = (
     "Open work",
     "Latest state",
 )
+"""The sections a checkpoint summary must have, in order, each with content."""
 
 DEFAULT_SUMMARY_PROMPT = """\
 You are compacting the earlier part of a conversation between a user and an AI agent so the agent can \
@@ -59,6 +61,7 @@ this order, each a level-2 heading followed by its content:
 Keep exact names, numbers and identifiers. Do not invent anything. If a section has nothing, write \
 "none". Do not wrap the summary in a code block.\
 """
+"""What the summariser asks for: the :data:`REQUIRED_SECTIONS`, in order, in Markdown."""
 
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
