@@ -68,8 +68,8 @@ from pathlib import Path
 from contextwindow.compile import Policy
 from contextwindow.engine.compiler import EngineCompiler
 from contextwindow.engine.events import Compacted, Note, OverflowRecovered, StreamRestarted, UsageReported
+from contextwindow.engine.folding.summarizer import Summarizer
 from contextwindow.engine.loop import Engine, EngineSettings
-from contextwindow.engine.summarizer import Summarizer
 from contextwindow.errors import ContextOverflow
 from contextwindow.models import get_profile
 from contextwindow.replay.scenario import Scenario

@@ -18,8 +18,8 @@ from typing import Any
 from contextwindow.compile import Decisions, Policy
 from contextwindow.content import Message, Request, Text, ToolResult, ToolSpec, ToolUse
 from contextwindow.engine.compiler import CompileContext, EngineCompiler
+from contextwindow.engine.folding.summarizer import Summarizer
 from contextwindow.engine.loop import Engine, EngineSettings, ToolRunner
-from contextwindow.engine.summarizer import Summarizer
 from contextwindow.errors import ContextOverflow, ProviderError
 from contextwindow.formats import AttachmentLoader
 from contextwindow.models import ModelProfile

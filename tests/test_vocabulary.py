@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import re
 import tokenize
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,17 +101,40 @@ def foreign_references(prose: Prose) -> list[str]:
     return found
 
 
-def uncited_upstreams(prose: Prose) -> list[str]:
-    """Each upstream project ``prose`` names without citing its public URL anywhere in the file."""
+def _source_entries() -> list[str]:
+    """The list entries of the Sources section of ``docs/concepts.md``, each as one string."""
+    text = (ROOT / "docs" / "concepts.md").read_text(encoding="utf-8")
+    section = text.split("\n## Sources", 1)[1].split("\n## ", 1)[0]
+    entries: list[str] = []
+    for line in section.splitlines():
+        if line.startswith("- "):
+            entries.append(line)
+        elif line.startswith("  ") and entries:
+            entries[-1] += " " + line.strip()
+    return entries
+
+
+def uncited_upstreams(prose: Prose, *, sources: Sequence[str] = ()) -> list[str]:
+    """Each upstream project ``prose`` names without citing its public URL anywhere in the file, nor
+    in an entry of ``sources`` (the Sources section of ``docs/concepts.md``) naming the file's path
+    under ``src/contextwindow/``."""
     text = prose.text
+    relative = (
+        prose.path.relative_to(ROOT / "src" / "contextwindow").as_posix() if _in_src(prose.path) else None
+    )
     missing = []
     for name, address in UPSTREAM:
-        if name.search(text) and address not in text:
+        cited = relative is not None and any(f"`{relative}`" in e and address in e for e in sources)
+        if name.search(text) and address not in text and not cited:
             where = next(n for n, line in prose.lines if name.search(line))
             missing.append(
                 f"{prose.path.relative_to(ROOT)}:{where}: names {name.pattern} but never cites https://{address}"
             )
     return missing
+
+
+def _in_src(path: Path) -> bool:
+    return (ROOT / "src" / "contextwindow") in path.parents
 
 
 def _id(path: Path) -> str:
@@ -128,7 +152,8 @@ class TestSourcesCiteOnlyWhatAReaderCanOpen:
 
     @pytest.mark.parametrize("path", SOURCES, ids=_id)
     def test_a_module_that_names_an_upstream_project_cites_its_url(self, path: Path) -> None:
-        assert uncited_upstreams(_python_prose(path)) == []
+        """In the module itself, or in an entry of concepts.md's Sources that names the module."""
+        assert uncited_upstreams(_python_prose(path), sources=_source_entries()) == []
 
 
 class TestTestsAndBenchmarksCiteOnlyWhatAReaderCanOpen:
@@ -197,6 +222,18 @@ class TestTheChecksCanFail:
             lines=((1, "as flue's compaction does"), (2, "https://github.com/withastro/flue")),
         )
         assert uncited_upstreams(cited) == []
+
+    def test_an_upstream_cited_for_the_module_in_the_sources_is_not_reported(self) -> None:
+        module = ROOT / "src" / "contextwindow" / "engine" / "x.py"
+        prose = Prose(path=module, lines=((1, "as flue's compaction does"),))
+        ours = ["- withastro/flue <https://github.com/withastro/flue>: the cut (`engine/x.py`)."]
+        other = ["- withastro/flue <https://github.com/withastro/flue>: the cut (`engine/y.py`)."]
+        assert uncited_upstreams(prose, sources=ours) == []
+        assert uncited_upstreams(prose, sources=other) != []
+
+    def test_the_sources_section_is_read_entry_by_entry(self) -> None:
+        entries = _source_entries()
+        assert any("`engine/projection.py`" in e and "anima-research/agent-framework" in e for e in entries)
 
     def test_comments_and_strings_are_read_and_code_is_not(self, tmp_path: Path) -> None:
         module = tmp_path / "m.py"

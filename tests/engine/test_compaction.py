@@ -13,10 +13,14 @@ from hypothesis import strategies as st
 
 from contextwindow.content import Message, ToolResult, ToolUse
 from contextwindow.engine.events import FoldFailure
-from contextwindow.engine.fold_trigger import ProactiveTrigger
-from contextwindow.engine.ladder import EscalationLadder
-from contextwindow.engine.safe_prefix import select_safe_prefix
-from contextwindow.engine.summary_rules import DEFAULT_SUMMARY_PROMPT, REQUIRED_SECTIONS, find_summary_defect
+from contextwindow.engine.folding.fold_trigger import ProactiveTrigger
+from contextwindow.engine.folding.ladder import EscalationLadder
+from contextwindow.engine.folding.safe_prefix import select_safe_prefix
+from contextwindow.engine.folding.summary_rules import (
+    DEFAULT_SUMMARY_PROMPT,
+    REQUIRED_SECTIONS,
+    find_summary_defect,
+)
 from contextwindow.errors import InvalidInput
 
 

@@ -20,9 +20,9 @@ from contextwindow.compile import SUMMARY_HEADER, Policy
 from contextwindow.content import Message, Request, Text, ToolResult, ToolUse, message_to_dict
 from contextwindow.engine.compiler import CompileContext, EngineCompiler
 from contextwindow.engine.events import Compacted, CompactionFailed, Event, Note, RequestSent, TurnEnded
-from contextwindow.engine.ladder import hard_cut_text
+from contextwindow.engine.folding.ladder import hard_cut_text
+from contextwindow.engine.folding.summarizer import Summarizer
 from contextwindow.engine.loop import Engine, EngineSettings
-from contextwindow.engine.summarizer import Summarizer
 from contextwindow.errors import ProviderError
 from contextwindow.formats import AttachmentLoader
 from contextwindow.models import get_profile

@@ -21,8 +21,8 @@ from contextwindow.engine.events import (
     TurnEnded,
     UsageReported,
 )
+from contextwindow.engine.folding.summarizer import Summarizer
 from contextwindow.engine.loop import Engine, EngineSettings, ToolOutcome
-from contextwindow.engine.summarizer import Summarizer
 from contextwindow.errors import ContextOverflow, ProviderError
 from contextwindow.models import ModelProfile
 from contextwindow.store import open_store

@@ -32,7 +32,7 @@ import contextwindow.replay.simulate as simulate_module
 from contextwindow.compile import Policy
 from contextwindow.content import AttachmentRef, Image, Message, Request, Text
 from contextwindow.engine.events import event_to_dict
-from contextwindow.engine.folding import _media_ids
+from contextwindow.engine.folding.folds import _media_ids
 from contextwindow.formats import AttachmentLoader, WireFormat, render
 from contextwindow.replay.demo import build_demo
 from contextwindow.replay.simulate import RecordingModel, simulate_sync

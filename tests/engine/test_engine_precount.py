@@ -374,7 +374,7 @@ class TestACountOverTheWindow:
 
 class TestWhatACountCovers:
     def test_a_message_is_covered_only_as_the_counted_request_rendered_it(self) -> None:
-        from contextwindow.engine.loop import _shared
+        from contextwindow.engine.live import shared as _shared
 
         def message(text: str, id: str | None) -> Message:
             return Message(role="user", content=(Text(text=text),), id=id)

@@ -12,9 +12,9 @@ from contextwindow.engine.events import (
     NoteBook,
     StreamRestarted,
     UsageReported,
-    decide_boundary,
     event_to_dict,
 )
+from contextwindow.engine.window import decide_boundary
 from contextwindow.usage.tracker import Usage
 
 

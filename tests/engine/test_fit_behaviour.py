@@ -15,9 +15,9 @@ from contextwindow.engine import Engine
 from contextwindow.engine.compiler import CompileContext, EngineCompiler
 from contextwindow.engine.events import Compacted, Event
 from contextwindow.engine.fit import WindowFit
-from contextwindow.engine.fold_trigger import ProactiveTrigger
+from contextwindow.engine.folding.fold_trigger import ProactiveTrigger
+from contextwindow.engine.folding.summarizer import Summarizer
 from contextwindow.engine.settings import EngineSettings
-from contextwindow.engine.summarizer import Summarizer
 from contextwindow.models import get_profile
 from contextwindow.pricing import Estimator
 from contextwindow.replay.demo import DEMO_SERVED_SHARE, DEMO_WINDOW, build_demo

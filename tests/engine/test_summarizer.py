@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 
 from contextwindow.content import Message, Request, Text
 from contextwindow.engine.events import Compacted, FoldFailure
+from contextwindow.engine.folding.summarizer import Summarizer, Summary
+from contextwindow.engine.folding.summary_rules import REQUIRED_SECTIONS, SUMMARY_MAX_OUTPUT_TOKENS
 from contextwindow.engine.loop import Engine, EngineSettings
-from contextwindow.engine.summarizer import Summarizer, Summary
-from contextwindow.engine.summary_rules import REQUIRED_SECTIONS, SUMMARY_MAX_OUTPUT_TOKENS
 from contextwindow.errors import ContextOverflow, ProviderError
 from contextwindow.formats import AttachmentLoader
 from contextwindow.models import ModelProfile

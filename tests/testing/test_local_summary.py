@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from contextwindow.content import Message, ToolResult, ToolUse
-from contextwindow.engine.summarizer import Summarizer, Summary
-from contextwindow.engine.summary_rules import REQUIRED_SECTIONS, find_summary_defect
+from contextwindow.engine.folding.summarizer import Summarizer, Summary
+from contextwindow.engine.folding.summary_rules import REQUIRED_SECTIONS, find_summary_defect
 from contextwindow.models import get_profile
 from contextwindow.testing import LocalProvider, LocalSettings
 

@@ -1,12 +1,14 @@
 """The turn engine: compile, send, stream, run tools, append rounds, and stay inside the window.
 
-:class:`Engine` owns the loop (:mod:`.loop`); :mod:`.settings` holds its knobs, :mod:`.compiler` the
-default compiler, :mod:`.fit` what a request is fitted against, :mod:`.projection` the physical-window
-projection at a tool boundary, :mod:`.rounds` the price of an appended round, :mod:`.tool_results`
-a tool result as it rides into the next round; :mod:`.folding` folds old history into summary
-checkpoints: :mod:`.safe_prefix` which prefix may be folded, :mod:`.fold_trigger` when a fold is due,
-:mod:`.ladder` how compaction escalates, :mod:`.summary_rules` what a good summary looks like,
-:mod:`.summarizer` the summary call; :mod:`.events` what a host is told.
+:class:`Engine` sequences the step API (:mod:`.loop`). What fits is the window's
+(:mod:`.window`, :class:`~contextwindow.engine.window.WindowState`: its limits :mod:`.limits`, the fit
+:mod:`.fit`, the projection :mod:`.projection`, the count-before-send policy :mod:`.precount`). The
+steps: the next request (:mod:`.next_request`, through :mod:`.compiler`), counting it
+(:mod:`.counting`), sending it (:mod:`.send`), a call's usage (:mod:`.accounting`), a rejection
+(:mod:`.recovery`), a reply's tools (:mod:`.tool_results`, the price of their round :mod:`.rounds`)
+and re-reads (:mod:`.rereads`). :mod:`.folding` keeps history inside the window (trigger, safe
+prefix, ladder, summariser, summary rules, folds); :mod:`.settings` holds the knobs and
+:mod:`.events` what a host is told.
 """
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ from .events import (
     TurnEnded,
     UsageReported,
 )
+from .folding.summarizer import Summarizer, Summary
 from .loop import Engine, ToolOutcome, ToolRunner
 from .settings import EngineSettings
-from .summarizer import Summarizer, Summary
 
 __all__ = [
     "AttachmentsEvicted",

@@ -15,16 +15,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..content import Message, Request
+from ..content import Block, Message, Request
 from ..errors import InvalidInput
 from ..models import ModelProfile
 from ..providers.streams import continues_stream
 from ..store import Session
-from ..usage.calibration import Calibrator
 from ..usage.tracker import Anchor, AnchorBook, CallUsage, Usage, UsageMode, UsageTracker
-from .events import Note, NoteBook
-from .fit import WindowFit
-from .projection import PhysicalWindow
+from .events import Note, NoteBook, UsageReported
+from .window import WindowState
 
 __all__ = ["CallAccounting"]
 
@@ -62,21 +60,22 @@ class CallAccounting:
         *,
         connection: str,
         usage_mode: UsageMode,
-        fit: WindowFit,
-        calibrator: Calibrator,
+        window: WindowState,
         anchors: AnchorBook,
-        physical: PhysicalWindow,
         notes: NoteBook,
     ) -> None:
         self.session = session
         self.profile = profile
         self.connection = connection
         self.usage = UsageTracker(usage_mode)
-        self.fit = fit
-        self.calibrator = calibrator
+        self.window = window
+        self.fit = window.fit
+        self.calibrator = window.calibrator
         self.anchors = anchors
-        self.physical = physical
+        self.physical = window.projection
         self.notes = notes
+        self.anchored: dict[str, tuple[Block, ...]] = {}
+        """The messages of the request the newest anchor counted, by ledger id, as rendered in it."""
         self._calls = _Calls()
 
     # -- the stream -------------------------------------------------------------------------------
@@ -196,7 +195,20 @@ class CallAccounting:
                 self.fit.observe_round(real=call.prompt - base, estimate=estimate)
         calls.round_base = call.prompt + call.usage.output if call.usage.output > 0 else None
 
-    # -- notes ------------------------------------------------------------------------------------
+    # -- events and notes -------------------------------------------------------------------------
+
+    def events(
+        self, call: CallUsage, *, index: int, expected_input: int, first_of_send: bool, append_only: bool
+    ) -> list[UsageReported | Note]:
+        """The events an accepted call gives, unrecorded: its ``usage_reported`` (call ``index``),
+        then the notes its usage gives (:meth:`usage_notes`)."""
+        reported = UsageReported(
+            call=index, usage=call.usage, reported=call.reported, stream_total=self.usage.total
+        )
+        notes = self.usage_notes(
+            call, expected_input=expected_input, first_of_send=first_of_send, append_only=append_only
+        )
+        return [reported, *notes]
 
     def usage_notes(
         self, call: CallUsage, *, expected_input: int, first_of_send: bool, append_only: bool

@@ -22,13 +22,15 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..compile import CompiledRequest, Decisions, Policy, SessionCompiler
-from ..content import Message, Text, ToolSpec
+from ..compile.reread import READ_ARCHIVED, READ_ARCHIVED_TOOL, names_reread
+from ..content import Block, Message, Text, ToolSpec
 from ..errors import InvalidInput
 from ..formats import ToolDefinition, tool_specs
 from ..models import ModelProfile
 from ..store import Session
 from ..usage.tracker import Anchor, AnchorBook
-from .fit import WindowFit
+from .live import LiveRequest, shared
+from .window import WindowState
 
 __all__ = [
     "CompileContext",
@@ -152,34 +154,36 @@ class EngineCompiler:
 
 
 class RequestCompiler:
-    """How the engine compiles the session's next request: at the profile compile fits against (the
-    window as known, less what :class:`~contextwindow.engine.fit.WindowFit` keeps free), with the
-    turn's escalations, the calibration multiplier and the newest anchor."""
+    """How the engine compiles the session's next request: at the profile compile fits against
+    (:meth:`~contextwindow.engine.window.WindowState.fit_profile`), with the turn's escalations, the
+    calibration multiplier and the newest anchor."""
 
     def __init__(
         self,
         session: Session,
         compiler: Compiler,
-        fit: WindowFit,
+        window: WindowState,
         anchors: AnchorBook,
         *,
-        window: int,
         connection: str,
     ) -> None:
         self.session = session
         self.compiler = compiler
-        self.fit = fit
+        self.window_state = window
         self.anchors = anchors
-        self.window = window
-        """The window as known: declared, or as a rejection proved it."""
         self.connection = connection
         self.overrides: set[str] = set()
         """The turn's escalations (cleared at each turn)."""
 
+    @property
+    def window(self) -> int:
+        """The window as known: declared, or as a rejection proved it (read from the window state)."""
+        return self.window_state.limits.known
+
     def fit_profile(self) -> ModelProfile:
         """The profile compile fits against: the window as known, less the fit margin and what
         rejections taught."""
-        return self.fit.fit_profile(self.window)
+        return self.window_state.fit_profile()
 
     def __call__(self, profile: ModelProfile | None = None) -> Compiled:
         """Compile at ``profile`` (default: :meth:`fit_profile`) with the turn's escalations. A
@@ -191,8 +195,59 @@ class RequestCompiler:
                 session=self.session,
                 profile=self.fit_profile() if profile is None else profile,
                 overrides=frozenset(self.overrides),
-                multiplier=self.fit.multiplier(),
+                multiplier=self.window_state.fit.multiplier(),
                 anchor=self.anchors.latest,
                 connection=self.connection,
             )
         )
+
+    def live(self, *, reread: bool, anchored: dict[str, tuple[Block, ...]]) -> LiveRequest:
+        """Compile the next request afresh as the live request of a new stream: its output bound
+        set on the window (:meth:`~contextwindow.engine.window.WindowState.compiled`), one
+        calibration sample armed for it, ``read_archived`` offered when ``reread`` and a placeholder
+        names it, and its uncounted part measured against ``anchored`` (the request the newest
+        anchor counted). Raises :class:`~contextwindow.errors.OverBudget` as :meth:`__call__` does."""
+        compiled = self()
+        window = self.window_state
+        estimator = window.fit.live_estimator()
+        # One calibration sample per compiled request, learned from its first call (the later calls of
+        # its stream are learned by what each appended: CallAccounting).
+        window.calibrator.arm(compiled.local_estimate)
+        tools, extra = compiled.tools, 0
+        if reread and all(t.name != READ_ARCHIVED for t in tools) and names_reread(compiled.messages):
+            tools = (*tools, READ_ARCHIVED_TOOL)
+            extra = estimator.tool_spec(READ_ARCHIVED_TOOL)
+        max_tokens = window.compiled(compiled.output_reserve)
+        estimated = compiled.estimated_tokens + extra
+        return LiveRequest(
+            system=compiled.system,
+            tools=tools,
+            messages=list(compiled.messages),
+            estimated_tokens=estimated,
+            uncounted=self._uncounted(compiled, estimated, anchored),
+            rendered={m.id: m.content for m in compiled.messages if m.id is not None},
+            local_estimate=compiled.local_estimate + extra,
+            max_tokens=max_tokens,
+            output_reserve=compiled.output_reserve,
+            multiplier=window.fit.multiplier(),
+            omitted=tuple(compiled.decisions.omitted),
+        )
+
+    def _uncounted(self, compiled: Compiled, estimated: int, anchored: dict[str, tuple[Block, ...]]) -> int:
+        """The part of a fresh compile's estimate no provider count covers. Anchored, the estimate is
+        the anchored request's count plus the estimated change since: what was added (messages the
+        anchored request did not hold, at their price) and what was taken out (a fold's span, earlier
+        thinking the API strips), whose errors need not cancel. Unanchored, all of it."""
+        anchor = self.anchors.latest
+        if anchor is None or compiled.estimated_tokens == compiled.local_estimate:
+            return estimated
+        added = self.unshared(compiled.messages, anchored)
+        removed = max(0, anchor.input_tokens + added - estimated)
+        return min(estimated, added + removed)
+
+    def unshared(self, messages: Sequence[Message], counted: dict[str, tuple[Block, ...]]) -> int:
+        """The estimate of those of ``messages`` that a counted request (its messages as rendered
+        there, :attr:`LiveRequest.rendered`) did not hold: new, or rendered otherwise
+        (:func:`~contextwindow.engine.live.shared`)."""
+        fresh = [m for m in messages if not shared(counted, m)]
+        return self.window_state.fit.live_estimator().messages(fresh) if fresh else 0

@@ -4,16 +4,10 @@ A host iterates ``engine.run_turn(...)`` and gets these values: the stream's own
 thinking deltas, tool calls, tool results), the usage each call reported, and what the engine did to
 keep the request inside the window (``stream_restarted``, ``compacted``, ``attachments_evicted``,
 ``tool_results_archived``, ``overflow_recovered``), plus :class:`Note` values a host can show a user
-(maka's ``system_note`` kinds, https://github.com/apache/maka/pull/4559). Every event is a frozen
-value with a ``type``
-literal; :func:`event_to_dict` gives its JSON form for the ledger.
-
-Two decision rules live here because they decide *which* event a boundary or a rejection produces:
-
-- :func:`decide_boundary`: at a tool boundary, ``end_turn`` wins; otherwise the stream budget
-  (``context_budget``) takes precedence over the physical window (agent-framework's order,
-  https://github.com/anima-research/agent-framework/pull/98);
-- :class:`NoteBook`: when each note fires, and the once-per-send / once-per-session bounds.
+(maka's ``system_note`` kinds). Every event is a frozen value with a ``type`` literal;
+:func:`event_to_dict` gives its JSON form for the ledger. :class:`NoteBook` decides when each note
+fires, with its once-per-send / once-per-session bounds. (What happens at a tool boundary is the
+window's: :func:`~contextwindow.engine.window.decide_boundary`.)
 """
 
 from __future__ import annotations
@@ -28,11 +22,11 @@ from ..providers.base import TextDelta, ThinkingDelta, ToolCall
 from ..store import Session
 from ..usage.calibration import BAND
 from ..usage.tracker import Usage
+from .limits import WindowLimits
 
 __all__ = [
     "TRUNCATION_RATIO",
     "AttachmentsEvicted",
-    "BoundaryDecision",
     "Compacted",
     "CompactionFailed",
     "Event",
@@ -54,7 +48,6 @@ __all__ = [
     "ToolResultsArchived",
     "TurnEnded",
     "UsageReported",
-    "decide_boundary",
     "event_to_dict",
     "record_event",
 ]
@@ -274,50 +267,27 @@ def record_event(session: Session, event: _E) -> _E:
     return event
 
 
-BoundaryDecision: TypeAlias = Literal["end_turn", "continue"] | StreamRestarted
-
-
-def decide_boundary(
-    *,
-    end_turn: bool,
-    stream_fresh_input: int,
-    max_stream_input_tokens: int | None,
-    projected_over: int | None,
-    window: int | None,
-) -> BoundaryDecision:
-    """What happens at a tool boundary (agent-framework's ``handleProcessEvent``).
-
-    ``end_turn`` wins over both restarts. Otherwise the stream budget comes first: accumulated fresh
-    input over ``max_stream_input_tokens`` restarts with ``context_budget``; then a projection over
-    the window (``projected_over``, from :meth:`PhysicalWindow.over`) restarts with
-    ``physical_window``; else the stream continues.
-    """
-    if end_turn:
-        return "end_turn"
-    if (
-        max_stream_input_tokens is not None
-        and stream_fresh_input > 0
-        and stream_fresh_input > max_stream_input_tokens
-    ):
-        return StreamRestarted(
-            reason="context_budget", input_tokens=stream_fresh_input, budget=max_stream_input_tokens
-        )
-    if projected_over is not None and window is not None:
-        return StreamRestarted(reason="physical_window", input_tokens=projected_over, budget=window)
-    return "continue"
-
-
-@dataclass(slots=True)
 class NoteBook:
     """When each host note fires (maka's rules), with its once-per-send/session bounds.
 
     One ``NoteBook`` lives as long as the engine's session; :meth:`start_send` opens a new send (a
-    user turn). ``declared_window`` is the declared window (maka's capacity), or ``None``.
+    user turn). :attr:`declared_window` is the declared window (maka's capacity), or ``None``: read
+    from ``limits`` (the engine's :class:`~contextwindow.engine.limits.WindowLimits`), or given.
     """
 
-    declared_window: int | None
-    _dropping_fired: bool = False
-    _send_fired: set[str] = field(default_factory=set)
+    __slots__ = ("_dropping_fired", "_send_fired", "limits")
+
+    def __init__(self, declared_window: int | None = None, *, limits: WindowLimits | None = None) -> None:
+        self.limits = limits or WindowLimits(
+            model_window=declared_window or 1, declared=declared_window, window=declared_window
+        )
+        self._dropping_fired = False
+        self._send_fired: set[str] = set()
+
+    @property
+    def declared_window(self) -> int | None:
+        """The declared window: what the host declared, not a limit learned since."""
+        return self.limits.declared
 
     def start_send(self) -> None:
         self._send_fired.clear()

@@ -1,7 +1,8 @@
 """What compile fits against: the window as known, less the fit margin and what the provider taught.
 
-The engine's compile fits the session's next request into a profile whose window is the one known
-(declared, or as a rejection proved it) less three things, each for a measured reason:
+A part of the engine's :class:`~contextwindow.engine.window.WindowState`, reading its limits. The
+engine's compile fits the session's next request into a profile whose window is the one known
+(declared, or as a rejection proved it) less these, each for a measured reason:
 
 * ``fit_margin`` of the window: a calibrated estimate is right on average, so a request filled to
   the last token would be refused about half the time;
@@ -29,6 +30,7 @@ from ..content import Message, ToolResult
 from ..models import ModelProfile
 from ..pricing import Estimator
 from ..usage.calibration import BAND, Calibrator
+from .limits import WindowLimits
 from .rounds import RoundPricer, RoundRatios
 from .settings import EngineSettings
 
@@ -48,6 +50,7 @@ class WindowFit:
         *,
         estimator: Estimator,
         settings: EngineSettings,
+        limits: WindowLimits | None = None,
     ) -> None:
         fit_margin = settings.fit_margin
         uncounted_margin = settings.uncounted_margin
@@ -72,8 +75,12 @@ class WindowFit:
         self.held = 0
         """Tokens held back for the retry's uncounted part (:meth:`hold_for`), until a request is
         accepted."""
-        self.reserve = 0
-        """The output reserve of the latest compile (the composition factor scales the input part)."""
+        self.limits = limits or WindowLimits(
+            model_window=profile.context_window,
+            declared=profile.context_window,
+            window=profile.context_window,
+        )
+        """The window's figures (the engine's, read here, written by its window state)."""
         self._stepped: float | None = None
         """The step :meth:`multiplier` last gave."""
         self._composition: tuple[float, float] | None = None
@@ -95,9 +102,17 @@ class WindowFit:
         self._pricer_multiplier = 1.0
         self._calibrated = estimator
 
-    def fit_profile(self, known: int) -> ModelProfile:
-        """The profile compile fits against for a window of ``known`` tokens; cached while the
-        figure holds."""
+    @property
+    def reserve(self) -> int:
+        """The output reserve of the latest compile (the composition factor scales the input part)."""
+        return self.limits.reserve
+
+    def fit_profile(self, known: int | None = None) -> ModelProfile:
+        """The profile compile fits against for a window of ``known`` tokens (default: the window
+        as known, :attr:`WindowLimits.known <contextwindow.engine.limits.WindowLimits.known>`);
+        cached while the figure holds."""
+        if known is None:
+            known = self.limits.known
         if self.counted or not 0 < self.reserve < known:
             target = max(1, math.floor(known * (1 - self.margin())) - self.shrink - self.held)
         else:
@@ -121,12 +136,8 @@ class WindowFit:
         """The share of the window kept free for the estimator's error: ``fit_margin`` once the
         provider has counted a request in this session (the calibration multiplier, the composition
         factor and the anchors then carry what it taught), or while the engine counts requests near
-        the budget before sending them (:attr:`counts_near_budget`), ``uncounted_margin`` otherwise.
-
-        Without a count, nothing corrects the estimate of a whole request, and its error is the
-        estimator's request-level spread, wider than a calibrated one's (measured by the sessions
-        benchmark's no-usage rows with an o200k profile whose provider counts with the model's own
-        tokenizer: real/estimate up to 1.067, p90 1.05, mean 1.01)."""
+        the budget before sending them (:attr:`counts_near_budget`), ``uncounted_margin`` otherwise
+        (nothing then corrects the estimate of a whole request)."""
         return self.fit_margin if self.counted or self.counts_near_budget else self.uncounted_margin
 
     def hold_for(self, uncounted: int) -> bool:
@@ -134,12 +145,8 @@ class WindowFit:
         provider count covers (a new summary, a message rendered otherwise than in the refused
         request, a fresh tool result), so they carry ``uncounted_margin`` where the counted rest
         keeps ``fit_margin``: compile fits that much tighter until a request is accepted. Returns
-        whether the fit tightened (the retry is compiled again).
-
-        Measured by ``benchmarks/real_sessions.py`` with the provider serving 85% of the declared
-        window: a retry whose one large tool result was cut afresh was estimated 10% under the
-        provider's count of it and refused again, while the refused request itself was estimated
-        within 1%."""
+        whether the fit tightened (the retry is compiled again); see "Retry hold" in
+        ``docs/concepts.md``."""
         if not self.counted:
             return False  # the uncounted margin applies to the whole request already
         extra = math.ceil(max(0.0, self.uncounted_margin - self.fit_margin) * max(0, uncounted))
@@ -173,16 +180,8 @@ class WindowFit:
 
     def composition_factor(self) -> float:
         """How far the last reported request's real prompt exceeded compile's estimate of it, at
-        today's multiplier (1 when it did not, or nothing was reported), in steps of 2%.
-
-        The calibration multiplier is one number learned across requests; the estimator's error is
-        not the same for every kind of content (it prices tool calls and short texts high, images
-        by the provider's own rule), so a multiplier learned on call-heavy requests underestimates a
-        request made mostly of tool results, by more than the fit margin covers (the sessions
-        benchmark's 16k rejections: ~11% under on requests whose calibrated estimate was at the
-        budget). The next request shares most of its content with the last one, so the last one's
-        own ratio is the better guide: compile fits that much tighter. It only ever tightens.
-        """
+        today's multiplier (1 when it did not, or nothing was reported), in steps of 2%. It only
+        ever tightens the fit; why: "Composition factor" in ``docs/concepts.md``."""
         if self._composition is None:
             return 1.0
         ratio, multiplier = self._composition

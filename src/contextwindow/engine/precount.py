@@ -53,17 +53,12 @@ CountMode = Literal["off", "cold", "auto"]
 COUNT_MODES: tuple[CountMode, ...] = ("off", "cold", "auto")
 
 COLD_SHARE = 0.12
-"""A cold request is counted when its uncounted part is at least this share of its estimate: the
-rule's error on one session's content reached about ±25% on the real Claude Code sessions
-(``benchmarks/real_sessions.py``), so 12% of the request can move its estimate by about 3%."""
+"""A cold request is counted when its uncounted part is at least this share of its estimate (enough
+to move it by about 3%; the measurement: "Count before sending" in ``docs/concepts.md``)."""
 
 CHANGED_SHARE = 0.2
-"""Once calibrated, a request is counted (``"auto"``) when its uncounted part is at least this share of
-its estimate: the calibrated rule's error on new content of one kind (a large tool result, a summary,
-history taken out by a fold, thinking the API strips) still reached ±20–30% on the real sessions, so
-a fifth of the request can move its estimate by more than 3%. Measured there (16k, usage reported):
-at 0.3 one request in 843 was 4.5% under, at 0.2 none was 3% under, for 22 counts per 100 calls
-instead of 19."""
+"""Once calibrated, a request is counted (``"auto"``) when its uncounted part is at least this share
+of its estimate (the measurement: "Count before sending" in ``docs/concepts.md``)."""
 
 MIN_COUNTED_TOKENS = FULL_SAMPLE_TOKENS // 2
 """An uncounted part under this many tokens is never counted: calibration takes a sample that small at

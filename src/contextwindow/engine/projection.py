@@ -3,9 +3,7 @@
 Within a turn the engine appends rounds (tool results and mid-turn messages) to the request it already
 sent, without recompiling, so the provider's prompt cache stays warm. Nothing in that path measures the
 growing request, so at every tool boundary the engine asks this module whether the request about to go
-out still fits (agent-framework's projection: issue
-https://github.com/anima-research/agent-framework/issues/92, pull
-https://github.com/anima-research/agent-framework/pull/98, with each call's own usage)::
+out still fits (agent-framework's projection, with each call's own usage)::
 
     projection = real + out + growth + appended + reserve
 
@@ -25,9 +23,8 @@ reset a restarted stream inherits the number that restarted it and loops.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..errors import InvalidInput
+from .limits import WindowLimits
 
 __all__ = ["PhysicalWindow", "projection"]
 
@@ -46,25 +43,41 @@ def projection(*, real: int, out: int, growth: int, appended: int, reserve: int)
     return real + out + growth + appended + reserve
 
 
-@dataclass(slots=True)
 class PhysicalWindow:
     """The per-stream state behind the projection.
 
-    ``window`` is the declared physical window (``None``: no projection at all); ``reserve`` the output
-    reserve each request asks for, which also bounds an unreported output (``max_tokens``).
+    ``window`` is the window guarded (``None``: no projection at all); ``reserve`` the output reserve
+    each request asks for, which also bounds an unreported output (``max_tokens``). Both are read
+    from ``limits`` (the engine's :class:`~contextwindow.engine.limits.WindowLimits`); given as
+    numbers, the projection keeps its own. Raises :class:`~contextwindow.errors.InvalidInput` for a
+    window ≤ 0 or a negative reserve.
     """
 
-    window: int | None
-    reserve: int
-    real: int = 0
-    out: int = 0
-    growth: int = 0
+    __slots__ = ("growth", "limits", "out", "real")
 
-    def __post_init__(self) -> None:
-        if self.window is not None and self.window <= 0:
-            raise InvalidInput("must be > 0", path="window")
-        if self.reserve < 0:
-            raise InvalidInput("must be ≥ 0", path="reserve")
+    def __init__(
+        self, window: int | None = None, reserve: int = 0, *, limits: WindowLimits | None = None
+    ) -> None:
+        if limits is None:
+            if window is not None and window <= 0:
+                raise InvalidInput("must be > 0", path="window")
+            if reserve < 0:
+                raise InvalidInput("must be ≥ 0", path="reserve")
+            limits = WindowLimits(
+                model_window=window or 1, declared=window, window=window, max_tokens=reserve
+            )
+        self.limits = limits
+        self.real = 0
+        self.out = 0
+        self.growth = 0
+
+    @property
+    def window(self) -> int | None:
+        return self.limits.window
+
+    @property
+    def reserve(self) -> int:
+        return self.limits.max_tokens or 0
 
     def start_stream(self) -> None:
         """A new stream starts from nothing: it must not inherit the figure that restarted it."""

@@ -3,8 +3,7 @@
 The appended round prices everything the round brings in, media of mid-turn
 messages included, erring high: a needless recompile costs less than a provider's refusal.
 :class:`RoundPricer` prices it with the same ``Estimator`` as the rest of the library; the ``flat``
-preset reproduces agent-framework's flat rule
-(https://github.com/anima-research/agent-framework/pull/98) exactly (``ceil(chars/4) + 1600 × tool-result images +
+preset reproduces agent-framework's flat rule exactly (``ceil(chars/4) + 1600 × tool-result images +
 20 × (tool results + injected messages)``; mid-turn image or generated image at a valid stamp else
 1,600; document, audio, video 1,000) so its known-answer vectors can be checked.
 
@@ -53,13 +52,10 @@ ENVELOPE_TOKENS = 20
 # The store's flat prices agent-framework's appended-round rule uses: image 1,600; document/audio/video 1,000.
 FLAT_IMAGE_TOKENS = 1_600
 FLAT_OTHER_MEDIA_TOKENS = 1_000
-# RoundPricer: the text of an appended round is priced this much over the text rule's estimate. One
-# chunk of text is priced far less surely than a whole request: benchmarks/pricing_accuracy on
-# held-out chunks (o200k_base) puts the rule's |error| at p95 9.7% for prose, 7.8% for JSON, 12% for
-# markdown and 16.7% for code (as measured when this margin was set). 15% covers nearly
-# every chunk of the common kinds; the price of erring high is a restart one round sooner in the few
-# cases where the projection lands within that share of a round below the window.
 ROUND_TEXT_MARGIN = 0.15
+"""How far over the text rule's estimate :class:`RoundPricer` prices an appended round's text: one
+chunk is priced far less surely than a whole request (the measurement: "Round ratios" in
+``docs/concepts.md``)."""
 # RoundRatios: rounds whose estimate is below this are not learned from. Their 20-token envelopes
 # (against a provider's few tokens of framing) dominate the ratio, and the most they can be off by
 # is a few dozen tokens, which the margin covers.
@@ -94,9 +90,7 @@ class RoundPricer:
     the window. ``text_margin`` raises text (text blocks, string tool results, the text inside list
     tool results, thinking) by the text rule's error on a *single* chunk, which is far wider than on
     a request (see :data:`ROUND_TEXT_MARGIN`); media is priced by the provider's published rules and
-    keeps ``margin``. Measured: a code tool result priced 8% under its real count rejected a request
-    by 5 tokens at 32k with one margin of 5% for everything. With ``preset="flat"`` it is
-    agent-framework's flat rule, for the seed vectors.
+    keeps ``margin``. With ``preset="flat"`` it is agent-framework's flat rule, for the seed vectors.
     """
 
     estimator: BlockPricer | None = None
@@ -170,8 +164,7 @@ class RoundRatios:
     counted 10% over its estimate while a JSON report is counted 40% under, and the calibration
     multiplier, one number over whole requests, sits between them. The projection prices a single
     round, so a round of the kind the rule under-prices can carry the request past the window while
-    the projection says it fits (measured: a code tool result 8% over its estimate rejected by 5
-    tokens at 32k with the fit margin of 5% applied). The provider's own numbers measure each round:
+    the projection says it fits. The provider's own numbers measure each round:
     within a stream, the prompt of the call after a round, less the prompt and the output of the call
     before it, is what the round (with the reply re-sent) cost. :meth:`factor` is the largest of the
     last ``history`` such ratios: a round of a kind seen lately is priced at least as high as that

@@ -7,13 +7,13 @@ from typing import Literal
 
 from ..errors import InvalidInput
 from ..usage.tracker import UsageMode
+from .folding.safe_prefix import COVER_TAIL_RATIO
 from .precount import COUNT_MODES, CountMode
 from .rounds import ROUND_TEXT_MARGIN
-from .safe_prefix import COVER_TAIL_RATIO
 
 __all__ = ["DEFAULT_MAX_STREAM_INPUT_TOKENS", "EngineSettings"]
 
-# agent-framework's maxStreamTokens default (https://github.com/anima-research/agent-framework).
+# agent-framework's maxStreamTokens default (Sources in docs/concepts.md).
 DEFAULT_MAX_STREAM_INPUT_TOKENS = 150_000
 
 
@@ -21,8 +21,9 @@ DEFAULT_MAX_STREAM_INPUT_TOKENS = 150_000
 class EngineSettings:
     """The engine's own knobs (compile's live in ``compile.Policy``)."""
 
-    physical_window: int | None = None
-    """The window the projection guards; ``None`` takes the profile's declared window."""
+    declared_window: int | None = None
+    """The window the host declares (the projection, the proactive fold and the notes measure
+    against it); ``None`` takes the model window."""
     use_physical_window: bool = True
     """False: no projection at all (agent-framework with ``physicalWindowTokens`` unset)."""
     max_stream_input_tokens: int | None = DEFAULT_MAX_STREAM_INPUT_TOKENS
@@ -36,42 +37,20 @@ class EngineSettings:
     connection: str = "default"
     """The connection (route) the calibration multiplier and the anchors are kept for."""
     fit_margin: float = 0.05
-    """Compile fits within ``(1 − fit_margin) × window``: a calibrated estimate is right on average,
-    so a request filled to the last token is refused about half the time; 5% covers the spread of the
-    estimator's error on whole requests measured by ``benchmarks/sessions.py`` once compile fits by
-    the last request's own real/estimate ratio (:meth:`~contextwindow.engine.fit.WindowFit.composition_factor`). Before that, 8%
-    was not enough: the spread between content kinds under one multiplier reached 11%."""
+    """Compile fits within ``(1 − fit_margin) × window`` once the provider has counted a request of
+    this session (:meth:`~contextwindow.engine.fit.WindowFit.margin`); in ``[0, 0.5)``. Why 5%:
+    "Fit margin" in ``docs/concepts.md``."""
     uncounted_margin: float = 0.13
-    """The fit margin while the provider has counted no request of this session (no usage reported,
-    no rejection with numbers, no stored anchor for this model and connection): compile fits the
-    input part within ``(1 − uncounted_margin) × (window − output reserve)`` and the projection
-    without a reported prompt raises the live request's estimate by it. Without a count nothing
-    corrects the estimator's error on a whole request. ``benchmarks/real_sessions.py`` measures it on
-    real Claude Code sessions, against a provider counting each session in the units its own recorded
-    usage shows: the Claude rule was up to 16% low on whole early requests of a few of the 40 sessions;
-    with the text rule priced against the vocabulary (pricing epoch 7), 10% let one request a window
-    be refused (16k and 32k, no usage reported) and 13% none, for about one point of window use.
-    Once a count is known, ``fit_margin`` applies (this is never less than it)."""
+    """The fit margin while the provider has counted no request of this session: compile fits the
+    input part within ``(1 − uncounted_margin) × (window − output reserve)``, and the projection
+    without a reported prompt raises the live request's estimate by it; never less than
+    ``fit_margin``; in ``[0, 0.5)``. Why 13%: "Uncounted margin" in ``docs/concepts.md``."""
     count_before_send: CountMode = "auto"
-    """When the engine asks the provider's own input counter (the engine's ``counter``: the provider's
-    ``count_input_tokens`` when it has one) to count a request before sending it
-    (:mod:`~contextwindow.engine.precount`): ``"off"`` never; ``"cold"`` while calibration has less than
-    one full sample of evidence and a large part of the request is not covered by any count (a new
-    large tool result, a new summary, a fresh compile with no anchor), and the retry after a rejection
-    for size; ``"auto"`` as ``cold``, and a request that fits beside its ``max_tokens`` only if the
-    estimator's error on its uncounted part is under ``uncounted_margin``, so that compile fits to
-    ``fit_margin`` whether or not the provider reports usage. A count is used as a reported prompt is
-    (the estimate, one calibration sample, the composition factor, the anchor); tiny requests are
-    never counted; a counter that fails leaves the turn on its estimate and margins, with a note.
-
-    ``"auto"`` is the default by measurement (``benchmarks/real_sessions.py``, 40 real Claude Code
-    sessions at 16k and 32k): it is the setting that holds the estimate within 5% at p95 and never
-    more than 3% under from the second request on (counting off: up to 16% under, on a session's first
-    large tool result), and keeps 70% of the window or more with no usage reported (off: 66–69%), at
-    about 16–22 counts per 100 calls with usage reported and 27–33 without. ``"cold"`` counts less
-    (about 6–7 per 100) but leaves the later fresh compiles to the rule, and without usage reported
-    it is refused now and then. Each count is a round trip to the provider's count endpoint (free,
-    rate-limited on its own), not a generation."""
+    """When the engine asks its ``counter`` to count a request before sending it
+    (:mod:`~contextwindow.engine.precount`): ``"off"`` never; ``"cold"`` while calibration is cold
+    and much of the request is uncounted, and the retry after a rejection; ``"auto"`` as ``cold``,
+    and a request whose fit depends on the estimator's error. Why ``"auto"``: "Count before
+    sending" in ``docs/concepts.md``."""
     multiplier_step: float = 0.02
     """Compile sees the calibration multiplier rounded to this step (0: exact)."""
     tool_result_inline_chars: int = 24_000
@@ -88,13 +67,11 @@ class EngineSettings:
     """Offer the model ``read_archived`` when a placeholder in the request names it, and answer its
     calls from the ledger (the host's tool runner never sees them); ``False`` turns it off."""
     max_folds_per_turn: int = 32
-    """Summariser calls for covering folds per turn (each compile that leaves history out folds it,
-    see :meth:`Engine._fresh_request`). A long tool loop on a small window legitimately folds every few
-    calls; past this bound the turn's further overflow is cut with a note instead (no more summariser
-    cost). A summariser that fails once is not asked again in the same turn."""
+    """Summariser calls for covering folds per turn; past it the turn's further overflow is cut with
+    a note instead. A summariser that fails once is not asked again in the same turn."""
     cover_tail_ratio: float = COVER_TAIL_RATIO
     """A covering fold keeps the newest history that fills this share of compile's input budget and
-    folds the rest (see :data:`~contextwindow.engine.safe_prefix.COVER_TAIL_RATIO`)."""
+    folds the rest (:data:`~contextwindow.engine.folding.safe_prefix.COVER_TAIL_RATIO`); in ``[0.1, 1)``."""
 
     def __post_init__(self) -> None:
         for name in (

@@ -12,22 +12,28 @@ cut never splits a surrogate pair.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TypeAlias
 
+from ..compile.reread import READ_ARCHIVED
 from ..compile.truncate import safe_slice
 from ..content import Block, Text, ToolResult, ToolUse
 from ..errors import InvalidInput, UsageError
 from ..pricing import utf16_len
+from .events import ToolResultReady
+from .stats import TurnStats
 
 __all__ = [
     "DEFAULT_TOOL_RESULT_INLINE_MAX_CHARS",
     "ToolOutcome",
     "ToolReturn",
+    "ToolRound",
     "ToolRunner",
     "cap_tool_result",
     "inline_cap_chars",
+    "round_result",
+    "run_round",
     "run_tool",
     "storable_tool_result",
     "truncation_notice",
@@ -74,8 +80,7 @@ async def run_tool(runner: ToolRunner, use: ToolUse) -> ToolOutcome:
     )
 
 
-# agent-framework DEFAULT_TOOL_RESULT_INLINE_MAX_CHARS: 5000 earlier, 24000 now
-# (https://github.com/anima-research/agent-framework/pull/98).
+# agent-framework's DEFAULT_TOOL_RESULT_INLINE_MAX_CHARS (5000 earlier, 24000 now).
 DEFAULT_TOOL_RESULT_INLINE_MAX_CHARS = 24_000
 
 
@@ -158,3 +163,49 @@ def cap_tool_result(result: ToolResult, cap_chars: int) -> ToolResult:
         kept.append(Text(text=safe_slice(block.text, room) + truncation_notice(total)))
         cut = True
     return replace(result, content=tuple(kept))  # type: ignore[arg-type]
+
+
+@dataclass(slots=True)
+class ToolRound:
+    """The tool boundary's round: the capped results, whether a tool ended the turn."""
+
+    results: list[ToolResult] = field(default_factory=list)
+    end_turn: bool = False
+
+
+def round_result(result: ToolResult, cap_chars: int) -> tuple[ToolResult, bool]:
+    """A tool result as it rides into a round: text the ledger can store, within ``cap_chars``; and
+    whether the cap cut it."""
+    stored = storable_tool_result(result)
+    capped = cap_tool_result(stored, cap_chars)
+    return capped, capped is not stored
+
+
+async def run_round(
+    tool_uses: Sequence[ToolUse],
+    round_: ToolRound,
+    *,
+    runner: ToolRunner | None,
+    cap_chars: int,
+    reread: Callable[[ToolUse], tuple[ToolResult, bool]] | None,
+    stats: TurnStats,
+) -> AsyncIterator[ToolResultReady]:
+    """Run each of a reply's ``tool_uses`` into ``round_`` (:func:`round_result`) and yield a
+    ``tool_result_ready`` event for each. ``reread`` answers the ``read_archived`` calls when the
+    request offered that tool (``None``: it did not). The runner's time is off the engine's clock
+    (``stats``). Raises :class:`~contextwindow.errors.UsageError` for a tool call with no runner."""
+    for use in tool_uses:
+        if use.name == READ_ARCHIVED and reread is not None:
+            capped, truncated = reread(use)
+            end_turn = False
+        else:
+            stats.pause()
+            if runner is None:
+                raise UsageError("the model called a tool and the engine has no tool_runner")
+            outcome = await run_tool(runner, use)
+            stats.resume()
+            capped, truncated = round_result(outcome.result, cap_chars)
+            end_turn = outcome.end_turn
+        round_.end_turn = round_.end_turn or end_turn
+        round_.results.append(capped)
+        yield ToolResultReady(tool_use_id=use.id, truncated=truncated, end_turn=end_turn)

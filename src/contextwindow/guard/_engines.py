@@ -13,9 +13,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ..content import Request
+from ..engine.folding.summarizer import Summarizer
 from ..engine.loop import Engine
 from ..engine.settings import EngineSettings
-from ..engine.summarizer import Summarizer
 from ..models import get_profile
 from ..providers.base import ProviderEvent, Stop, UsageSample, normalise_stop_reason
 from ._conversation import Conversation

@@ -42,9 +42,9 @@ from ..engine.events import (
     TurnEnded,
     UsageReported,
 )
+from ..engine.folding.summarizer import Summarizer
 from ..engine.loop import Engine, EngineSettings
 from ..engine.precount import CountMode
-from ..engine.summarizer import Summarizer
 from ..errors import ContextOverflow, InvalidInput
 from ..formats import AttachmentLoader, WireFormat, render
 from ..models import ModelProfile, get_profile

@@ -2,7 +2,7 @@
 
 A request asks for a summary by carrying the marker ``[[contextwindow:summarize]]`` in its system
 prompt or in the text of its last user message, or by asking in the words of contextwindow's own
-summariser (:data:`~contextwindow.engine.summary_rules.DEFAULT_SUMMARY_PROMPT`, as any model would be
+summariser (:data:`~contextwindow.engine.folding.summary_rules.DEFAULT_SUMMARY_PROMPT`, as any model would be
 asked); ``[[contextwindow:summarize target_tokens=600]]``
 asks for at most that many output tokens (default: :data:`DEFAULT_TARGET_TOKENS`; a target above the
 call's ``max_tokens`` is cut at ``max_tokens`` and stops with ``max_tokens``, as a real model cut at its
@@ -13,7 +13,7 @@ https://github.com/apache/maka/pull/4559).
 
 What is summarised is the transcript alone: the engine's summariser sends the span inside
 ``<transcript>…</transcript>`` and the summary it rolls forward inside
-``<previous_summary>…</previous_summary>`` (``contextwindow.engine.summarizer``); a request without
+``<previous_summary>…</previous_summary>`` (``contextwindow.engine.folding.summarizer``); a request without
 those tags is summarised from its conversation (every message but the last user one). The summary is
 extractive — every line comes from the transcript — and each section is filled by what its heading
 asks for:
@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..content import Message, Request, Text, ToolResult, ToolUse
-from ..engine.summary_rules import DEFAULT_SUMMARY_PROMPT
+from ..engine.folding.summary_rules import DEFAULT_SUMMARY_PROMPT
 
 __all__ = [
     "DEFAULT_SECTIONS",

@@ -22,12 +22,12 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Protocol, TypeVar
 
-from ..content import AttachmentRef, Message, media_refs
-from ..errors import OverBudget
-from ..pricing import Estimator
-from ..store import MessageLog, Session
-from .compiler import RequestCompiler
-from .events import (
+from ...content import AttachmentRef, Message, media_refs
+from ...errors import OverBudget
+from ...pricing import Estimator
+from ...store import MessageLog, Session
+from ..compiler import RequestCompiler
+from ..events import (
     AttachmentsEvicted,
     Compacted,
     CompactionFailed,
@@ -39,7 +39,7 @@ from .events import (
     ToolResultsArchived,
     record_event,
 )
-from .fold_trigger import ProactiveTrigger
+from ..window import WindowState
 from .ladder import EscalationLadder, Rung, hard_cut_text
 from .safe_prefix import select_safe_prefix
 from .summarizer import Summarizer, Summary
@@ -87,8 +87,8 @@ class Folding:
 
     It compiles through the engine's :class:`~contextwindow.engine.compiler.RequestCompiler` (whose
     escalations it adds to), records its events in the session and updates the turn's ``counters``.
-    It keeps the proactive :attr:`trigger` (for a ``declared_window``) and the escalation
-    :attr:`ladder`. ``summarizer`` may be swapped between turns.
+    It asks the engine's ``window`` whether a fold is due and tells it when one moved the history,
+    and keeps the escalation :attr:`ladder`. ``summarizer`` may be swapped between turns.
     """
 
     def __init__(
@@ -100,7 +100,7 @@ class Folding:
         limits: FoldLimits,
         counters: FoldCounters,
         notes: NoteBook,
-        declared_window: int | None,
+        window: WindowState,
         summarizer: Summarizer | None = None,
     ) -> None:
         self.session = session
@@ -109,14 +109,13 @@ class Folding:
         self.limits = limits
         self.counters = counters
         self.notes = notes
-        self.trigger = ProactiveTrigger(declared_window=declared_window)
+        self.window = window
         self.ladder = EscalationLadder(max_compactions=limits.max_compactions_per_turn)
         self.summarizer = summarizer
         self._log_cache: MessageLog | None = None
 
     def start_turn(self) -> None:
-        """A new user turn: a new send for the trigger, the ladder's rungs all untried."""
-        self.trigger.start_send()
+        """A new user turn: the ladder's rungs all untried."""
         self.ladder.start_turn()
 
     def _record(self, event: _E) -> _E:
@@ -126,9 +125,8 @@ class Folding:
         """The fold the trigger asks for (after a reply cut at its limit, or when the last request
         neared the window), unless the request compile would send now leaves nothing out: it fits
         with its whole output reserve, so the fold would free room nothing needs yet, and the next
-        compile that does leave history out folds it then (measured by
-        ``benchmarks/real_sessions.py``: such folds were a few in a hundred, each a summariser call)."""
-        reason = self.trigger.due()
+        compile that does leave history out folds it then."""
+        reason = self.window.fold_due()
         if reason is None:
             return
         try:
@@ -465,7 +463,7 @@ class Folding:
         self.session.record_checkpoint(
             text, first_id=first_id, last_id=last_id, phase=recorded_phase, **counted
         )
-        self.trigger.folded()
+        self.window.folded()
         text_tokens = self.estimator.text(text)
         return self._record(
             Compacted(

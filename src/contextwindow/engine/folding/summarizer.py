@@ -1,7 +1,7 @@
 """The summariser: one LLM call (two at most) that turns a span of history into a checkpoint summary.
 
 It talks to any :class:`~contextwindow.providers.Provider`, the same protocol the engine sends turns
-through (maka's history-compact summariser, https://github.com/apache/maka/pull/4559):
+through (maka's history-compact summariser):
 
 - the covered span is rendered as a transcript inside ``<transcript>`` tags in one user message that
   ends with the instruction (the request always ends with a user instruction; thinking is skipped;
@@ -21,7 +21,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..content import (
+from ...content import (
     MediaBlock,
     Message,
     RedactedThinking,
@@ -31,13 +31,13 @@ from ..content import (
     ToolResult,
     ToolUse,
 )
-from ..errors import ContextOverflow, ProviderError
-from ..formats import AttachmentLoader
-from ..models import ModelProfile
-from ..pricing import Estimator
-from ..providers import Provider, complete, output_limit_hit
-from ..usage.tracker import Usage
-from .events import FoldFailure
+from ...errors import ContextOverflow, ProviderError
+from ...formats import AttachmentLoader
+from ...models import ModelProfile
+from ...pricing import Estimator
+from ...providers import Provider, complete, output_limit_hit
+from ...usage.tracker import Usage
+from ..events import FoldFailure
 from .summary_rules import (
     DEFAULT_SUMMARY_PROMPT,
     REQUIRED_SECTIONS,

@@ -40,7 +40,9 @@ def hard_cut_text(previous: str | None, count: int, first_id: str, last_id: str)
 
 
 Rung: TypeAlias = Literal["evict_media", "archive_tool_results", "fold", "hard_cut"]
+"""One way of freeing room after a rejection for size (see :class:`EscalationLadder`)."""
 RUNGS: tuple[Rung, ...] = ("evict_media", "archive_tool_results", "fold", "hard_cut")
+"""The rungs in the order the ladder climbs them, each at most once per turn."""
 
 
 @dataclass(slots=True)

@@ -2,42 +2,64 @@
 
 :class:`ProactiveTrigger` folds before a request when the last accepted request's real input +
 output + reply reserve (``min(2 × last output, 8000)``) reaches the *declared* window, at most once
-per send; and once after a reply cut at its limit (maka's proactive fold,
-https://github.com/apache/maka/pull/4559 and https://github.com/apache/maka/issues/4634).
+per send; and once after a reply cut at its limit (maka's proactive fold).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
-from ..providers.base import output_limit_hit
+from ...providers.base import output_limit_hit
+from ..limits import WindowLimits
 
 __all__ = ["REPLY_RESERVE_CAP", "ProactiveTrigger"]
 
-# maka's later proactive trigger: replyReserve = min(2 × lastOutput, 8000)
-# (https://github.com/apache/maka/issues/4634).
+# maka's later proactive trigger: replyReserve = min(2 × lastOutput, 8000).
 REPLY_RESERVE_CAP = 8_000
+"""The largest reply reserve: the trigger forecasts ``min(2 × last output, this)``."""
 
 
-@dataclass(slots=True)
 class ProactiveTrigger:
     """maka's proactive fold, kept per engine; :meth:`start_send` per user turn.
 
     ``baseline`` is the last accepted request's ``input + max(0, output)`` as the provider counted
     them; it is unknown until a request is accepted, and again after a fold. The fold is due when a
-    window is declared and ``baseline + min(2 × last output, 8000) ≥ window``, at most once per send;
+    window is guarded and ``baseline + min(2 × last output, 8000) ≥ window``, at most once per send;
     and, separately, once before the next request after a reply cut at the output limit. The reply
     reserve never exceeds ``max_tokens``, the next call's own output bound when the engine knows it:
     a reply cannot be longer, so a larger reserve would fold before anything needs the room.
+    The window and ``max_tokens`` are read from ``limits`` (the engine's
+    :class:`~contextwindow.engine.limits.WindowLimits`); given as numbers, the trigger keeps its own.
     """
 
-    declared_window: int | None
-    max_tokens: int | None = None
-    baseline_input: int | None = None
-    baseline_output: int = 0
-    _fired_this_send: bool = False
-    _length_pending: bool = False
+    __slots__ = ("_fired_this_send", "_length_pending", "baseline_input", "baseline_output", "limits")
+
+    def __init__(
+        self,
+        declared_window: int | None = None,
+        max_tokens: int | None = None,
+        *,
+        limits: WindowLimits | None = None,
+    ) -> None:
+        self.limits = limits or WindowLimits(
+            model_window=declared_window or 1,
+            declared=declared_window,
+            window=declared_window,
+            max_tokens=max_tokens,
+        )
+        self.baseline_input: int | None = None
+        self.baseline_output = 0
+        self._fired_this_send = False
+        self._length_pending = False
+
+    @property
+    def window(self) -> int | None:
+        """The window the fold measures against: the declared one, or the limit a rejection taught."""
+        return self.limits.window
+
+    @property
+    def max_tokens(self) -> int | None:
+        return self.limits.max_tokens
 
     def start_send(self) -> None:
         self._fired_this_send = False
@@ -67,9 +89,10 @@ class ProactiveTrigger:
         if self._length_pending:
             self._length_pending = False
             return "length"
-        if self.declared_window is None or self.baseline_input is None or self._fired_this_send:
+        window = self.window
+        if window is None or self.baseline_input is None or self._fired_this_send:
             return None
-        if self.baseline_input + self.baseline_output + self.reply_reserve() >= self.declared_window:
+        if self.baseline_input + self.baseline_output + self.reply_reserve() >= window:
             self._fired_this_send = True
             return "proactive"
         return None

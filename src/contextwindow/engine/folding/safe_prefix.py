@@ -1,8 +1,8 @@
 """Which prefix of the history a fold may cover.
 
 :func:`select_safe_prefix` gives the largest prefix that does not straddle a tool pair, stops before
-partial and pinned messages, and is valid for the fold's phase (maka ``selectSafeCompactionPrefix``,
-https://github.com/apache/maka/pull/4486); otherwise the fold fails open with ``no_safe_completed_span``.
+partial and pinned messages, and is valid for the fold's phase (maka's ``selectSafeCompactionPrefix``);
+otherwise the fold fails open with ``no_safe_completed_span``.
 :data:`COVER_TAIL_RATIO` is how far a covering fold reaches past what compile left out.
 """
 
@@ -10,25 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..content import Message, ToolResult, ToolUse
-from ..errors import InvalidInput
-from .events import FoldFailure, FoldPhase
+from ...content import Message, ToolResult, ToolUse
+from ...errors import InvalidInput
+from ..events import FoldFailure, FoldPhase
 
 __all__ = ["COVER_TAIL_RATIO", "select_safe_prefix"]
 
-# Covering fold (engine): when compile leaves history out that no checkpoint covers, the engine folds
-# enough that the kept tail (with the head) fills at most this share of compile's input budget. Folding
-# only what compile left out would fold again on the very next call (the tail sits at the budget's
-# edge); folding to 90% leaves a tenth of the budget (1–2 tool rounds at 16k, 3 at 32k) for growth
-# before the next fold. Lower shares fold less often but waste the window: once history exceeds it,
-# window use swings between this share of the budget (after a fold) and the projection's limit
-# (window − output reserve), so the share sets the floor of the swing. Measured with the sessions
-# benchmark (`--scenarios 4`, usage reported): 0.7 → 64% mean use at 16k/32k; 0.8 → 67.9% / 67.9%
-# (31.8 / 16.5 folds per ~209 calls); 0.85 → 69.8% / 68.8% (38 / 20 folds); 0.9 → 71.9% / 70.5%
-# (47 / 24.5 folds), no rejections with a true window in any. flue keeps a fixed recent budget instead
-# (https://github.com/withastro/flue), maka folds everything before the turn; neither leaves a measured
-# headroom.
 COVER_TAIL_RATIO = 0.9
+"""A covering fold keeps the newest history that fills this share of compile's input budget and
+folds the rest, leaving a tenth of the budget for growth before the next fold (the measurement
+behind the figure: "Cover / covering fold" in ``docs/concepts.md``)."""
 
 
 def _tool_positions(messages: Sequence[Message]) -> tuple[dict[str, int], dict[str, int]]:

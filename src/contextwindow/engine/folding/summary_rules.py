@@ -2,8 +2,7 @@
 
 :func:`find_summary_defect` checks a summary: the required sections in order, each with content,
 outside code fences; truncation markers rejected; the too-small floor judged from the summariser
-call's real usage (maka's ``findCheckpointSummaryDefect``,
-https://github.com/apache/maka/pull/4559).
+call's real usage (maka's ``findCheckpointSummaryDefect``).
 :data:`DEFAULT_SUMMARY_PROMPT` asks for those sections; :data:`SUMMARY_MAX_OUTPUT_TOKENS` caps the call.
 """
 
@@ -12,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from .events import FoldFailureReason
+from ..events import FoldFailureReason
 
 __all__ = [
     "DEFAULT_SUMMARY_PROMPT",
@@ -21,11 +20,10 @@ __all__ = [
     "find_summary_defect",
 ]
 
-# maka history-compact-summarizer.ts: "applies the default output cap"
-# (https://github.com/apache/maka/pull/4486).
+# maka's history-compact summariser "applies the default output cap".
 SUMMARY_MAX_OUTPUT_TOKENS = 8_000
-# Too-small floor (maka's second rule, https://github.com/apache/maka/pull/4559): judged from the summariser's real usage. The earlier rule was
-# "< 800 characters while the covered span is over 10,000 tokens"; 800 characters ≈ 200 tokens.
+"""The summariser call's output cap."""
+# Too-small floor (maka's second rule): judged from the summariser's real usage.
 TOO_SMALL_INPUT_TOKENS = 10_000
 TOO_SMALL_OUTPUT_TOKENS = 200
 
@@ -38,6 +36,7 @@ REQUIRED_SECTIONS: tuple[str, ...] = (
     "Open work",
     "Latest state",
 )
+"""The sections a checkpoint summary must have, in order, each with content."""
 
 DEFAULT_SUMMARY_PROMPT = """\
 You are compacting the earlier part of a conversation between a user and an AI agent so the agent can \
@@ -62,6 +61,7 @@ this order, each a level-2 heading followed by its content:
 Keep exact names, numbers and identifiers. Do not invent anything. If a section has nothing, write \
 "none". Do not wrap the summary in a code block.\
 """
+"""What the summariser asks for: the :data:`REQUIRED_SECTIONS`, in order, in Markdown."""
 
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
@@ -75,6 +75,47 @@ def _content_lines(lines: Sequence[str]) -> bool:
             continue
         return True
     return False
+
+
+def _headings(lines: Sequence[str]) -> list[tuple[str, int]] | None:
+    """The headings outside code fences, as ``(lowercased title, line index)``; ``None`` when a
+    fence is left open (the summary was cut)."""
+    headings: list[tuple[str, int]] = []
+    fence: str | None = None
+    for i, line in enumerate(lines):
+        opened = _FENCE.match(line)
+        if opened:
+            marker = opened.group(1)
+            if fence is None:
+                fence = marker[0] * len(marker)
+            elif marker[0] == fence[0] and len(marker) >= len(fence):
+                fence = None
+            continue
+        if fence is not None:
+            continue
+        heading = _HEADING.match(line)
+        if heading:
+            headings.append((heading.group(2).strip().lower(), i))
+    return None if fence is not None else headings
+
+
+def _sections_present(lines: Sequence[str], headings: list[tuple[str, int]], wanted: list[str]) -> bool:
+    """Whether each of the ``wanted`` headings appears, in order, followed by content."""
+    positions: list[int] = []
+    at = 0
+    for name in wanted:
+        while at < len(headings) and headings[at][0] != name:
+            at += 1
+        if at == len(headings):
+            return False
+        positions.append(at)
+        at += 1
+    for index in positions:
+        start = headings[index][1] + 1
+        end = headings[index + 1][1] if index + 1 < len(headings) else len(lines)
+        if not _content_lines(lines[start:end]):
+            return False
+    return True
 
 
 def find_summary_defect(
@@ -100,40 +141,12 @@ def find_summary_defect(
         return "malformed_summary_missing_section"
     if stripped.endswith((":", "：", "...", "…")):
         return "malformed_summary_truncated"
-    headings: list[tuple[str, int]] = []
     lines = text.splitlines()
-    fence: str | None = None
-    for i, line in enumerate(lines):
-        opened = _FENCE.match(line)
-        if opened:
-            marker = opened.group(1)
-            if fence is None:
-                fence = marker[0] * len(marker)
-            elif marker[0] == fence[0] and len(marker) >= len(fence):
-                fence = None
-            continue
-        if fence is not None:
-            continue
-        heading = _HEADING.match(line)
-        if heading:
-            headings.append((heading.group(2).strip().lower(), i))
-    if fence is not None:
+    headings = _headings(lines)
+    if headings is None:
         return "malformed_summary_truncated"
-    wanted = [s.lower() for s in sections]
-    positions: list[int] = []
-    at = 0
-    for name in wanted:
-        while at < len(headings) and headings[at][0] != name:
-            at += 1
-        if at == len(headings):
-            return "malformed_summary_missing_section"
-        positions.append(at)
-        at += 1
-    for index in positions:
-        start = headings[index][1] + 1
-        end = headings[index + 1][1] if index + 1 < len(headings) else len(lines)
-        if not _content_lines(lines[start:end]):
-            return "malformed_summary_missing_section"
+    if not _sections_present(lines, headings, [s.lower() for s in sections]):
+        return "malformed_summary_missing_section"
     if (
         not roll_forward
         and input_tokens is not None
