@@ -54,6 +54,10 @@ def proxy(
         ),
     ] = True,
     quiet: Annotated[bool, typer.Option(help="No access log.")] = False,
+    read_timeout: Annotated[
+        float,
+        typer.Option(help="Seconds a client has to send a request's head, and then its body; then 408."),
+    ] = 30.0,
 ) -> None:
     """Forward the Anthropic and OpenAI APIs to --upstream until interrupted (Ctrl-C)."""
     if not upstream.startswith(("http://", "https://")):
@@ -62,6 +66,8 @@ def proxy(
         fail("--window must be > 0", EXIT_BAD_INPUT)
     if durability not in ("normal", "full"):
         fail("--durability must be normal or full", EXIT_BAD_INPUT)
+    if not read_timeout > 0:
+        fail("--read-timeout must be > 0", EXIT_BAD_INPUT)
     with guarded():
         try:
             from ..server import MIB, ServerLimits, bind, run
@@ -77,6 +83,7 @@ def proxy(
             max_body_bytes=max_body_mb * MIB,
             inflight_body_bytes=max(8 * max_body_mb, 256) * MIB,
             max_concurrency=max_concurrency,
+            read_timeout=read_timeout,
         )
         transform, described = transform_for(store=store, window=window, guard=guard, durability=durability)
         if not quiet:

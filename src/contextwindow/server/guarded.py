@@ -30,7 +30,7 @@ from typing import Any
 import anyio.from_thread
 import anyio.to_thread
 
-from ..errors import ContextOverflow, OverBudget, UsageError
+from ..errors import ContextOverflow, InvalidInput, OverBudget, UsageError
 from ..guard import GuardCore, Reply, Send, run_sync
 from ..guard._replies import (
     AnthropicEvents,
@@ -43,7 +43,7 @@ from ..guard._replies import (
 from ..providers.overflow import classify
 from ..store import Store
 from .errors import HttpError
-from .proxy import ProxyCall, Upstream, UpstreamReply, passthrough
+from .proxy import SESSION_HEADER, ProxyCall, Upstream, UpstreamReply, passthrough
 
 __all__ = ["GuardTransform", "UpstreamRefused"]
 
@@ -84,10 +84,12 @@ class GuardTransform:
         self.store = store
         self.context_window = context_window
         self.summarize = summarize
-        self._cores: dict[tuple[str, str | None], tuple[GuardCore, asyncio.Lock]] = {}
+        self._cores: dict[tuple[str, str | None, int | None], tuple[GuardCore, asyncio.Lock]] = {}
 
-    def _core(self, fmt: str, session: str | None) -> tuple[GuardCore, asyncio.Lock]:
-        key = (fmt, session)
+    def _core(
+        self, fmt: str, session: str | None, window: int | None = None
+    ) -> tuple[GuardCore, asyncio.Lock]:
+        key = (fmt, session, window)
         found = self._cores.get(key)
         if found is None:
             core = GuardCore(
@@ -95,7 +97,7 @@ class GuardTransform:
                 fmt,  # type: ignore[arg-type]
                 overflow=_overflow_of(fmt),
                 session=session,
-                context_window=self.context_window,
+                context_window=window,
                 summarize=self.summarize,
             )
             found = self._cores[key] = (core, asyncio.Lock())
@@ -115,14 +117,19 @@ class GuardTransform:
                 reply = await _accepted(
                     await upstream.send(call, {**step.body, "stream": False}, path=messages_path)
                 )
-                data = json.loads(await reply.read())
+                try:
+                    data = json.loads(await reply.read())
+                except ValueError:
+                    raise HttpError(
+                        "upstream_error", "The upstream's answer to a summary is not JSON"
+                    ) from None
                 return _REPLIES[fmt](data)
             return await _accepted(await upstream.send(call, step.body, path=messages_path))
 
         body = dict(call.body)
         if counting:
             body.setdefault("max_tokens", 1)
-        core, lock = self._core(fmt, call.session)
+        core, lock = self._core(fmt, call.session, self.context_window or _asked_window(call.headers))
 
         def fit() -> Any:
             # Compiling and the ledger's writes are blocking work: the core runs in a worker thread,
@@ -136,6 +143,12 @@ class GuardTransform:
                 exchange = await anyio.to_thread.run_sync(fit)
         except UsageError:
             return await passthrough(call, upstream)  # nothing the guard can fit: as the agent wrote it
+        except InvalidInput as refused:
+            if refused.path == "session_id":  # the ledger's rule for a session's name
+                raise HttpError(
+                    "invalid_request_error", f"{SESSION_HEADER} header: {refused.reason}"
+                ) from None
+            raise
         except ContextOverflow as overflow:
             cause = overflow.__cause__
             if isinstance(cause, UpstreamRefused):
@@ -143,8 +156,11 @@ class GuardTransform:
             raise
         except UpstreamRefused as refused:
             return refused.reply()
-        except OverBudget as over:  # the system prompt, tools and newest message alone do not fit
-            raise HttpError("invalid_request_error", str(over)) from None
+        except OverBudget:
+            # The system prompt, tools and newest message alone are over the window the guard knows:
+            # its profile is a guess (the agent may have asked for more, a larger-context beta), the
+            # upstream's answer is the truth.
+            return await passthrough(call, upstream)
         result: UpstreamReply = exchange.result
         if counting or result.status >= 400:
             return result
@@ -157,6 +173,20 @@ class GuardTransform:
         except ValueError:
             pass  # not JSON: relayed as it came, nothing to record
         return UpstreamReply.of_bytes(result.status, result.headers, raw)
+
+
+_LARGER_WINDOWS = {"context-1m-": 1_000_000}
+"""Anthropic betas that widen a model's window, by the prefix of their name, and the window they ask
+for (https://docs.anthropic.com/en/docs/build-with-claude/context-windows#1m-token-context-window)."""
+
+
+def _asked_window(headers: Mapping[str, str]) -> int | None:
+    """The window the agent asked for with an ``anthropic-beta`` header, over the model's profile: the
+    profile is a guess, and what the upstream then accepts or refuses is the truth (a refusal for
+    size teaches the guard the window it really serves, as for any request)."""
+    betas = [b.strip() for b in headers.get("anthropic-beta", "").split(",")]
+    asked = [w for prefix, w in _LARGER_WINDOWS.items() if any(b.startswith(prefix) for b in betas)]
+    return max(asked, default=None)
 
 
 _FORMATS = {
@@ -184,12 +214,13 @@ async def _accepted(reply: UpstreamReply) -> UpstreamReply:
 
 async def _tap_sse(chunks: AsyncIterator[bytes], fmt: str, finish: Any) -> AsyncIterator[bytes]:
     """``chunks`` unchanged, while their SSE events feed the reply, recorded before the stream's last
-    event is passed on (so the ledger holds the reply by the time the agent has read it)."""
+    event is passed on (so the ledger holds the reply by the time the agent has read it); a stream
+    with an error event in it records nothing."""
     events: AnthropicEvents | OpenAIChunks | ResponsesEvents = (
         AnthropicEvents() if fmt == "anthropic" else OpenAIChunks() if fmt == "openai" else ResponsesEvents()
     )
     pending = b""
-    recorded = False
+    recorded = failed = False
     async for chunk in chunks:
         pending += chunk
         *complete, pending = pending.replace(b"\r\n", b"\n").split(b"\n\n")
@@ -203,14 +234,26 @@ async def _tap_sse(chunks: AsyncIterator[bytes], fmt: str, finish: Any) -> Async
                     ended = True
                 elif data:
                     try:
-                        events.feed(json.loads(data))
+                        parsed = json.loads(data)
                     except ValueError:
                         continue
+                    failed = failed or _is_error_event(parsed)
+                    events.feed(parsed)
         # A Chat Completions stream's usage chunk comes after its finish: it ends on [DONE].
-        if not recorded and (ended or (fmt != "openai" and events.done)):
+        if not recorded and not failed and (ended or (fmt != "openai" and events.done)):
             recorded = True
             finish(events.reply())
         yield chunk
-    if not recorded and (events.done or events.usage):
+    if not recorded and not failed and (events.done or events.usage):
         reply: Reply = events.reply()
         finish(reply)
+
+
+def _is_error_event(data: Any) -> bool:
+    """An error the upstream sent in the stream in place of the rest of the reply: Anthropic's
+    ``event: error`` (``{"type": "error", ...}``), a Chat Completions ``{"error": {...}}`` chunk,
+    a Responses ``error`` or ``response.failed`` event. What came before it is not a reply: recorded,
+    it would turn the agent's retry of the same request into a branch."""
+    if not isinstance(data, dict):
+        return False
+    return data.get("type") in ("error", "response.failed") or isinstance(data.get("error"), dict)
