@@ -168,10 +168,11 @@ class GuardTransform:
             return result.with_chunks(_tap_sse(result.chunks(), fmt, exchange.finish))
         raw = await result.read()
         try:
-            data = json.loads(raw)
-            exchange.finish(_REPLIES[fmt](data))
+            reply = _REPLIES[fmt](json.loads(raw))
         except ValueError:
             pass  # not JSON: relayed as it came, nothing to record
+        else:
+            await anyio.to_thread.run_sync(exchange.finish, reply)
         return UpstreamReply.of_bytes(result.status, result.headers, raw)
 
 
@@ -215,7 +216,8 @@ async def _accepted(reply: UpstreamReply) -> UpstreamReply:
 async def _tap_sse(chunks: AsyncIterator[bytes], fmt: str, finish: Any) -> AsyncIterator[bytes]:
     """``chunks`` unchanged, while their SSE events feed the reply, recorded before the stream's last
     event is passed on (so the ledger holds the reply by the time the agent has read it); a stream
-    with an error event in it records nothing."""
+    with an error event in it records nothing. Recording is the ledger's blocking work: in a worker
+    thread, as compiling is, so the event loop keeps serving."""
     events: AnthropicEvents | OpenAIChunks | ResponsesEvents = (
         AnthropicEvents() if fmt == "anthropic" else OpenAIChunks() if fmt == "openai" else ResponsesEvents()
     )
@@ -242,11 +244,11 @@ async def _tap_sse(chunks: AsyncIterator[bytes], fmt: str, finish: Any) -> Async
         # A Chat Completions stream's usage chunk comes after its finish: it ends on [DONE].
         if not recorded and not failed and (ended or (fmt != "openai" and events.done)):
             recorded = True
-            finish(events.reply())
+            await anyio.to_thread.run_sync(finish, events.reply())
         yield chunk
     if not recorded and not failed and (events.done or events.usage):
         reply: Reply = events.reply()
-        finish(reply)
+        await anyio.to_thread.run_sync(finish, reply)
 
 
 def _is_error_event(data: Any) -> bool:
