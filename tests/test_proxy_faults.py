@@ -9,7 +9,9 @@ import json
 import logging
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import anthropic
@@ -346,3 +348,41 @@ class TestReadTimeoutFlag:
             answered = exchange(port, post_head(content_length="1000"), wait=10)
         assert answered.status == 408 and answered.closed
         assert answered.seconds < 3
+
+
+class TestRecording:
+    @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+    def test_the_ledgers_commit_of_a_reply_does_not_hold_up_other_requests(self, stream: bool) -> None:
+        with LocalServer(LocalModel(LocalSettings(default_model=CLAUDE))) as upstream:
+            proxy, transform = _guarded(upstream.url)
+            store = transform.store
+            real_batch = store.batch
+
+            @contextmanager
+            def slow_batch() -> Iterator[None]:
+                time.sleep(1.5)  # a slow disk's commit
+                with real_batch():
+                    yield
+
+            store.batch = slow_batch  # type: ignore[method-assign]
+            answered: list[int] = []
+            call = threading.Thread(
+                target=lambda: answered.append(
+                    httpx.post(
+                        proxy.url + "/v1/messages", json=_message(stream=stream), timeout=30
+                    ).status_code
+                )
+            )
+            slowest = 0.0
+            try:
+                call.start()
+                with httpx.Client(timeout=30) as client:
+                    while call.is_alive():
+                        started = time.monotonic()
+                        client.get(proxy.url + "/health")
+                        slowest = max(slowest, time.monotonic() - started)
+                call.join()
+            finally:
+                proxy.stop()
+        assert answered == [200]
+        assert slowest < 1.0  # the health answer never waited out a commit
