@@ -304,6 +304,17 @@ class TestWhatReachesTheUpstream:
         assert sent["content"][0]["text"] == big["messages"][0]["content"]  # whole, not cut to the window
         assert upstream.seen[-1]["headers"]["anthropic-beta"] == "context-1m-2025-08-07"
 
+    def test_a_system_prompt_over_the_profiles_window_goes_upstream_as_written(self, scripted: Any) -> None:
+        upstream = scripted(lambda path, body: json_response(200, _anthropic_reply("fine")))
+        proxy, _ = _guarded(upstream.url)
+        system = " ".join(f"rule{i}" for i in range(6_000))  # over the 2,000-token profile by itself
+        try:
+            answered = httpx.post(proxy.url + "/v1/messages", json=_message(model=SMALL.name, system=system))
+        finally:
+            proxy.stop()
+        assert answered.status_code == 200  # the upstream judged it, not the proxy
+        assert upstream.seen[-1]["body"]["system"] == system
+
 
 class TestAnswers:
     def test_a_relayed_answer_has_one_date_header(self) -> None:
