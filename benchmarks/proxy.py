@@ -10,7 +10,9 @@ on every call. Figures, each beside direct and beside LiteLLM:
 1. CPU per request of the process in front of the upstream (for *direct*, the upstream's own, for
    scale) at about 10, 100 and 400 messages of history, and the median latency the agent sees;
 2. requests per second with 20 and 50 concurrent conversations;
-3. RSS of the process in front over 1,000 conversations (``--conversations N`` for a quicker run).
+3. RSS of the process in front over 1,000 conversations (``--conversations N`` for a quicker run);
+4. where the guarded proxy's own CPU goes, by area of the code, at the same history sizes (cProfile
+   on its event loop and worker threads, in this process; ``--profile`` prints only this).
 
 LiteLLM's proxy needs its ``proxy`` extra, installed in the benchmark's own environment, never in the
 project's: ``python -m benchmarks.proxy --setup`` makes a virtual environment at ``--litellm-venv``
@@ -41,6 +43,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from benchmarks._paths import RESULTS, ROOT
 
@@ -363,6 +366,126 @@ def _rss(front: Front, conversations: int) -> tuple[float, float, float, int]:
     return start, halfway[0], front.rss() / mib, errors[0]
 
 
+# -- 4. where the proxy's CPU goes (cProfile) ------------------------------------------------------
+
+
+_AREAS = (
+    ("contextwindow/server/", "server/ (HTTP, relaying, the transform)"),
+    ("contextwindow/guard/", "guard/"),
+    ("contextwindow/engine/", "engine/"),
+    ("contextwindow/compile/", "compile/"),
+    ("contextwindow/store/", "store/ (the ledger)"),
+    ("contextwindow/pricing/", "pricing/ (estimates)"),
+    ("contextwindow/formats/", "formats/ (wire parsing and rendering)"),
+    ("contextwindow/", "rest of contextwindow"),
+    ("json/", "json (parse, serialise)"),
+    ("sqlite3", "sqlite3 (the ledger's C calls)"),
+)
+
+
+_WAITS = ("of 'select.epoll' objects", "of '_thread.lock' objects", "'send' of '_socket.socket'")
+"""Waiting, not working: for the event loop, for another thread, for the GIL on a loopback send."""
+
+
+def _area(filename: str, function: str) -> str:
+    where = f"{filename}:{function}"
+    return next((label for needle, label in _AREAS if needle in where), "HTTP stack and the rest")
+
+
+def _profile(messages_sizes: tuple[int, ...] = (10, 100, 400), turns: int = 10) -> list[str]:
+    """The guarded proxy in this process, its event loop and its worker threads under cProfile:
+    own time per request by area, at each history size (the upstream, in its own thread, is not
+    profiled; waits are left out). In one process the threads share the GIL, so the figures are
+    relative: the separate-process figures of the other tables are the absolute ones."""
+    import asyncio
+    import cProfile
+    import pstats
+
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from contextwindow.server import BackgroundServer
+    from contextwindow.server import guarded as guarded_module
+    from contextwindow.server.proxy import proxy_app
+    from contextwindow.store import open_store
+    from contextwindow.testing import LocalModel, LocalServer, LocalSettings
+
+    profiles: list[cProfile.Profile] = []
+    lock = threading.Lock()
+    real_run_sync = guarded_module.run_sync
+    loop_profile: list[cProfile.Profile] = []
+
+    def profiled_run_sync(coro: Any, perform: Any) -> Any:
+        profile = cProfile.Profile()
+        profile.enable()
+        try:
+            return real_run_sync(coro, perform)
+        finally:
+            profile.disable()
+            with lock:
+                profiles.append(profile)
+
+    async def toggle(request: Request) -> Response:
+        if request.path_params["switch"] == "on":
+            loop_profile.append(cProfile.Profile())
+            loop_profile[-1].enable()
+        else:
+            loop_profile[-1].disable()
+        await asyncio.sleep(0)
+        return Response(b"")
+
+    rows: dict[int, dict[str, float]] = {}
+    guarded_module.run_sync = profiled_run_sync  # type: ignore[assignment]
+    try:
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            LocalServer(LocalModel(LocalSettings(default_model=MODEL))) as up,
+        ):
+            transform = guarded_module.GuardTransform(open_store(str(Path(tmp) / "p.sqlite")))
+            app = proxy_app(up.url, transform=transform)
+            app.router.routes.insert(0, Route("/__profile/{switch}", toggle, methods=["GET"]))
+            with BackgroundServer(app) as proxy:
+                for messages in messages_sizes:
+                    agent = _Agent(Front("profiled", proxy.port, os.getpid(), {"x-api-key": "k"}), [])
+                    agent.history = _history(f"p{messages}", messages)
+                    for _ in range(2):
+                        agent.call()
+                    profiles.clear()
+                    agent.conn.request("GET", "/__profile/on")
+                    agent.conn.getresponse().read()
+                    for _ in range(turns):
+                        agent.call()
+                    agent.conn.request("GET", "/__profile/off")
+                    agent.conn.getresponse().read()
+                    agent.close()
+                    stats = pstats.Stats(loop_profile[-1])
+                    for profile in profiles:
+                        stats.add(profile)
+                    by_area: dict[str, float] = {}
+                    for (filename, _, function), row in stats.stats.items():  # type: ignore[attr-defined]
+                        if any(wait in function for wait in _WAITS):
+                            continue
+                        by_area[_area(filename, function)] = (
+                            by_area.get(_area(filename, function), 0.0) + row[2]
+                        )
+                    rows[messages] = {k: v * 1000 / turns for k, v in by_area.items()}
+    finally:
+        guarded_module.run_sync = real_run_sync  # type: ignore[assignment]
+    labels = [label for _, label in _AREAS] + ["HTTP stack and the rest"]
+    lines = [
+        "| own CPU per request (ms), by area | "
+        + " | ".join(f"~{m} messages" for m in messages_sizes)
+        + " |",
+        "| --- | " + " | ".join("---:" for _ in messages_sizes) + " |",
+    ]
+    for label in labels:
+        lines.append(
+            f"| {label} | " + " | ".join(f"{rows[m].get(label, 0.0):.2f}" for m in messages_sizes) + " |"
+        )
+    return lines
+
+
 # -- the run ----------------------------------------------------------------------------------------
 
 
@@ -452,6 +575,12 @@ def run(sizes: Sizes, venv: Path) -> str:
                 f", {errors} errors" if errors else ""
             )
         lines.append("| start → half-way → end | " + " | ".join(cell(n, rows) for n in names) + " |")
+    lines += [
+        "",
+        f"### Where the guarded proxy's CPU goes (cProfile, in one process, {sizes.turns} calls per size)",
+        "",
+        *_profile(turns=sizes.turns),
+    ]
     return "\n".join([*sections, *lines])
 
 
@@ -463,9 +592,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--litellm-venv", type=Path, default=DEFAULT_VENV)
     parser.add_argument("--conversations", type=int, default=Sizes.conversations)
     parser.add_argument("--quick", action="store_true", help="fewer calls and shorter throughput runs")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="only where the proxy's CPU goes, by area (cProfile, in process)",
+    )
     args = parser.parse_args([] if argv is None else argv)
     if args.setup:
         raise SystemExit(setup(args.litellm_venv))
+    if args.profile:
+        print("\n".join(_profile()))
+        return
     sizes = Sizes(conversations=args.conversations)
     if args.quick:
         sizes = Sizes(turns=10, conversations=args.conversations, throughput_seconds=10.0, throughput_turns=4)
