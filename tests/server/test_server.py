@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import sys
 import threading
 import time
 import tracemalloc
@@ -380,12 +381,98 @@ def _depth(value: object) -> int:
     return 0
 
 
+def _scanned_depth(raw: bytes) -> int:
+    """The reference: a character-by-character scan of JSON text, strings and escapes skipped."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in raw:
+        char = chr(byte)
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+_TRICKY_TEXT = st.text(alphabet='[]{}"\\/ubnrtf a\n\u00e9\u2028', max_size=8)
+"""Strings full of what a scan could mistake for structure: brackets, quotes, backslashes, the letters
+of escapes, a character ``ensure_ascii`` writes as ``\\u`` and one it does not."""
+
+
+def _tricky(leaves: int) -> st.SearchStrategy[object]:
+    return st.recursive(
+        st.one_of(st.integers(), _TRICKY_TEXT, st.none(), st.booleans(), st.floats(allow_nan=False)),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_TRICKY_TEXT, inner, max_size=4),
+        max_leaves=leaves,
+    )
+
+
 class TestJsonDepth:
     @settings(max_examples=200, deadline=None)
     @given(value=_nested(40), limit=st.integers(min_value=0, max_value=8))
     def test_matches_the_real_nesting_whatever_the_strings_hold(self, value: object, limit: int) -> None:
         raw = json.dumps(value).encode()
         assert json_depth_exceeds(raw, limit) == (_depth(value) > limit)
+
+    @settings(max_examples=300, deadline=None)
+    @given(
+        value=_tricky(60),
+        limit=st.integers(min_value=0, max_value=10),
+        ascii_only=st.booleans(),
+        indent=st.sampled_from([None, 0, 2]),
+    )
+    def test_agrees_with_a_character_scan_on_any_json_text(
+        self, value: object, limit: int, ascii_only: bool, indent: int | None
+    ) -> None:
+        raw = json.dumps(value, ensure_ascii=ascii_only, indent=indent).encode()
+        assert json_depth_exceeds(raw, limit) == (_scanned_depth(raw) > limit)
+        assert _scanned_depth(raw) == _depth(value)  # the reference itself reads the real nesting
+
+    @pytest.mark.parametrize(
+        ("raw", "deepest"),
+        [
+            (rb'["\\", [["\\\"[[[["]]]', 3),  # an escaped backslash, then an escaped quote
+            (rb'[["\u005c"], ["\"]"], {"k]": "{"}]', 2),  # \u005c is a backslash, written as an escape
+            (b'[[["' + b"\\\\" * 999 + b'\\"]"]]]', 3),  # a run of escaped backslashes, a quote
+            (b"[" * 70 + b"]" * 70, 70),
+            (b'{"a": ' * 65 + b"1" + b"}" * 65, 65),
+        ],
+        ids=["escaped-backslash-then-quote", "unicode-escape", "backslash-runs", "arrays-70", "objects-65"],
+    )
+    def test_known_answers(self, raw: bytes, deepest: int) -> None:
+        assert _scanned_depth(raw) == deepest and json.loads(raw)
+        assert json_depth_exceeds(raw, deepest - 1) and not json_depth_exceeds(raw, deepest)
+
+    def test_its_python_level_work_does_not_grow_with_the_body(self) -> None:
+        # The check must cost a few passes of C, not a Python step per string or bracket: the number
+        # of calls it makes is the same for a body of 10 strings and one of 10,000.
+        def calls(body: bytes) -> int:
+            seen = [0]
+
+            def count(frame: object, event: str, arg: object) -> None:
+                seen[0] += event == "c_call"
+
+            sys.setprofile(count)
+            try:
+                assert not json_depth_exceeds(body, 8)
+            finally:
+                sys.setprofile(None)
+            return seen[0]
+
+        def body(n: int) -> bytes:
+            return json.dumps([[[{"k": 'a\\"b[c]'}] for _ in range(n)]]).encode()
+
+        assert calls(body(10)) == calls(body(10_000))
 
 
 class TestMemoryBounds:

@@ -80,6 +80,10 @@ def proxy(
         ),
     ] = True,
     quiet: Annotated[bool, typer.Option(help="No access log.")] = False,
+    read_timeout: Annotated[
+        float,
+        typer.Option(help="Seconds a client has to send a request's head, and then its body; then 408."),
+    ] = 30.0,
 ) -> None:
     """Forward the Anthropic and OpenAI APIs to --upstream until interrupted (Ctrl-C)."""
     if not upstream.startswith(("http://", "https://")):
@@ -98,6 +102,9 @@ def proxy(
         fail("--cache-mb must be >= 1", EXIT_BAD_INPUT)
     if tenant_secret_file is not None and not Path(tenant_secret_file).is_file():
         fail(f"--tenant-secret-file: no such file: {tenant_secret_file}", EXIT_BAD_INPUT)
+
+    if not read_timeout > 0:
+        fail("--read-timeout must be > 0", EXIT_BAD_INPUT)
     with guarded():
         try:
             from ..server import MIB, ServerLimits, bind, run
@@ -115,6 +122,7 @@ def proxy(
             max_body_bytes=max_body_mb * MIB,
             inflight_body_bytes=max(8 * max_body_mb, 256) * MIB,
             max_concurrency=max_concurrency,
+            read_timeout=read_timeout,
         )
 
         def make_app() -> Any:

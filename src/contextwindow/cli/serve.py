@@ -60,11 +60,19 @@ def serve(
     call_tools: Annotated[
         bool, typer.Option(help="Answer a request that offers tools by calling each once (test a tool loop).")
     ] = False,
+    read_timeout: Annotated[
+        float,
+        typer.Option(help="Seconds a client has to send a request's head, and then its body; then 408."),
+    ] = 30.0,
 ) -> None:
     """Run the local provider over HTTP until interrupted (Ctrl-C)."""
     if usage not in USAGE_MODES:
         raise typer.BadParameter(f"must be one of {', '.join(USAGE_MODES)}", param_hint="--usage")
+    if not read_timeout > 0:
+        fail("--read-timeout must be > 0", EXIT_BAD_INPUT)
     with guarded(), _listening(host, port):
+        from ..server.limits import ServerLimits
+
         serve_local(
             host,
             port,
@@ -75,4 +83,5 @@ def serve(
             delay_seconds=delay,
             fail_transient=fail_transient,
             call_tools=call_tools,
+            limits=ServerLimits(read_timeout=read_timeout),
         )

@@ -6,7 +6,8 @@
 - refusals (:class:`~.errors.HttpError`, an unknown path or method) answered in the shape of the API
   the path belongs to, with ``connection: close`` when the body was left unread;
 - a client that leaves is not an error: nothing is answered and nothing is printed but its log line;
-- an unexpected exception is logged once and answered 500 in the API's shape;
+- an unexpected exception is logged once and answered 500 in the API's shape; an expected fault (an
+  upstream that cannot be reached or stops mid-answer) is one warning line, without a traceback;
 - one structured access-log line per request on the ``contextwindow.access`` logger: method, path
   (without its query string), status, bytes in and out, milliseconds. Never a header or a body, so no
   key or prompt reaches a log.
@@ -26,7 +27,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, Router
 from starlette.types import Message, Receive, Scope, Send
 
-from .errors import HttpError, Problem, api_of, error_bytes
+from .errors import HttpError, Problem, api_of, error_body, error_bytes
 from .limits import ServerLimits
 from .request import ClientGone, Gate
 
@@ -36,6 +37,7 @@ ACCESS_LOGGER = "contextwindow.access"
 """The logger that receives one JSON access-log line per request (no headers, no bodies)."""
 _access = logging.getLogger(ACCESS_LOGGER)
 _errors = logging.getLogger("contextwindow.server")
+_UPSTREAM_FAULTS = frozenset({"upstream_error", "upstream_timeout"})
 
 
 def json_response(status: int, body: Any, headers: Mapping[str, str] | None = None) -> Response:
@@ -113,10 +115,16 @@ class HttpApp:
         except ClientGone:
             seen["status"] = 499  # the client closed the connection first (nginx's word for it)
         except HttpError as refused:
-            if not seen["started"]:
-                await self._refuse(
-                    path, refused.problem, refused.message, counting_send, refused.close, refused.headers
-                )
+            if refused.problem in _UPSTREAM_FAULTS:  # expected, and not the client's doing: one line
+                _errors.warning("%s %s: %s", scope.get("method"), path, refused.message)
+            if seen["started"]:
+                # Too late for an error body: the connection is closed before the answer's end, so the
+                # client sees it broken. Logged above; the server logs it no further (see .runner).
+                seen["status"] = error_body("any", refused.problem, "")[0]
+                raise
+            await self._refuse(
+                path, refused.problem, refused.message, counting_send, refused.close, refused.headers
+            )
         except HTTPException as routed:
             if not seen["started"]:
                 problem: Problem = "not_found_error" if routed.status_code == 404 else "invalid_request_error"

@@ -111,14 +111,14 @@ class GuardTransform:
         self._responses: OrderedDict[tuple[str, str], str] = OrderedDict()
         """(tenant, response id) -> the key of the conversation whose reply it was."""
 
-    def _core(self, fmt: str, session: str | None, tenant: str) -> GuardCore:
+    def _core(self, fmt: str, session: str | None, tenant: str, window: int | None) -> GuardCore:
         return GuardCore(
             self.store,
             fmt,  # type: ignore[arg-type]
             overflow=_overflow_of(fmt),
             options=GuardOptions(
                 session=session,
-                context_window=self.context_window,
+                context_window=window,
                 summarizer=None if self.summarize else False,
             ),
             tenant=tenant,
@@ -153,7 +153,12 @@ class GuardTransform:
             return await passthrough(call, upstream)
         if call.session is not None:
             _check_session_name(self.store, tenant, call.session)
-        conversation = self.conversations.take((tenant, key), lambda: self._core(fmt, call.session, tenant))
+        # A larger window the agent asked for (a beta header) is another core: fitted to that window.
+        window = self.context_window or _asked_window(call.headers)
+        held = key if window is None else f"{key}@{window}"
+        conversation = self.conversations.take(
+            (tenant, held), lambda: self._core(fmt, call.session, tenant, window)
+        )
         hold = _Hold(self.conversations, conversation, len(call.raw))
         try:
             # One request of a conversation at a time, from its match to its reply recorded; the
@@ -192,7 +197,12 @@ class GuardTransform:
                 reply = await _accepted(
                     await upstream.send(call, {**step.body, "stream": False}, path=messages_path)
                 )
-                data = json.loads(await reply.read())
+                try:
+                    data = json.loads(await reply.read())
+                except ValueError:
+                    raise HttpError(
+                        "upstream_error", "The upstream's answer to a summary is not JSON"
+                    ) from None
                 return _REPLIES[fmt](data)
             return await _accepted(await upstream.send(call, step.body, path=messages_path))
 
@@ -203,6 +213,12 @@ class GuardTransform:
             exchange = await _drive(core.request(body, count=counting), perform)
         except UsageError:
             return await passthrough(call, upstream), False  # nothing to fit: as the agent wrote it
+        except InvalidInput as refused:
+            if refused.path == "session_id":  # the ledger's rule for a session's name
+                raise HttpError(
+                    "invalid_request_error", f"{SESSION_HEADER} header: {refused.reason}"
+                ) from None
+            raise
         except ContextOverflow as overflow:
             cause = overflow.__cause__
             if isinstance(cause, UpstreamRefused):
@@ -210,8 +226,11 @@ class GuardTransform:
             raise
         except UpstreamRefused as refused:
             return refused.reply(), False
-        except OverBudget as over:  # the system prompt, tools and newest message alone do not fit
-            raise HttpError("invalid_request_error", str(over)) from None
+        except OverBudget:
+            # The system prompt, tools and newest message alone are over the window the guard knows:
+            # its profile is a guess (the agent may have asked for more, a larger-context beta), the
+            # upstream's answer is the truth.
+            return await passthrough(call, upstream), False
         result: UpstreamReply = exchange.result
         if counting or result.status >= 400:
             return result, False
@@ -318,6 +337,20 @@ def _advance(coro: Coroutine[Any, Any, Any], answer: Any, error: BaseException |
     return False, step
 
 
+_LARGER_WINDOWS = {"context-1m-": 1_000_000}
+"""Anthropic betas that widen a model's window, by the prefix of their name, and the window they ask
+for (https://docs.anthropic.com/en/docs/build-with-claude/context-windows#1m-token-context-window)."""
+
+
+def _asked_window(headers: Mapping[str, str]) -> int | None:
+    """The window the agent asked for with an ``anthropic-beta`` header, over the model's profile: the
+    profile is a guess, and what the upstream then accepts or refuses is the truth (a refusal for
+    size teaches the guard the window it really serves, as for any request)."""
+    betas = [b.strip() for b in headers.get("anthropic-beta", "").split(",")]
+    asked = [w for prefix, w in _LARGER_WINDOWS.items() if any(b.startswith(prefix) for b in betas)]
+    return max(asked, default=None)
+
+
 _FORMATS = {
     "anthropic-messages": "anthropic",
     "anthropic-count-tokens": "anthropic",
@@ -341,16 +374,16 @@ async def _accepted(reply: UpstreamReply) -> UpstreamReply:
     raise UpstreamRefused(reply.status, reply.headers, body)
 
 
-async def _tap_sse(
-    chunks: AsyncIterator[bytes], fmt: str, finish: Callable[[Reply], Awaitable[None]]
-) -> AsyncIterator[bytes]:
+async def _tap_sse(chunks: AsyncIterator[bytes], fmt: str, finish: Any) -> AsyncIterator[bytes]:
     """``chunks`` unchanged, while their SSE events feed the reply, recorded before the stream's last
-    event is passed on (so the ledger holds the reply by the time the agent has read it)."""
+    event is passed on (so the ledger holds the reply by the time the agent has read it); a stream
+    with an error event in it records nothing. Recording is the ledger's blocking work: in a worker
+    thread, as compiling is, so the event loop keeps serving."""
     events: AnthropicEvents | OpenAIChunks | ResponsesEvents = (
         AnthropicEvents() if fmt == "anthropic" else OpenAIChunks() if fmt == "openai" else ResponsesEvents()
     )
     pending = b""
-    recorded = False
+    recorded = failed = False
     async for chunk in chunks:
         pending += chunk
         *complete, pending = pending.replace(b"\r\n", b"\n").split(b"\n\n")
@@ -364,14 +397,26 @@ async def _tap_sse(
                     ended = True
                 elif data:
                     try:
-                        events.feed(json.loads(data))
+                        parsed = json.loads(data)
                     except ValueError:
                         continue
+                    failed = failed or _is_error_event(parsed)
+                    events.feed(parsed)
         # A Chat Completions stream's usage chunk comes after its finish: it ends on [DONE].
-        if not recorded and (ended or (fmt != "openai" and events.done)):
+        if not recorded and not failed and (ended or (fmt != "openai" and events.done)):
             recorded = True
             await finish(events.reply())
         yield chunk
-    if not recorded and (events.done or events.usage):
+    if not recorded and not failed and (events.done or events.usage):
         reply: Reply = events.reply()
         await finish(reply)
+
+
+def _is_error_event(data: Any) -> bool:
+    """An error the upstream sent in the stream in place of the rest of the reply: Anthropic's
+    ``event: error`` (``{"type": "error", ...}``), a Chat Completions ``{"error": {...}}`` chunk,
+    a Responses ``error`` or ``response.failed`` event. What came before it is not a reply: recorded,
+    it would turn the agent's retry of the same request into a branch."""
+    if not isinstance(data, dict):
+        return False
+    return data.get("type") in ("error", "response.failed") or isinstance(data.get("error"), dict)

@@ -12,9 +12,14 @@ What the proxy keeps to, whatever the transform:
 - the agent's authentication headers (``x-api-key``, ``authorization``, ``anthropic-version``,
   ``openai-organization``, ...) go upstream untouched and are never stored or logged; hop-by-hop
   headers and the proxy's own ``x-contextwindow-*`` headers are not forwarded;
+- the request target (path and query) goes upstream byte for byte as the agent wrote it: an escaped
+  ``%2F`` or ``%2E`` is never decoded into a path segment on the way;
 - the upstream's answer is streamed back as it arrives (SSE events pass through chunk by chunk), with
-  its status and headers;
-- an upstream that cannot be reached is answered 502 (504 when it timed out) in the API's shape.
+  its status and headers (one ``Date``: the proxy's own);
+- an upstream that cannot be reached is answered 502 (504 when it timed out) in the API's shape, and so
+  is one whose answer is cut short before the proxy has started relaying it; once it has, the agent's
+  connection is closed before the answer's end, so the agent sees a broken answer rather than a short
+  one taken for whole.
 """
 
 from __future__ import annotations
@@ -116,8 +121,9 @@ class UpstreamReply:
 
     @classmethod
     def of_response(cls, response: httpx.Response) -> UpstreamReply:
-        """An httpx response opened with ``stream=True``, relayed byte for byte."""
-        return cls(response.status_code, response.headers, response.aiter_raw(), response.aclose)
+        """An httpx response opened with ``stream=True``, relayed byte for byte; a body the upstream
+        stops sending is :class:`HttpError` 502 (504 on the read timeout)."""
+        return cls(response.status_code, response.headers, _read_upstream(response), response.aclose)
 
     @classmethod
     def of_bytes(cls, status: int, headers: Mapping[str, str], body: bytes) -> UpstreamReply:
@@ -190,6 +196,20 @@ class Upstream:
         return UpstreamReply.of_response(response)
 
 
+async def _read_upstream(response: httpx.Response) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in response.aiter_raw():
+            yield chunk
+    except httpx.TimeoutException:
+        raise HttpError(
+            "upstream_timeout", "The upstream stopped sending its answer (read timeout)"
+        ) from None
+    except httpx.HTTPError as failed:
+        raise HttpError(
+            "upstream_error", f"The upstream's answer was cut short ({type(failed).__name__})"
+        ) from None
+
+
 Transform: TypeAlias = Callable[[ProxyCall, Upstream], Awaitable[UpstreamReply]]
 """What the proxy does with one API request: send something upstream and return its reply."""
 
@@ -200,7 +220,8 @@ async def passthrough(call: ProxyCall, upstream: Upstream) -> UpstreamReply:
 
 
 def _relay(reply: UpstreamReply) -> Response:
-    headers = {k: v for k, v in reply.headers.items() if k.lower() not in _HOP_BY_HOP}
+    # The server writes its own Date on every answer; the upstream's would make two.
+    headers = {k: v for k, v in reply.headers.items() if k.lower() not in _HOP_BY_HOP and k.lower() != "date"}
     return StreamingResponse(
         reply.chunks(), status_code=reply.status, headers=headers, background=BackgroundTask(reply.aclose)
     )
@@ -289,8 +310,11 @@ async def _disconnected(request: Request) -> None:
 
 
 def _with_query(request: Request) -> str:
-    query = request.url.query
-    return request.url.path + (f"?{query}" if query else "")
+    """The request target as the agent sent it: ``request.url.path`` is percent-decoded, so an escaped
+    ``%2F..%2F`` would reach the upstream as ``/../`` and be resolved away."""
+    raw_path: bytes = request.scope.get("raw_path") or request.url.path.encode()
+    query: bytes = request.scope.get("query_string", b"")
+    return (raw_path + (b"?" + query if query else b"")).decode("latin-1")
 
 
 def _forwarded(request: Request) -> dict[str, str]:

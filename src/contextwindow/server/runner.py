@@ -27,7 +27,7 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from .app import HttpApp
-from .errors import raw_error_response
+from .errors import HttpError, raw_error_response
 
 __all__ = ["PARSERS", "BackgroundServer", "bind", "run"]
 
@@ -42,6 +42,12 @@ class _ProtocolLog(logging.LoggerAdapter):  # type: ignore[type-arg]
 
     def warning(self, msg: object, *args: object, **kwargs: Any) -> None:
         self.logger.debug(msg, *args, **kwargs)
+
+    def error(self, msg: object, *args: object, **kwargs: Any) -> None:
+        # An HttpError raised once the answer has started was logged by the application in one line;
+        # uvicorn's "Exception in ASGI application" with its traceback would only repeat it.
+        level = logging.DEBUG if isinstance(kwargs.get("exc_info"), HttpError) else logging.ERROR
+        self.logger.log(level, msg, *args, **kwargs)
 
 
 _log = _ProtocolLog(logging.getLogger("contextwindow.server"), {})

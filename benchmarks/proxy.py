@@ -1,0 +1,616 @@
+"""``contextwindow proxy`` beside direct calls and beside LiteLLM's proxy, on the same agent.
+
+Every server is its own process on 127.0.0.1: the upstream is the local provider (``contextwindow
+serve``); *direct* talks to it, *contextwindow proxy* is the guarded proxy in front of it (its ledger
+in a temporary SQLite file), *LiteLLM proxy* is ``litellm --config`` in front of it (its Anthropic
+``/v1/messages`` route, the model mapped to ``anthropic/<model>`` at the local provider's URL). The
+agent is the same for all three: Anthropic Messages over keep-alive HTTP, resending its whole history
+on every call. Figures, each beside direct and beside LiteLLM:
+
+1. CPU per request of the process in front of the upstream (for *direct*, the upstream's own, for
+   scale) at about 10, 100 and 400 messages of history, and the median latency the agent sees;
+2. requests per second with 20 and 50 concurrent conversations;
+3. RSS of the process in front over 1,000 conversations (``--conversations N`` for a quicker run);
+4. where the guarded proxy's own CPU goes, by area of the code, at the same history sizes (cProfile
+   on its event loop and worker threads, in this process; ``--profile`` prints only this).
+
+LiteLLM's proxy needs its ``proxy`` extra, installed in the benchmark's own environment, never in the
+project's: ``python -m benchmarks.proxy --setup`` makes a virtual environment at ``--litellm-venv``
+(default ``$CONTEXTWINDOW_BENCH_LITELLM_VENV``, else ``~/.cache/contextwindow/bench-litellm``) and
+installs ``litellm[proxy]`` there from PyPI. When the extra cannot be resolved (a release whose
+``litellm-proxy`` pin is not on the index), it installs ``litellm`` and the extra's requirements one
+by one, without the ones the index does not have. Without that environment the LiteLLM column says
+why it was not measured.
+
+Prints markdown tables and writes ``benchmarks/results/proxy.md``. Never fails on a timing; every
+loop is bounded in count and in time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks._paths import RESULTS, ROOT
+
+MODEL = "claude-haiku-4-5"
+LITELLM_KEY = "sk-bench-local-0000000000000000000000000000"
+"""The key LiteLLM's proxy is started with (it refuses to start without one); loopback only."""
+DEFAULT_VENV = Path(
+    os.environ.get("CONTEXTWINDOW_BENCH_LITELLM_VENV", Path.home() / ".cache/contextwindow/bench-litellm")
+)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    turns: int = 20
+    """Measured calls per history size (after two warm-up calls)."""
+    conversations: int = 1000
+    throughput_seconds: float = 30.0
+    throughput_turns: int = 10
+
+
+@dataclass
+class Front:
+    """A process the agent talks to: its port, the pid whose CPU and RSS count, the headers it needs."""
+
+    name: str
+    port: int
+    pid: int
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def cpu_seconds(self) -> float:
+        import psutil
+
+        process = psutil.Process(self.pid)
+        total = 0.0
+        for p in [process, *process.children(recursive=True)]:
+            times = p.cpu_times()
+            total += times.user + times.system
+        return total
+
+    def rss(self) -> int:
+        import psutil
+
+        process = psutil.Process(self.pid)
+        return sum(int(p.memory_info().rss) for p in [process, *process.children(recursive=True)])
+
+
+# -- processes --------------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _env() -> dict[str, str]:
+    env = os.environ.copy()
+    env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+@contextmanager
+def _process(
+    command: list[str], *, env: dict[str, str], ready: Callable[[], bool], wait: float
+) -> Iterator[int]:
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(command, stdout=log, stderr=log, env=env, cwd=tempfile.gettempdir())
+        try:
+            deadline = time.monotonic() + wait
+            while not ready():
+                if process.poll() is not None or time.monotonic() > deadline:
+                    log.seek(0)
+                    tail = log.read().decode(errors="replace")[-2000:]
+                    raise RuntimeError(f"{command[0]} did not start: {tail}")
+                time.sleep(0.2)
+            yield process.pid
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def _answers(port: int, path: str = "/health") -> bool:
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+        conn.request("GET", path)
+        ok = conn.getresponse().status < 500
+        conn.close()
+        return ok
+    except OSError:
+        return False
+
+
+@contextmanager
+def _upstream() -> Iterator[Front]:
+    port = _free_port()
+    command = [sys.executable, "-m", "contextwindow", "serve", "--port", str(port), "--model", MODEL]
+    with _process(command, env=_env(), ready=lambda: _answers(port), wait=60) as pid:
+        yield Front("direct", port, pid)
+
+
+@contextmanager
+def _contextwindow_proxy(upstream: Front, store: Path) -> Iterator[Front]:
+    port = _free_port()
+    command = [
+        sys.executable,
+        "-m",
+        "contextwindow",
+        "proxy",
+        "--upstream",
+        f"http://127.0.0.1:{upstream.port}",
+    ]
+    command += ["--port", str(port), "--store", str(store), "--quiet"]
+    with _process(command, env=_env(), ready=lambda: _answers(port), wait=60) as pid:
+        yield Front("contextwindow proxy", port, pid, {"x-api-key": "k"})
+
+
+def _litellm_bin(venv: Path) -> Path | None:
+    found = venv / "bin" / "litellm"
+    if not found.exists():
+        return None
+    check = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import litellm.proxy.proxy_server, fastapi, backoff"],
+        capture_output=True,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": ""},
+        check=False,
+    )
+    return found if check.returncode == 0 else None
+
+
+@contextmanager
+def _litellm_proxy(upstream: Front, binary: Path, workdir: Path) -> Iterator[Front]:
+    port = _free_port()
+    config = workdir / "litellm.yaml"
+    config.write_text(
+        "model_list:\n"
+        f"  - model_name: {MODEL}\n"
+        "    litellm_params:\n"
+        f"      model: anthropic/{MODEL}\n"
+        f"      api_base: http://127.0.0.1:{upstream.port}\n"
+        "      api_key: k\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env |= {"LITELLM_MASTER_KEY": LITELLM_KEY, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR"}
+    command = [str(binary), "--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
+    with _process(command, env=env, ready=lambda: _answers(port, "/health/liveliness"), wait=240) as pid:
+        yield Front("LiteLLM proxy", port, pid, {"x-api-key": LITELLM_KEY})
+
+
+def setup(venv: Path) -> int:
+    """Make ``venv`` and install LiteLLM's proxy in it (see the module docstring)."""
+    if not (venv / "bin" / "python").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
+    if subprocess.run([*pip, "litellm[proxy]"], check=False).returncode == 0:
+        return 0
+    print("litellm[proxy] does not resolve; installing litellm and its proxy requirements one by one")
+    subprocess.run([*pip, "litellm"], check=True)
+    listed = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import importlib.metadata as m\n"
+            "for r in m.distribution('litellm').requires or []:\n"
+            "    if \"extra == 'proxy'\" in r: print(r.split(';')[0].strip())",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    for requirement in listed.stdout.split():
+        name = requirement.split("==")[0]
+        if subprocess.run([*pip, requirement], check=False).returncode != 0:
+            subprocess.run([*pip, name], check=False)  # an exact pin the index lacks: its newest release
+    return 0
+
+
+# -- the agent --------------------------------------------------------------------------------------
+
+
+def _user(conversation: str, i: int) -> dict[str, str]:
+    words = " ".join(f"{conversation}w{i}x{j}" for j in range(60))
+    return {"role": "user", "content": f"step {i} of {conversation}: {words}"}
+
+
+def _history(conversation: str, messages: int) -> list[dict[str, str]]:
+    turns: list[dict[str, str]] = []
+    for i in range(messages - 1):
+        turns.append(
+            _user(conversation, i)
+            if i % 2 == 0
+            else {"role": "assistant", "content": f"done {i} " + "ok " * 30}
+        )
+    turns.append(_user(conversation, messages))
+    return turns
+
+
+class _Agent:
+    """One conversation over one keep-alive connection: each call resends the whole history."""
+
+    def __init__(self, front: Front, history: list[dict[str, str]]) -> None:
+        self.front = front
+        self.history = history
+        self.conn = http.client.HTTPConnection("127.0.0.1", front.port, timeout=120)
+
+    def call(self) -> tuple[bool, float]:
+        body = json.dumps({"model": MODEL, "max_tokens": 32, "messages": self.history}).encode()
+        started = time.perf_counter()
+        try:
+            self.conn.request(
+                "POST",
+                "/v1/messages",
+                body=body,
+                headers={"content-type": "application/json", **self.front.headers},
+            )
+            response = self.conn.getresponse()
+            data = response.read()
+            ok = response.status == 200
+        except OSError:
+            self.conn.close()
+            self.conn = http.client.HTTPConnection("127.0.0.1", self.front.port, timeout=120)
+            ok, data = False, b""
+        took = time.perf_counter() - started
+        text = json.loads(data)["content"][0]["text"] if ok else "(error)"
+        self.history += [{"role": "assistant", "content": text}, _user("next", len(self.history))]
+        return ok, took
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+# -- 1. CPU per request -----------------------------------------------------------------------------
+
+
+def _cpu_per_request(front: Front, messages: int, turns: int) -> tuple[float, float, int]:
+    """Front CPU ms per call, median latency ms, errors; over ``turns`` calls after two warm-ups."""
+    agent = _Agent(front, _history(f"c{messages}{front.port}", messages))
+    try:
+        for _ in range(2):
+            agent.call()
+        before = front.cpu_seconds()
+        results = [agent.call() for _ in range(turns)]
+        cpu = (front.cpu_seconds() - before) * 1000 / turns
+    finally:
+        agent.close()
+    return cpu, statistics.median(t for _, t in results) * 1000, sum(not ok for ok, _ in results)
+
+
+# -- 2. throughput ----------------------------------------------------------------------------------
+
+
+def _throughput(front: Front, clients: int, sizes: Sizes) -> tuple[float, int, int]:
+    """Requests/s, requests, errors for ``clients`` concurrent conversations (10 messages to start)."""
+    stop_at = time.monotonic() + sizes.throughput_seconds
+    done: list[bool] = []
+    lock = threading.Lock()
+
+    def run(index: int) -> None:
+        agent = _Agent(front, _history(f"t{clients}x{index}p{front.port}", 10))
+        try:
+            for _ in range(sizes.throughput_turns):
+                if time.monotonic() > stop_at:
+                    break
+                ok, _ = agent.call()
+                with lock:
+                    done.append(ok)
+        finally:
+            agent.close()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(clients)]
+    began = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.monotonic() - began
+    return len(done) / elapsed, len(done), done.count(False)
+
+
+# -- 3. RSS -----------------------------------------------------------------------------------------
+
+
+def _rss(front: Front, conversations: int) -> tuple[float, float, float, int]:
+    """RSS in MiB before, half-way and after ``conversations`` conversations of three calls each
+    (eight at a time), and the errors."""
+    mib = 1024 * 1024
+    start = front.rss() / mib
+    halfway = [start]
+    errors = [0]
+    lock = threading.Lock()
+    next_index = [0]
+
+    def worker() -> None:
+        while True:
+            with lock:
+                index = next_index[0]
+                next_index[0] += 1
+            if index >= conversations:
+                return
+            agent = _Agent(front, _history(f"r{index}p{front.port}", 4))
+            try:
+                for _ in range(3):
+                    ok, _ = agent.call()
+                    if not ok:
+                        with lock:
+                            errors[0] += 1
+            finally:
+                agent.close()
+            if index == conversations // 2:
+                halfway[0] = front.rss() / mib
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return start, halfway[0], front.rss() / mib, errors[0]
+
+
+# -- 4. where the proxy's CPU goes (cProfile) ------------------------------------------------------
+
+
+_AREAS = (
+    ("contextwindow/server/", "server/ (HTTP, relaying, the transform)"),
+    ("contextwindow/guard/", "guard/"),
+    ("contextwindow/engine/", "engine/"),
+    ("contextwindow/compile/", "compile/"),
+    ("contextwindow/store/", "store/ (the ledger)"),
+    ("contextwindow/pricing/", "pricing/ (estimates)"),
+    ("contextwindow/formats/", "formats/ (wire parsing and rendering)"),
+    ("contextwindow/", "rest of contextwindow"),
+    ("json/", "json (parse, serialise)"),
+    ("sqlite3", "sqlite3 (the ledger's C calls)"),
+)
+
+
+_WAITS = ("of 'select.epoll' objects", "of '_thread.lock' objects", "'send' of '_socket.socket'")
+"""Waiting, not working: for the event loop, for another thread, for the GIL on a loopback send."""
+
+
+def _area(filename: str, function: str) -> str:
+    where = f"{filename}:{function}"
+    return next((label for needle, label in _AREAS if needle in where), "HTTP stack and the rest")
+
+
+def _profile(messages_sizes: tuple[int, ...] = (10, 100, 400), turns: int = 10) -> list[str]:
+    """The guarded proxy in this process, its event loop and its worker threads under cProfile:
+    own time per request by area, at each history size (the upstream, in its own thread, is not
+    profiled; waits are left out). In one process the threads share the GIL, so the figures are
+    relative: the separate-process figures of the other tables are the absolute ones."""
+    import asyncio
+    import cProfile
+    import pstats
+
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from contextwindow.server import BackgroundServer
+    from contextwindow.server import guarded as guarded_module
+    from contextwindow.server.proxy import proxy_app
+    from contextwindow.store import open_store
+    from contextwindow.testing import LocalModel, LocalServer, LocalSettings
+
+    profiles: list[cProfile.Profile] = []
+    lock = threading.Lock()
+    real_run_sync = guarded_module.run_sync
+    loop_profile: list[cProfile.Profile] = []
+
+    def profiled_run_sync(coro: Any, perform: Any) -> Any:
+        profile = cProfile.Profile()
+        profile.enable()
+        try:
+            return real_run_sync(coro, perform)
+        finally:
+            profile.disable()
+            with lock:
+                profiles.append(profile)
+
+    async def toggle(request: Request) -> Response:
+        if request.path_params["switch"] == "on":
+            loop_profile.append(cProfile.Profile())
+            loop_profile[-1].enable()
+        else:
+            loop_profile[-1].disable()
+        await asyncio.sleep(0)
+        return Response(b"")
+
+    rows: dict[int, dict[str, float]] = {}
+    guarded_module.run_sync = profiled_run_sync  # type: ignore[assignment]
+    try:
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            LocalServer(LocalModel(LocalSettings(default_model=MODEL))) as up,
+        ):
+            transform = guarded_module.GuardTransform(open_store(str(Path(tmp) / "p.sqlite")))
+            app = proxy_app(up.url, transform=transform)
+            app.router.routes.insert(0, Route("/__profile/{switch}", toggle, methods=["GET"]))
+            with BackgroundServer(app) as proxy:
+                for messages in messages_sizes:
+                    agent = _Agent(Front("profiled", proxy.port, os.getpid(), {"x-api-key": "k"}), [])
+                    agent.history = _history(f"p{messages}", messages)
+                    for _ in range(2):
+                        agent.call()
+                    profiles.clear()
+                    agent.conn.request("GET", "/__profile/on")
+                    agent.conn.getresponse().read()
+                    for _ in range(turns):
+                        agent.call()
+                    agent.conn.request("GET", "/__profile/off")
+                    agent.conn.getresponse().read()
+                    agent.close()
+                    stats = pstats.Stats(loop_profile[-1])
+                    for profile in profiles:
+                        stats.add(profile)
+                    by_area: dict[str, float] = {}
+                    for (filename, _, function), row in stats.stats.items():  # type: ignore[attr-defined]
+                        if any(wait in function for wait in _WAITS):
+                            continue
+                        by_area[_area(filename, function)] = (
+                            by_area.get(_area(filename, function), 0.0) + row[2]
+                        )
+                    rows[messages] = {k: v * 1000 / turns for k, v in by_area.items()}
+    finally:
+        guarded_module.run_sync = real_run_sync  # type: ignore[assignment]
+    labels = [label for _, label in _AREAS] + ["HTTP stack and the rest"]
+    lines = [
+        "| own CPU per request (ms), by area | "
+        + " | ".join(f"~{m} messages" for m in messages_sizes)
+        + " |",
+        "| --- | " + " | ".join("---:" for _ in messages_sizes) + " |",
+    ]
+    for label in labels:
+        lines.append(
+            f"| {label} | " + " | ".join(f"{rows[m].get(label, 0.0):.2f}" for m in messages_sizes) + " |"
+        )
+    return lines
+
+
+# -- the run ----------------------------------------------------------------------------------------
+
+
+def run(sizes: Sizes, venv: Path) -> str:
+    binary = _litellm_bin(venv)
+    not_measured = (
+        None
+        if binary is not None
+        else f"not measured: no LiteLLM proxy environment at {venv} (run `python -m benchmarks.proxy --setup`)"
+    )
+    sections = [
+        f"Local provider (`contextwindow serve`) as the upstream; every server its own process on 127.0.0.1 "
+        f"({os.cpu_count()} cores, shared with the clients and anything else running). The agent sends "
+        f"Anthropic Messages for `{MODEL}` over keep-alive HTTP, its whole history on every call. "
+        f"CPU is the process in front of the upstream (for direct: the upstream itself).",
+        "",
+    ]
+    with ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        upstream = stack.enter_context(_upstream())
+        fronts = [upstream, stack.enter_context(_contextwindow_proxy(upstream, tmp / "proxy.sqlite"))]
+        if binary is not None:
+            try:
+                fronts.append(stack.enter_context(_litellm_proxy(upstream, binary, tmp)))
+            except RuntimeError as failed:
+                not_measured = f"not measured: LiteLLM's proxy did not start ({str(failed)[-300:]!r})"
+        names = ["direct", "contextwindow proxy", "LiteLLM proxy"]
+
+        def cell(front_name: str, rows: dict[str, str]) -> str:
+            return rows.get(front_name, not_measured or "not measured")
+
+        lines = [
+            "### CPU per request (the process in front), median latency",
+            "",
+            "| history | " + " | ".join(names) + " | contextwindow / LiteLLM CPU |",
+            "| --- | --- | --- | --- | ---: |",
+        ]
+        for messages in (10, 100, 400):
+            rows: dict[str, str] = {}
+            cpus: dict[str, float] = {}
+            for front in fronts:
+                cpu, latency, errors = _cpu_per_request(front, messages, sizes.turns)
+                cpus[front.name] = cpu
+                rows[front.name] = f"{cpu:.1f} ms CPU, {latency:.1f} ms" + (
+                    f", {errors} errors" if errors else ""
+                )
+            ratio = (
+                f"{cpus['contextwindow proxy'] / cpus['LiteLLM proxy']:.2f}"
+                if "LiteLLM proxy" in cpus
+                else "—"
+            )
+            lines.append(
+                f"| ~{messages} messages | " + " | ".join(cell(n, rows) for n in names) + f" | {ratio} |"
+            )
+        lines += [
+            "",
+            f"### Throughput (each conversation: 10 messages to start, up to {sizes.throughput_turns} calls, "
+            f"at most {sizes.throughput_seconds:g} s)",
+            "",
+            "| concurrent conversations | " + " | ".join(names) + " |",
+            "| --- | --- | --- | --- |",
+        ]
+        for clients in (20, 50):
+            rows = {}
+            direct_rps = 0.0
+            for front in fronts:
+                rps, n, errors = _throughput(front, clients, sizes)
+                direct_rps = rps if front.name == "direct" else direct_rps
+                relative = (
+                    f" ({rps / direct_rps:.2f}× direct)" if front.name != "direct" and direct_rps else ""
+                )
+                rows[front.name] = f"{rps:.1f} req/s{relative}, {n} calls" + (
+                    f", {errors} errors" if errors else ""
+                )
+            lines.append(f"| {clients} | " + " | ".join(cell(n, rows) for n in names) + " |")
+        lines += [
+            "",
+            f"### RSS over {sizes.conversations:,} conversations (three calls each, eight at a time)",
+            "",
+            "| | " + " | ".join(names) + " |",
+            "| --- | --- | --- | --- |",
+        ]
+        rows = {}
+        for front in fronts:
+            start, half, end, errors = _rss(front, sizes.conversations)
+            rows[front.name] = f"{start:.0f} → {half:.0f} → {end:.0f} MiB" + (
+                f", {errors} errors" if errors else ""
+            )
+        lines.append("| start → half-way → end | " + " | ".join(cell(n, rows) for n in names) + " |")
+    lines += [
+        "",
+        f"### Where the guarded proxy's CPU goes (cProfile, in one process, {sizes.turns} calls per size)",
+        "",
+        *_profile(turns=sizes.turns),
+    ]
+    return "\n".join([*sections, *lines])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.proxy", description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--setup", action="store_true", help="install LiteLLM's proxy in --litellm-venv, then exit"
+    )
+    parser.add_argument("--litellm-venv", type=Path, default=DEFAULT_VENV)
+    parser.add_argument("--conversations", type=int, default=Sizes.conversations)
+    parser.add_argument("--quick", action="store_true", help="fewer calls and shorter throughput runs")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="only where the proxy's CPU goes, by area (cProfile, in process)",
+    )
+    args = parser.parse_args([] if argv is None else argv)
+    if args.setup:
+        raise SystemExit(setup(args.litellm_venv))
+    if args.profile:
+        print("\n".join(_profile()))
+        return
+    sizes = Sizes(conversations=args.conversations)
+    if args.quick:
+        sizes = Sizes(turns=10, conversations=args.conversations, throughput_seconds=10.0, throughput_turns=4)
+    table = run(sizes, args.litellm_venv)
+    print(table)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "proxy.md").write_text(table + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
