@@ -258,7 +258,7 @@ def _check_session_name(store: Store, tenant: str, name: str) -> None:
     except InvalidInput:
         raise HttpError(
             "invalid_request_error",
-            f"{SESSION_HEADER} must be printable, without control characters, and short enough "
+            f"{SESSION_HEADER} header: must be printable, without control characters, and short enough "
             f"for a session id ({tenant}/NAME) of at most 256 characters",
         ) from None
 
