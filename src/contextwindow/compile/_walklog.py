@@ -1,6 +1,6 @@
 """What one compile's tail walk did, kept so the next compile can reuse the part that cannot change.
 
-The walk (``compiler._Run.walk``) takes units newest first. What it decides for a unit depends on the
+The walk (:func:`.walk.walk`) takes units newest first. What it decides for a unit depends on the
 unit's messages and on the walk's *context* when it reaches the unit: the turns counted so far (a
 tool result is stale from ``policy.recent_turns_full`` turns on), the depth in tokens (media deeper
 than ``policy.image_depth_tokens`` are not inline) and the media budget's running state. After an

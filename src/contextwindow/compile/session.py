@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, overload
 from ..content import Text, ToolSpec
 from ..formats import tool_specs
 from ..models import ModelProfile, get_profile
-from .compiler import CompileCache, compile
+from .cache import CompileCache
+from .next_request import compile
 from .policy import Policy
 from .state import ArchiveRecord, Checkpoint, CompiledRequest, CompileState, MediaWatermark, PricedMessage
 
