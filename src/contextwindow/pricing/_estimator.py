@@ -180,17 +180,6 @@ class Estimator:
         """Whether text is counted with the model's real tokenizer (else by the fitted rule)."""
         return self._exact
 
-    def with_multiplier(self, multiplier: float) -> Estimator:
-        """The same rules at another multiplier. Like context-manager's store setter, a value that is not
-        finite or not within (0.25, 4) is ignored: the estimator comes back unchanged."""
-        if not _valid_multiplier(multiplier) or multiplier == self._multiplier:
-            return self
-        clone = Estimator.__new__(Estimator)
-        clone._profile, clone._preset, clone._exact = self._profile, self._preset, self._exact
-        clone._image_flat, clone._text, clone._structure = self._image_flat, self._text, self._structure
-        clone._multiplier = float(multiplier)
-        return clone
-
     def __repr__(self) -> str:
         return f"Estimator({self._profile.name!r}, {self._multiplier}, preset={self._preset!r}, exact={self._exact})"
 
