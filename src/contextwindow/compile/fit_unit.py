@@ -54,11 +54,12 @@ class _Fitting:
 def fit_unit(run: Run, spot: Spot, media: MediaBudget, *, cap: int, room: int, cut: bool) -> Rendering:
     """The unit at ``spot`` as rendered, fitted to ``room`` when it does not fit as it is (see the
     module docstring); ``cut``: the tail is short, so the unit may be cut to the room left."""
-    fitting = _Fitting(run, spot, media, media.snapshot(), cap, room)
+    before = media.snapshot()
     archive_new = not run.lazy
-    rendering = fitting.render(archive_new=archive_new)
-    if rendering[0].tokens <= room:
+    rendering = render_unit(run, spot, media, cap, archive_new=archive_new)
+    if rendering[0].tokens <= room:  # the common case: it fits as it is
         return rendering
+    fitting = _Fitting(run, spot, media, before, cap, room)
     if cut:
         fitted = _cut_to_room(fitting, out_of_line=_NONE_OUT, archive_new=archive_new)
         if fitted[0].tokens <= room:

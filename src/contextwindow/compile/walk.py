@@ -46,6 +46,8 @@ class _Tail:
 
     end: int
     total: int
+    view: Sequence[Message]
+    """The messages walked, as ``Message`` (for :func:`~contextwindow.compile.pairing.unit_start`)."""
     units: list[Unit] = field(default_factory=list)
     contexts: list[Context] = field(default_factory=list)
     context: Context = (0, 0, ())
@@ -64,7 +66,7 @@ def walk(run: Run, bounds: Bounds, media: MediaBudget, makeup: dict[str, int]) -
     key = (bounds.floor, bounds.cap, media.count_cap, media.byte_budget, media.watermark, media.contiguous)
     old = run.cache.walk
     reuse_below = reusable_below(run, old, key)
-    tail = _Tail(end=newest, total=bounds.head)
+    tail = _Tail(end=newest, total=bounds.head, view=_MessageView(run.messages))
     while tail.end >= bounds.floor:
         tail.context = (tail.turns, tail.depth, media.snapshot())
         if (
@@ -93,7 +95,7 @@ def walk(run: Run, bounds: Bounds, media: MediaBudget, makeup: dict[str, int]) -
 def _take_next(run: Run, tail: _Tail, bounds: Bounds, media: MediaBudget, makeup: dict[str, int]) -> bool:
     """Render and fit the unit ending at ``tail.end``; take it if it fits (``False``: it does not)."""
     policy, end, units = run.policy, tail.end, tail.units
-    first = unit_start(_MessageView(run.messages), end, floor=bounds.floor) if run.base(end).results else end
+    first = unit_start(tail.view, end, floor=bounds.floor) if run.base(end).results else end
     room = (bounds.limit - tail.total) if not units else (bounds.budget - tail.total - run.opening_for(first))
     cut = bool(units) and tail.total < policy.cut_to_fill_below * bounds.budget
     spot = Spot(first=first, end=end, turns=tail.turns, depth=tail.depth)
