@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from contextwindow import Message, ToolSpec, get_profile, open_store
 from contextwindow.cli import app
+from contextwindow.compile import compile_session
 from contextwindow.engine import EngineCompiler
 from contextwindow.engine.compiler import CompileContext
 from contextwindow.errors import InvalidInput
@@ -51,10 +52,12 @@ class TestToolsAndSystemAsWritten:
             tool_specs([ANTHROPIC_TOOL, 3])
         assert raised.value.path == "tools[1]"
 
-    def test_session_compile_takes_a_string_and_wire_tools(self) -> None:
+    def test_compile_session_takes_a_string_and_wire_tools(self) -> None:
         session = open_store().session("s")
         session.append(Message.user("hi"))
-        compiled = session.compile(model="claude-sonnet-4-6", system="Be brief.", tools=[OPENAI_TOOL])
+        compiled = compile_session(
+            session, model="claude-sonnet-4-6", system="Be brief.", tools=[OPENAI_TOOL]
+        )
         assert compiled.system[0].text == "Be brief." and compiled.tools[0].name == "read"
 
     def test_the_engine_compiler_takes_a_string_and_wire_tools(self) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import difflib
 import threading
 from dataclasses import dataclass, field, replace
-from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
 from .errors import InvalidInput, UnknownModel
@@ -36,7 +35,6 @@ __all__ = [
     "Provider",
     "TokenizerFamily",
     "get_profile",
-    "known_models",
     "register",
 ]
 
@@ -383,12 +381,6 @@ def register(profile: ModelProfile, *, replace_existing: bool = True) -> ModelPr
             raise InvalidInput(f"model {profile.name!r} is already registered", path="name")
         _registry[profile.name] = profile
     return profile
-
-
-def known_models() -> MappingProxyType[str, ModelProfile]:
-    """A read-only view of every registered profile by name."""
-    with _lock:
-        return MappingProxyType(dict(_registry))
 
 
 def get_profile(model: str | ModelProfile) -> ModelProfile:

@@ -29,7 +29,7 @@ from contextwindow.compile import (
     partition_refs,
     truncate_content,
 )
-from contextwindow.compile.compiler import OPENING
+from contextwindow.compile.assemble import OPENING
 from contextwindow.compile.truncate import OMITTED_RESULT, safe_slice
 from contextwindow.content import AttachmentRef, Image, Message, Text, ToolResult, ToolUse
 from contextwindow.errors import InvalidInput, OverBudget

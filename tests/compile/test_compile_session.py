@@ -89,14 +89,15 @@ class TestReopen:
 
 
 class TestIncremental:
-    def test_the_session_handle_compiles_and_reads_only_new_entries(self, tmp_path: Path) -> None:
+    def test_a_session_compiler_compiles_and_reads_only_new_entries(self, tmp_path: Path) -> None:
         path = tmp_path / "ledger.db"
         fill(path, 4)
         with open_store(path) as store:
             session = store.session("s1")
-            first = session.compile(model=PROFILE, policy=Policy(recent_turns_full=10))
+            live = SessionCompiler(session)
+            first = live.compile(model=PROFILE, policy=Policy(recent_turns_full=10))
             session.append(Message.user("one more"))
-            second = session.compile(model=PROFILE, policy=Policy(recent_turns_full=10))
+            second = live.compile(model=PROFILE, policy=Policy(recent_turns_full=10))
             assert second.messages[: len(first.messages)] == first.messages
             assert second.messages[-1].content == (Text(text="one more"),)
             fresh = SessionCompiler(session).compile(model=PROFILE, policy=Policy(recent_turns_full=10))

@@ -165,20 +165,6 @@ class TestPerBlockRounding:
         assert store(2.5 / 1).block(Text(text="x")) == 3  # 2.5 → 3, banker's gives 2
 
 
-class TestMultiplierSetter:
-    @pytest.mark.parametrize(
-        "bad", [float("nan"), float("inf"), -1.0, 0.0, 0.25, 4.0, 10.0], ids=lambda v: f"m={v}"
-    )
-    def test_with_multiplier_ignores_values_outside_the_band(self, bad: float) -> None:
-        est = store(1.2)
-        assert est.with_multiplier(bad) is est
-        assert est.with_multiplier(bad).multiplier == 1.2
-
-    @pytest.mark.parametrize("good", [0.26, 1.0, 3.99])
-    def test_with_multiplier_accepts_values_inside_the_band(self, good: float) -> None:
-        assert store().with_multiplier(good).multiplier == good
-
-
 class TestMediaRulers:
     def test_maka_prices_every_materialized_image_at_2000_never_by_characters(self) -> None:
         est = Estimator("claude-sonnet-4-5", image_flat=2000)

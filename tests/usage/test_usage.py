@@ -143,33 +143,6 @@ class TestOpenAIUsage:
             )
 
 
-class TestGeminiUsage:
-    def test_cached_content_is_inside_the_prompt_and_thoughts_are_outside_candidates(self) -> None:
-        u = Usage.from_gemini(
-            {
-                "promptTokenCount": 1000,
-                "cachedContentTokenCount": 600,
-                "candidatesTokenCount": 50,
-                "thoughtsTokenCount": 200,
-                "totalTokenCount": 1250,
-            }
-        )
-        assert (u.prompt, u.cache_read, u.fresh_input, u.output, u.reasoning) == (1000, 600, 400, 250, 200)
-
-    def test_snake_case_sdk_spelling_and_response_wrapper(self) -> None:
-        response = {
-            "usage_metadata": {
-                "prompt_token_count": 70,
-                "candidates_token_count": 5,
-                "tool_use_prompt_token_count": 9,
-            }
-        }
-        assert Usage.from_gemini(response) == Usage(fresh_input=79, output=5)
-
-    def test_early_chunk_with_prompt_only(self) -> None:
-        assert Usage.from_gemini({"promptTokenCount": 12, "totalTokenCount": 12}) == Usage(fresh_input=12)
-
-
 # --- per-call usage ---------------------------------------------------------------------------------
 
 

@@ -1,7 +1,7 @@
 """The ``contextwindow`` command: one typer app, one module per command group.
 
-Commands register themselves on :data:`app` from their own modules (``demo.py``, ...), so adding a
-group is a new module and one import here. typer and rich come with the ``cli`` extra.
+Commands register themselves on :data:`app` (defined in ``_app.py``) from their own modules, so
+adding a group is a new module and one import here. typer and rich come with the ``cli`` extra.
 """
 
 from __future__ import annotations
@@ -11,17 +11,16 @@ import os
 import typer
 from rich.markup import escape
 
-from ._app import app
-
-__all__ = ["app", "main"]
-
-# Each module registers its commands on app when imported.
+# Each command module registers its commands on app when imported.
 from . import count as _count
 from . import proxy as _proxy
 from . import run as _run
 from . import serve as _serve
 from . import show as _show
 from . import store as _store
+from ._app import app
+
+__all__ = ["app", "main"]
 
 _ = (_count, _proxy, _run, _serve, _show, _store)
 

@@ -1,13 +1,12 @@
-"""The typer app every command module registers on (kept apart from the package so that the command
-modules import it without importing the package that imports them)."""
+"""The typer app every command module registers on (imported by them and by the package)."""
 
 from __future__ import annotations
 
 import typer
 
-__all__ = ["HELP", "app"]
+__all__ = ["app"]
 
-HELP = (
+_HELP = (
     "Keep an LLM agent inside its model's context window.\n\n"
     "Exit codes: 0 done (doctor: the store is clean); 1 a problem found (doctor: broken invariants; "
     "simulate: an unrecovered rejection) or an internal error; 2 bad input or usage (missing, binary "
@@ -17,7 +16,7 @@ HELP = (
 
 app = typer.Typer(
     name="contextwindow",
-    help=HELP,
+    help=_HELP,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -25,6 +24,6 @@ app = typer.Typer(
 """The ``contextwindow`` command; each command module registers on it when imported."""
 
 
-@app.callback(help=HELP)
+@app.callback(help=_HELP)
 def _root() -> None:
     """Keep an LLM agent inside its model's context window."""

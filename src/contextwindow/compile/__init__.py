@@ -9,8 +9,10 @@ tail, makeup, eviction, archive, manifest) are defined in ``docs/concepts.md``, 
 from __future__ import annotations
 
 from .archive import artifact_id
-from .compiler import SUMMARY_HEADER, CompileCache, compile
+from .cache import CompileCache
+from .head import SUMMARY_HEADER
 from .media import encoded_size, partition_refs
+from .next_request import compile
 from .pairing import STUB, enforce_tool_pairing
 from .policy import Policy
 from .session import SessionCompiler, compile_session

@@ -1,16 +1,9 @@
 """What one compile's tail walk did, kept so the next compile can reuse the part that cannot change.
 
-The walk (``compiler._Run.walk``) takes units newest first. What it decides for a unit depends on the
-unit's messages and on the walk's *context* when it reaches the unit: the turns counted so far (a
-tool result is stale from ``policy.recent_turns_full`` turns on), the depth in tokens (media deeper
-than ``policy.image_depth_tokens`` are not inline) and the media budget's running state. After an
-append the walk restarts from the new newest message, so contexts shift — but once both walks reach
-the same unit end in *equivalent* contexts (every future decision the same: both past the stale
-turn, both past the media depth or with the same budget state), everything older is decided exactly
-as before. From there the previous walk's units are reused as they are, and the cut is found by a
-binary search over their prefix sums of tokens instead of a walk: an incremental compile re-decides
-only the region near the end (the newest turns, the media window, any newly archived result).
-
+What the walk (:func:`.walk.walk`) decides for a unit depends on its messages and on the walk's
+*context* there: the turns counted (staleness), the depth in tokens (media depth) and the media
+budget's state. Once two walks reach the same unit end in *equivalent* contexts (:func:`equivalent`:
+every later decision the same), everything older is decided as before and is reused as it is.
 Reuse never changes a result: the tests compare incremental compiles with cold ones, byte for byte.
 """
 

@@ -1,5 +1,5 @@
 """Stale tool results: older results that carry media, or whose text is large, become re-readable
-placeholders (maka's stale tool-result archive, https://github.com/apache/maka/pull/4486).
+placeholders (maka's stale tool-result archive, https://github.com/apache/maka).
 
 A result is a candidate when it lies outside the newest ``policy.recent_turns_full`` turns and it
 carries media (always) or its raw price is over ``policy.archive_text_over_tokens``.

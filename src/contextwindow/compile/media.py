@@ -1,16 +1,10 @@
 """Media budget: which attachments go inline, decided newest first from stored sizes before any byte is read.
 
-Limits (the live-image policy of https://github.com/anima-research/context-manager, and the byte budget
-https://github.com/withastro/flue/issues/531 asks for): a count cap on images, a depth in tokens from
-the newest message, and a byte budget over the encoded (base64) size computed from
-``AttachmentRef.size_bytes``. An item over any of them becomes a short text placeholder naming its
-attachment id, and a manifest lists the ids so the model can ask for one again. With a hysteresis
-ratio, a binding limit trims to ``ratio × limit`` and moves a watermark that the ledger persists;
-items before it stay out of line, so the cached prefix survives the next few images (cap 4, ratio
-0.5 → ``IIII``, ``...II``, ``...III``, ``...IIII``, ``......II``).
-
-Everything here is a pure function of refs and constants, so a rebuild after a crash gives the same
-partition byte for byte.
+Limits (the live-image policy of https://github.com/anima-research/context-manager, and the byte
+budget https://github.com/withastro/flue asks for): a count cap on images, a depth in tokens from
+the newest message, and a byte budget over the encoded (base64) size from ``AttachmentRef.size_bytes``. An item over any of them becomes a text placeholder naming its
+attachment id, which a manifest lists so the model can ask for it again. Everything here is a pure
+function of refs and constants: a rebuild after a crash gives the same partition byte for byte.
 """
 
 from __future__ import annotations
@@ -167,9 +161,8 @@ class MediaBudget:
 
 def shed_media(message: Message, excess: int) -> tuple[Message, int, list[AttachmentRef]]:
     """Replace inline media in ``message`` in reading order, nested tool-result media included, until
-    ``excess`` encoded bytes are freed (``shedImagesToFitByteBudget`` of
-    https://github.com/antra-tess/membrane). Returns the message, the
-    bytes freed and the refs shed."""
+    ``excess`` encoded bytes are freed (``shedImagesToFitByteBudget`` of https://github.com/antra-tess/membrane). Returns the
+    message, the bytes freed and the refs shed."""
     freed = 0
     shed: list[AttachmentRef] = []
 

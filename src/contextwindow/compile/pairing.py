@@ -99,9 +99,14 @@ def enforce_tool_pairing(
     if _already_paired(messages):
         return list(messages), [], []
     out = list(messages)
+    stubbed = _answer_every_call(out)
+    result, dropped = _drop_orphan_results(out)
+    return result, stubbed, dropped
+
+
+def _answer_every_call(out: list[Message]) -> list[str]:
+    """Rule B, in place: every call is answered in the next message; returns the stubbed call ids."""
     stubbed: list[str] = []
-    dropped: list[str] = []
-    # Rule B: every call is answered in the next message.
     i = 0
     while i < len(out):
         calls = use_ids(out[i])
@@ -114,13 +119,7 @@ def enforce_tool_pairing(
         for call in calls:
             found = have.get(call)
             if found is None:
-                for j in range(i + 2, min(len(out), i + 2 + LOOKAHEAD)):
-                    hit = _results_in(out[j]).get(call)
-                    if hit is not None:
-                        found = hit
-                        rest = tuple(b for b in out[j].content if b is not hit)
-                        out[j] = _with_content(out[j], rest)
-                        break
+                found = _move_up(out, call, after=i + 1)
             if found is None:
                 found = ToolResult(tool_use_id=call, content=STUB, is_error=True)
                 stubbed.append(call)
@@ -138,24 +137,29 @@ def enforce_tool_pairing(
         else:
             out.insert(i + 1, Message(role="user", content=tuple(ordered)))
         i += 1
-    # Rule A: a result answers a call in the message right before it, once.
+    return stubbed
+
+
+def _move_up(out: list[Message], call: str, *, after: int) -> ToolResult | None:
+    """The result of ``call`` taken out of one of the :data:`LOOKAHEAD` messages past ``after``."""
+    for j in range(after + 1, min(len(out), after + 1 + LOOKAHEAD)):
+        hit = _results_in(out[j]).get(call)
+        if hit is not None:
+            out[j] = _with_content(out[j], tuple(b for b in out[j].content if b is not hit))
+            return hit
+    return None
+
+
+def _drop_orphan_results(out: list[Message]) -> tuple[list[Message], list[str]]:
+    """Rule A: a result answers a call in the message right before it, once; returns the messages
+    kept and the dropped result ids."""
+    dropped: list[str] = []
     result: list[Message] = []
     previous_calls: set[str] = set()
     for message in out:
-        rids = result_ids(message)
-        if rids:
-            seen: set[str] = set()
-            keep: list[Block] = []
-            changed = False
-            for block in message.content:
-                if isinstance(block, ToolResult):
-                    if block.tool_use_id not in previous_calls or block.tool_use_id in seen:
-                        dropped.append(block.tool_use_id)
-                        changed = True
-                        continue
-                    seen.add(block.tool_use_id)
-                keep.append(block)
-            if changed:
+        if result_ids(message):
+            keep = _answers(message, previous_calls, dropped)
+            if keep is not None:
                 if not keep:
                     if not result:
                         previous_calls = set()
@@ -170,7 +174,24 @@ def enforce_tool_pairing(
             continue  # emptied by a move (Rule B), or empty as stored: the APIs refuse empty content
         result.append(message)
         previous_calls = set(use_ids(message))
-    return result, stubbed, dropped
+    return result, dropped
+
+
+def _answers(message: Message, previous_calls: set[str], dropped: list[str]) -> list[Block] | None:
+    """The message's blocks without results that answer no call of ``previous_calls`` or repeat one
+    (their ids added to ``dropped``); ``None`` when it keeps them all."""
+    seen: set[str] = set()
+    keep: list[Block] = []
+    changed = False
+    for block in message.content:
+        if isinstance(block, ToolResult):
+            if block.tool_use_id not in previous_calls or block.tool_use_id in seen:
+                dropped.append(block.tool_use_id)
+                changed = True
+                continue
+            seen.add(block.tool_use_id)
+        keep.append(block)
+    return keep if changed else None
 
 
 def _with_content(message: Message, content: tuple[Block, ...]) -> Message:

@@ -32,10 +32,11 @@ def _check_int(name: str, value: object, *, minimum: int = 0, optional: bool = F
 class Policy:
     """What compile may do to fit a request, and how far.
 
-    Defaults come from the public projects each field names: anima-research/context-manager
-    (https://github.com/anima-research/context-manager), antra-tess/membrane
-    (https://github.com/antra-tess/membrane), apache/maka (https://github.com/apache/maka/pull/4486)
-    and withastro/flue (https://github.com/withastro/flue/issues/531).
+    Defaults come from the public projects each field names: context-manager
+    (https://github.com/anima-research/context-manager), membrane (https://github.com/antra-tess/membrane),
+    maka (https://github.com/apache/maka), flue (https://github.com/withastro/flue) and connectome-host
+    (https://github.com/anima-research/connectome-host); the changes they came from are in
+    ``docs/concepts.md``, "Sources".
     """
 
     output_reserve: int | None = None
@@ -46,8 +47,7 @@ class Policy:
     max_message_tokens: int | None = None
     """Per-message cap in context-manager's text-only chars/4 units (``maxMessageTokens``). ``0`` = no
     cap (context-manager's default); ``None`` derives half the budget, so one message can never crowd out the
-    rest and the newest message always fits beside the head. anima-research/connectome-host
-    (https://github.com/anima-research/connectome-host) uses 10,000."""
+    rest and the newest message always fits beside the head. connectome-host uses 10,000."""
 
     max_inline_images: int = 6
     """Images (and generated images) sent inline, newest first (context-manager ``maxLiveImages`` =
@@ -71,8 +71,7 @@ class Policy:
     share of the budget, that unit is cut to the room left (its messages under a lower per-message
     cap, marked and priced as they render) instead of being left out: one large message just past
     the newest ones would otherwise leave the request a sliver of the window, every message older
-    than it left out too. Our own rule, measured by ``benchmarks/real_sessions.py`` (a 9,755-token tool
-    result two messages past the tail made a 16k request 2,168 tokens after a fold); 0 = off."""
+    than it left out too. Our own rule (``docs/concepts.md``, "Cut to fill"); 0 = off."""
 
     recent_turns_full: int = 2
     """The newest turns whose tool results are never archived (maka ``minRecentTurnsFull`` = 2)."""

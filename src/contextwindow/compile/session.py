@@ -4,10 +4,10 @@
 messages, the archive records) and the per-message :class:`~contextwindow.compile.CompileCache`, so
 the next compile after an append reads only the new entries and re-prices nothing it has priced.
 
-Write order (as in maka's archive, https://github.com/apache/maka/pull/4486): new archive records are
-appended to the ledger first, then the state is read again — a rival's earlier record for the same
-result wins — and only then is the request returned. A moved media watermark is recorded the same
-way, so a reopen compiles the same bytes.
+Write order (as in maka's archive, https://github.com/apache/maka): new archive records are appended to the ledger first, then the
+state is read again — a rival's earlier record for the same result wins — and only then is the
+request returned. A moved media watermark is recorded the same way, so a reopen compiles the same
+bytes.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, overload
 from ..content import Text, ToolSpec
 from ..formats import tool_specs
 from ..models import ModelProfile, get_profile
-from .compiler import CompileCache, compile
+from .cache import CompileCache
+from .next_request import compile
 from .policy import Policy
 from .state import ArchiveRecord, Checkpoint, CompiledRequest, CompileState, MediaWatermark, PricedMessage
 

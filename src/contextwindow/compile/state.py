@@ -72,7 +72,8 @@ class Checkpoint:
 class ArchiveRecord:
     """A stale tool result replaced by a re-readable placeholder (``rewrite_version`` 1).
 
-    The record's shape is maka's (https://github.com/apache/maka/pull/4486). The original stays in
+    The record's shape is that of maka's stale tool-result archive (https://github.com/apache/maka).
+    The original stays in
     the ledger under ``message_id``; ``artifact_id`` is how the model asks for it.
     """
 

@@ -3,8 +3,8 @@
 The cut is decided from the content it is given (an override that rewrites content has its rewrite
 cut, and the render is priced as it is sent). Lengths are UTF-16 code units, as the
 TypeScript source counts them, and a cut never splits a surrogate pair (``safeSlice``).
-Source: ``autobiographical.ts@5ab06174`` of https://github.com/anima-research/context-manager, and
-its https://github.com/anima-research/context-manager/pull/227 (a capped message priced as it renders).
+From ``autobiographical.ts`` of https://github.com/anima-research/context-manager (the PR it follows
+is in ``docs/concepts.md``, "Sources").
 """
 
 from __future__ import annotations

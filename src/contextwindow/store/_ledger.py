@@ -137,7 +137,6 @@ class Session:
     def __init__(self, store: Store, session_id: str) -> None:
         self._store = store
         self.id = session_id
-        self._compiler: Any = None
         self.appended = 0
         """How many entries were appended through this handle (messages and records)."""
 
@@ -281,17 +280,6 @@ class Session:
             return MessageLog(rows)
         into.extend(rows)
         return into
-
-    def compile(self, *, model: Any, policy: Any = None, **options: Any) -> Any:
-        """The next request for this session: ``contextwindow.compile.SessionCompiler.compile``.
-
-        The handle keeps one incremental compiler, so repeated compiles read only new entries.
-        """
-        from ..compile.session import SessionCompiler
-
-        if self._compiler is None:
-            self._compiler = SessionCompiler(self)
-        return self._compiler.compile(model=model, policy=policy, **options)
 
     # -- other entries ----------------------------------------------------------------------------
 

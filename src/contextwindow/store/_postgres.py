@@ -23,8 +23,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..errors import InvalidInput, UsageError
-from . import _migrations
 from ._driver_errors import from_psycopg
+from ._migrations import POSTGRES
 from ._sql import Cursor, SqlBackend
 
 __all__ = ["PostgresBackend"]
@@ -87,7 +87,7 @@ class PostgresBackend(SqlBackend):
                 self._db.execute("SET default_transaction_read_only = on")
                 self._open_read_only()
             else:
-                self._migrate(_migrations.POSTGRES)
+                self._migrate(POSTGRES)
         except self._pg.Error as exc:
             self._db.close()
             raise from_psycopg(exc, self.url) from exc

@@ -26,8 +26,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from ..errors import InvalidInput, StoreError, UsageError
-from . import _migrations
 from ._driver_errors import from_sqlite
+from ._migrations import SQLITE
 from ._sql import Cursor, SqlBackend
 
 __all__ = ["DURABILITY", "SqliteBackend"]
@@ -75,7 +75,7 @@ class SqliteBackend(SqlBackend):
             self._db.execute("PRAGMA journal_mode = WAL")
             self._db.execute(f"PRAGMA synchronous = {DURABILITY[durability]}")
             self._db.execute("PRAGMA foreign_keys = ON")
-            self._migrate(_migrations.SQLITE)
+            self._migrate(SQLITE)
 
     @contextmanager
     def _closed_on_failure(self) -> Iterator[None]:

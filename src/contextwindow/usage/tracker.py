@@ -4,14 +4,12 @@
 in one shape for every provider: ``fresh_input``, ``cache_read``, ``cache_write``, ``output`` and
 ``reasoning``. The three input fields are disjoint, so :attr:`Usage.prompt` (everything the provider
 counted as input, the figure a context window is measured against) is their sum. Anthropic reports
-cache tokens *beside* ``input_tokens``; OpenAI and Gemini report cached tokens *inside* the prompt
-count, so the parsers subtract them out of ``fresh_input`` rather than counting them twice
+cache tokens *beside* ``input_tokens``; OpenAI reports cached tokens *inside* the prompt count, so
+its parser subtracts them out of ``fresh_input`` rather than counting them twice
 (https://platform.claude.com/docs/en/build-with-claude/prompt-caching,
-https://platform.openai.com/docs/api-reference/chat/object,
-https://ai.google.dev/gemini-api/docs/tokens). ``output`` is everything the model generated,
-reasoning included; ``reasoning`` is the part of it that was reasoning (OpenAI counts it inside
-``completion_tokens``; Gemini's ``candidatesTokenCount`` excludes ``thoughtsTokenCount``, so the
-parser adds it back).
+https://platform.openai.com/docs/api-reference/chat/object). ``output`` is everything the model
+generated, reasoning included; ``reasoning`` is the part of it that was reasoning (OpenAI counts it
+inside ``completion_tokens``).
 
 :class:`UsageTracker` turns one stream's samples (cumulative across a tool loop, as membrane's
 ``usage`` event is, https://github.com/antra-tess/membrane, or one per call) into each call's own
@@ -75,14 +73,6 @@ def _count(value: Any, path: str) -> int:
     if value is None:
         return 0
     return check_count(value, path=path, what="a token count")
-
-
-def _first(m: Mapping[str, Any], *keys: str) -> tuple[str, Any]:
-    """The first of ``keys`` present (not ``None``) in ``m``, for snake/camel spellings of one field."""
-    for key in keys:
-        if m.get(key) is not None:
-            return key, m[key]
-    return keys[0], None
 
 
 def _unwrap(
@@ -228,50 +218,6 @@ class Usage:
             cache_write=written,
             output=output,
             reasoning=reasoning,
-        )
-
-    @classmethod
-    def from_gemini(cls, obj: Any, *, path: str = "usage_metadata") -> Usage:
-        """Gemini ``usageMetadata`` (REST camelCase or the python SDK's snake_case).
-
-        ``promptTokenCount`` includes ``cachedContentTokenCount``; ``candidatesTokenCount`` excludes
-        ``thoughtsTokenCount`` (google-genai's doc comments), so ``output = candidates + thoughts``. The
-        ``toolUsePromptTokenCount`` is input the model read, so it is counted as fresh input (it is in
-        ``totalTokenCount``), which errs high rather than low.
-        """
-        m, path = _unwrap(
-            _as_mapping(obj, path),
-            (
-                "promptTokenCount",
-                "prompt_token_count",
-                "candidatesTokenCount",
-                "candidates_token_count",
-                "totalTokenCount",
-                "total_token_count",
-            ),
-            ("usageMetadata", "usage_metadata"),
-            path,
-        )
-        k, v = _first(m, "promptTokenCount", "prompt_token_count")
-        prompt = _count(v, f"{path}.{k}")
-        k, v = _first(m, "cachedContentTokenCount", "cached_content_token_count")
-        cached = _count(v, f"{path}.{k}")
-        k, v = _first(m, "toolUsePromptTokenCount", "tool_use_prompt_token_count")
-        tool_use = _count(v, f"{path}.{k}")
-        k, v = _first(m, "candidatesTokenCount", "candidates_token_count")
-        candidates = _count(v, f"{path}.{k}")
-        k, v = _first(m, "thoughtsTokenCount", "thoughts_token_count")
-        thoughts = _count(v, f"{path}.{k}")
-        if cached > prompt:
-            raise InvalidInput(
-                f"cached tokens ({cached}) exceed the prompt ({prompt}); Gemini counts them inside it",
-                path=f"{path}.cachedContentTokenCount",
-            )
-        return cls(
-            fresh_input=prompt - cached + tool_use,
-            cache_read=cached,
-            output=candidates + thoughts,
-            reasoning=thoughts,
         )
 
 

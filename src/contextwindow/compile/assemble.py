@@ -1,0 +1,252 @@
+"""The result assembly: from the units the walk took to the :class:`CompiledRequest`.
+
+The tail is emitted oldest first with the opening user message when it needs one, tool pairing is
+enforced (:mod:`.pairing`), a manifest names the attachments left out of line (the oldest units go
+until head, tail and manifest fit), the byte wall is checked (media shed oldest first when the
+policy allows), and every decision is returned with ids.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..content import AttachmentRef, Message, Text
+from ..errors import OverBudget
+from ._render import Rendered
+from ._run import Run
+from .head import Head, head_bytes
+from .media import manifest_text, shed_media
+from .pairing import enforce_tool_pairing
+from .state import CompiledRequest, Decisions, Eviction, MediaWatermark
+from .unit import Evicted, Unit
+
+__all__ = ["OPENING", "Opening", "assemble"]
+
+OPENING = "[continued from earlier in the conversation]"
+"""The user message a request opens with when its history, as kept, would open with the assistant."""
+
+
+@dataclass(frozen=True, slots=True)
+class Opening:
+    """The opening user message and its price."""
+
+    message: Message
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Emitted:
+    """The tail as it goes out: messages, their renders, and what pairing repaired."""
+
+    final: list[Message]
+    renders: list[Rendered]
+    stubbed: list[str]
+    dropped: list[str]
+
+
+def assemble(
+    run: Run,
+    head: Head,
+    units: list[Unit],
+    *,
+    opening: Opening,
+    watermark: MediaWatermark | None,
+    moved: bool,
+) -> CompiledRequest:
+    """The request from the head and the walk's ``units`` (newest first; the oldest are dropped
+    while the manifest does not fit). Raises :class:`~contextwindow.errors.OverBudget` over the byte
+    wall."""
+    makeup, summary = head.makeup, head.summary
+    manifest, manifest_tokens = _fit_manifest(run, head, units, opening)
+    evictions = [e for u in units for e in u.evictions]
+    emitted = _emit(run, units, summary, opening)
+    final, renders, request_bytes = _within_wall(run, head, emitted, manifest=manifest, evictions=evictions)
+    inline = _count_segments(run, makeup, renders, final)
+    if manifest:
+        final = _attach_manifest(final, manifest)
+    makeup["manifest"] = manifest_tokens
+    local = sum(v for k, v in makeup.items() if k != "output_reserve")
+    accepted_first = units[-1].start if units else len(run.messages)
+    estimated, reason = _anchored(run, local)
+    decisions = Decisions(
+        evicted=tuple(_eviction(e) for e in evictions),
+        archived=tuple(a for u in reversed(units) for a in u.archives),
+        new_archives=tuple(a for u in reversed(units) for a in u.new_archives),
+        truncated=tuple(t for u in reversed(units) for t in u.truncations),
+        folded=head.folded,
+        omitted=run.ids(head.bounds.floor, accepted_first),
+        stubbed=tuple(emitted.stubbed),
+        dropped_results=tuple(emitted.dropped),
+        watermark=watermark,
+        new_watermark=moved,
+    )
+    return CompiledRequest(
+        system=run.state.system,
+        tools=run.state.tools,
+        messages=((summary,) if summary is not None else ()) + tuple(final),
+        estimated_tokens=estimated,
+        local_estimate=local,
+        makeup=makeup,
+        decisions=decisions,
+        inline_attachments=inline,
+        budget=head.bounds.budget,
+        output_reserve=head.reserve,
+        request_bytes=request_bytes,
+        model=run.profile.name,
+        anchor_reason=reason,
+    )
+
+
+def _fit_manifest(run: Run, head: Head, units: list[Unit], opening: Opening) -> tuple[str, int]:
+    """``(manifest, its price)``, dropping the oldest units (from the end of ``units``) until head,
+    tail and manifest fit or one unit is left."""
+    policy, est, budget = run.policy, run.est, head.bounds.budget
+    while True:
+        entries = [e.ref for u in units for e in u.evictions if e.ref is not None]
+        manifest = manifest_text(entries, max_entries=policy.manifest_max_entries) if entries else ""
+        manifest_tokens = est.block(Text(text=manifest)) if manifest else 0
+        tail = sum(u.tokens for u in units)
+        if head.summary is None and units and units[-1].rendered[0][1].message.role != "user":
+            tail += opening.tokens
+        if head.bounds.head + tail + manifest_tokens <= budget or len(units) <= 1:
+            return manifest, manifest_tokens
+        units.pop()  # units are newest first: the last one is the oldest
+
+
+def _emit(run: Run, units: list[Unit], summary: Message | None, opening: Opening) -> _Emitted:
+    """The tail oldest first, tool pairing enforced, opening on a user message when no summary leads.
+
+    The APIs open a conversation with a user message (Anthropic refuses anything else). Dropping a
+    unit that opens on the assistant instead would drop every round of a tool loop whose one user
+    message is its opener, and a covering fold would then take all but the newest round.
+    """
+    renders = [r[1] for u in reversed(units) for r in u.rendered]
+    final, stubbed, dropped = enforce_tool_pairing([r.message for r in renders])
+    if summary is None and final and final[0].role != "user":
+        final.insert(0, opening.message)
+    if (
+        stubbed
+        or dropped
+        or len(final) != len(renders)
+        or any(m is not r.message for m, r in zip(final, renders, strict=True))
+    ):  # repaired: look renders up by message
+        by_message = {id(r.message): r for r in renders}
+        renders = [by_message.get(id(m)) or run.fresh(m) for m in final]
+    return _Emitted(final=final, renders=renders, stubbed=stubbed, dropped=dropped)
+
+
+def _within_wall(
+    run: Run, head: Head, emitted: _Emitted, *, manifest: str, evictions: list[Evicted]
+) -> tuple[list[Message], list[Rendered], int]:
+    """``(messages, renders, request bytes)`` within ``policy.transport_max_bytes``: media shed oldest
+    first (``policy.shed_media_over_wall``, added to ``evictions``), else
+    :class:`~contextwindow.errors.OverBudget`."""
+    final, renders = emitted.final, emitted.renders
+    request_bytes = (
+        head_bytes(run.state, head.summary) + len(manifest.encode()) + sum(r.wire_bytes for r in renders)
+    )
+    wall = run.policy.transport_max_bytes
+    if not wall or request_bytes <= wall:
+        return final, renders, request_bytes
+    if not run.policy.shed_media_over_wall:
+        raise OverBudget(
+            f"the request would be about {request_bytes} bytes, over the {wall}-byte transport wall "
+            "(set shed_media_over_wall=True to shed media oldest first)",
+            budget=wall,
+            required=request_bytes,
+            makeup=head.makeup,
+        )
+    by_message = {id(r.message): r for r in renders}
+    final, request_bytes, shed = _shed(run, final, by_message, request_bytes=request_bytes, wall=wall)
+    evictions.extend(shed)
+    renders = [by_message.get(id(m)) or run.fresh(m) for m in final]
+    return final, renders, request_bytes
+
+
+def _shed(
+    run: Run, final: list[Message], by_message: dict[int, Rendered], *, request_bytes: int, wall: int
+) -> tuple[list[Message], int, list[Evicted]]:
+    """Replace inline media oldest first, nested ones included, until within the wall (opt-in)."""
+    shed: list[Evicted] = []
+    out = list(final)
+    for index, message in enumerate(out):
+        if request_bytes <= wall:
+            break
+        replaced, freed, refs = shed_media(message, request_bytes - wall)
+        if not refs:
+            continue
+        request_bytes -= freed
+        out[index] = replaced
+        by_message[id(replaced)] = run.fresh(replaced)
+        position = run.position_of(message.id) if message.id else None
+        shed.extend(
+            Evicted(position if position is not None else -1, -1, message.id or "", ref, "wall")
+            for ref in refs
+        )
+    if request_bytes > wall:
+        raise OverBudget(
+            f"the request is about {request_bytes} bytes even without inline media, over the {wall}-byte wall",
+            budget=wall,
+            required=request_bytes,
+            makeup={},
+        )
+    return out, request_bytes, shed
+
+
+def _count_segments(
+    run: Run, makeup: dict[str, int], renders: list[Rendered], final: list[Message]
+) -> tuple[AttachmentRef, ...]:
+    """Fill the tail's segments of ``makeup`` from the renders; return the refs sent inline."""
+    inline: dict[str, AttachmentRef] = {}
+    text = results = images = other = 0
+    for rendered in renders:
+        t, r, i, o = rendered.segments
+        text += t
+        results += r
+        images += i
+        other += o
+        for ref in rendered.inline:
+            inline.setdefault(ref.id, ref)
+    # Selection priced earlier turns' thinking (erring high); the API strips it on some models, so
+    # the request's estimate does not count it.
+    makeup["text"] = max(0, text - run.est.uncharged(final))
+    makeup["tool_results"], makeup["images"], makeup["other_media"] = results, images, other
+    return tuple(inline.values())
+
+
+def _eviction(e: Evicted) -> Eviction:
+    return Eviction(
+        attachment_id=e.ref.id if e.ref else "",
+        message_id=e.message_id,
+        reason=e.reason,
+        media_type=e.ref.media_type if e.ref else "",
+        size_bytes=e.ref.size_bytes if e.ref else 0,
+    )
+
+
+def _anchored(run: Run, local: int) -> tuple[int, str | None]:
+    """The estimate anchored on the provider's last count, when the state has an anchor."""
+    anchor = run.state.anchor
+    if anchor is None:
+        return local, None
+    from ..usage.anchor import anchored_estimate
+
+    result = anchored_estimate(
+        anchor, model=run.profile.name, connection=run.state.connection, estimate_now=local
+    )
+    return result.value, (result.reason if result.cold else None)
+
+
+def _attach_manifest(messages: list[Message], manifest: str) -> list[Message]:
+    block = Text(text=manifest)
+    if messages and messages[-1].role == "user":
+        last = messages[-1]
+        replaced = Message(
+            role="user",
+            content=(*last.content, block),
+            id=last.id,
+            created_at=last.created_at,
+            metadata=last.metadata,
+        )
+        return [*messages[:-1], replaced]
+    return [*messages, Message(role="user", content=(block,))]

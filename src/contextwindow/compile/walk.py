@@ -1,0 +1,254 @@
+"""The tail walk: the history after the head, taken newest first one unit at a time, within the budget.
+
+Each unit is rendered from the walk's context and fitted to the room left (:mod:`.fit_unit`); the
+walk stops at the first unit that does not fit, and the newest unit alone may use the grace over
+the budget (``policy.over_budget_grace_ratio``). With a cache, the previous walk's older units are
+reused from the first unit end both walks reach in equivalent contexts (:mod:`._walklog`), the cut
+among them found by a binary search over their prefix sums; reuse never changes a result.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, overload
+
+from ..content import Message
+from ..errors import OverBudget
+from ._run import Run
+from ._walklog import Context, WalkLog, equivalent
+from .fit_unit import fit_unit
+from .media import MediaBudget
+from .pairing import unit_start
+from .state import PricedMessage
+from .unit import Spot, Unit
+
+__all__ = ["Bounds", "walk"]
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """The walk's fixed limits: the first message after the checkpoint (``floor``), the head's price,
+    the budget, the limit with grace (the newest unit only) and the per-message cap."""
+
+    floor: int
+    head: int
+    budget: int
+    limit: int
+    cap: int
+
+
+@dataclass(slots=True)
+class _Tail:
+    """The walk so far: units taken (newest first), the context before each, the running total (head
+    included), the turns and depth counted, and the next unit's newest message (``end``)."""
+
+    end: int
+    total: int
+    view: Sequence[Message]
+    """The messages walked, as ``Message`` (for :func:`~contextwindow.compile.pairing.unit_start`)."""
+    units: list[Unit] = field(default_factory=list)
+    contexts: list[Context] = field(default_factory=list)
+    context: Context = (0, 0, ())
+    turns: int = 0
+    depth: int = 0
+    exhausted: bool = True
+    """The walk reached the floor rather than the budget."""
+    fresh: bool = False
+    """Decide the next unit afresh (reuse stopped at one it may take otherwise)."""
+
+
+def walk(run: Run, bounds: Bounds, media: MediaBudget, makeup: dict[str, int]) -> list[Unit]:
+    """The tail, newest unit first, within the budget. Raises :class:`~contextwindow.errors.OverBudget`
+    (with ``makeup`` filled in) when the newest unit does not fit beside the head."""
+    newest = len(run.messages) - 1
+    key = (bounds.floor, bounds.cap, media.count_cap, media.byte_budget, media.watermark, media.contiguous)
+    old = run.cache.walk
+    reuse_below = reusable_below(run, old, key)
+    tail = _Tail(end=newest, total=bounds.head, view=_MessageView(run.messages))
+    while tail.end >= bounds.floor:
+        tail.context = (tail.turns, tail.depth, media.snapshot())
+        if (
+            not tail.fresh
+            and old is not None
+            and tail.units
+            and tail.end < reuse_below
+            and tail.end in old.by_end
+        ):
+            went_on = _reuse(run, tail, old, bounds, media)
+            if went_on is not None:
+                if went_on:
+                    continue
+                break
+        tail.fresh = False
+        if not _take_next(run, tail, bounds, media, makeup):
+            tail.exhausted = False
+            break
+    # The context after the last unit taken: the refused unit's own steps do not count.
+    tail.contexts.append(tail.context if not tail.exhausted else (tail.turns, tail.depth, media.snapshot()))
+    if run.bound:
+        run.cache.walk = log_walk(run, key, newest, tail)
+    return tail.units
+
+
+def _take_next(run: Run, tail: _Tail, bounds: Bounds, media: MediaBudget, makeup: dict[str, int]) -> bool:
+    """Render and fit the unit ending at ``tail.end``; take it if it fits (``False``: it does not)."""
+    policy, end, units = run.policy, tail.end, tail.units
+    first = unit_start(tail.view, end, floor=bounds.floor) if run.base(end).results else end
+    room = (bounds.limit - tail.total) if not units else (bounds.budget - tail.total - run.opening_for(first))
+    cut = bool(units) and tail.total < policy.cut_to_fill_below * bounds.budget
+    spot = Spot(first=first, end=end, turns=tail.turns, depth=tail.depth)
+    unit, tail.turns, tail.depth = fit_unit(run, spot, media, cap=bounds.cap, room=room, cut=cut)
+    if unit.forced:
+        media.passed_over()
+    if not units:
+        if tail.total + unit.tokens > bounds.limit:
+            _newest_does_not_fit(unit, bounds, tail.total, makeup)
+    elif unit.tokens > room:
+        return False
+    tail.total += unit.tokens
+    units.append(unit)
+    tail.contexts.append(tail.context)
+    tail.end = unit.start - 1
+    return True
+
+
+def _newest_does_not_fit(unit: Unit, bounds: Bounds, total: int, makeup: dict[str, int]) -> None:
+    for _, rendered, _, _ in unit.rendered:
+        text, results, images, other = rendered.segments
+        makeup["text"] += text
+        makeup["tool_results"] += results
+        makeup["images"] += images
+        makeup["other_media"] += other
+    raise OverBudget(
+        "the newest message does not fit beside the head",
+        budget=bounds.budget,
+        required=total + unit.tokens,
+        makeup=makeup,
+    )
+
+
+def _reuse(run: Run, tail: _Tail, old: WalkLog, bounds: Bounds, media: MediaBudget) -> bool | None:
+    """Take the previous walk's units from ``tail.end`` on when both walks reach it in equivalent
+    contexts: ``None`` when they do not; else whether the walk goes on (``False``: it is done)."""
+    policy = run.policy
+    k = old.by_end[tail.end]
+    stale_turns = policy.recent_turns_full if policy.archive_stale_results else None
+    same, settled = equivalent(
+        tail.context, old.contexts[k], stale_turns=stale_turns, depth_limit=policy.image_depth_tokens
+    )
+    if not same or _id_in(old.source, tail.end) != run.message_id(tail.end):
+        return None
+    # Everything older is decided as before: take the old units that fit.
+    m = _reusable_count(run, old, k, room=bounds.budget - tail.total + old.prefix[k])
+    taken = old.units[k:m]
+    old_turns, old_depth, _ = old.contexts[k]
+    dturns, ddepth = tail.turns - old_turns, tail.depth - old_depth
+    mine = tail.context[2]
+    for t, d, ms in old.contexts[k:m]:
+        tail.contexts.append((t + dturns, d + ddepth, mine if settled else ms))
+    tail.units.extend(taken)
+    tail.total += old.prefix[m] - old.prefix[k]
+    after_turns, after_depth, after_media = old.contexts[m]
+    tail.turns, tail.depth = after_turns + dturns, after_depth + ddepth
+    if not settled:
+        media.restore(after_media)
+    tail.context = (tail.turns, tail.depth, media.snapshot())
+    short = tail.total < policy.cut_to_fill_below * bounds.budget
+    if m < len(old.units) and (old.units[m].forced or old.units[m].kept or short or run.lazy):
+        # It did not fit (or was fitted by the room left then) with media that may go out of
+        # line, or it may be cut or archived to fit: decide it afresh.
+        tail.end = old.units[m].end
+        tail.fresh = True
+        return True
+    if m < len(old.units) or old.exhausted:
+        tail.exhausted = m == len(old.units) and old.exhausted
+        return False
+    tail.end = taken[-1].start - 1 if taken else tail.end
+    return True
+
+
+def _reusable_count(run: Run, old: WalkLog, k: int, *, room: int) -> int:
+    """The index past the last old unit from ``k`` on that fits in ``room`` as the walk would take
+    it (room for the opening message, see :meth:`Run.opening_for`) and is not ``forced`` (a unit
+    decided by the room left then is decided again)."""
+    m = max(k, bisect_right(old.prefix, room, lo=k) - 1)
+    if run.opening_room:
+        for j in range(k, m):
+            if old.prefix[j + 1] + run.opening_for(old.units[j].start) > room:
+                m = j
+                break
+    at = bisect_left(old.forced, k)
+    if at < len(old.forced):
+        m = min(m, old.forced[at])
+    return m
+
+
+def reusable_below(run: Run, old: WalkLog | None, key: tuple[Any, ...]) -> int:
+    """Unit ends below this index may be reused from ``old`` (-1: none may).
+
+    The previous walk must have had the same fixed inputs, and its units must sit below its own
+    newest message and below every message whose archive records changed since.
+    """
+    if old is None or old.key != key:
+        return -1
+    below = old.newest
+    if old.archives != run.archived_by:
+        changed = {
+            k
+            for k in old.archives.keys() | run.archived_by.keys()
+            if old.archives.get(k) != run.archived_by.get(k)
+        }
+        for message_id, _ in changed:
+            position = run.position_of(message_id) if message_id is not None else None
+            if position is None:
+                return -1
+            below = min(below, position)
+    return below
+
+
+def log_walk(run: Run, key: tuple[Any, ...], newest: int, tail: _Tail) -> WalkLog:
+    """The log of this walk, for the next compile to reuse."""
+    units = tail.units
+    prefix = [0]
+    for unit in units:
+        prefix.append(prefix[-1] + unit.tokens)
+    return WalkLog(
+        key=key,
+        newest=newest,
+        units=list(units),  # the assembly pops from its own list; the log keeps the walk
+        contexts=tail.contexts,
+        prefix=prefix,
+        by_end={unit.end: index for index, unit in enumerate(units)},
+        forced=[index for index, unit in enumerate(units) if unit.forced],
+        exhausted=tail.exhausted,
+        archives=dict(run.archived_by),
+        source=run.messages,
+    )
+
+
+class _MessageView(Sequence[Message]):
+    """The stored messages as a sequence of ``Message`` without copying 10,000 references."""
+
+    def __init__(self, priced: Sequence[PricedMessage]) -> None:
+        self._priced = priced
+
+    def __len__(self) -> int:
+        return len(self._priced)
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Message]: ...
+
+    def __getitem__(self, index: int | slice) -> Message | Sequence[Message]:
+        if isinstance(index, slice):
+            return [pm.message for pm in self._priced[index]]
+        return self._priced[index].message
+
+
+def _id_in(messages: Sequence[PricedMessage], position: int) -> str | None:
+    id_at = getattr(messages, "id_at", None)
+    return str(id_at(position)) if id_at is not None else messages[position].message.id
