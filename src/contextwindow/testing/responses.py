@@ -42,8 +42,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..content import Message, Thinking
+from ..formats import AttachmentLoader
 from ..formats import responses as responses_format
-from ..formats._wire import AttachmentLoader
 from .model import Rejection, Reply, _openai_error
 from .sessions import SESSION_BYTES, retained_bytes
 from .wire import sse, text_pieces
