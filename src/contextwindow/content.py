@@ -59,6 +59,7 @@ __all__ = [
     "parse_block",
     "parse_message",
     "parse_messages",
+    "utf16_len",
     "valid_stamp",
 ]
 
@@ -136,6 +137,14 @@ class AttachmentRef:
 def attachment_id(sha256_hex: str) -> str:
     """The id an attachment with this content hash gets: versioned so a format change is detectable."""
     return f"att_{sha256_hex[:32]}"
+
+
+def utf16_len(text: str) -> int:
+    """A text's length in UTF-16 code units, JavaScript's ``.length`` (an astral character counts 2):
+    the character measure of the rules that count characters (the seed rates, cutting to a size)."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -17,9 +17,8 @@ from dataclasses import dataclass, replace
 from typing import TypeAlias
 
 from ..compile.truncate import safe_slice
-from ..content import Block, Text, ToolResult, ToolUse
+from ..content import Block, Text, ToolResult, ToolUse, utf16_len
 from ..errors import InvalidInput, UsageError
-from ..pricing import utf16_len
 
 __all__ = [
     "DEFAULT_TOOL_RESULT_INLINE_MAX_CHARS",

@@ -44,7 +44,7 @@ from ._seed_store import js_round
 from ._text import Structure, exact_text, fitted_rule, structure_for
 from ._thinking import thinking_stripped_before
 
-__all__ = ["Breakdown", "BreakdownRow", "Estimator", "Preset", "js_round"]
+__all__ = ["Breakdown", "BreakdownRow", "Estimator", "Preset"]
 
 Preset = Literal["default", "seed-store"]
 """Which pricing rules an :class:`Estimator` uses: the fitted rules, or the seeds' store rates."""

@@ -16,6 +16,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from ..content import utf16_len
+
 __all__ = [
     "DENSE_CHARS_PER_TOKEN",
     "ENCRYPTED_CARRIER_CHARS_PER_TOKEN",
@@ -28,7 +30,6 @@ __all__ = [
     "js_json",
     "js_round",
     "json_tokens",
-    "utf16_len",
 ]
 
 PROSE_CHARS_PER_TOKEN = 2.9
@@ -44,13 +45,6 @@ TOOL_USE_OVERHEAD = 20
 # Dense UTF-16 code units: > 126, or one of { } [ ] " : _ / = and the backtick.
 _DENSE_ASCII = frozenset('{}[]":_/=`')
 _DENSE_DELETE = bytes(b for b in range(127) if chr(b) not in _DENSE_ASCII)
-
-
-def utf16_len(text: str) -> int:
-    """JavaScript's ``.length``: UTF-16 code units (an astral character counts 2)."""
-    if text.isascii():
-        return len(text)
-    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def js_round(value: float) -> int:

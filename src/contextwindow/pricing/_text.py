@@ -19,7 +19,6 @@ the provider adds around content; ``Estimator.message`` and ``Estimator.request`
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,7 +38,6 @@ __all__ = [
     "SPLIT_SAMPLE",
     "WINDOWS",
     "Structure",
-    "ceil_nonneg",
     "cjk_share",
     "exact_text",
     "fitted_rule",
@@ -255,8 +253,3 @@ def exact_text(profile: ModelProfile, exact: bool | None) -> Callable[[str], flo
         return float(count(text))
 
     return price
-
-
-def ceil_nonneg(value: float) -> int:
-    """Round a price up to whole tokens, never below 0."""
-    return max(0, math.ceil(value))

@@ -27,7 +27,7 @@ from .function import (
     FunctionProvider,
     FunctionReply,
 )
-from .model import LocalModel, LocalSettings, Rejection, Reply
+from .model import LocalModel, LocalReply, LocalSettings, Rejection
 from .provider import LocalProvider, rejection_error
 from .server import LocalServer, serve
 from .summary import SUMMARY_MARKER, summary_ask, write_summary
@@ -44,10 +44,10 @@ __all__ = [
     "FunctionReply",
     "LocalModel",
     "LocalProvider",
+    "LocalReply",
     "LocalServer",
     "LocalSettings",
     "Rejection",
-    "Reply",
     "RequestCount",
     "Tokenizer",
     "count_request",
