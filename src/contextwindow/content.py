@@ -108,7 +108,7 @@ def _pages(value: int | None) -> int | None:
 def _stamp(value: object) -> float | None:
     # An invalid stamp is ignored (priced by rule), never propagated: a NaN stamp taken as given makes
     # a whole projection NaN, so the round never restarts (the case agent-framework's projection
-    # fixed, https://github.com/anima-research/agent-framework). It runs before type validation, so a
+    # fixed). It runs before type validation, so a
     # string ("12", "NaN"), a boolean or a list is ignored too rather than coerced or refused: a stamp
     # is advice, and bad advice must not make a whole message unreadable.
     return valid_stamp(value)

@@ -4,8 +4,8 @@ One ruler for the whole library. :class:`Estimator` counts text with the model's
 where it is available offline (tiktoken for OpenAI families, a Hugging Face ``tokenizer.json`` for
 open-weight models) and with the fitted, content-aware rule of its tokenizer family elsewhere, and
 prices media by the provider's rules (``preset="default"``); ``preset="seed-store"`` reproduces the
-message-store rates of https://github.com/anima-research/context-manager. :func:`image_tokens` is the pure image rule; :func:`count_tokens` is the
-one-call convenience. :func:`thinking_stripped_before` says which thinking blocks a request is
+message-store rates of context-manager. :func:`image_tokens` is the pure image rule;
+:func:`count_tokens` is the one-call convenience. :func:`thinking_stripped_before` says which thinking blocks a request is
 charged for (earlier turns' thinking is stripped on some Claude models).
 """
 

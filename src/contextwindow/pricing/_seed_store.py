@@ -1,8 +1,7 @@
 """context-manager's message-store rates, reproduced exactly.
 
-These are the ``message-store.ts`` rules of https://github.com/anima-research/context-manager (its
-later version): a density probe picks 2.3 or 2.9 characters per token over UTF-16 code units,
-JSON-ish payloads are always dense, a tool use is its compact JSON plus 20, media are flat. They
+These are the ``message-store.ts`` rules of context-manager (its later version): a density probe
+picks 2.3 or 2.9 characters per token over UTF-16 code units, JSON-ish payloads are always dense, a tool use is its compact JSON plus 20, media are flat. They
 are kept as the ``seed-store`` preset so the store's known-answer vectors can be checked, and as a
 peer in the accuracy benchmark; the default preset is the fitted rule. One deliberate difference: a
 stamp counts only when it is a finite number ≥ 0 (upstream lets NaN and negatives through;

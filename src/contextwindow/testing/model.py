@@ -17,7 +17,7 @@
    (with ``call_tools``) a call of each offered tool, else a deterministic default reply; output
    longer than ``max_tokens`` is cut there (stop ``max_tokens``);
 5. report usage by ``usage_mode``: ``per-call`` (this call's counts), ``cumulative`` (the running
-   total of the stream, as the ``usage`` event of https://github.com/antra-tess/membrane is: a
+   total of the stream, as membrane's ``usage`` event is: a
    request that continues the previous one — :func:`~contextwindow.providers.streams.continues_stream`:
    the previous request, its reply with tool uses, then their results — adds to the total; any other
    request starts a new stream and a new total; a summariser's request is a stream of its own and

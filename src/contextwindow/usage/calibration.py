@@ -1,15 +1,13 @@
 """Calibration: one pricing multiplier per (model, connection), learned from the provider's real counts.
 
 The estimator prices a request; the provider then counts it. :class:`Calibrator` moves the
-multiplier toward what the provider counted, carefully (the ``reportRealInputTokens`` of
-https://github.com/anima-research/context-manager):
+multiplier toward what the provider counted, carefully (context-manager's ``reportRealInputTokens``):
 
 - **One sample per compiled request.** :meth:`Calibrator.arm` is called once with the compiled
   request's estimate; :meth:`Calibrator.report_real_input` learns once from the first call's real
-  prompt and disarms. Comparing a request that grew through a tool loop with its original estimate
-  once drove a multiplier from 1.0 to 2.37 upstream. The real figure is one call's prompt (fresh +
+  prompt and disarms. The real figure is one call's prompt (fresh +
   cache read + cache write, ``CallUsage.prompt``), never a stream's cumulative sample, which holds
-  every call of the stream so far (the mistake https://github.com/anima-research/agent-framework fixed).
+  every call of the stream so far.
 - **One sample per counted round.** Within a stream, each later call's prompt less the previous
   call's is the provider's exact count of what was appended between them (the reply as re-sent, the
   round of tool results and mid-turn messages), and the engine knows its estimate of the same content:
@@ -88,14 +86,9 @@ __all__ = [
 ]
 
 CALIBRATION_PRICING_EPOCH = 7
-"""The pricing rules' epoch. A multiplier learned under other rules is discarded on load. contextwindow
-adopts context-manager's numbering: 3 is its epoch after
-https://github.com/anima-research/context-manager/pull/227 (a capped message priced as it renders);
-0 is an unstamped record; 4 is the fitted text rule with the non-Latin word table; 5 adds the Latin
-word table and the byte-pair sums; 6 counts text exactly by default where the model's tokenizer is
-available and refits the rule on many languages; 7 prices text by its pieces' split against the
-family's vocabulary. Bump it whenever pricing changes what a block
-costs."""
+"""The pricing rules' epoch: a multiplier learned under other rules is discarded on load. Bump it
+whenever pricing changes what a block costs (the epochs so far: ``docs/concepts.md``, "Pricing
+epoch")."""
 
 BAND = (0.6, 1.8)
 """Accepted ratio/observed range and the multiplier's clamp to start with (context-manager
