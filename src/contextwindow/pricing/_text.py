@@ -59,17 +59,16 @@ every non-ASCII byte read as a letter (Python's ``re`` has no Unicode letter cla
 non-ASCII symbol joins the word it touches, which the greedy split then cuts where the vocabulary
 does) and without the split of upper-case runs and contractions (the greedy split finds those)."""
 SAMPLE_ABOVE = 2048
-"""UTF-8 bytes above which a text is read on :data:`WINDOWS` windows of :data:`_WINDOW` bytes. On
-ASCII text the rule's cost a byte is about tiktoken's, so the sample is what makes it faster: 2 KB
-kept every held-out language and kind within 10% p95 (4 KB: 7%) and priced prose and code ~1.6×
-as fast as o200k instead of ~1.3× (measured in one run on the build machine)."""
+"""UTF-8 bytes above which a text is read on :data:`WINDOWS` windows of :data:`_WINDOW` bytes and
+scaled by its bytes: on ASCII text the rule's cost a byte is about tiktoken's, so the sample is what
+makes it faster (figures: ``docs/concepts.md``, "Text rule")."""
 WINDOWS = 8
 _WINDOW = 256
 _ALIGN = 64  # bytes a window's edge moves to reach a space (else a character boundary)
 SPLIT_SAMPLE = 128
 """Pieces that are not tokens split in Python at most this many per text (in evenly spread runs,
-scaled by their bytes); the pieces that are tokens are all counted. 128 kept every held-out language within a
-point of splitting every piece (measured); the split, not the counting, is the rule's cost."""
+scaled by their bytes); the pieces that are tokens are all counted. The split, not the counting, is
+the rule's cost (figures: ``docs/concepts.md``, "Text rule")."""
 _RUN = 16  # the sample of those pieces is runs of this many consecutive ones
 
 

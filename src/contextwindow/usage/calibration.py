@@ -15,9 +15,7 @@ multiplier toward what the provider counted, carefully (context-manager's ``repo
   stream calibrates as it grows instead of waiting for the next compile. The reply is kept in the
   sample rather than taken out by its output count: within a tool loop its thinking is counted as
   input too (see :mod:`contextwindow.pricing`), and the estimate prices it as the next request carries
-  it, so both sides measure the same content (measured on the real-sessions benchmark: taking the
-  reply out by its output count gave a worse estimate within streams and less of the window used). A
-  grown request is still never compared with an older estimate: each round sample is a difference
+  it, so both sides measure the same content. A grown request is still never compared with an older estimate: each round sample is a difference
   of two counts against a difference of two estimates in the same units (the estimate's own
   multiplier is backed out, ``report_round(multiplier=)``). A round comes at every call, so the multiplier it moves
   is written when it has moved :data:`ROUND_SAVE_MOVE` since it was last written, not at every round.
@@ -41,8 +39,7 @@ multiplier toward what the provider counted, carefully (context-manager's ``repo
   multiplier to 1.15) and is ignored; one under :data:`FULL_SAMPLE_TOKENS` counts for
   ``estimate / FULL_SAMPLE_TOKENS`` of a sample (its alpha and its evidence are scaled by that weight).
   Small rounds are not pooled into one sample: their error is mostly the rule's per-block framing,
-  which a pool carries just the same (measured on the real-sessions benchmark: pooling gave no
-  better estimate and a smaller first request after one fold).
+  which a pool carries just the same.
 - **Setter.** :meth:`Calibrator.set` accepts only a finite ``0.25 < f < 4`` (the store's setter);
   anything else is ignored.
 - **Persistence with a pricing epoch.** The record is ``{multiplier, at, pricing, band?, reset?}``. On
