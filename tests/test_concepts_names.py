@@ -2,7 +2,7 @@
 
 Every backticked span that reads as contextwindow code is resolved against the package: a dotted name
 (``Class.attr``, ``module.func``, ``Engine.run_turn(...)``) whose first part is a contextwindow module
-or a name contextwindow defines; a bare ``snake_case`` name or ``name()`` (a function, field, setting,
+or a name contextwindow defines; a bare ``snake_case`` name or a call ``name()`` (a function, field, setting,
 parameter, or a string the code uses, such as a note kind); a path under ``src/contextwindow`` or the
 repository. Spans that name other projects' code (``Math.round``, ``selectSafeCompactionPrefix``),
 formulas and prose are not code-looking and are left alone.
@@ -159,6 +159,13 @@ def resolve_path(path: str) -> str | None:
     return None if any(c.exists() for c in candidates) else f"no file or directory {path}"
 
 
+def bare_code(span: str, part: str) -> bool:
+    """A bare name reads as code when it is ``snake_case`` (alone, called or assigned) or is called."""
+    if SNAKE.fullmatch(part) and (span == part or span[len(part)] in "(="):
+        return True
+    return re.fullmatch(IDENTIFIER, part) is not None and span[len(part) :].startswith("(")
+
+
 def unresolved(text: str) -> list[str]:
     out = []
     for span in dict.fromkeys(spans(text)):
@@ -167,7 +174,7 @@ def unresolved(text: str) -> list[str]:
             problem = resolve_path(span)
         elif DOTTED.fullmatch(part):
             problem = resolve_dotted(part)
-        elif SNAKE.fullmatch(part) and (span == part or span[len(part)] in "(="):
+        elif bare_code(span, part):
             problem = resolve_bare(part)
         else:
             problem = None
@@ -190,6 +197,7 @@ class TestConceptsNamesExist:
             "Policy.no_such_field",
             "engine/no_such_module.py",
             "pricing.no_such_function()",
+            "nosuchfunction()",
         ],
     )
     def test_a_name_that_does_not_exist_is_flagged(self, span: str) -> None:
@@ -207,6 +215,7 @@ class TestConceptsNamesExist:
             "Calibrator(retain_older=...)",
             'count_before_send="auto"',
             "context_compacted",
+            "projection()",
             "engine/loop.py",
             "Math.round",
             "self.anchors",
