@@ -1,7 +1,7 @@
 """The ``contextwindow`` command: one typer app, one module per command group.
 
-Commands register themselves on :data:`app` from their own modules (``demo.py``, ...), so adding a
-group is a new module and one import here. typer and rich come with the ``cli`` extra.
+Commands register themselves on :data:`app` (:mod:`._app`) from their own modules (``run.py``, ...),
+so adding a group is a new module and one import here. typer and rich come with the ``cli`` extra.
 """
 
 from __future__ import annotations
@@ -11,38 +11,17 @@ import os
 import typer
 from rich.markup import escape
 
+from ._app import app
+
 __all__ = ["app", "main"]
 
-_HELP = (
-    "Keep an LLM agent inside its model's context window.\n\n"
-    "Exit codes: 0 done (doctor: the store is clean); 1 a problem found (doctor: broken invariants; "
-    "simulate: an unrecovered rejection) or an internal error; 2 bad input or usage (missing, binary "
-    "or malformed files, JSON nested too deep, unknown models, bad options, a port in use); 3 the store "
-    "failed, was busy, is newer than this library, or is not a store. Errors are one line on stderr."
-)
-
-app = typer.Typer(
-    name="contextwindow",
-    help=_HELP,
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-"""The ``contextwindow`` command; each command module registers on it when imported."""
-
-
-@app.callback(help=_HELP)
-def _root() -> None:
-    """Keep an LLM agent inside its model's context window."""
-
-
 # Each module registers its commands on app when imported.
-from . import count as _count  # noqa: E402
-from . import proxy as _proxy  # noqa: E402
-from . import run as _run  # noqa: E402
-from . import serve as _serve  # noqa: E402
-from . import show as _show  # noqa: E402
-from . import store as _store  # noqa: E402
+from . import count as _count
+from . import proxy as _proxy
+from . import run as _run
+from . import serve as _serve
+from . import show as _show
+from . import store as _store
 
 _ = (_count, _proxy, _run, _serve, _show, _store)
 

@@ -27,7 +27,7 @@ from ..pricing import Estimator
 if TYPE_CHECKING:
     from ..providers.anthropic import AnthropicProvider
     from ..providers.openai import OpenAIProvider
-from . import app
+from ._app import app
 from ._common import EXIT_BAD_INPUT, emit_json, fail, guarded, read_json
 
 __all__ = ["count"]

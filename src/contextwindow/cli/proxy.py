@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from . import app
+from ._app import app
 from ._common import EXIT_BAD_INPUT, fail, guarded
 
 __all__ = ["proxy"]

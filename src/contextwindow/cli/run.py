@@ -24,7 +24,7 @@ from ..errors import ScenarioError
 from ..replay.report import SUMMARY_ROWS, format_value
 from ..replay.simulate import SimulationResult, simulate_sync
 from ..usage.tracker import USAGE_MODES, UsageMode
-from . import app
+from ._app import app
 from ._common import EXIT_BAD_INPUT, EXIT_FOUND_PROBLEM, emit_json, fail, guarded
 
 __all__ = ["demo", "simulate_command"]

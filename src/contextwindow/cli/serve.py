@@ -14,7 +14,7 @@ import typer
 
 from ..testing import serve as serve_local
 from ..usage.tracker import USAGE_MODES
-from . import app
+from ._app import app
 from ._common import EXIT_BAD_INPUT, fail, guarded
 
 __all__ = ["serve_command"]

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from ..content import AttachmentRef, Block, ToolResult, media_refs
 from ..formats import ParsedRequest, parse_any
-from . import app
+from ._app import app
 from ._common import guarded, read_json
 
 __all__ = ["BUNDLED_REQUEST", "load_request", "show", "summary_tables"]

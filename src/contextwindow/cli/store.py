@@ -20,7 +20,7 @@ from rich.table import Table
 from ..compile import Policy, SessionCompiler, compile
 from ..models import get_profile
 from ..store import Store, open_store
-from . import app
+from ._app import app
 from ._common import EXIT_BAD_INPUT, EXIT_FOUND_PROBLEM, emit_json, fail, guarded
 
 __all__ = ["doctor", "inspect"]

@@ -39,8 +39,18 @@ from ..content import (
 from ..errors import InvalidInput, UsageError
 from ..limits import finite
 from ..models import ModelProfile, get_profile
-from . import _media, _seed_store
-from ._seed_store import js_round
+from ._media import MEDIA_FLAT_TOKENS, audio_tokens, document_tokens, ref_image_tokens, video_tokens
+from ._seed_store import (
+    ENCRYPTED_CARRIER_CHARS_PER_TOKEN,
+    HIDDEN_THINKING_TOKENS_DEFAULT,
+    IMAGE_TOKEN_ESTIMATE,
+    SIGNATURE_CHARS_PER_TOKEN,
+    TOOL_USE_OVERHEAD,
+    js_json,
+    js_round,
+)
+from ._seed_store import estimate_text as seed_estimate_text
+from ._seed_store import json_tokens as seed_json_tokens
 from ._text import Structure, exact_text, fitted_rule, structure_for
 from ._thinking import thinking_stripped_before
 
@@ -198,8 +208,8 @@ class Estimator:
 
     def _json(self, value: object) -> float:
         if self._preset == "seed-store":
-            return float(_seed_store.json_tokens(_seed_store.js_json(value)))
-        return self._text(_seed_store.js_json(value))
+            return float(seed_json_tokens(js_json(value)))
+        return self._text(js_json(value))
 
     # -- blocks -------------------------------------------------------------------------------
 
@@ -213,20 +223,20 @@ class Estimator:
             return self._image(block) + s.media_block
         if isinstance(block, Document):
             if seed:
-                return float(_media.MEDIA_FLAT_TOKENS)
-            return _media.document_tokens(self._profile, block.ref) + s.media_block
+                return float(MEDIA_FLAT_TOKENS)
+            return document_tokens(self._profile, block.ref) + s.media_block
         if isinstance(block, Audio):
             if seed:
-                return float(_media.MEDIA_FLAT_TOKENS)
-            return _media.audio_tokens(self._profile, block.ref) + s.media_block
+                return float(MEDIA_FLAT_TOKENS)
+            return audio_tokens(self._profile, block.ref) + s.media_block
         if isinstance(block, Video):
             if seed:
-                return float(_media.MEDIA_FLAT_TOKENS)
-            return _media.video_tokens(self._profile, block.ref) + s.media_block
+                return float(MEDIA_FLAT_TOKENS)
+            return video_tokens(self._profile, block.ref) + s.media_block
         if isinstance(block, ToolUse):
             body = self._json(dict(block.input))
             if seed:
-                return body + _seed_store.TOOL_USE_OVERHEAD
+                return body + TOOL_USE_OVERHEAD
             return body + self.raw_text(block.name, path="name") + s.tool_use
         if isinstance(block, ToolResult):
             return self._tool_result(block)
@@ -237,8 +247,8 @@ class Estimator:
             if stamp is not None:
                 return stamp
             if block.data:
-                return float(js_round(len(block.data) / _seed_store.ENCRYPTED_CARRIER_CHARS_PER_TOKEN))
-            return float(_seed_store.HIDDEN_THINKING_TOKENS_DEFAULT)
+                return float(js_round(len(block.data) / ENCRYPTED_CARRIER_CHARS_PER_TOKEN))
+            return float(HIDDEN_THINKING_TOKENS_DEFAULT)
         unknown: object = block
         if seed:  # context-manager's store prices any other block at 0
             return 0.0
@@ -252,15 +262,15 @@ class Estimator:
         if self._image_flat is not None:
             return float(self._image_flat)
         if self._preset == "seed-store":
-            return float(_seed_store.IMAGE_TOKEN_ESTIMATE)
+            return float(IMAGE_TOKEN_ESTIMATE)
         detail = block.detail if isinstance(block, Image) else None
-        return _media.ref_image_tokens(self._profile.image_rule, ref, detail)
+        return ref_image_tokens(self._profile.image_rule, ref, detail)
 
     def _tool_result(self, block: ToolResult) -> float:
         content = block.content
         if isinstance(content, str):
             if self._preset == "seed-store":
-                return float(_seed_store.json_tokens(content)) if content else 0.0
+                return float(seed_json_tokens(content)) if content else 0.0
             return self.raw_text(content, path="content") + self._structure.tool_result
         total = 0.0 if self._preset == "seed-store" else self._structure.tool_result
         for nested in content:  # nested blocks are summed raw and rounded once, at the top level
@@ -274,9 +284,7 @@ class Estimator:
         tokens = self.raw_text(block.thinking, path="thinking")
         if block.signature:
             # The later store rule: a signed block costs at least its signature's carrier.
-            tokens = max(
-                tokens, float(js_round(len(block.signature) / _seed_store.SIGNATURE_CHARS_PER_TOKEN))
-            )
+            tokens = max(tokens, float(js_round(len(block.signature) / SIGNATURE_CHARS_PER_TOKEN)))
         return tokens + self._structure.text_block
 
     def block(self, block: Block) -> int:
@@ -356,4 +364,4 @@ class Estimator:
 
 
 def _seed_text(text: str) -> float:
-    return float(_seed_store.estimate_text(text))
+    return float(seed_estimate_text(text))

@@ -53,16 +53,16 @@ from ..content import (
     ToolUse,
 )
 from ..errors import InvalidInput
-from . import synthetic_media
 from ._json_text import json_at, read_text
 from .scenario import AssistantStep, InjectStep, Scenario, ScenarioBuilder, ScenarioError, ToolResultStep
+from .synthetic_media import MAX_SIDE_PX, pdf, photo, screenshot, wav
 
 __all__ = ["dump_scenario", "dumps_scenario", "load_scenario", "loads_scenario"]
 
 
 def _side(value: int) -> int:
-    if not 1 <= value <= synthetic_media.MAX_SIDE_PX:
-        raise ValueError(f"must be between 1 and {synthetic_media.MAX_SIDE_PX} pixels")
+    if not 1 <= value <= MAX_SIDE_PX:
+        raise ValueError(f"must be between 1 and {MAX_SIDE_PX} pixels")
     return value
 
 
@@ -374,7 +374,7 @@ def _generate(spec: Any, builder: ScenarioBuilder, where: str, field: str) -> At
     seed = spec.seed
     if isinstance(spec, _ImageSpec):
         fmt = spec.format or ("png" if spec.generate == "screenshot" else "jpeg")
-        make = synthetic_media.screenshot if spec.generate == "screenshot" else synthetic_media.photo
+        make = screenshot if spec.generate == "screenshot" else photo
         width, height, caption = spec.width, spec.height, spec.caption
         assert width is not None and height is not None  # the model validator requires both
         return builder.add_generated(
@@ -386,15 +386,13 @@ def _generate(spec: Any, builder: ScenarioBuilder, where: str, field: str) -> At
     if isinstance(spec, _DocumentSpec):
         pages, title = spec.pages, spec.title or "Document"
         return builder.add_generated(
-            lambda: synthetic_media.pdf(pages, seed=seed, title=title),
+            lambda: pdf(pages, seed=seed, title=title),
             "application/pdf",
             where=where,
             field=field,
         )
     seconds = spec.seconds
-    return builder.add_generated(
-        lambda: synthetic_media.wav(seconds, seed=seed), "audio/wav", where=where, field=field
-    )
+    return builder.add_generated(lambda: wav(seconds, seed=seed), "audio/wav", where=where, field=field)
 
 
 # ---------------------------------------------------------------------------------------------------

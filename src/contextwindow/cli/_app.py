@@ -1,0 +1,30 @@
+"""The ``contextwindow`` typer app the command modules register on (kept apart from the package so
+that a command module importing it does not import the package that imports the command modules)."""
+
+from __future__ import annotations
+
+import typer
+
+__all__ = ["app"]
+
+_HELP = (
+    "Keep an LLM agent inside its model's context window.\n\n"
+    "Exit codes: 0 done (doctor: the store is clean); 1 a problem found (doctor: broken invariants; "
+    "simulate: an unrecovered rejection) or an internal error; 2 bad input or usage (missing, binary "
+    "or malformed files, JSON nested too deep, unknown models, bad options, a port in use); 3 the store "
+    "failed, was busy, is newer than this library, or is not a store. Errors are one line on stderr."
+)
+
+app = typer.Typer(
+    name="contextwindow",
+    help=_HELP,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+"""The ``contextwindow`` command; each command module registers on it when imported."""
+
+
+@app.callback(help=_HELP)
+def _root() -> None:
+    """Keep an LLM agent inside its model's context window."""
