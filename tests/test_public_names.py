@@ -51,7 +51,7 @@ def clashes(found: dict[str, dict[int, list[str]]]) -> dict[str, list[list[str]]
 
 
 KNOWN = {
-    # Outside this branch's scope, for the helpers who own them (see the report of issue #25):
+    # In packages others are changing at the time of writing; each to be renamed by its owner:
     "Problem",  # store.Problem (a verify finding) and server.errors.Problem (an error type's name)
     "parse_messages",  # content.parse_messages (canonical data) and formats.*.parse_messages (wire)
 }

@@ -4,7 +4,8 @@ Comments, docstrings and documentation use the project's own words (``docs/conce
 to a document that is not in the repository (a section sign, a numbered write-up, a private spec, an
 issue or acceptance number of a tracker the reader cannot see) is a dead end for everyone who picks
 the code up, so it fails here; and a module that names an upstream project it learned from cites
-that project's public URL somewhere in its text.
+that project's public URL, in its own text or in the Sources section of ``docs/concepts.md`` (where
+the source tree's links to other projects live).
 """
 
 from __future__ import annotations
@@ -100,9 +101,18 @@ def foreign_references(prose: Prose) -> list[str]:
     return found
 
 
-def uncited_upstreams(prose: Prose) -> list[str]:
-    """Each upstream project ``prose`` names without citing its public URL anywhere in the file."""
-    text = prose.text
+def concepts_sources() -> str:
+    """The Sources section of ``docs/concepts.md``: where the source tree's links to other projects are."""
+    text = (ROOT / "docs" / "concepts.md").read_text(encoding="utf-8")
+    start = text.index("\n## Sources\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
+
+
+def uncited_upstreams(prose: Prose, sources: str = "") -> list[str]:
+    """Each upstream project ``prose`` names without citing its public URL anywhere in the file (or in
+    ``sources``)."""
+    text = prose.text + "\n" + sources
     missing = []
     for name, address in UPSTREAM:
         if name.search(text) and address not in text:
@@ -127,8 +137,10 @@ class TestSourcesCiteOnlyWhatAReaderCanOpen:
         assert foreign_references(_python_prose(path)) == []
 
     @pytest.mark.parametrize("path", SOURCES, ids=_id)
-    def test_a_module_that_names_an_upstream_project_cites_its_url(self, path: Path) -> None:
-        assert uncited_upstreams(_python_prose(path)) == []
+    def test_a_module_that_names_an_upstream_project_cites_its_url_or_the_sources_do(
+        self, path: Path
+    ) -> None:
+        assert uncited_upstreams(_python_prose(path), concepts_sources()) == []
 
 
 class TestTestsAndBenchmarksCiteOnlyWhatAReaderCanOpen:
@@ -197,6 +209,14 @@ class TestTheChecksCanFail:
             lines=((1, "as flue's compaction does"), (2, "https://github.com/withastro/flue")),
         )
         assert uncited_upstreams(cited) == []
+
+    def test_the_sources_section_cites_for_a_module_only_the_projects_it_lists(self) -> None:
+        prose = Prose(path=ROOT / "x.py", lines=((1, "as flue's compaction does, and maka"),))
+        sources = "## Sources\n- withastro/flue <https://github.com/withastro/flue>\n"
+        assert [m.split(": ")[1] for m in uncited_upstreams(prose, sources)] == [
+            "names \\bmaka\\b but never cites https://github.com/apache/maka"
+        ]
+        assert "github.com/antra-tess/membrane" in concepts_sources()
 
     def test_comments_and_strings_are_read_and_code_is_not(self, tmp_path: Path) -> None:
         module = tmp_path / "m.py"
