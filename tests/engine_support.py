@@ -1,8 +1,8 @@
 """Test support for the engine: a scripted provider speaking the Provider protocol and a plain compiler.
 
-The scripted provider replays assistant messages with the usage samples a test gives (cumulative, as
-membrane's are, https://github.com/antra-tess/membrane), and can reject a request for its size like a
-real provider.
+The scripted provider (a :class:`~contextwindow.testing.FunctionProvider`) replays assistant messages
+with the usage samples a test gives (cumulative ones, as a provider layer reporting a running total
+does), and raises the rejections a step carries.
 The compiler here sends every visible message after the latest checkpoint, which is what the engine
 tests need to isolate the engine's own decisions from compile's fitting.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,21 +20,12 @@ from contextwindow.content import Message, Request, Text, ToolResult, ToolSpec, 
 from contextwindow.engine.compiler import CompileContext, EngineCompiler
 from contextwindow.engine.folding.summarizer import Summarizer
 from contextwindow.engine.loop import Engine, EngineSettings, ToolRunner
-from contextwindow.errors import ContextOverflow, ProviderError
-from contextwindow.formats import AttachmentLoader
+from contextwindow.errors import ProviderError
 from contextwindow.models import ModelProfile
 from contextwindow.pricing import Estimator
-from contextwindow.providers import (
-    ProviderEvent,
-    Stop,
-    TextDelta,
-    ToolCall,
-    UsageSample,
-    normalise_stop_reason,
-)
 from contextwindow.replay.simulate import RecordingModel
 from contextwindow.store import Session
-from contextwindow.testing import SUMMARY_MARKER, LocalProvider
+from contextwindow.testing import SUMMARY_MARKER, FunctionProvider, FunctionReply, LocalProvider
 from contextwindow.usage.tracker import Usage
 
 
@@ -49,43 +40,18 @@ class Step:
     """The provider's own stop reason (``None``: ``tool_use`` when the reply calls tools, else ``end_turn``)."""
 
 
-@dataclass
-class ScriptedProvider:
-    steps: list[Step]
-    name: str = "scripted"
-    requests: list[Request] = field(default_factory=list)
-    limit: int | None = None
-    estimator: Estimator | None = None
+class ScriptedProvider(FunctionProvider):
+    """A function provider answering each call with the next step (a step's ``reject`` is raised)."""
 
-    async def _events(self, request: Request, max_tokens: int) -> AsyncIterator[ProviderEvent]:
-        self.requests.append(request)
-        if self.limit is not None and self.estimator is not None:
-            size = self.estimator.request(request)
-            if size + max_tokens > self.limit:
-                raise ContextOverflow(
-                    f"prompt is too long: {size} tokens > {self.limit} maximum",
-                    requested=size,
-                    limit=self.limit,
-                )
+    def __init__(self, steps: list[Step], *, name: str = "scripted") -> None:
+        super().__init__(self._next, name=name)
+        self.steps = steps
+
+    def _next(self, request: Request, max_tokens: int) -> FunctionReply:
         step = self.steps.pop(0)
         if step.reject is not None:
             raise step.reject
-        for block in step.reply.content:
-            if isinstance(block, Text):
-                yield TextDelta(text=block.text)
-            elif isinstance(block, ToolUse):
-                yield ToolCall(tool_use=block)
-        if step.sample is not None:
-            yield UsageSample(usage=step.sample)
-        raw = step.stop_reason or (
-            "tool_use" if any(isinstance(b, ToolUse) for b in step.reply.content) else "end_turn"
-        )
-        yield Stop(reason=normalise_stop_reason(raw), raw_reason=raw, message=step.reply)
-
-    def stream(
-        self, request: Request, *, max_tokens: int, load: AttachmentLoader
-    ) -> AsyncIterator[ProviderEvent]:
-        return self._events(request, max_tokens)
+        return FunctionReply(message=step.reply, usage=step.sample, stop_reason=step.stop_reason)
 
 
 @dataclass(frozen=True)

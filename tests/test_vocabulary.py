@@ -4,7 +4,8 @@ Comments, docstrings and documentation use the project's own words (``docs/conce
 to a document that is not in the repository (a section sign, a numbered write-up, a private spec, an
 issue or acceptance number of a tracker the reader cannot see) is a dead end for everyone who picks
 the code up, so it fails here; and a module that names an upstream project it learned from cites
-that project's public URL somewhere in its text.
+that project's public URL, in its own text or in the Sources section of ``docs/concepts.md`` (where
+the source tree's links to other projects live).
 """
 
 from __future__ import annotations

@@ -59,6 +59,7 @@ __all__ = [
     "parse_block",
     "parse_message",
     "parse_messages",
+    "utf16_len",
     "valid_stamp",
 ]
 
@@ -107,7 +108,7 @@ def _pages(value: int | None) -> int | None:
 def _stamp(value: object) -> float | None:
     # An invalid stamp is ignored (priced by rule), never propagated: a NaN stamp taken as given makes
     # a whole projection NaN, so the round never restarts (the case agent-framework's projection
-    # fixed, https://github.com/anima-research/agent-framework). It runs before type validation, so a
+    # fixed). It runs before type validation, so a
     # string ("12", "NaN"), a boolean or a list is ignored too rather than coerced or refused: a stamp
     # is advice, and bad advice must not make a whole message unreadable.
     return valid_stamp(value)
@@ -136,6 +137,14 @@ class AttachmentRef:
 def attachment_id(sha256_hex: str) -> str:
     """The id an attachment with this content hash gets: versioned so a format change is detectable."""
     return f"att_{sha256_hex[:32]}"
+
+
+def utf16_len(text: str) -> int:
+    """A text's length in UTF-16 code units, JavaScript's ``.length`` (an astral character counts 2):
+    the character measure of the rules that count characters (the seed rates, cutting to a size)."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

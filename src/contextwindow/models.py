@@ -32,13 +32,13 @@ __all__ = [
     "ModelProfile",
     "OpenAIPatchRule",
     "OpenAITileRule",
-    "Provider",
+    "ProviderName",
     "TokenizerFamily",
     "get_profile",
     "register",
 ]
 
-Provider: TypeAlias = Literal["anthropic", "openai", "gemini", "other"]
+ProviderName: TypeAlias = Literal["anthropic", "openai", "gemini", "other"]
 """Which provider family serves a model: decides usage normalisation and media rules."""
 TokenizerFamily: TypeAlias = Literal[
     "o200k",  # tiktoken o200k_base: gpt-4o, 4.1, 4.5, 5.x, o-series
@@ -171,7 +171,7 @@ class ModelProfile:
     """What contextwindow needs to know about one model."""
 
     name: str
-    provider: Provider
+    provider: ProviderName
     context_window: int
     """Total tokens the model accepts: input + output."""
     max_output_tokens: int

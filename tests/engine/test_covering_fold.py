@@ -29,7 +29,7 @@ from contextwindow.models import get_profile
 from contextwindow.providers import ProviderEvent
 from contextwindow.store import Session, open_store
 from contextwindow.store.slots import LedgerSlot
-from contextwindow.testing import LocalModel, LocalProvider, LocalSettings
+from contextwindow.testing import FunctionProvider, LocalModel, LocalProvider, LocalSettings
 from contextwindow.usage.tracker import AnchorBook
 
 WINDOW = 8_000
@@ -72,18 +72,13 @@ class Recording:
         return self.inner.stream(request, max_tokens=max_tokens, load=load)
 
 
-@dataclass
-class Failing:
+def failing_provider() -> FunctionProvider:
     """A summariser's provider that always fails."""
 
-    name: str = "failing"
-    calls: int = 0
+    def down(request: Request, max_tokens: int) -> str:
+        raise ProviderError("the summariser is down", provider="failing")
 
-    def stream(
-        self, request: Request, *, max_tokens: int, load: AttachmentLoader
-    ) -> AsyncIterator[ProviderEvent]:
-        self.calls += 1
-        raise ProviderError("the summariser is down", provider=self.name)
+    return FunctionProvider(down, name="failing")
 
 
 @dataclass
@@ -207,7 +202,7 @@ class TestCoveringFold:
 
 class TestFailingSummariser:
     def test_a_summariser_that_always_fails_cuts_with_a_note_and_does_not_loop(self) -> None:
-        failing = Failing()
+        failing = failing_provider()
         engine, _, compiler = make_engine(
             open_store().session("s"), script(2, 15), summarizer_provider=failing
         )
@@ -215,7 +210,7 @@ class TestFailingSummariser:
         flat = [e for turn in events for e in turn]
         assert any(isinstance(e, CompactionFailed) and e.reason == "provider_error" for e in flat)
         assert any(isinstance(e, Note) and e.kind == "context_hard_cut" for e in flat)
-        assert failing.calls <= 2  # asked once per turn, then cut without asking again
+        assert len(failing.requests) <= 2  # asked once per turn, then cut without asking again
         assert all(isinstance(turn[-1], TurnEnded) for turn in events)
         assert all(omitted == () for omitted in engine.sent_omitted)  # type: ignore[attr-defined]
         checkpoint = engine.session.latest("checkpoint")
@@ -283,22 +278,14 @@ class TestHardCutText:
 
 class TestSummaryCap:
     def test_the_engine_lowers_the_summarisers_output_cap_to_the_room_it_has(self) -> None:
-        @dataclass
-        class Capture:
-            name: str = "capture"
-            caps: list[int] = field(default_factory=list)
+        def refuse(request: Request, max_tokens: int) -> str:
+            raise ProviderError("no", provider="capture")
 
-            def stream(
-                self, request: Request, *, max_tokens: int, load: AttachmentLoader
-            ) -> AsyncIterator[ProviderEvent]:
-                self.caps.append(max_tokens)
-                raise ProviderError("no", provider=self.name)
-
-        capture = Capture()
-        summarizer = Summarizer(capture, PROFILE)  # type: ignore[arg-type]
+        capture = FunctionProvider(refuse, name="capture")
+        summarizer = Summarizer(capture, PROFILE)
         asyncio.run(summarizer.summarize([Message.user("hello")], max_output_tokens=300))
         asyncio.run(summarizer.summarize([Message.user("hello")], max_output_tokens=10**6))
-        assert capture.caps == [300, RESERVE]
+        assert capture.max_tokens == [300, RESERVE]
 
 
 class TestNoCliffAtALargeMessage:

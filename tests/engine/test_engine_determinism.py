@@ -36,7 +36,7 @@ from contextwindow.engine.folding.folds import _media_ids
 from contextwindow.formats import AttachmentLoader, WireFormat, render
 from contextwindow.replay.demo import build_demo
 from contextwindow.replay.simulate import RecordingModel, simulate_sync
-from contextwindow.testing.model import Rejection, Reply
+from contextwindow.testing.model import LocalReply, Rejection
 
 ROOT = Path(__file__).resolve().parents[2]
 WINDOW = 16_000
@@ -80,7 +80,7 @@ class _SpyModel(RecordingModel):
         max_tokens: int | None,
         load: AttachmentLoader | None = None,
         session: str = "default",
-    ) -> Reply | Rejection:
+    ) -> LocalReply | Rejection:
         assert load is not None, "the engine always gives the provider its attachment loader"
         body = render(request, wire, load)
         line = json.dumps(

@@ -4,8 +4,7 @@ https://github.com/apache/maka/pull/4559)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from contextwindow.content import Message, Request, Text
 from contextwindow.engine.events import Compacted, FoldFailure
@@ -13,10 +12,10 @@ from contextwindow.engine.folding.summarizer import Summarizer, Summary
 from contextwindow.engine.folding.summary_rules import REQUIRED_SECTIONS, SUMMARY_MAX_OUTPUT_TOKENS
 from contextwindow.engine.loop import Engine, EngineSettings
 from contextwindow.errors import ContextOverflow, ProviderError
-from contextwindow.formats import AttachmentLoader
 from contextwindow.models import ModelProfile
-from contextwindow.providers import ProviderEvent, Stop, StopReason, UsageSample
+from contextwindow.providers import StopReason
 from contextwindow.store import open_store
+from contextwindow.testing import FunctionProvider, FunctionReply
 from contextwindow.usage.tracker import Usage
 from engine_support import PlainCompiler, ScriptedProvider, Step
 
@@ -38,27 +37,20 @@ class Answer:
     error: Exception | None = None
 
 
-@dataclass
-class FakeSummariserProvider:
-    """Answers summary requests from a list, recording each request and its output bound."""
+class FakeSummariserProvider(FunctionProvider):
+    """Answers summary requests from a list (an answer's ``error`` is raised)."""
 
-    answers: list[Answer]
-    name: str = "fake"
-    requests: list[tuple[Request, int]] = field(default_factory=list)
+    def __init__(self, answers: list[Answer]) -> None:
+        super().__init__(self._next, name="fake")
+        self.answers = answers
 
-    async def _events(self, request: Request, max_tokens: int) -> AsyncIterator[ProviderEvent]:
-        self.requests.append((request, max_tokens))
+    def _next(self, request: Request, max_tokens: int) -> FunctionReply:
         answer = self.answers.pop(0)
         if answer.error is not None:
             raise answer.error
-        if answer.usage is not None:
-            yield UsageSample(usage=answer.usage)
-        yield Stop(reason=answer.reason, raw_reason=answer.reason, message=Message.assistant(answer.text))
-
-    def stream(
-        self, request: Request, *, max_tokens: int, load: AttachmentLoader
-    ) -> AsyncIterator[ProviderEvent]:
-        return self._events(request, max_tokens)
+        return FunctionReply(
+            message=Message.assistant(answer.text), usage=answer.usage, stop_reason=answer.reason
+        )
 
 
 SPAN = [Message.user("please port heapq"), Message.assistant("reading heapq.py now")]
@@ -82,15 +74,15 @@ class TestSummarizerCalls:
         provider = FakeSummariserProvider([Answer()])
         result = summarise(provider)
         assert isinstance(result, Summary) and result.calls == 1
-        assert [bound for _, bound in provider.requests] == [SUMMARY_MAX_OUTPUT_TOKENS]
-        assert "heapq" in instruction(provider.requests[0][0])  # the span rides in the last user message
+        assert provider.max_tokens == [SUMMARY_MAX_OUTPUT_TOKENS]
+        assert "heapq" in instruction(provider.requests[0])  # the span rides in the last user message
 
     def test_a_reply_cut_at_the_cap_gets_one_shorter_retry(self) -> None:
         provider = FakeSummariserProvider([Answer(text="## Goal\nport", reason="max_tokens"), Answer()])
         result = summarise(provider)
         assert isinstance(result, Summary) and result.calls == 2
-        assert "cut off at the output limit" in instruction(provider.requests[1][0])
-        assert "cut off at the output limit" not in instruction(provider.requests[0][0])
+        assert "cut off at the output limit" in instruction(provider.requests[1])
+        assert "cut off at the output limit" not in instruction(provider.requests[0])
 
     def test_cut_at_the_cap_twice_fails_with_output_length_after_two_calls(self) -> None:
         provider = FakeSummariserProvider(
@@ -104,7 +96,7 @@ class TestSummarizerCalls:
         provider = FakeSummariserProvider([Answer(text="## Goal\nport heapq"), Answer()])
         result = summarise(provider)
         assert isinstance(result, Summary) and result.calls == 2
-        assert "could not be used (malformed summary missing section)" in instruction(provider.requests[1][0])
+        assert "could not be used (malformed summary missing section)" in instruction(provider.requests[1])
 
     def test_still_malformed_after_the_repair_fails_after_two_calls(self) -> None:
         provider = FakeSummariserProvider([Answer(text="no sections"), Answer(text=GOOD + "\n```"), Answer()])
@@ -156,21 +148,19 @@ class TestInputTooLargeThroughTheEngine:
     def test_the_fold_halves_until_the_summariser_accepts_it(self) -> None:
         """The summariser's provider refuses spans of more than 8 messages; the fold retreats by half."""
 
-        @dataclass
-        class Picky(FakeSummariserProvider):
-            covered: list[int] = field(default_factory=list)
+        answers = FakeSummariserProvider(
+            [Answer(usage=Usage(fresh_input=1_000, output=100)) for _ in range(8)]
+        )
+        covered: list[int] = []
 
-            async def _events(self, request: Request, max_tokens: int) -> AsyncIterator[ProviderEvent]:
-                lines = instruction(request).count("[user] old") + instruction(request).count(
-                    "[assistant] old"
-                )
-                self.covered.append(lines)
-                if lines > 8:
-                    raise ContextOverflow("prompt is too long", requested=300_000, limit=200_000)
-                async for event in super()._events(request, max_tokens):
-                    yield event
+        def picky(request: Request, max_tokens: int) -> FunctionReply:
+            lines = instruction(request).count("[user] old") + instruction(request).count("[assistant] old")
+            covered.append(lines)
+            if lines > 8:
+                raise ContextOverflow("prompt is too long", requested=300_000, limit=200_000)
+            return answers._next(request, max_tokens)
 
-        summariser_provider = Picky([Answer(usage=Usage(fresh_input=1_000, output=100)) for _ in range(8)])
+        summariser_provider = FunctionProvider(picky, name="picky")
         steps = [Step(Message.assistant("done"), Usage(fresh_input=197_000, output=1_000))]
         steps.append(Step(Message.assistant("done again"), Usage(fresh_input=20_000, output=10)))
         provider = ScriptedProvider(steps)
@@ -203,6 +193,6 @@ class TestInputTooLargeThroughTheEngine:
         compacted = [e for e in events if isinstance(e, Compacted)]
         assert len(compacted) == 1 and compacted[0].phase == "reactive"
         # 34 visible messages before "second": 34 → 17 → 8 covered; each refusal halves the span.
-        assert summariser_provider.covered[0] > 8 and summariser_provider.covered[-1] <= 8
-        assert len(summariser_provider.covered) == 3
+        assert covered[0] > 8 and covered[-1] <= 8
+        assert len(covered) == 3
         assert len(compacted[0].covered_ids) == 8

@@ -23,8 +23,9 @@ from contextwindow.content import (
     ToolResult,
     ToolUse,
     Video,
+    utf16_len,
 )
-from contextwindow.pricing import Estimator, seed_estimate_text, seed_json_tokens, utf16_len
+from contextwindow.pricing import Estimator, seed_estimate_text, seed_json_tokens
 
 PROSE = ("The quick brown fox jumps over the lazy dog while the agent keeps reading files. " * 600)[:40_041]
 DENSE = ('{"key": "value", "path": "/usr/lib/x_y=z"} ' * 1000)[:40_041]

@@ -16,7 +16,7 @@ from contextwindow.content import Image, Message, Request, Text, Thinking, ToolR
 from contextwindow.errors import ProviderError
 from contextwindow.formats import WireFormat, loader_from
 from contextwindow.testing import LocalModel, LocalProvider, LocalServer, LocalSettings
-from contextwindow.testing.model import Reply
+from contextwindow.testing.model import LocalReply
 from contextwindow.usage.tracker import USAGE_MODES, UsageMode
 
 MODEL = "claude-sonnet-4-5"
@@ -50,9 +50,9 @@ def _loop_request(*, new_turn: bool) -> Request:
     return Request(model=MODEL, system=(Text(text="You are a careful agent."),), messages=tuple(messages))
 
 
-def _call(model: LocalModel, request: Request, wire: WireFormat) -> Reply:
+def _call(model: LocalModel, request: Request, wire: WireFormat) -> LocalReply:
     outcome = model.handle(request, wire=wire, max_tokens=64, load=LOAD)
-    assert isinstance(outcome, Reply), outcome
+    assert isinstance(outcome, LocalReply), outcome
     return outcome
 
 
@@ -113,7 +113,7 @@ class TestLocalCount:
             messages=(Message.user("hi"), Message.user(ToolResult(tool_use_id="t_missing", content="42"))),
         )
         call = model.handle(bad, wire=wire, max_tokens=10, load=LOAD)
-        assert not isinstance(call, Reply)
+        assert not isinstance(call, LocalReply)
         with pytest.raises(ProviderError) as refused:
             asyncio.run(LocalProvider(model, wire=wire).count_input_tokens(bad, load=LOAD))
         assert refused.value.status == 400 and refused.value.body == dict(call.body)

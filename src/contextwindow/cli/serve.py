@@ -17,7 +17,7 @@ from ..usage.tracker import USAGE_MODES
 from ._app import app
 from ._common import EXIT_BAD_INPUT, fail, guarded
 
-__all__ = ["serve"]
+__all__ = ["serve_command"]
 
 
 @contextmanager
@@ -34,8 +34,8 @@ def _listening(host: str, port: int) -> Iterator[None]:
         fail(f"cannot listen on {host}:{port}: {reason}", EXIT_BAD_INPUT)
 
 
-@app.command()
-def serve(
+@app.command("serve")
+def serve_command(
     host: Annotated[str, typer.Option(help="Address to listen on (loopback by default).")] = "127.0.0.1",
     port: Annotated[
         int, typer.Option(min=0, max=65535, help="Port to listen on, 0 to 65535 (0 picks a free one).")

@@ -13,8 +13,7 @@ import json
 import math
 from collections.abc import Sequence
 
-from ..content import Block, Text, Thinking, ToolResult, ToolUse
-from ..pricing import utf16_len
+from ..content import Block, Text, Thinking, ToolResult, ToolUse, utf16_len
 
 __all__ = [
     "MIN_CUT_TOKENS",

@@ -30,10 +30,10 @@ from ..content import (
     Thinking,
     ToolResult,
     Video,
+    utf16_len,
     valid_stamp,
 )
 from ..errors import InvalidInput
-from ..pricing import utf16_len
 from ..usage.calibration import BAND
 
 __all__ = [

@@ -18,9 +18,8 @@ from typing import TypeAlias
 
 from ..compile.reread import READ_ARCHIVED
 from ..compile.truncate import safe_slice
-from ..content import Block, Text, ToolResult, ToolUse
+from ..content import Block, Text, ToolResult, ToolUse, utf16_len
 from ..errors import InvalidInput, UsageError
-from ..pricing import utf16_len
 from .events import ToolResultReady
 from .stats import TurnStats
 

@@ -4,15 +4,15 @@ One ruler for the whole library. :class:`Estimator` counts text with the model's
 where it is available offline (tiktoken for OpenAI families, a Hugging Face ``tokenizer.json`` for
 open-weight models) and with the fitted, content-aware rule of its tokenizer family elsewhere, and
 prices media by the provider's rules (``preset="default"``); ``preset="seed-store"`` reproduces the
-message-store rates of https://github.com/anima-research/context-manager. :func:`image_tokens` is the pure image rule; :func:`count_tokens` is the
-one-call convenience. :func:`thinking_stripped_before` says which thinking blocks a request is
+message-store rates of context-manager. :func:`image_tokens` is the pure image rule;
+:func:`count_tokens` is the one-call convenience. :func:`thinking_stripped_before` says which thinking blocks a request is
 charged for (earlier turns' thinking is stripped on some Claude models).
 """
 
 from __future__ import annotations
 
 from ._count import count_tokens
-from ._estimator import Breakdown, BreakdownRow, Estimator, Preset, js_round
+from ._estimator import Breakdown, BreakdownRow, Estimator, Preset
 from ._media import (
     MEDIA_FLAT_TOKENS,
     anthropic_resized_size,
@@ -21,7 +21,6 @@ from ._media import (
 )
 from ._seed_store import estimate_text as seed_estimate_text
 from ._seed_store import json_tokens as seed_json_tokens
-from ._seed_store import utf16_len
 from ._thinking import current_turn_start, keeps_prior_thinking, thinking_stripped_before
 
 __all__ = [
@@ -35,10 +34,8 @@ __all__ = [
     "current_turn_start",
     "image_tokens",
     "image_upper_bound",
-    "js_round",
     "keeps_prior_thinking",
     "seed_estimate_text",
     "seed_json_tokens",
     "thinking_stripped_before",
-    "utf16_len",
 ]

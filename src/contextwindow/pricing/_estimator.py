@@ -5,7 +5,7 @@ Contract:
 - ``raw_block(block)`` is the unrounded price before the multiplier; ``block(block)`` is
   ``floor(raw × multiplier + 0.5)`` (JavaScript's ``Math.round``, as context-manager's store rounds);
   ``blocks`` sums per-top-level-block rounded prices. A tool result's nested blocks are summed raw
-  and rounded once, with the tool result (as https://github.com/anima-research/context-manager's store does).
+  and rounded once, with the tool result (as context-manager's store does).
 - ``message`` adds the rule's per-message framing (0 in the ``seed-store`` preset), rounded as one
   more top-level item; ``request`` adds system, tools and the per-request framing.
 - Media are priced from metadata only, never from bytes: a valid stamp wins, then the provider's
@@ -54,7 +54,7 @@ from ._seed_store import (
 from ._text import Structure, exact_text, fitted_rule, structure_for
 from ._thinking import thinking_stripped_before
 
-__all__ = ["Breakdown", "BreakdownRow", "Estimator", "Preset", "js_round"]
+__all__ = ["Breakdown", "BreakdownRow", "Estimator", "Preset"]
 
 Preset = Literal["default", "seed-store"]
 """Which pricing rules an :class:`Estimator` uses: the fitted rules, or the seeds' store rates."""
@@ -118,7 +118,7 @@ class Estimator:
     once, at admission, so exact counting is paid once per block.
     ``preset="seed-store"`` reproduces context-manager's message-store rates exactly (``exact=True``
     is refused). ``image_flat`` prices every image (and generated image) without a stamp at a fixed
-    figure, as the 2,000-token ruler of https://github.com/apache/maka/pull/4486 does.
+    figure, as maka's 2,000-token ruler does.
     """
 
     __slots__ = ("_exact", "_image_flat", "_multiplier", "_preset", "_profile", "_structure", "_text")

@@ -36,8 +36,7 @@ __all__ = [
 ]
 
 MEDIA_FLAT_TOKENS = 1000
-"""Document, audio or video with no published rate: the store price of
-https://github.com/anima-research/context-manager."""
+"""Document, audio or video with no published rate: context-manager's store price."""
 
 # Anthropic PDF pages: "1,500 to 3,000 tokens per page depending on content density", and the page
 # image is priced by the image rule on top (https://docs.claude.com/en/docs/build-with-claude/pdf-support).

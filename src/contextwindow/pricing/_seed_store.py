@@ -1,8 +1,7 @@
 """context-manager's message-store rates, reproduced exactly.
 
-These are the ``message-store.ts`` rules of https://github.com/anima-research/context-manager (its
-later version): a density probe picks 2.3 or 2.9 characters per token over UTF-16 code units,
-JSON-ish payloads are always dense, a tool use is its compact JSON plus 20, media are flat. They
+These are the ``message-store.ts`` rules of context-manager (its later version): a density probe
+picks 2.3 or 2.9 characters per token over UTF-16 code units, JSON-ish payloads are always dense, a tool use is its compact JSON plus 20, media are flat. They
 are kept as the ``seed-store`` preset so the store's known-answer vectors can be checked, and as a
 peer in the accuracy benchmark; the default preset is the fitted rule. One deliberate difference: a
 stamp counts only when it is a finite number ≥ 0 (upstream lets NaN and negatives through;
@@ -16,6 +15,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from ..content import utf16_len
+
 __all__ = [
     "DENSE_CHARS_PER_TOKEN",
     "ENCRYPTED_CARRIER_CHARS_PER_TOKEN",
@@ -28,7 +29,6 @@ __all__ = [
     "js_json",
     "js_round",
     "json_tokens",
-    "utf16_len",
 ]
 
 PROSE_CHARS_PER_TOKEN = 2.9
@@ -44,13 +44,6 @@ TOOL_USE_OVERHEAD = 20
 # Dense UTF-16 code units: > 126, or one of { } [ ] " : _ / = and the backtick.
 _DENSE_ASCII = frozenset('{}[]":_/=`')
 _DENSE_DELETE = bytes(b for b in range(127) if chr(b) not in _DENSE_ASCII)
-
-
-def utf16_len(text: str) -> int:
-    """JavaScript's ``.length``: UTF-16 code units (an astral character counts 2)."""
-    if text.isascii():
-        return len(text)
-    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def js_round(value: float) -> int:

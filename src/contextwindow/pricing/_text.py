@@ -19,7 +19,6 @@ the provider adds around content; ``Estimator.message`` and ``Estimator.request`
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,7 +38,6 @@ __all__ = [
     "SPLIT_SAMPLE",
     "WINDOWS",
     "Structure",
-    "ceil_nonneg",
     "cjk_share",
     "exact_text",
     "fitted_rule",
@@ -61,17 +59,16 @@ every non-ASCII byte read as a letter (Python's ``re`` has no Unicode letter cla
 non-ASCII symbol joins the word it touches, which the greedy split then cuts where the vocabulary
 does) and without the split of upper-case runs and contractions (the greedy split finds those)."""
 SAMPLE_ABOVE = 2048
-"""UTF-8 bytes above which a text is read on :data:`WINDOWS` windows of :data:`_WINDOW` bytes. On
-ASCII text the rule's cost a byte is about tiktoken's, so the sample is what makes it faster: 2 KB
-kept every held-out language and kind within 10% p95 (4 KB: 7%) and priced prose and code ~1.6×
-as fast as o200k instead of ~1.3× (measured in one run on the build machine)."""
+"""UTF-8 bytes above which a text is read on :data:`WINDOWS` windows of :data:`_WINDOW` bytes and
+scaled by its bytes: on ASCII text the rule's cost a byte is about tiktoken's, so the sample is what
+makes it faster (figures: ``docs/concepts.md``, "Text rule")."""
 WINDOWS = 8
 _WINDOW = 256
 _ALIGN = 64  # bytes a window's edge moves to reach a space (else a character boundary)
 SPLIT_SAMPLE = 128
 """Pieces that are not tokens split in Python at most this many per text (in evenly spread runs,
-scaled by their bytes); the pieces that are tokens are all counted. 128 kept every held-out language within a
-point of splitting every piece (measured); the split, not the counting, is the rule's cost."""
+scaled by their bytes); the pieces that are tokens are all counted. The split, not the counting, is
+the rule's cost (figures: ``docs/concepts.md``, "Text rule")."""
 _RUN = 16  # the sample of those pieces is runs of this many consecutive ones
 
 
@@ -255,8 +252,3 @@ def exact_text(profile: ModelProfile, exact: bool | None) -> Callable[[str], flo
         return float(count(text))
 
     return price
-
-
-def ceil_nonneg(value: float) -> int:
-    """Round a price up to whole tokens, never below 0."""
-    return max(0, math.ceil(value))

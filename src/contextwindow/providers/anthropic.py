@@ -22,7 +22,6 @@ from ..errors import ProviderError
 from ..formats import AttachmentLoader
 from ..formats.anthropic import render_request
 from ..usage.tracker import Usage
-from ._errors import map_sdk_error
 from .base import (
     MessageBuilder,
     ProviderEvent,
@@ -34,6 +33,7 @@ from .base import (
     normalise_stop_reason,
     request_model,
 )
+from .errors import map_sdk_error
 
 if TYPE_CHECKING:
     import anthropic
@@ -44,7 +44,7 @@ _USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cach
 
 
 def map_anthropic_error(exc: BaseException) -> ProviderError:
-    """An ``anthropic`` SDK exception as the error tree's equivalent (see :mod:`._errors`)."""
+    """An ``anthropic`` SDK exception as the error tree's equivalent (see :mod:`.errors`)."""
     import anthropic
 
     return map_sdk_error(exc, provider="anthropic", connection_error=anthropic.APIConnectionError)

@@ -10,7 +10,7 @@ A provider is anything with ``stream(request, *, max_tokens, load)`` returning a
   ``message_start`` then each cumulative ``message_delta``
   (https://platform.claude.com/docs/en/build-with-claude/streaming); OpenAI's one final chunk, or a
   running total on every chunk from servers that send one. A provider layer that reports a *running
-  total across a tool loop* (as https://github.com/antra-tess/membrane does) shows up here unchanged;
+  total across a tool loop* (as membrane does) shows up here unchanged;
   turning samples into each call's own usage is
   :class:`contextwindow.usage.tracker.UsageTracker`'s job, not the provider's;
 - one :class:`Stop`, last, with the normalised stop reason and the assembled assistant message.

@@ -24,7 +24,6 @@ from ..errors import ProviderError
 from ..formats import AttachmentLoader
 from ..formats.openai import RAW_ARGUMENTS, render_request
 from ..usage.tracker import Usage
-from ._errors import map_sdk_error
 from .base import (
     MessageBuilder,
     ProviderEvent,
@@ -36,6 +35,7 @@ from .base import (
     normalise_stop_reason,
     request_model,
 )
+from .errors import map_sdk_error
 
 if TYPE_CHECKING:
     import openai
@@ -44,7 +44,7 @@ __all__ = ["OpenAIProvider", "map_openai_error", "responses_input", "responses_t
 
 
 def map_openai_error(exc: BaseException) -> ProviderError:
-    """An ``openai`` SDK exception as the error tree's equivalent (see :mod:`._errors`)."""
+    """An ``openai`` SDK exception as the error tree's equivalent (see :mod:`.errors`)."""
     import openai
 
     return map_sdk_error(exc, provider="openai", connection_error=openai.APIConnectionError)

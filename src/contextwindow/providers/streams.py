@@ -1,7 +1,7 @@
 """Where a stream begins: when a request continues the previous one, and when it starts anew.
 
-A provider layer that reports usage as a *running total* (the ``usage`` event of
-https://github.com/antra-tess/membrane; the local provider's ``cumulative`` setting) keeps one total
+A provider layer that reports usage as a *running total* (membrane's ``usage`` event;
+the local provider's ``cumulative`` setting) keeps one total
 per stream: the calls of one tool loop, each request the previous one with the model's reply and
 the tool results appended. Whoever turns such samples into per-call figures must agree with the
 layer on where a stream begins, or a per-call figure comes out as the sum of several calls (erring

@@ -53,7 +53,7 @@ from ..providers import output_limit_hit
 from ..store import Session, open_store
 from ..testing import SUMMARY_MARKER, LocalModel, LocalProvider, LocalSettings
 from ..testing.counting import tokenizer_for
-from ..testing.model import Rejection, Reply
+from ..testing.model import LocalReply, Rejection
 from ..usage.tracker import UsageMode
 from .report import CallRecord, EventKind, summarize
 from .scenario import Scenario
@@ -104,10 +104,10 @@ class RecordingModel(LocalModel):
         max_tokens: int | None,
         load: AttachmentLoader | None = None,
         session: str = "default",
-    ) -> Reply | Rejection:
+    ) -> LocalReply | Rejection:
         outcome = super().handle(request, wire=wire, max_tokens=max_tokens, load=load, session=session)
         if session == "default":
-            if isinstance(outcome, Reply):
+            if isinstance(outcome, LocalReply):
                 self.calls.append((request, wire, outcome.input_tokens, False, load))
             else:
                 counted = self.count(request, load).input_tokens

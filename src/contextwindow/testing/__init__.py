@@ -1,4 +1,7 @@
-"""The local provider: behaves like a real one, for tests, benchmarks and the demo.
+"""Providers for tests: a function as a provider, and the local provider, which behaves like a real one.
+
+:class:`FunctionProvider` answers each call with a plain function (:mod:`.function`): the fake for
+unit tests. The local provider is for tests, benchmarks and the demo.
 
 It counts input with a real tokenizer (:mod:`.counting`), enforces a hard window with the real
 provider's error body, reports usage by setting, answers from a script or writes a summary
@@ -16,7 +19,15 @@ from .counting import (
     count_request,
     tokenizer_for,
 )
-from .model import LocalModel, LocalSettings, Rejection, Reply
+from .function import (
+    CountingFunctionProvider,
+    FunctionAnswer,
+    FunctionCounter,
+    FunctionHandler,
+    FunctionProvider,
+    FunctionReply,
+)
+from .model import LocalModel, LocalReply, LocalSettings, Rejection
 from .provider import LocalProvider, rejection_error
 from .server import LocalServer, serve
 from .summary import SUMMARY_MARKER, summary_ask, write_summary
@@ -25,12 +36,18 @@ __all__ = [
     "MESSAGE_OVERHEAD",
     "REPLY_PRIMING",
     "SUMMARY_MARKER",
+    "CountingFunctionProvider",
+    "FunctionAnswer",
+    "FunctionCounter",
+    "FunctionHandler",
+    "FunctionProvider",
+    "FunctionReply",
     "LocalModel",
     "LocalProvider",
+    "LocalReply",
     "LocalServer",
     "LocalSettings",
     "Rejection",
-    "Reply",
     "RequestCount",
     "Tokenizer",
     "count_request",

@@ -12,10 +12,7 @@ that a test can recompute it independently:
   id is sent, and the real APIs count it);
 - a thinking block: the tokenizer's count of its text, or, when it is signed, at least
   ``ceil(len(signature) / SIGNATURE_CHARS_PER_TOKEN)``: the API counts the thinking the signature
-  carries, not the summary it shows (measured on the real Claude Code sessions the benchmarks replay:
-  a signed block sent back within a tool-use turn cost one token per 3.8 signature characters on
-  Sonnet 4.5 and 4.5 on Sonnet 4, about three times its visible text; an Opus 4.7 block shows no
-  text at all and still costs its share);
+  carries, not the summary it shows (figures: ``docs/concepts.md``, "Local provider");
 - thinking from earlier turns is stripped, as the Anthropic API does
   (https://platform.claude.com/docs/en/build-with-claude/context-windows): on models that do not
   keep it (:func:`contextwindow.pricing.keeps_prior_thinking`, the published list), thinking and redacted-thinking blocks of assistant messages

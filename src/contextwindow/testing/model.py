@@ -17,7 +17,7 @@
    (with ``call_tools``) a call of each offered tool, else a deterministic default reply; output
    longer than ``max_tokens`` is cut there (stop ``max_tokens``);
 5. report usage by ``usage_mode``: ``per-call`` (this call's counts), ``cumulative`` (the running
-   total of the stream, as the ``usage`` event of https://github.com/antra-tess/membrane is: a
+   total of the stream, as membrane's ``usage`` event is: a
    request that continues the previous one — :func:`~contextwindow.providers.streams.continues_stream`:
    the previous request, its reply with tool uses, then their results — adds to the total; any other
    request starts a new stream and a new total; a summariser's request is a stream of its own and
@@ -30,7 +30,6 @@ from many threads. What is remembered per session is bounded in bytes (:mod:`.se
 from __future__ import annotations
 
 import itertools
-import json
 import threading
 from collections import deque
 from collections.abc import Iterable, Mapping
@@ -51,12 +50,11 @@ from .summary import summary_ask, write_summary
 
 __all__ = [
     "LocalModel",
+    "LocalReply",
     "LocalSettings",
     "Rejection",
-    "Reply",
     "arguments_for",
     "as_carried",
-    "error_json",
 ]
 
 
@@ -119,8 +117,9 @@ class Rejection:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Reply:
-    """An answer: the assistant message, the counts, and the usage to report (``None``: report none)."""
+class LocalReply:
+    """The local model's answer to one call: the assistant message, the counts, and the usage to report
+    (``None``: report none)."""
 
     id: str
     model: str
@@ -233,7 +232,7 @@ class LocalModel:
         max_tokens: int | None,
         load: AttachmentLoader | None = None,
         session: str = "default",
-    ) -> Reply | Rejection:
+    ) -> LocalReply | Rejection:
         """Answer one call (see the module docstring for the order of decisions)."""
         request = as_carried(request, wire)
         profile = self.profile(request.model)
@@ -328,7 +327,7 @@ class LocalModel:
                 before = last.total
             reported = before + this_call
             self._streams.put(session, SessionStream(request=request, reply=reply, total=reported))
-        return Reply(
+        return LocalReply(
             id=f"local_{call:08d}",
             model=model_name,
             message=reply,
@@ -478,8 +477,3 @@ def _output_cap(wire: WireFormat, requested: int, cap: int, model: str) -> Rejec
         code="invalid_value",
         param="max_tokens",
     )
-
-
-def error_json(rejection: Rejection) -> bytes:
-    """A rejection's body as the bytes sent on the wire."""
-    return json.dumps(rejection.body).encode()

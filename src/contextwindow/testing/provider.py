@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator, Iterable
 from ..content import Message, Request, Text, Thinking, ToolUse
 from ..errors import ProviderError, TransientProviderError
 from ..formats import AttachmentLoader, WireFormat
-from ..providers._errors import is_transient_status
 from ..providers.base import (
     ProviderEvent,
     Stop,
@@ -25,6 +24,7 @@ from ..providers.base import (
     UsageSample,
     normalise_stop_reason,
 )
+from ..providers.errors import is_transient_status
 from ..providers.overflow import classify
 from .model import LocalModel, LocalSettings, Rejection
 from .wire import text_pieces
@@ -33,7 +33,8 @@ __all__ = ["LocalProvider", "rejection_error"]
 
 
 def rejection_error(rejection: Rejection, *, provider: str = "local") -> ProviderError:
-    """A local rejection as the error tree's equivalent, as :mod:`.._errors` maps an SDK's."""
+    """A local rejection as the error tree's equivalent, as
+    :func:`~contextwindow.providers.errors.map_sdk_error` maps an SDK's."""
     overflow = classify(rejection.status, dict(rejection.body), provider=provider, headers=rejection.headers)
     if overflow is not None:
         return overflow

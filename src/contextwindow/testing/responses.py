@@ -42,9 +42,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..content import Message, Thinking
+from ..formats import AttachmentLoader
 from ..formats import responses as responses_format
-from ..formats._wire import AttachmentLoader
-from .model import Rejection, Reply, _openai_error
+from .model import LocalReply, Rejection, _openai_error
 from .sessions import SESSION_BYTES, retained_bytes
 from .wire import sse, text_pieces
 
@@ -214,7 +214,7 @@ class ResponsesMemory:
                 )
         return None
 
-    def name(self, reply: Reply) -> Message:
+    def name(self, reply: LocalReply) -> Message:
         """The reply's message with its reasoning blocks given ids and seals, as they are output."""
         content = []
         n = 0
@@ -245,7 +245,7 @@ def _follows(item: Any) -> bool:
 # -- the answer -----------------------------------------------------------------------------------
 
 
-def _usage(reply: Reply) -> dict[str, Any] | None:
+def _usage(reply: LocalReply) -> dict[str, Any] | None:
     usage = reply.reported
     if usage is None:
         return None
@@ -289,7 +289,7 @@ def _output(
 
 
 def response_object(
-    reply: Reply, message: Message, *, request: Mapping[str, Any], load: AttachmentLoader
+    reply: LocalReply, message: Message, *, request: Mapping[str, Any], load: AttachmentLoader
 ) -> dict[str, Any]:
     """The ``response`` object of a reply whose output is ``message`` (see :meth:`ResponsesMemory.name`)."""
     include = request.get("include") or []

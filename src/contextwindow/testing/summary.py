@@ -8,8 +8,7 @@ asks for at most that many output tokens (default: :data:`DEFAULT_TARGET_TOKENS`
 call's ``max_tokens`` is cut at ``max_tokens`` and stops with ``max_tokens``, as a real model cut at its
 output cap does). The sections are the ``## Heading`` lines of the *instructions* only (the system
 prompt, and the part of that last user message after the transcript), in order; with none, ``## Goal``,
-``## Progress`` and ``## Next Steps`` (the sections maka's checkpoint validator requires,
-https://github.com/apache/maka/pull/4559).
+``## Progress`` and ``## Next Steps`` (the sections maka's checkpoint validator requires).
 
 What is summarised is the transcript alone: the engine's summariser sends the span inside
 ``<transcript>…</transcript>`` and the summary it rolls forward inside

@@ -24,7 +24,7 @@ from typing import Any
 from ..content import Text, Thinking, ToolUse
 from ..usage.tracker import Usage
 from .counting import compact_json
-from .model import Reply
+from .model import LocalReply
 
 __all__ = [
     "anthropic_events",
@@ -85,7 +85,7 @@ def _anthropic_block(block: Any) -> dict[str, Any]:
     return {"type": "text", "text": f"[{block.type} block]"}
 
 
-def anthropic_message(reply: Reply) -> dict[str, Any]:
+def anthropic_message(reply: LocalReply) -> dict[str, Any]:
     """The non-streaming Messages response."""
     out: dict[str, Any] = {
         "id": f"msg_{reply.id}",
@@ -101,7 +101,7 @@ def anthropic_message(reply: Reply) -> dict[str, Any]:
     return out
 
 
-def anthropic_events(reply: Reply) -> Iterator[bytes]:
+def anthropic_events(reply: LocalReply) -> Iterator[bytes]:
     """The Messages SSE stream of a reply."""
     start: dict[str, Any] = {
         "id": f"msg_{reply.id}",
@@ -155,7 +155,7 @@ def anthropic_events(reply: Reply) -> Iterator[bytes]:
     yield sse({"type": "message_stop"}, "message_stop")
 
 
-def _openai_message(reply: Reply) -> dict[str, Any]:
+def _openai_message(reply: LocalReply) -> dict[str, Any]:
     texts = [b.text for b in reply.message.content if isinstance(b, Text)]
     calls = [b for b in reply.message.content if isinstance(b, ToolUse)]
     message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
@@ -171,7 +171,7 @@ def _openai_message(reply: Reply) -> dict[str, Any]:
     return message
 
 
-def openai_completion(reply: Reply) -> dict[str, Any]:
+def openai_completion(reply: LocalReply) -> dict[str, Any]:
     """The non-streaming Chat Completions response."""
     out: dict[str, Any] = {
         "id": f"chatcmpl-{reply.id}",
@@ -192,7 +192,7 @@ def openai_completion(reply: Reply) -> dict[str, Any]:
     return out
 
 
-def openai_chunks(reply: Reply, *, include_usage: bool) -> Iterator[bytes]:
+def openai_chunks(reply: LocalReply, *, include_usage: bool) -> Iterator[bytes]:
     """The Chat Completions SSE stream of a reply."""
     created = int(time.time())
     head = {

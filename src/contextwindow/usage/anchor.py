@@ -2,8 +2,7 @@
 
 An :class:`Anchor` is ``{input_tokens, output_tokens, payload_estimate}`` of the last request the
 provider accepted, for one (model, connection). The next request's size is then the anchor's real
-input plus the *signed* change of the local estimate since (``docs/concepts.md``, "Usage anchor";
-learned from https://github.com/apache/maka/pull/4486 and https://github.com/apache/maka/pull/4559):
+input plus the *signed* change of the local estimate since (``docs/concepts.md``, "Usage anchor"):
 only what changed is estimated, so the estimator's error applies to the delta, not to the whole
 window.
 
@@ -13,7 +12,7 @@ the anchor has no payload estimate (half an anchor, e.g. a record in maka's reti
 shape), when the delta is wider than the whole payload now (a compaction or a
 restart changed what is sent, not appended to it), or when the anchored figure would be negative.
 
-Record validation follows maka's ``isLastRequestAnchor`` (https://github.com/apache/maka/pull/4559):
+Record validation follows maka's ``isLastRequestAnchor``:
 ``input_tokens > 0`` is required, ``output_tokens ≥ 0`` if present, the retired
 ``payloadChars`` still decodes (and is dropped), and any unknown key makes the whole record invalid.
 maka's camelCase spellings (``inputTokens``, ``outputTokens``, ``modelId``, ``connectionId``) decode

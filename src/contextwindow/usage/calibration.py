@@ -1,15 +1,13 @@
 """Calibration: one pricing multiplier per (model, connection), learned from the provider's real counts.
 
 The estimator prices a request; the provider then counts it. :class:`Calibrator` moves the
-multiplier toward what the provider counted, carefully (the ``reportRealInputTokens`` of
-https://github.com/anima-research/context-manager):
+multiplier toward what the provider counted, carefully (context-manager's ``reportRealInputTokens``):
 
 - **One sample per compiled request.** :meth:`Calibrator.arm` is called once with the compiled
   request's estimate; :meth:`Calibrator.report_real_input` learns once from the first call's real
-  prompt and disarms. Comparing a request that grew through a tool loop with its original estimate
-  once drove a multiplier from 1.0 to 2.37 upstream. The real figure is one call's prompt (fresh +
+  prompt and disarms. The real figure is one call's prompt (fresh +
   cache read + cache write, ``CallUsage.prompt``), never a stream's cumulative sample, which holds
-  every call of the stream so far (the mistake https://github.com/anima-research/agent-framework fixed).
+  every call of the stream so far.
 - **One sample per counted round.** Within a stream, each later call's prompt less the previous
   call's is the provider's exact count of what was appended between them (the reply as re-sent, the
   round of tool results and mid-turn messages), and the engine knows its estimate of the same content:
@@ -17,9 +15,7 @@ https://github.com/anima-research/context-manager):
   stream calibrates as it grows instead of waiting for the next compile. The reply is kept in the
   sample rather than taken out by its output count: within a tool loop its thinking is counted as
   input too (see :mod:`contextwindow.pricing`), and the estimate prices it as the next request carries
-  it, so both sides measure the same content (measured on the real-sessions benchmark: taking the
-  reply out by its output count gave a worse estimate within streams and less of the window used). A
-  grown request is still never compared with an older estimate: each round sample is a difference
+  it, so both sides measure the same content. A grown request is still never compared with an older estimate: each round sample is a difference
   of two counts against a difference of two estimates in the same units (the estimate's own
   multiplier is backed out, ``report_round(multiplier=)``). A round comes at every call, so the multiplier it moves
   is written when it has moved :data:`ROUND_SAVE_MOVE` since it was last written, not at every round.
@@ -43,8 +39,7 @@ https://github.com/anima-research/context-manager):
   multiplier to 1.15) and is ignored; one under :data:`FULL_SAMPLE_TOKENS` counts for
   ``estimate / FULL_SAMPLE_TOKENS`` of a sample (its alpha and its evidence are scaled by that weight).
   Small rounds are not pooled into one sample: their error is mostly the rule's per-block framing,
-  which a pool carries just the same (measured on the real-sessions benchmark: pooling gave no
-  better estimate and a smaller first request after one fold).
+  which a pool carries just the same.
 - **Setter.** :meth:`Calibrator.set` accepts only a finite ``0.25 < f < 4`` (the store's setter);
   anything else is ignored.
 - **Persistence with a pricing epoch.** The record is ``{multiplier, at, pricing, band?, reset?}``. On
@@ -88,14 +83,9 @@ __all__ = [
 ]
 
 CALIBRATION_PRICING_EPOCH = 7
-"""The pricing rules' epoch. A multiplier learned under other rules is discarded on load. contextwindow
-adopts context-manager's numbering: 3 is its epoch after
-https://github.com/anima-research/context-manager/pull/227 (a capped message priced as it renders);
-0 is an unstamped record; 4 is the fitted text rule with the non-Latin word table; 5 adds the Latin
-word table and the byte-pair sums; 6 counts text exactly by default where the model's tokenizer is
-available and refits the rule on many languages; 7 prices text by its pieces' split against the
-family's vocabulary. Bump it whenever pricing changes what a block
-costs."""
+"""The pricing rules' epoch: a multiplier learned under other rules is discarded on load. Bump it
+whenever pricing changes what a block costs (the epochs so far: ``docs/concepts.md``, "Pricing
+epoch")."""
 
 BAND = (0.6, 1.8)
 """Accepted ratio/observed range and the multiplier's clamp to start with (context-manager

@@ -12,7 +12,7 @@ generated, reasoning included; ``reasoning`` is the part of it that was reasonin
 inside ``completion_tokens``).
 
 :class:`UsageTracker` turns one stream's samples (cumulative across a tool loop, as membrane's
-``usage`` event is, https://github.com/antra-tess/membrane, or one per call) into each call's own
+``usage`` event is, or one per call) into each call's own
 usage. A call whose prompt is 0, a repeated cumulative sample included, is *unreported*, not empty; an
 output of 0 counts as the call's ``max_tokens`` bound, because the call generated something the
 sample did not show. A refused attempt's usage is kept out. A cumulative sample that goes backwards is
@@ -349,6 +349,6 @@ class UsageTracker:
 
     @property
     def stream_fresh_input(self) -> int:
-        """Accumulated fresh input of the stream: what the stream budget measures (``lastStreamInputTokens``
-        of https://github.com/anima-research/agent-framework)."""
+        """Accumulated fresh input of the stream: what the stream budget measures (agent-framework's
+        ``lastStreamInputTokens``)."""
         return self.total.fresh_input

@@ -82,7 +82,7 @@ PLAN_FILE_DIR = "/.claude/plans/"
 
 PLAN_MODE_PUBLISHED_O200K: dict[Literal["plan-file", "short"], int] = {"plan-file": 814, "short": 143}
 """``o200k_base`` tokens of Claude Code's own plan-mode reminder, wrapper included, as public
-extractions of its prompts print it (https://github.com/Piebald-AI/claude-code-system-prompts,
+extractions of its prompts print it (Piebald-AI's claude-code-system-prompts,
 "System Reminder: Plan mode is active"): the five-phase plan-file text of 2.0.5x with an existing
 plan file, and the short text of earlier versions. The stand-ins below are kept within a few
 percent of these (a test checks it)."""
