@@ -78,11 +78,11 @@ class TestOneDefinitionOfEachPublicName:
         found = {
             "Reply": {
                 1: ["contextwindow.testing"],
-                2: ["contextwindow.guard._replies", "contextwindow.guard"],
+                2: ["contextwindow.guard.replies", "contextwindow.guard"],
             },
             "Message": {3: ["contextwindow", "contextwindow.content"]},
             "render_request": {4: ["contextwindow.formats.anthropic"], 5: ["contextwindow.formats.openai"]},
         }
         assert clashes(found) == {
-            "Reply": [["contextwindow.guard", "contextwindow.guard._replies"], ["contextwindow.testing"]]
+            "Reply": [["contextwindow.guard", "contextwindow.guard.replies"], ["contextwindow.testing"]]
         }
