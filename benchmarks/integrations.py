@@ -329,7 +329,7 @@ def _photo_prices() -> tuple[int, int]:
     from contextwindow.content import Request
     from contextwindow.formats import openai as openai_format
 
-    with_photo = openai_format.parse_messages(
+    with_photo = openai_format.parse_wire_messages(
         [
             {
                 "role": "user",

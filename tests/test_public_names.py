@@ -50,22 +50,9 @@ def clashes(found: dict[str, dict[int, list[str]]]) -> dict[str, list[list[str]]
     return out
 
 
-KNOWN = {
-    # In packages others are changing at the time of writing; each to be renamed by its owner:
-    "Problem",  # store.Problem (a verify finding) and server.errors.Problem (an error type's name)
-    "parse_messages",  # content.parse_messages (canonical data) and formats.*.parse_messages (wire)
-}
-"""Clashes known at the time of writing: each is to be fixed and taken out of this set."""
-
-
 class TestOneDefinitionOfEachPublicName:
     def test_no_two_packages_export_different_objects_under_one_name(self) -> None:
-        found = clashes(exports())
-        assert {name: found[name] for name in found.keys() - KNOWN} == {}
-
-    def test_every_known_clash_is_still_one(self) -> None:
-        """A clash fixed leaves the known set: take it out."""
-        assert KNOWN - clashes(exports()).keys() == set()
+        assert clashes(exports()) == {}
 
     def test_the_walk_sees_the_layers_and_their_re_exports(self) -> None:
         found = exports()

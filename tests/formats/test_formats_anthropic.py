@@ -84,7 +84,7 @@ class TestRealisticRequest:
     def test_identical_images_are_kept_once(self) -> None:
         data, media_type, _ = IMAGES[1]
         block = {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": b64(data)}}
-        parsed = anthropic.parse_messages(
+        parsed = anthropic.parse_wire_messages(
             [{"role": "user", "content": [block, block]}, {"role": "user", "content": [block]}]
         )
         assert len(parsed.attachments) == 1
@@ -103,7 +103,7 @@ class TestRealisticRequest:
             "type": "document",
             "source": {"type": "text", "media_type": "text/plain", "data": "é notes"},
         }
-        parsed = anthropic.parse_messages([{"role": "user", "content": [block]}])
+        parsed = anthropic.parse_wire_messages([{"role": "user", "content": [block]}])
         document = parsed.request.messages[0].content[0]
         assert isinstance(document, Document) and document.ref is not None
         assert parsed.attachments[document.ref.id] == "é notes".encode()
@@ -112,7 +112,7 @@ class TestRealisticRequest:
 
 class TestRenderingWhatTheApiCannotSay:
     def test_audio_and_video_become_a_placeholder_naming_the_attachment(self) -> None:
-        parsed = anthropic.parse_messages(
+        parsed = anthropic.parse_wire_messages(
             [
                 {
                     "role": "user",
@@ -133,7 +133,7 @@ class TestRenderingWhatTheApiCannotSay:
 
     def test_a_generated_image_renders_as_an_image(self) -> None:
         data, media_type, _ = IMAGES[0]
-        parsed = anthropic.parse_messages(
+        parsed = anthropic.parse_wire_messages(
             [
                 {
                     "role": "user",

@@ -157,7 +157,9 @@ class TestRealisticRequest:
         assert openai.render_request(parsed.request, parsed.loader()) == wire
 
     def test_a_bare_message_list(self) -> None:
-        parsed = openai.parse_messages([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}])
+        parsed = openai.parse_wire_messages(
+            [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+        )
         assert parsed.request.system == (Text(text="s"),) and parsed.request.messages == (Message.user("u"),)
 
 
@@ -185,7 +187,7 @@ class TestRenderingWhatTheApiCannotSay:
             Message.user(ToolResult(tool_use_id="c", content=(photo,))),
         )
         wire = openai.render_messages(messages, parsed.loader())
-        assert openai.parse_messages(wire).request.messages == openai.carried(messages)
+        assert openai.parse_wire_messages(wire).request.messages == openai.carried(messages)
 
     def test_a_user_message_with_nothing_renderable_keeps_its_place(self) -> None:
         rendered = openai.render_messages((Message.user(Thinking(thinking="x")),), loader_from({}))

@@ -80,10 +80,10 @@ def parse_any(data: Mapping[str, Any] | Sequence[Any]) -> ParsedRequest:
     if detect_format(data) == "anthropic":
         if isinstance(data, Mapping):
             return anthropic.parse_request(data)
-        return anthropic.parse_messages(data)
+        return anthropic.parse_wire_messages(data)
     if isinstance(data, Mapping):
         return openai.parse_request(data)
-    return openai.parse_messages(data)
+    return openai.parse_wire_messages(data)
 
 
 def render(request: Request, fmt: WireFormat, load: AttachmentLoader) -> dict[str, Any]:

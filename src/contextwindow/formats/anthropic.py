@@ -37,7 +37,7 @@ from ..errors import InvalidInput
 from ..limits import MAX_DOCUMENT_DEPTH, MAX_TOKENS, check_depth
 from ._wire import SPELLING_PARAMS, AttachmentLoader, ParsedRequest, Sink, expect
 
-__all__ = ["parse_messages", "parse_request", "render_block", "render_messages", "render_request"]
+__all__ = ["parse_request", "parse_wire_messages", "render_block", "render_messages", "render_request"]
 
 _KNOWN_TOP = frozenset({"model", "system", "tools", "messages", "max_tokens"})
 
@@ -67,7 +67,7 @@ def parse_request(data: Mapping[str, Any]) -> ParsedRequest:
     return ParsedRequest(request=request, attachments=sink.attachments, format="anthropic")
 
 
-def parse_messages(messages: Any) -> ParsedRequest:
+def parse_wire_messages(messages: Any) -> ParsedRequest:
     """A bare Anthropic ``messages`` list as canonical content."""
     check_depth(messages, path="messages", limit=MAX_DOCUMENT_DEPTH)
     sink = Sink()

@@ -45,7 +45,7 @@ from ..errors import InvalidInput
 from ..limits import MAX_DEPTH, MAX_DOCUMENT_DEPTH, MAX_TOKENS, check_depth, loads_json
 from ._wire import AttachmentLoader, ParsedRequest, Sink, expect
 
-__all__ = ["carried", "parse_messages", "parse_request", "render_messages", "render_request"]
+__all__ = ["carried", "parse_request", "parse_wire_messages", "render_messages", "render_request"]
 
 RAW_ARGUMENTS = "__raw_arguments__"
 FILE_ID_SCHEME = "openai-file:"
@@ -89,7 +89,7 @@ def parse_request(data: Mapping[str, Any]) -> ParsedRequest:
     return ParsedRequest(request=request, attachments=sink.attachments, format="openai")
 
 
-def parse_messages(messages: Any) -> ParsedRequest:
+def parse_wire_messages(messages: Any) -> ParsedRequest:
     """A bare Chat Completions ``messages`` list as canonical content (system messages included)."""
     check_depth(messages, path="messages", limit=MAX_DOCUMENT_DEPTH)
     sink = Sink()

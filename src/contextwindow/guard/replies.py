@@ -75,7 +75,7 @@ def anthropic_reply(response: Any) -> Reply:
     if not isinstance(data, Mapping):
         return Reply(message=_EMPTY)
     message = _assistant(
-        anthropic_format.parse_messages, {"role": "assistant", "content": data.get("content") or []}
+        anthropic_format.parse_wire_messages, {"role": "assistant", "content": data.get("content") or []}
     )
     return Reply(
         message=message, usage=_usage("anthropic", data.get("usage")), stop_reason=data.get("stop_reason")
@@ -93,7 +93,7 @@ def openai_reply(response: Any) -> Reply:
     raw["role"] = "assistant"
     raw = {k: raw[k] for k in ("role", "content", "tool_calls") if k in raw}
     return Reply(
-        message=_assistant(openai_format.parse_messages, raw),
+        message=_assistant(openai_format.parse_wire_messages, raw),
         usage=_usage("openai", data.get("usage")),
         stop_reason=first.get("finish_reason"),
     )
@@ -150,7 +150,7 @@ class AnthropicEvents:
                 except json.JSONDecodeError:
                     block["input"] = {}
             content.append(block)
-        message = _assistant(anthropic_format.parse_messages, {"role": "assistant", "content": content})
+        message = _assistant(anthropic_format.parse_wire_messages, {"role": "assistant", "content": content})
         return Reply(message=message, usage=_usage("anthropic", self.usage), stop_reason=self.stop_reason)
 
 
@@ -200,7 +200,7 @@ class OpenAIChunks:
                 for _, c in sorted(self.calls.items())
             ]
         return Reply(
-            message=_assistant(openai_format.parse_messages, raw),
+            message=_assistant(openai_format.parse_wire_messages, raw),
             usage=_usage("openai", self.usage),
             stop_reason=self.stop_reason,
         )

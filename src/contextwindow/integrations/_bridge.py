@@ -108,7 +108,7 @@ def usage_from_totals(
 def _key(wire: Mapping[str, Any]) -> str | None:
     """One Chat Completions message as the guard renders it, as text; ``None`` if it is not one."""
     try:
-        parsed = openai_format.parse_messages([dict(wire)])
+        parsed = openai_format.parse_wire_messages([dict(wire)])
         rendered = openai_format.render_messages(parsed.request.messages, parsed.loader())
     except (ContextWindowError, ValueError, TypeError, KeyError):
         return None

@@ -27,7 +27,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, Router
 from starlette.types import Message, Receive, Scope, Send
 
-from .errors import HttpError, Problem, api_of, error_body, error_bytes
+from .errors import ErrorType, HttpError, api_of, error_body, error_bytes
 from .limits import ServerLimits
 from .request import ClientGone, Gate
 
@@ -127,7 +127,9 @@ class HttpApp:
             )
         except HTTPException as routed:
             if not seen["started"]:
-                problem: Problem = "not_found_error" if routed.status_code == 404 else "invalid_request_error"
+                problem: ErrorType = (
+                    "not_found_error" if routed.status_code == 404 else "invalid_request_error"
+                )
                 method = scope.get("method", "")
                 await self._refuse(
                     path,
@@ -175,7 +177,7 @@ class HttpApp:
     @staticmethod
     async def _refuse(
         path: str,
-        problem: Problem,
+        problem: ErrorType,
         message: str,
         send: Send,
         close: bool,

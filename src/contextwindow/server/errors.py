@@ -22,8 +22,8 @@ from typing import Any, Literal, TypeAlias
 
 __all__ = [
     "Api",
+    "ErrorType",
     "HttpError",
-    "Problem",
     "api_of",
     "error_body",
     "error_bytes",
@@ -33,7 +33,7 @@ __all__ = [
 Api: TypeAlias = Literal["anthropic", "openai", "gemini", "any"]
 """Whose error shape a path gets: ``any`` is the merged shape."""
 
-Problem: TypeAlias = Literal[
+ErrorType: TypeAlias = Literal[
     "invalid_request_error",
     "not_found_error",
     "request_too_large",
@@ -90,7 +90,7 @@ def api_of(path: str) -> Api:
     return "any"
 
 
-def error_body(api: Api, problem: Problem, message: str) -> tuple[int, dict[str, Any]]:
+def error_body(api: Api, problem: ErrorType, message: str) -> tuple[int, dict[str, Any]]:
     """The status and body of ``problem`` in ``api``'s shape."""
     a_status, a_type, o_status, o_type, o_code = _PROBLEMS[problem]
     if api == "gemini":
@@ -104,7 +104,7 @@ def error_body(api: Api, problem: Problem, message: str) -> tuple[int, dict[str,
     return a_status if a_status < 500 else o_status, {"type": "error", "error": merged}
 
 
-def error_bytes(api: Api, problem: Problem, message: str) -> tuple[int, bytes]:
+def error_bytes(api: Api, problem: ErrorType, message: str) -> tuple[int, bytes]:
     """The status and the encoded body of :func:`error_body`, ready to send."""
     status, body = error_body(api, problem, message)
     return status, json.dumps(body, separators=(",", ":")).encode()
@@ -113,7 +113,7 @@ def error_bytes(api: Api, problem: Problem, message: str) -> tuple[int, bytes]:
 _REASONS = {400: "Bad Request", 408: "Request Timeout", 503: "Service Unavailable"}
 
 
-def raw_error_response(problem: Problem, message: str) -> bytes:
+def raw_error_response(problem: ErrorType, message: str) -> bytes:
     """A whole HTTP/1.1 response that closes the connection, for answers made below the application
     (malformed HTTP, a slow head, too many connections), in the merged shape."""
     status, payload = error_bytes("any", problem, message)
@@ -132,14 +132,14 @@ class HttpError(Exception):
 
     def __init__(
         self,
-        problem: Problem,
+        problem: ErrorType,
         message: str,
         *,
         close: bool = False,
         headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(message)
-        self.problem: Problem = problem
+        self.problem: ErrorType = problem
         self.message = message
         self.close = close
         self.headers = dict(headers or {})

@@ -12,7 +12,7 @@ What Claude Code sent but did not log, where the log shows it (its plan-mode and
 reminders; :mod:`.claude_code_unlogged`), is added to the user turn it was sent with, so the
 requests a replay prices are the ones Claude Code sent; ``unlogged=False`` imports only what the
 log records. Blocks the Messages API parser does not know (``tool_reference`` inside a tool result)
-become a short text naming them. Each line's content goes through :func:`contextwindow.formats.anthropic.parse_messages`,
+become a short text naming them. Each line's content goes through :func:`contextwindow.formats.anthropic.parse_wire_messages`,
 so media are decoded, hashed and measured as any request's would be.
 """
 
@@ -72,7 +72,7 @@ def import_claude_code(path: str | Path, *, unlogged: bool = True) -> Scenario:
     reminders = unlogged_reminders([e for _, e in entries]) if unlogged else {}
     for where, role, content, origins in _merged(entries, path, reminders):
         try:
-            parsed = anthropic.parse_messages([{"role": role, "content": content}])
+            parsed = anthropic.parse_wire_messages([{"role": role, "content": content}])
         except InvalidInput as err:
             raise _located(err, where, origins, path) from None
         message = parsed.request.messages[0]
