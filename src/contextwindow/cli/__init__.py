@@ -41,10 +41,11 @@ from . import count as _count  # noqa: E402
 from . import proxy as _proxy  # noqa: E402
 from . import run as _run  # noqa: E402
 from . import serve as _serve  # noqa: E402
+from . import sessions as _sessions  # noqa: E402
 from . import show as _show  # noqa: E402
 from . import store as _store  # noqa: E402
 
-_ = (_count, _proxy, _run, _serve, _show, _store)
+_ = (_count, _proxy, _run, _serve, _sessions, _show, _store)
 
 
 def main() -> int:

@@ -131,6 +131,12 @@ def doctor(
     _must_exist(store)
     with guarded(), _look_into(store) as opened:
         problems = opened.verify()
+        size = opened.size()
+    held = (
+        f"{size.sessions:,} session(s), {size.entries:,} entries, {size.attachments:,} attachment(s): "
+        f"{size.bytes / 1_000_000:,.2f} MB"
+        + ("" if size.file_bytes is None else f" ({size.file_bytes / 1_000_000:,.2f} MB on disk)")
+    )
     if as_json:
         emit_json(
             [
@@ -146,10 +152,10 @@ def doctor(
             ]
         )
     elif not problems:
-        Console().print(f"{store}: clean")
+        Console().print(f"{store}: clean; {held}", soft_wrap=True)
     else:
         console = Console()
-        console.print(f"{store}: {len(problems)} problem(s)")
+        console.print(f"{store}: {len(problems)} problem(s); {held}", soft_wrap=True)
         for problem in problems:
             console.print(f"  - {problem}")
     if problems:

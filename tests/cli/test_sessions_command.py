@@ -1,0 +1,169 @@
+"""``contextwindow sessions`` and ``prune``, and ``doctor``'s size line, over real ledgers."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from contextwindow import Message, open_store
+from contextwindow.cli import app
+from contextwindow.cli._common import EXIT_BAD_INPUT
+from contextwindow.cli.sessions import parse_since
+
+runner = CliRunner()
+BUNDLED = (
+    Path(__file__).resolve().parents[2] / "src" / "contextwindow" / "data" / "coding_agent_anthropic.json"
+)
+LONG_ID = "guard-" + "1c46e0b5" * 12
+
+
+@pytest.fixture(scope="module")
+def learned(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A ledger the engine wrote: a provider serving 7,000 tokens of a declared 24,000."""
+    from contextwindow.replay.importers import load_any
+    from contextwindow.replay.simulate import simulate_sync
+
+    path = tmp_path_factory.mktemp("ledger") / "agent.db"
+    result = simulate_sync(
+        load_any(BUNDLED), model="claude-sonnet-4-6", window=24_000, provider_window=7_000, store=str(path)
+    )
+    assert result.summary["window_learned"] == 7_000
+    with open_store(path) as store:  # a second session, of a model genai-prices does not know
+        session = store.session(LONG_ID)
+        session.append(Message.user("hello"))
+        session.record("anchor", {"anchor": {"model": "my-own-model", "connection": "c", "input_tokens": 9}})
+        session.record("usage", {"fresh_input": 9, "cache_read": 0, "cache_write": 0, "output": 1})
+    return path
+
+
+def listed(*args: str) -> list[dict[str, object]]:
+    result = runner.invoke(app, ["sessions", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    rows: list[dict[str, object]] = json.loads(result.stdout)
+    return rows
+
+
+class TestSessions:
+    def test_a_session_that_learned_a_smaller_window_says_so_with_its_model_and_calls(
+        self, learned: Path
+    ) -> None:
+        [row] = [r for r in listed(str(learned)) if r["id"] == "simulation"]
+        assert row["model"] == "claude-sonnet-4-6"
+        assert (row["window"], row["learned_window"]) == (7_000, 7_000)
+        assert row["calls"] == 4 and row["messages"] == 9 and row["folds"] == 0
+        assert isinstance(row["last_request_tokens"], int) and 0 < row["last_request_tokens"] <= 7_000
+        assert row["created_at"] <= row["last_call_at"]  # type: ignore[operator]
+
+    def test_the_cost_is_priced_per_call_and_a_model_without_a_price_has_none(self, learned: Path) -> None:
+        pytest.importorskip("genai_prices")
+        from contextwindow.cost import price
+        from contextwindow.usage.tracker import Usage
+
+        rows = {r["id"]: r for r in listed(str(learned))}
+        usage = rows["simulation"]["usage"]
+        assert isinstance(usage, dict)
+        expected = price(Usage(**usage), "claude-sonnet-4-6")
+        assert expected is not None
+        assert rows["simulation"]["cost_usd"] == pytest.approx(float(expected.total), abs=1e-5)
+        assert rows[LONG_ID]["model"] == "my-own-model" and rows[LONG_ID]["cost_usd"] is None
+
+    def test_ids_are_printed_whole_in_the_table(self, learned: Path) -> None:
+        result = runner.invoke(app, ["sessions", str(learned)])
+        assert result.exit_code == 0, result.output
+        [line] = [line for line in result.stdout.splitlines() if LONG_ID in line]
+        assert "my-own-model" in line  # the row is one line, the id on it whole
+        assert "…" not in result.stdout
+        assert "7,000 (learned)" in result.stdout
+
+    def test_filters_by_model_and_by_time(self, learned: Path) -> None:
+        assert [r["id"] for r in listed(str(learned), "--model", "my-own-model")] == [LONG_ID]
+        assert listed(str(learned), "--model", "gpt-4o") == []
+        assert len(listed(str(learned), "--since", "30d")) == 2
+        tomorrow = (datetime.now(UTC) + timedelta(days=1)).date().isoformat()
+        assert listed(str(learned), "--since", tomorrow) == []
+
+    def test_a_store_that_does_not_exist_is_a_user_error_and_is_not_created(self, tmp_path: Path) -> None:
+        result = runner.invoke(app, ["sessions", str(tmp_path / "none.db")])
+        assert result.exit_code == EXIT_BAD_INPUT
+        assert not (tmp_path / "none.db").exists()
+
+    def test_a_since_that_is_neither_a_time_nor_a_duration_is_exit_2(self, learned: Path) -> None:
+        result = runner.invoke(app, ["sessions", str(learned), "--since", "yesterday"])
+        assert result.exit_code == EXIT_BAD_INPUT
+        assert "--since" in result.output
+
+
+class TestParseSince:
+    @pytest.mark.parametrize(
+        ("text", "ago"),
+        [
+            ("30d", timedelta(days=30)),
+            ("12h", timedelta(hours=12)),
+            ("90m", timedelta(minutes=90)),
+            ("2w", timedelta(weeks=2)),
+        ],
+    )
+    def test_a_duration_is_that_long_ago(self, text: str, ago: timedelta) -> None:
+        now = datetime(2026, 6, 1, tzinfo=UTC)
+        assert parse_since(text, now=now) == now - ago
+
+    def test_an_iso_date_without_a_zone_is_utc(self) -> None:
+        assert parse_since("2026-05-01") == datetime(2026, 5, 1, tzinfo=UTC)
+
+
+def _ledger(path: Path, sessions: int) -> None:
+    with open_store(path) as store:
+        for index in range(sessions):
+            store.session(f"s{index}").append(Message.user("x" * 50_000))
+
+
+class TestPrune:
+    def test_older_than_keeps_recent_sessions(self, tmp_path: Path) -> None:
+        path = tmp_path / "a.db"
+        _ledger(path, 3)
+        result = runner.invoke(app, ["prune", str(path), "--older-than", "1h", "--json"])
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["sessions"] == []
+        with open_store(path) as store:
+            assert len(store.sessions()) == 3
+
+    def test_max_mb_removes_the_oldest_and_doctor_is_clean_and_shows_the_size(self, tmp_path: Path) -> None:
+        path = tmp_path / "b.db"
+        _ledger(path, 4)
+        result = runner.invoke(app, ["prune", str(path), "--max-mb", "0.11", "--json"])
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["sessions"] == ["s0", "s1"]
+        doctor = runner.invoke(app, ["doctor", str(path)])
+        assert doctor.exit_code == 0, doctor.output
+        assert "clean" in doctor.stdout and "2 session(s)" in doctor.stdout and "MB" in doctor.stdout
+
+    def test_dry_run_removes_nothing(self, tmp_path: Path) -> None:
+        path = tmp_path / "c.db"
+        _ledger(path, 2)
+        result = runner.invoke(app, ["prune", str(path), "--max-mb", "0", "--dry-run"])
+        assert result.exit_code == 0, result.output
+        assert "would remove 2 session(s)" in result.stdout
+        with open_store(path) as store:
+            assert store.sessions() == ["s0", "s1"]
+
+    @pytest.mark.parametrize(
+        "args",
+        [[], ["--older-than", "soon"], ["--max-mb", "-1"]],
+        ids=["nothing", "bad-duration", "negative"],
+    )
+    def test_bad_options_are_exit_2_and_remove_nothing(self, tmp_path: Path, args: list[str]) -> None:
+        path = tmp_path / "d.db"
+        _ledger(path, 1)
+        result = runner.invoke(app, ["prune", str(path), *args])
+        assert result.exit_code == EXIT_BAD_INPUT, result.output
+        with open_store(path) as store:
+            assert store.sessions() == ["s0"]
+
+    def test_pruning_a_store_that_does_not_exist_creates_nothing(self, tmp_path: Path) -> None:
+        result = runner.invoke(app, ["prune", str(tmp_path / "none.db"), "--max-mb", "1"])
+        assert result.exit_code == EXIT_BAD_INPUT
+        assert not (tmp_path / "none.db").exists()
