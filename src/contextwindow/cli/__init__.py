@@ -1,15 +1,18 @@
 """The ``contextwindow`` command: one typer app, one module per command group.
 
 Commands register themselves on :data:`app` from their own modules (``demo.py``, ...), so adding a
-group is a new module and one import here. typer and rich come with the ``cli`` extra.
+group is a new module and one import here. typer and rich are dependencies of contextwindow.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Annotated
 
 import typer
 from rich.markup import escape
+
+from .. import __version__
 
 __all__ = ["app", "main"]
 
@@ -31,8 +34,19 @@ app = typer.Typer(
 """The ``contextwindow`` command; each command module registers on it when imported."""
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        typer.echo(f"contextwindow {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback(help=_HELP)
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", help="Print the version and exit.", is_eager=True, callback=_print_version),
+    ] = False,
+) -> None:
     """Keep an LLM agent inside its model's context window."""
 
 
