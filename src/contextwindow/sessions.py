@@ -52,6 +52,8 @@ class SessionSummary:
     """That window, when it differs from the one the first request was measured against."""
     last_request_tokens: int | None
     """The latest request's input: the provider's count when it reported one, else the estimate."""
+    max_tokens: int | None
+    """The ``max_tokens`` the latest request was sent with (the output it reserved)."""
     usage: Usage
     """Every call's usage, summed."""
     cost: Decimal | None
@@ -70,6 +72,7 @@ class SessionSummary:
             "window": self.window,
             "learned_window": self.learned_window,
             "last_request_tokens": self.last_request_tokens,
+            "max_tokens": self.max_tokens,
             "usage": {
                 "fresh_input": self.usage.fresh_input,
                 "cache_read": self.usage.cache_read,
@@ -102,6 +105,7 @@ def summarize(store: Store, info: SessionInfo) -> SessionSummary:
     last_reported: int | None = None
     windows: list[int] = []
     last_estimate: int | None = None
+    max_tokens: int | None = None
     for entry in session.entries(["usage", "note"]):
         if entry.kind == "usage":
             usage = _usage(entry.payload)
@@ -118,6 +122,8 @@ def summarize(store: Store, info: SessionInfo) -> SessionSummary:
                 windows.append(window)
             if isinstance(estimate, int):
                 last_estimate, last_reported = estimate, None
+            if isinstance(event.get("max_tokens"), int):
+                max_tokens = event["max_tokens"]
     total = sum(calls, Usage())
     return SessionSummary(
         id=info.id,
@@ -130,6 +136,7 @@ def summarize(store: Store, info: SessionInfo) -> SessionSummary:
         window=windows[-1] if windows else None,
         learned_window=windows[-1] if windows and windows[-1] != windows[0] else None,
         last_request_tokens=last_reported if last_reported is not None else last_estimate,
+        max_tokens=max_tokens,
         usage=total,
         cost=_priced(calls, model),
     )

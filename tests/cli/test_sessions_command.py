@@ -1,4 +1,5 @@
-"""``contextwindow sessions`` and ``prune``, and ``doctor``'s size line, over real ledgers."""
+"""``contextwindow sessions``, ``inspect`` as the guard sees a session, ``prune`` and ``doctor``'s size
+line, over real ledgers."""
 
 from __future__ import annotations
 
@@ -95,6 +96,43 @@ class TestSessions:
         result = runner.invoke(app, ["sessions", str(learned), "--since", "yesterday"])
         assert result.exit_code == EXIT_BAD_INPUT
         assert "--since" in result.output
+
+
+class TestInspectSeesTheSessionAsTheGuardDoes:
+    def test_the_sessions_own_model_learned_window_and_max_tokens(self, learned: Path) -> None:
+        [row] = [r for r in listed(str(learned)) if r["id"] == "simulation"]
+        result = runner.invoke(app, ["inspect", str(learned), "simulation", "--json"])
+        assert result.exit_code == 0, result.output
+        out = json.loads(result.stdout)
+        assert out["model"] == "claude-sonnet-4-6"
+        assert out["window"] == 7_000 and out["window_learned"] is True
+        assert out["output_reserve"] == row["max_tokens"] and isinstance(row["max_tokens"], int)
+        assert out["from"] == {"model": "session", "window": "session", "reserve": "session"}
+        assert out["estimated_tokens"] <= 7_000
+
+    def test_an_option_overrides_what_the_ledger_says(self, learned: Path) -> None:
+        args = ["inspect", str(learned), "simulation", "--json", "-m", "gpt-4o", "--window", "50000"]
+        out = json.loads(runner.invoke(app, [*args, "--reserve", "1234"]).stdout)
+        assert (out["model"], out["window"], out["output_reserve"]) == ("gpt-4o", 50_000, 1_234)
+        assert out["window_learned"] is False
+        assert out["from"] == {"model": "option", "window": "option", "reserve": "option"}
+
+    def test_the_table_says_the_window_was_learned_and_where_each_figure_came_from(
+        self, learned: Path
+    ) -> None:
+        result = runner.invoke(app, ["inspect", str(learned), "simulation"], env={"COLUMNS": "300"})
+        assert result.exit_code == 0, result.output
+        said = " ".join(result.stdout.split())  # the title wraps at the table's width
+        assert "(7,000-token window, learned)" in said
+        assert "model from the session's ledger" in said
+
+    def test_a_session_with_no_records_compiles_for_the_default_model(self, tmp_path: Path) -> None:
+        path = tmp_path / "bare.db"
+        with open_store(path) as store:
+            store.session("bare").append(Message.user("hi"))
+        out = json.loads(runner.invoke(app, ["inspect", str(path), "bare", "--json"]).stdout)
+        assert out["model"] == "claude-sonnet-4-6"
+        assert out["from"] == {"model": "default", "window": "model", "reserve": "policy"}
 
 
 class TestParseSince:

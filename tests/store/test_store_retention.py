@@ -152,7 +152,9 @@ class TestPrune:
         store.prune(max_bytes=0)
         stored = store.session("again").append(Message.user("new start"))
         assert stored.position == 0
-        assert [m.message.content for m in store.session("again").messages()] == [Message.user("new start").content]
+        assert [m.message.content for m in store.session("again").messages()] == [
+            Message.user("new start").content
+        ]
         assert store.verify() == []
 
     def test_a_prune_inside_a_batch_that_fails_removes_nothing(self, store: Store) -> None:

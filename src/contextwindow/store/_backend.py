@@ -8,8 +8,9 @@ guarantee:
   their chained digests, all or none, even with many processes appending at once. With ``expect``,
   it is conditional: when the session does not hold exactly ``expect`` entries at the moment the
   append holds the session's lock, it writes nothing and raises
-  :class:`~contextwindow.errors.SessionMoved`. Entries are never removed, so the length is the
-  session's sequence number: equal lengths mean no other writer appended in between.
+  :class:`~contextwindow.errors.SessionMoved`. Entries are never removed from a session (only
+  ``delete_sessions`` removes whole ones), so the length is the session's sequence number: equal
+  lengths mean no other writer appended in between.
 - ``batch`` makes every write inside it one transaction: committed together when the block ends,
   or none of them when it raises. A write inside that raises undoes only itself (a savepoint), so
   the block may catch it and go on. Batches nest (an inner one is part of the outer).
