@@ -134,6 +134,16 @@ class TestInspectSeesTheSessionAsTheGuardDoes:
         assert out["model"] == "claude-sonnet-4-6"
         assert out["from"] == {"model": "default", "window": "model", "reserve": "policy"}
 
+    def test_a_session_not_in_the_store_points_to_the_list_of_sessions(self, tmp_path: Path) -> None:
+        path = tmp_path / "many.db"
+        with open_store(path) as store:
+            for index in range(7):
+                store.session(f"s{index}").append(Message.user("hi"))
+        result = runner.invoke(app, ["inspect", str(path), "nope"], env={"COLUMNS": "500"})
+        assert result.exit_code == EXIT_BAD_INPUT
+        said = " ".join(result.output.split())
+        assert "and 2 more" in said and f"contextwindow sessions {path}" in said and "…" not in said
+
 
 class TestParseSince:
     @pytest.mark.parametrize(

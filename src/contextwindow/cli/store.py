@@ -69,11 +69,13 @@ def inspect(
     with guarded(), _look_into(store) as opened:
         known = opened.sessions()
         if session not in known:
-            listed = ", ".join(known[:5]) + (", …" if len(known) > 5 else "")
-            fail(
-                f"{store}: no session {session!r} ({'sessions: ' + listed if known else 'the store is empty'})",
-                EXIT_BAD_INPUT,
+            listed = ", ".join(known[:5]) + (f", and {len(known) - 5} more" if len(known) > 5 else "")
+            where = (
+                f"sessions: {listed}; contextwindow sessions {store} lists them"
+                if known
+                else "the store is empty"
             )
+            fail(f"{store}: no session {session!r} ({where})", EXIT_BAD_INPUT)
         info = next((i for i in opened.session_infos() if i.id == session), None)
         seen = None if info is None else summarize(opened, info)
         sources = {
