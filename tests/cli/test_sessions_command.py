@@ -98,6 +98,40 @@ class TestSessions:
         assert "--since" in result.output
 
 
+class TestAGuardedRun:
+    def test_a_guarded_agent_on_a_provider_serving_less_shows_its_learned_window(
+        self, tmp_path: Path
+    ) -> None:
+        anthropic = pytest.importorskip("anthropic")
+        import contextwindow
+        from contextwindow.testing import LocalModel, LocalServer, LocalSettings
+
+        path = tmp_path / "guard.db"
+        with LocalServer(LocalModel(LocalSettings(window=16_000))) as server:
+            raw = anthropic.Anthropic(api_key="local", base_url=server.url, max_retries=0)
+            client = contextwindow.guard(raw, store=str(path))
+            history: list[dict[str, object]] = []
+            try:
+                for turn in range(10):
+                    words = " ".join(f"word{turn}_{i}" for i in range(400))
+                    history.append({"role": "user", "content": f"Turn {turn}: {words}"})
+                    reply = client.messages.create(
+                        model="claude-sonnet-4-6", max_tokens=1024, messages=history
+                    )
+                    history.append({"role": "assistant", "content": reply.content})
+                session_id = client.last_exchange.session_id
+            finally:
+                client.store.close()
+                raw.close()
+        [row] = listed(str(path))
+        assert row["id"] == session_id  # whole, as inspect takes it
+        assert row["model"] == "claude-sonnet-4-6" and row["learned_window"] == 16_000
+        assert row["messages"] == 20 and row["calls"] >= 10 and row["max_tokens"] == 1024
+        out = json.loads(runner.invoke(app, ["inspect", str(path), session_id, "--json"]).stdout)
+        assert (out["model"], out["window"], out["window_learned"]) == ("claude-sonnet-4-6", 16_000, True)
+        assert out["output_reserve"] == 1024
+
+
 class TestInspectSeesTheSessionAsTheGuardDoes:
     def test_the_sessions_own_model_learned_window_and_max_tokens(self, learned: Path) -> None:
         [row] = [r for r in listed(str(learned)) if r["id"] == "simulation"]
