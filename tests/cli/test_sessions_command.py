@@ -213,15 +213,20 @@ class TestPrune:
         with open_store(path) as store:
             assert len(store.sessions()) == 3
 
-    def test_max_mb_removes_the_oldest_and_doctor_is_clean_and_shows_the_size(self, tmp_path: Path) -> None:
+    def test_max_mb_removes_the_oldest_until_the_file_fits_and_doctor_is_clean(self, tmp_path: Path) -> None:
         path = tmp_path / "b.db"
-        _ledger(path, 4)
-        result = runner.invoke(app, ["prune", str(path), "--max-mb", "0.11", "--json"])
+        _ledger(path, 8)  # 50 KB of text a session
+        assert path.stat().st_size > 400_000
+        result = runner.invoke(app, ["prune", str(path), "--max-mb", "0.2", "--json"])
         assert result.exit_code == 0, result.output
-        assert json.loads(result.stdout)["sessions"] == ["s0", "s1"]
+        out = json.loads(result.stdout)
+        removed = out["sessions"]
+        assert removed == [f"s{i}" for i in range(len(removed))] and 0 < len(removed) < 8  # oldest first
+        assert out["file_bytes_after"] == path.stat().st_size <= 200_000
         doctor = runner.invoke(app, ["doctor", str(path)])
         assert doctor.exit_code == 0, doctor.output
-        assert "clean" in doctor.stdout and "2 session(s)" in doctor.stdout and "MB" in doctor.stdout
+        assert "clean" in doctor.stdout and f"{8 - len(removed)} session(s)" in doctor.stdout
+        assert "MB on disk" in doctor.stdout
 
     def test_dry_run_removes_nothing(self, tmp_path: Path) -> None:
         path = tmp_path / "c.db"

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from .. import cost
 from ..sessions import SessionSummary, list_sessions
-from ..store import open_store
+from ..store import Pruned, Store, open_store
 from . import app
 from ._common import EXIT_BAD_INPUT, emit_json, fail, guarded
 from .store import _STORE_HELP, _look_into, _must_exist
@@ -153,12 +153,9 @@ def prune(
         fail(f"--max-mb must be a size ≥ 0, not {max_mb}", EXIT_BAD_INPUT)
     cutoff = None if older_than is None else datetime.now(UTC) - parse_duration(older_than, "--older-than")
     _must_exist(store)
+    limit = None if max_mb is None else int(max_mb * 1_000_000)
     with guarded(), open_store(store) as opened:
-        done = opened.prune(
-            last_before=cutoff,
-            max_bytes=None if max_mb is None else int(max_mb * 1_000_000),
-            dry_run=dry_run,
-        )
+        done = _prune_to(opened, cutoff, limit, dry_run=dry_run)
         left = len(opened.verify()) if not dry_run else 0
     if as_json:
         emit_json(
@@ -181,6 +178,36 @@ def prune(
         )
     if left:
         fail(f"{store}: {left} problem(s) after pruning; run contextwindow doctor {store}", 1)
+
+
+_ROUNDS = 4
+"""How many times ``--max-mb`` prunes again, at the file's measured overhead, before it settles."""
+
+
+def _prune_to(store: Store, cutoff: datetime | None, limit: int | None, *, dry_run: bool) -> Pruned:
+    """``--max-mb`` bounds the file where the store has one (SQLite), else what it holds.
+
+    ``Store.prune`` bounds what the sessions hold; a file holds that plus its indexes and pages, so
+    the first round prunes to the limit as held and each next one to the limit scaled by what the
+    file measured after it (rounds only remove more, oldest first). A dry run scales by the file as it
+    is now, free pages included, so it may name a session or two more than the prune removes.
+    """
+    if limit is None or dry_run:
+        target = limit
+        size = store.size()
+        if limit is not None and size.file_bytes and size.bytes:
+            target = int(limit * min(1.0, size.bytes / size.file_bytes))
+        return store.prune(last_before=cutoff, max_bytes=target, dry_run=dry_run)
+    done = store.prune(last_before=cutoff, max_bytes=limit)
+    sessions, attachments, before = list(done.sessions), list(done.attachments), done.before
+    for _ in range(_ROUNDS):
+        on_disk = done.after.file_bytes
+        if on_disk is None or on_disk <= limit or not done.after.sessions or not done.after.bytes:
+            break
+        done = store.prune(max_bytes=int(limit * done.after.bytes / on_disk))
+        sessions += done.sessions
+        attachments += done.attachments
+    return Pruned(tuple(sessions), tuple(attachments), before, done.after)
 
 
 def _mb(size: int) -> str:
