@@ -1,4 +1,5 @@
-"""A hypothesis state machine: SQLite, through reopens and a second handle, behaves as the memory model."""
+"""A hypothesis state machine: SQLite, through reopens, a second handle and prunes, behaves as the memory
+model."""
 
 from __future__ import annotations
 
@@ -44,6 +45,14 @@ class LedgerMachine(RuleBasedStateMachine):
     def attach(self, which: int, data: bytes) -> None:
         real = self._handle(which).session("a").attach(data, "text/plain")
         assert real == self.model.session("a").attach(data, "text/plain")
+
+    @rule(which=st.integers(0, 1), session=st.sampled_from(["a", "b"]))
+    def prune_down_to(self, which: int, session: str) -> None:
+        """Prune to what one session holds: the other goes when its newest entry is the older."""
+        limit = next((i.payload_bytes for i in self.model.session_infos() if i.id == session), 0)
+        real = self._handle(which).prune(max_bytes=limit, reclaim=which == 0)
+        model = self.model.prune(max_bytes=limit)
+        assert real.sessions == model.sessions and real.attachments == model.attachments
 
     @rule()
     def reopen(self) -> None:

@@ -1,12 +1,13 @@
 """The ``contextwindow`` command: one typer app, one module per command group.
 
 Commands register themselves on :data:`app` (defined in ``_app.py``) from their own modules, so
-adding a group is a new module and one import here. typer and rich come with the ``cli`` extra.
+adding a group is a new module and one import here. typer and rich are dependencies of contextwindow.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Annotated
 
 import typer
 from rich.markup import escape
@@ -16,13 +17,14 @@ from . import count as _count
 from . import proxy as _proxy
 from . import run as _run
 from . import serve as _serve
+from . import sessions as _sessions
 from . import show as _show
 from . import store as _store
 from ._app import app
 
 __all__ = ["app", "main"]
 
-_ = (_count, _proxy, _run, _serve, _show, _store)
+_ = (_count, _proxy, _run, _serve, _sessions, _show, _store)
 
 
 def main() -> int:

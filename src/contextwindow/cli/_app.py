@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
+
+from .. import __version__
 
 __all__ = ["app"]
 
@@ -24,6 +28,17 @@ app = typer.Typer(
 """The ``contextwindow`` command; each command module registers on it when imported."""
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        typer.echo(f"contextwindow {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback(help=_HELP)
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", help="Print the version and exit.", is_eager=True, callback=_print_version),
+    ] = False,
+) -> None:
     """Keep an LLM agent inside its model's context window."""

@@ -16,19 +16,21 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from ..content import Request
+from ..content import Request, media_refs
 from ..errors import UsageError
 from ..formats import AttachmentLoader, parse_any
-from ..models import get_profile
-from ..pricing import Estimator
+from ..models import ModelProfile, get_profile
+from ..pricing import BreakdownRow, Estimator
+from ..pricing.tokenizers import FAMILY_ENCODINGS, FILE_FAMILIES, missing_reason
 
 if TYPE_CHECKING:
     from ..providers.anthropic import AnthropicProvider
     from ..providers.openai import OpenAIProvider
 from ._app import app
-from ._common import EXIT_BAD_INPUT, emit_json, fail, guarded, read_json
+from ._common import EXIT_BAD_INPUT, emit_json, fail, guarded, read_json, stderr
 
 __all__ = ["count"]
 
@@ -74,15 +76,29 @@ def count(
         profile = get_profile(name)
         estimator = Estimator(profile, exact=exact)
         breakdown = estimator.breakdown(parsed.request)
+        if exact is None and not estimator.exact and _has_public_tokenizer(profile):
+            stderr.print(
+                f"[bold yellow]warning:[/] {escape(missing_reason(profile))}; text is counted by the fitted "
+                "rule instead",
+                soft_wrap=True,
+            )
         counted = None
         if provider is not None:
             if provider not in ("anthropic", "openai", "gemini"):
                 fail(f"--provider must be anthropic, openai or gemini, not {provider!r}", EXIT_BAD_INPUT)
             request = parsed.request if parsed.request.model else replace(parsed.request, model=profile.name)
             counted = asyncio.run(_provider_count(provider, base_url, request, parsed.loader()))  # type: ignore[arg-type]
+    methods = [_method(r, parsed.request, estimator) for r in breakdown.rows]
     rows = [
-        {"segment": r.segment, "message": r.message, "block": r.block, "kind": r.kind, "tokens": r.tokens}
-        for r in breakdown.rows
+        {
+            "segment": r.segment,
+            "message": r.message,
+            "block": r.block,
+            "kind": r.kind,
+            "tokens": r.tokens,
+            "counted": method,
+        }
+        for r, method in zip(breakdown.rows, methods, strict=True)
     ]
     if as_json:
         emit_json(
@@ -108,15 +124,17 @@ def count(
         ("block", "right"),
         ("kind", "left"),
         ("tokens", "right"),
+        ("counted", "left"),
     ):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
-    for r in breakdown.rows:
+    for r, method in zip(breakdown.rows, methods, strict=True):
         table.add_row(
             r.segment,
             "" if r.message is None else str(r.message),
             "" if r.block is None else str(r.block),
             r.kind,
             f"{r.tokens:,}",
+            method,
         )
     console.print(table)
     kinds = ", ".join(
@@ -130,6 +148,31 @@ def count(
         console.print(
             f"{provider} counts [bold]{counted:,}[/] input tokens ({counted - breakdown.total:+,} vs the estimate)"
         )
+
+
+_TEXT_KINDS = frozenset({"text", "thinking", "tool_use", "tool", "tool_result"})
+"""Rows whose tokens are text the tokenizer counts (when exact); media and framing are priced by rule."""
+
+
+def _method(row: BreakdownRow, request: Request, estimator: Estimator) -> str:
+    """How a row was counted: ``exact`` (the model's tokenizer), ``rule`` (the fitted rule, the
+    media rules or the framing constants) or ``exact+rule`` (text with media inside, a tool result
+    holding an image)."""
+    if row.kind not in _TEXT_KINDS or not estimator.exact:
+        return "rule"
+    if row.kind == "tool_result" and row.message is not None and row.block is not None:
+        block = request.messages[row.message].content[row.block]
+        if media_refs([block]):
+            return "exact+rule"
+    return "exact"
+
+
+def _has_public_tokenizer(profile: ModelProfile) -> bool:
+    """Whether the model's tokenizer can be had offline (tiktoken's files, a tokenizer.json), so a
+    count by rule is a fallback a user would want to know about, not the model's only way."""
+    return bool(
+        profile.tokenizer_file or profile.tokenizer in FAMILY_ENCODINGS or profile.tokenizer in FILE_FAMILIES
+    )
 
 
 async def _provider_count(
@@ -149,6 +192,11 @@ async def _provider_count(
             client = anthropic.AsyncAnthropic(base_url=base_url)
         except anthropic.AnthropicError as exc:
             raise UsageError(f"--provider anthropic: {exc}") from None
+        if client.api_key is None and client.auth_token is None:
+            # The SDK would only find out when sending, as a TypeError: a missing key is the user's to set.
+            raise UsageError(
+                "--provider anthropic needs an API key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN)"
+            )
         from ..providers.anthropic import AnthropicProvider
 
         counter = AnthropicProvider(client, cache_breakpoints=False)

@@ -4,7 +4,10 @@ Both open the store read-only: they never create, migrate or change a file, and 
 store (an empty file, a text file) is an error saying so (exit 3). ``inspect`` compiles the
 session's next request without writing anything (compile is pure; the
 archive and eviction records a live compile would append are not written) and shows its makeup by
-segment against the window. ``doctor`` runs the store's ``verify()`` and lists what is wrong.
+segment against the window, for the session as the guard sees it: the model its anchors name, the
+window its last request was measured against (learned, when a provider served less) and the
+``max_tokens`` that request was sent with, unless an option overrides them. The agent's system
+prompt and tools are not in the ledger, so the makeup has none. ``doctor`` runs the store's ``verify()`` and lists what is wrong.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from rich.table import Table
 
 from ..compile import Policy, SessionCompiler, compile
 from ..models import get_profile
+from ..sessions import summarize
 from ..store import Store, open_store
 from ._app import app
 from ._common import EXIT_BAD_INPUT, EXIT_FOUND_PROBLEM, emit_json, fail, guarded
@@ -28,43 +32,77 @@ __all__ = ["doctor", "inspect"]
 _STORE_HELP = "A store: a SQLite file path, sqlite:///PATH, or postgresql://..."
 
 
+_DEFAULT_MODEL = "claude-sonnet-4-6"
+"""What ``inspect`` compiles for when neither ``--model`` nor the session's ledger names a model."""
+
+
 @app.command()
 def inspect(
     store: Annotated[str, typer.Argument(help=_STORE_HELP)],
     session: Annotated[str, typer.Argument(help="The session id.")],
     model: Annotated[
-        str, typer.Option("--model", "-m", help="Model whose window and rules to compile for.")
-    ] = "claude-sonnet-4-6",
-    window: Annotated[int | None, typer.Option(help="Override the model's context window (tokens).")] = None,
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            help=f"Model whose window and rules to compile for; default: the session's own ({_DEFAULT_MODEL} "
+            "when its ledger names none).",
+        ),
+    ] = None,
+    window: Annotated[
+        int | None,
+        typer.Option(
+            help="Context window (tokens); default: the one the session's last request was measured against."
+        ),
+    ] = None,
     reserve: Annotated[
-        int | None, typer.Option(help="Output reserve (tokens); default: the policy's.")
+        int | None,
+        typer.Option(
+            help="Output reserve (tokens); default: the max_tokens the session's last request was sent with."
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the makeup and decisions as JSON.")] = False,
 ) -> None:
-    """Show the makeup of a stored session's next request: what would be sent, and what was left out."""
+    """Show the makeup of a stored session's next request as the guard would compile it: the session's
+    own model, learned window and max_tokens (from its ledger) unless an option overrides them."""
     _must_exist(store)
     with guarded(), _look_into(store) as opened:
-        profile = get_profile(model)
-        if window is not None:
-            profile = profile.with_(
-                context_window=window, max_output_tokens=min(profile.max_output_tokens, window)
-            )
-        policy = Policy() if reserve is None else Policy(output_reserve=reserve)
         known = opened.sessions()
         if session not in known:
-            listed = ", ".join(known[:5]) + (", …" if len(known) > 5 else "")
-            fail(
-                f"{store}: no session {session!r} ({'sessions: ' + listed if known else 'the store is empty'})",
-                EXIT_BAD_INPUT,
+            listed = ", ".join(known[:5]) + (f", and {len(known) - 5} more" if len(known) > 5 else "")
+            where = (
+                f"sessions: {listed}; contextwindow sessions {store} lists them"
+                if known
+                else "the store is empty"
             )
+            fail(f"{store}: no session {session!r} ({where})", EXIT_BAD_INPUT)
+        info = next((i for i in opened.session_infos() if i.id == session), None)
+        seen = None if info is None else summarize(opened, info)
+        sources = {
+            "model": "option" if model else ("session" if seen and seen.model else "default"),
+            "window": "option" if window else ("session" if seen and seen.window else "model"),
+            "reserve": "option" if reserve else ("session" if seen and seen.max_tokens else "policy"),
+        }
+        profile = get_profile(model or (seen.model if seen else None) or _DEFAULT_MODEL)
+        size = window or (seen.window if seen else None)
+        if size is not None:
+            profile = profile.with_(
+                context_window=size, max_output_tokens=min(profile.max_output_tokens, size)
+            )
+        output = reserve or (seen.max_tokens if seen else None)
+        policy = Policy() if output is None else Policy(output_reserve=output)
         handle = opened.session(session)
         state = SessionCompiler(handle).state()
         compiled = compile(state, profile, policy)
     decisions = compiled.decisions
+    learned = seen is not None and seen.learned_window is not None and sources["window"] == "session"
     summary = {
         "session": session,
         "model": profile.name,
         "window": profile.context_window,
+        "window_learned": learned,
+        "output_reserve": policy.reserve_for(profile.context_window, profile.max_output_tokens),
+        "from": sources,
         "messages_stored": len(state.messages),
         "messages_sent": len(compiled.messages),
         "estimated_tokens": compiled.estimated_tokens,
@@ -80,7 +118,8 @@ def inspect(
         return
     console = Console()
     table = Table(
-        title=f"session {session}: next request for {profile.name} ({profile.context_window:,}-token window)"
+        title=f"session {session}: next request for {profile.name} ({profile.context_window:,}-token window"
+        f"{', learned' if learned else ''})"
     )
     table.add_column("segment")
     table.add_column("tokens", justify="right")
@@ -90,10 +129,31 @@ def inspect(
     console.print(table)
     console.print(
         f"{len(compiled.messages)} of {len(state.messages)} stored messages sent; estimate "
-        f"{compiled.estimated_tokens:,} tokens; evicted {len(decisions.evicted)}, archived "
-        f"{len(decisions.archived)}, truncated {len(decisions.truncated)}, folded {len(decisions.folded)}, "
-        f"left out (older than the window holds) {len(decisions.omitted)}"
+        f"{compiled.estimated_tokens:,} tokens; output reserve {summary['output_reserve']:,}; evicted "
+        f"{len(decisions.evicted)}, archived {len(decisions.archived)}, truncated {len(decisions.truncated)}, "
+        f"folded {len(decisions.folded)}, left out (older than the window holds) {len(decisions.omitted)}",
+        soft_wrap=True,
     )
+    console.print(
+        "model from the "
+        + _said(sources["model"])
+        + ", window from the "
+        + _said(sources["window"])
+        + ", output reserve from the "
+        + _said(sources["reserve"])
+        + "; the ledger does not record the agent's system prompt and tools, so they are not in this makeup",
+        soft_wrap=True,
+    )
+
+
+def _said(source: str) -> str:
+    return {
+        "option": "option given",
+        "session": "session's ledger",
+        "default": f"default ({_DEFAULT_MODEL})",
+        "model": "model's profile",
+        "policy": "policy's default",
+    }[source]
 
 
 def _must_exist(store: str) -> None:
@@ -131,6 +191,12 @@ def doctor(
     _must_exist(store)
     with guarded(), _look_into(store) as opened:
         problems = opened.verify()
+        size = opened.size()
+    held = (
+        f"{size.sessions:,} session(s), {size.entries:,} entries, {size.attachments:,} attachment(s): "
+        f"{size.bytes / 1_000_000:,.2f} MB"
+        + ("" if size.file_bytes is None else f" ({size.file_bytes / 1_000_000:,.2f} MB on disk)")
+    )
     if as_json:
         emit_json(
             [
@@ -146,10 +212,10 @@ def doctor(
             ]
         )
     elif not problems:
-        Console().print(f"{store}: clean")
+        Console().print(f"{store}: clean; {held}", soft_wrap=True)
     else:
         console = Console()
-        console.print(f"{store}: {len(problems)} problem(s)")
+        console.print(f"{store}: {len(problems)} problem(s); {held}", soft_wrap=True)
         for problem in problems:
             console.print(f"  - {problem}")
     if problems:

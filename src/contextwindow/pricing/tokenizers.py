@@ -196,6 +196,7 @@ def missing_reason(profile: ModelProfile) -> str:
     return (
         f"the {profile.tokenizer!r} tokenizer of {profile.name!r} is not public: count with the fitted "
         "rule (exact=None or False), or point the profile at a tokenizer.json "
-        "(profile.with_(tokenizer_file=...)) if you have one; the provider's own counter "
-        "(contextwindow.pricing.provider_count) is exact for hosted models"
+        "(profile.with_(tokenizer_file=...)) if you have one; the provider's own count is exact for "
+        "hosted models (contextwindow count FILE --provider anthropic, or count_input_tokens of "
+        "contextwindow.providers.anthropic.AnthropicProvider)"
     )

@@ -21,7 +21,9 @@ objects; NaN and infinities are refused. Old payload formats are upgraded when r
 across processes; attachment metadata reads never touch bytes, bytes are read one attachment at a
 time and only by sessions that attached them; bytes are stored once, but the metadata and stamps of an
 attachment belong to each session's link to them; :meth:`Store.verify` lists any broken invariant.
-Every driver error is mapped into :mod:`contextwindow.errors` (``StoreError``, ``StoreBusy``,
+**Retention**: entries are never removed from a session; :meth:`Store.prune` removes whole sessions
+(older than a time, or oldest first down to a size) and the attachments no other session links, and
+:meth:`Store.size` says how much the store holds. Every driver error is mapped into :mod:`contextwindow.errors` (``StoreError``, ``StoreBusy``,
 ``SchemaTooNew``); bad input is ``InvalidInput`` naming the field.
 """
 
@@ -37,7 +39,7 @@ from ._kinds import ENTRY_KINDS, FORMAT_VERSIONS, RECORD_KINDS
 from ._lazy import MessageLog
 from ._ledger import Session, Store
 from ._migrations import SCHEMA_VERSION
-from ._values import Entry, Problem, StoredMessage
+from ._values import Entry, Problem, Pruned, SessionInfo, StoredMessage, StoreSize
 from .slots import LedgerSlot, MemorySlot, StateSlot
 
 __all__ = [
@@ -52,9 +54,12 @@ __all__ = [
     "MemorySlot",
     "MessageLog",
     "Problem",
+    "Pruned",
     "Session",
+    "SessionInfo",
     "StateSlot",
     "Store",
+    "StoreSize",
     "StoredMessage",
     "open_store",
 ]

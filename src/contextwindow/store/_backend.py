@@ -8,8 +8,9 @@ guarantee:
   their chained digests, all or none, even with many processes appending at once. With ``expect``,
   it is conditional: when the session does not hold exactly ``expect`` entries at the moment the
   append holds the session's lock, it writes nothing and raises
-  :class:`~contextwindow.errors.SessionMoved`. Entries are never removed, so the length is the
-  session's sequence number: equal lengths mean no other writer appended in between.
+  :class:`~contextwindow.errors.SessionMoved`. Entries are never removed from a session (only
+  ``delete_sessions`` removes whole ones), so the length is the session's sequence number: equal
+  lengths mean no other writer appended in between.
 - ``batch`` makes every write inside it one transaction: committed together when the block ends,
   or none of them when it raises. A write inside that raises undoes only itself (a savepoint), so
   the block may catch it and go on. Batches nest (an inner one is part of the outer).
@@ -21,6 +22,10 @@ guarantee:
   on the shared bytes, so one session's stamp or figures never reach another.
 - Reads that take a ``session_id`` see only that session's entries and linked attachments, with
   that session's own metadata.
+- ``delete_sessions`` is the one removal: whole sessions, each only while it still holds the length
+  the caller read (a session appended to since is kept), with their entries, head rows and
+  attachment links, and then every attachment (row and bytes) no session links any more, all in one
+  transaction. A session removed and written again starts afresh at position 0.
 - Every driver error that escapes is a :class:`~contextwindow.errors.StoreError`.
 """
 
@@ -30,7 +35,7 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol
 
-from ._rows import AttachmentRow, EntryRow, NewEntry
+from ._rows import AttachmentRow, EntryRow, NewEntry, SessionRow
 
 __all__ = ["Backend"]
 
@@ -90,6 +95,26 @@ class Backend(Protocol):
 
     def blob(self, attachment_id: str) -> bytes | None:
         """The bytes of any attachment, unscoped; only ``verify`` uses it, one blob at a time."""
+        ...
+
+    def session_rows(self) -> list[SessionRow]:
+        """Every session with an entry: its length, entries per kind, first and last entry times and
+        payload size, from one grouped read (no payload is decoded)."""
+        ...
+
+    def delete_sessions(self, lengths: dict[str, int]) -> tuple[list[str], list[str]]:
+        """Remove each session of ``lengths`` that still holds exactly that many entries, then the
+        attachments no session links any more; ``(sessions removed, attachment ids removed)``."""
+        ...
+
+    def reclaim(self) -> None:
+        """Give the space freed by a delete back to the file system where the backend keeps it
+        (SQLite's ``VACUUM``); nothing elsewhere. Never inside a batch."""
+        ...
+
+    def file_bytes(self) -> int | None:
+        """The size on disk (SQLite: the file and its write-ahead log), or ``None`` where there is no
+        file of the store's own (memory, PostgreSQL)."""
         ...
 
     def close(self) -> None: ...

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
 
@@ -29,13 +30,14 @@ from ..content import (
 )
 from ..errors import InvalidInput, StoreError, UsageError
 from ..limits import shown
+from . import _prune
 from ._backend import Backend
 from ._budgets import Budgets
 from ._codec import check_block_prices, decode_entry, decode_message, encode_message, ref_from_row
 from ._kinds import ENTRY_KINDS, FORMAT_VERSIONS, ID_PREFIXES, canonical_json, check_payload
 from ._lazy import MessageLog
-from ._rows import AttachmentRow, NewEntry, new_id, now_iso
-from ._values import Entry, Problem, StoredMessage
+from ._rows import AttachmentRow, NewEntry, SessionRow, new_id, now_iso
+from ._values import Entry, Problem, Pruned, SessionInfo, StoredMessage, StoreSize
 from ._verify import verify
 
 __all__ = ["Session", "Store"]
@@ -112,6 +114,38 @@ class Store:
         """
         return verify(self._backend())
 
+    def session_infos(self) -> list[SessionInfo]:
+        """Every session with an entry, sorted by id: entries per kind, first and newest entry times
+        and payload size, from one grouped read (no payload is read or decoded)."""
+        return [_info(row) for row in self._backend().session_rows()]
+
+    def size(self) -> StoreSize:
+        """How much the store holds: sessions, entries, payload and attachment bytes (each
+        attachment once), and the size on disk where the store has a file of its own."""
+        return _prune.size(self._backend())
+
+    def prune(
+        self,
+        *,
+        last_before: datetime | None = None,
+        max_bytes: int | None = None,
+        dry_run: bool = False,
+        reclaim: bool = True,
+    ) -> Pruned:
+        """Remove whole sessions: every one whose newest entry is older than ``last_before`` (an
+        aware datetime), then, with ``max_bytes``, the next oldest until the rest hold no more than
+        that (:attr:`StoreSize.bytes`). A session goes with all its entries and attachment links;
+        attachments no remaining session links go with their bytes. One transaction: the store
+        verifies clean afterwards, and a session appended to since the plan was read is kept.
+
+        ``dry_run`` removes nothing and says what would go. ``reclaim`` (SQLite) rewrites the file
+        so it shrinks (``VACUUM``: as long as the file takes to copy). Prune sessions no agent is
+        writing: a removed session written again starts afresh.
+        """
+        return _prune.prune(
+            self._backend(), last_before=last_before, max_bytes=max_bytes, dry_run=dry_run, reclaim=reclaim
+        )
+
     def close(self) -> None:
         """Release the connection; idempotent."""
         backend, self._backend_ref = self._backend_ref, None
@@ -129,6 +163,17 @@ class Store:
     def __repr__(self) -> str:
         state = "closed" if self._backend_ref is None else "open"
         return f"<Store {self.url} {state}>"
+
+
+def _info(row: SessionRow) -> SessionInfo:
+    return SessionInfo(
+        id=row.session_id,
+        entries=row.length,
+        kinds=dict(row.kinds),
+        created_at=datetime.fromisoformat(row.first_at),
+        last_at=datetime.fromisoformat(row.last_at),
+        payload_bytes=row.payload_bytes,
+    )
 
 
 class Session:

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 from ..errors import SessionMoved
-from ._rows import GENESIS, AttachmentRow, EntryRow, NewEntry, entry_digest, now_iso
+from ._rows import GENESIS, AttachmentRow, EntryRow, NewEntry, SessionRow, entry_digest, now_iso
 
 __all__ = ["MemoryBackend"]
 
@@ -66,16 +66,17 @@ class MemoryBackend:
         # each table there was is enough to put it back.
         with self._lock:
             heads = dict(self._heads)
-            lengths = {sid: len(rows) for sid, rows in self._entries.items()}
+            # The lists themselves, not copies: appends only extend them, and a delete drops the
+            # dictionary's reference, so the lists and their lengths then are what to put back.
+            entries = dict(self._entries)
+            lengths = {sid: len(rows) for sid, rows in entries.items()}
             attachments, blobs = dict(self._attachments), dict(self._blobs)
             links = {sid: dict(linked) for sid, linked in self._links.items()}
             try:
                 yield
             except BaseException:
                 self._heads = heads
-                self._entries = {
-                    sid: rows[: lengths[sid]] for sid, rows in self._entries.items() if sid in lengths
-                }
+                self._entries = {sid: rows[: lengths[sid]] for sid, rows in entries.items()}
                 self._attachments, self._blobs, self._links = attachments, blobs, links
                 raise
 
@@ -167,6 +168,51 @@ class MemoryBackend:
     def blob(self, attachment_id: str) -> bytes | None:
         with self._lock:
             return self._blobs.get(attachment_id)
+
+    def session_rows(self) -> list[SessionRow]:
+        with self._lock:
+            out = []
+            for session_id, rows in sorted(self._entries.items()):
+                if not rows:
+                    continue
+                kinds: dict[str, int] = {}
+                for row in rows:
+                    kinds[row.kind] = kinds.get(row.kind, 0) + 1
+                out.append(
+                    SessionRow(
+                        session_id=session_id,
+                        length=self._heads.get(session_id, (len(rows), GENESIS))[0],
+                        kinds=kinds,
+                        first_at=min(row.created_at for row in rows),
+                        last_at=max(row.created_at for row in rows),
+                        payload_bytes=sum(len(row.payload.encode()) for row in rows),
+                    )
+                )
+            return out
+
+    def delete_sessions(self, lengths: dict[str, int]) -> tuple[list[str], list[str]]:
+        with self._lock:
+            removed = [
+                sid
+                for sid, length in sorted(lengths.items())
+                if sid in self._heads and self._heads[sid][0] == length
+            ]
+            for session_id in removed:
+                del self._heads[session_id]
+                self._entries.pop(session_id, None)
+                self._links.pop(session_id, None)
+            linked = {att for atts in self._links.values() for att in atts}
+            gone = sorted(att for att in self._attachments if att not in linked)
+            for att in gone:
+                del self._attachments[att]
+                self._blobs.pop(att, None)
+            return removed, gone
+
+    def reclaim(self) -> None:
+        pass
+
+    def file_bytes(self) -> int | None:
+        return None
 
     def close(self) -> None:
         pass

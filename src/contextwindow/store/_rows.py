@@ -27,6 +27,7 @@ __all__ = [
     "AttachmentRow",
     "EntryRow",
     "NewEntry",
+    "SessionRow",
     "entry_digest",
     "new_id",
     "now_iso",
@@ -109,6 +110,23 @@ def entry_digest(prev: str, session_id: str, position: int, entry: NewEntry) -> 
 def new_id(prefix: str) -> str:
     """A time-ordered random id (``msg_`` + 12 hex ms + 16 hex random): unique without coordination."""
     return f"{prefix}_{time.time_ns() // 1_000_000:012x}{os.urandom(8).hex()}"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRow:
+    """What one grouped read of the entries says of a session, without reading a payload."""
+
+    session_id: str
+    length: int
+    """How many entries it holds (its head row's length: what a delete checks it against)."""
+    kinds: dict[str, int]
+    """How many entries of each kind."""
+    first_at: str
+    """The ledger time (ISO 8601, UTC) of its first entry."""
+    last_at: str
+    """The ledger time of its newest entry."""
+    payload_bytes: int
+    """The UTF-8 size of its entries' payloads."""
 
 
 def now_iso() -> str:

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from ..errors import SchemaTooNew, SessionMoved, StoreError, UsageError
 from ._migrations import SCHEMA_VERSION, Migration
-from ._rows import GENESIS, AttachmentRow, EntryRow, NewEntry, entry_digest, now_iso
+from ._rows import GENESIS, AttachmentRow, EntryRow, NewEntry, SessionRow, entry_digest, now_iso
 
 __all__ = ["Cursor", "SqlBackend"]
 
@@ -99,6 +99,8 @@ class SqlBackend(abc.ABC):
         """Serialise concurrent migrators (SQLite: ``BEGIN IMMEDIATE`` already does)."""
 
     read_only: bool = False
+    _payload_bytes_sql = "OCTET_LENGTH(payload)"
+    """The UTF-8 size of a payload in this dialect."""
 
     @property
     def _view(self) -> str:
@@ -373,3 +375,59 @@ class SqlBackend(abc.ABC):
             cur.execute(self._q("SELECT data FROM attachment_blobs WHERE id = ?"), (attachment_id,))
             row = cur.fetchone()
         return None if row is None else bytes(row[0])
+
+    def session_rows(self) -> list[SessionRow]:
+        with self._read() as cur:
+            cur.execute(
+                "SELECT e.session_id, e.kind, COUNT(*), MIN(e.created_at), MAX(e.created_at), "
+                f"SUM({self._payload_bytes_sql}), MAX(s.length) FROM entries e "
+                "LEFT JOIN sessions s ON s.id = e.session_id GROUP BY e.session_id, e.kind ORDER BY 1, 2"
+            )
+            grouped = cur.fetchall()
+        out: dict[str, SessionRow] = {}
+        for session_id, kind, count, first_at, last_at, size, length in grouped:
+            seen = out.get(session_id)
+            kinds = {**(seen.kinds if seen else {}), kind: int(count)}
+            out[session_id] = SessionRow(
+                session_id=session_id,
+                length=0 if length is None else int(length),
+                kinds=kinds,
+                first_at=min(seen.first_at, first_at) if seen else first_at,
+                last_at=max(seen.last_at, last_at) if seen else last_at,
+                payload_bytes=(seen.payload_bytes if seen else 0) + int(size or 0),
+            )
+        return list(out.values())
+
+    def delete_sessions(self, lengths: dict[str, int]) -> tuple[list[str], list[str]]:
+        self._check_writable()
+        removed: list[str] = []
+        with self._write() as cur:
+            for session_id, length in sorted(lengths.items()):
+                # The head row is the session's lock: deleting it only at the length read means an
+                # append that came in between keeps the session (and waits for, or follows, this).
+                cur.execute(self._q("DELETE FROM sessions WHERE id = ? AND length = ?"), (session_id, length))
+                if not self._rowcount(cur):
+                    continue
+                cur.execute(self._q("DELETE FROM entries WHERE session_id = ?"), (session_id,))
+                cur.execute(self._q("DELETE FROM session_attachments WHERE session_id = ?"), (session_id,))
+                removed.append(session_id)
+            if not removed:
+                return [], []
+            unlinked = (
+                "SELECT id FROM attachments WHERE id NOT IN (SELECT attachment_id FROM session_attachments)"
+            )
+            cur.execute(unlinked + " ORDER BY id")
+            gone = [row[0] for row in cur.fetchall()]
+            cur.execute(
+                "DELETE FROM attachment_blobs WHERE id NOT IN (SELECT attachment_id FROM session_attachments)"
+            )
+            cur.execute(
+                "DELETE FROM attachments WHERE id NOT IN (SELECT attachment_id FROM session_attachments)"
+            )
+        return removed, gone
+
+    def reclaim(self) -> None:  # noqa: B027 - PostgreSQL's autovacuum reclaims on its own
+        """Nothing to do by default (PostgreSQL's autovacuum reuses the space)."""
+
+    def file_bytes(self) -> int | None:
+        return None

@@ -122,6 +122,31 @@ class SqliteBackend(SqlBackend):
         with self._closed_on_failure():
             self._open_read_only()
 
+    _payload_bytes_sql = "LENGTH(CAST(payload AS BLOB))"
+
+    def reclaim(self) -> None:
+        """``VACUUM``, then a truncating checkpoint: rewrite the file without the pages a delete freed
+        and empty the write-ahead log the rewrite went through (outside any batch)."""
+        self._check_writable()
+        with self._lock:
+            if self._batches:
+                raise UsageError("reclaim() cannot run inside a batch")
+            db = self._connection()
+            try:
+                db.execute("VACUUM")
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error as exc:
+                raise from_sqlite(exc, self.url) from exc
+
+    def file_bytes(self) -> int | None:
+        if self.path in ("", ":memory:") or self.path.startswith("file:"):
+            return None
+        total = 0
+        for suffix in ("", "-wal"):
+            with suppress(OSError):
+                total += Path(f"{self.path}{suffix}").stat().st_size
+        return total
+
     def _has_table(self, cur: Cursor, name: str) -> bool:
         cur.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
         return cur.fetchone() is not None

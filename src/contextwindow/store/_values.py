@@ -9,7 +9,7 @@ from typing import Any
 
 from ..content import Message
 
-__all__ = ["Entry", "Problem", "StoredMessage"]
+__all__ = ["Entry", "Problem", "Pruned", "SessionInfo", "StoreSize", "StoredMessage"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,3 +69,59 @@ class Problem:
             if value is not None
         )
         return f"{self.code}: {self.detail}" + (f" ({where})" if where else "")
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """What a store knows of one session without reading its payloads (:meth:`Store.session_infos`)."""
+
+    id: str
+    entries: int
+    """How many entries it holds, every kind."""
+    kinds: Mapping[str, int]
+    """How many of each kind (``message``, ``usage``, ``note``, …)."""
+    created_at: datetime
+    """When its first entry was written (the ledger's clock, UTC)."""
+    last_at: datetime
+    """When its newest entry was written."""
+    payload_bytes: int
+    """The size of its entries' payloads (attachments not included)."""
+
+    @property
+    def messages(self) -> int:
+        """How many messages it holds."""
+        return self.kinds.get("message", 0)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreSize:
+    """How much a store holds (:meth:`Store.size`)."""
+
+    sessions: int
+    entries: int
+    payload_bytes: int
+    """The entries' payloads."""
+    attachments: int
+    attachment_bytes: int
+    """Each attachment's bytes once, however many sessions link them."""
+    file_bytes: int | None
+    """The size on disk (SQLite: the file and its write-ahead log); ``None`` for memory and PostgreSQL."""
+
+    @property
+    def bytes(self) -> int:
+        """What the store holds: payloads plus attachment bytes (what ``prune(max_bytes=)`` bounds)."""
+        return self.payload_bytes + self.attachment_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Pruned:
+    """What :meth:`Store.prune` removed (or, with ``dry_run``, would remove)."""
+
+    sessions: tuple[str, ...]
+    """The sessions removed, oldest last entry first."""
+    attachments: tuple[str, ...]
+    """The attachments no remaining session linked, removed with their bytes."""
+    before: StoreSize
+    after: StoreSize
+    """The store's size afterwards (with ``dry_run``: as it would be)."""
+    dry_run: bool = False
