@@ -26,7 +26,7 @@ from . import cost as _cost
 from .store import Entry, SessionInfo, Store
 from .usage.tracker import Usage
 
-__all__ = ["SessionSummary", "list_sessions", "summarize"]
+__all__ = ["SessionSummary", "list_sessions", "summarize_session"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -91,11 +91,11 @@ def list_sessions(
     infos = store.session_infos()
     if since is not None:
         infos = [info for info in infos if info.last_at >= since]
-    rows = [summarize(store, info) for info in sorted(infos, key=lambda i: (i.last_at, i.id))]
+    rows = [summarize_session(store, info) for info in sorted(infos, key=lambda i: (i.last_at, i.id))]
     return rows if model is None else [row for row in rows if row.model == model]
 
 
-def summarize(store: Store, info: SessionInfo) -> SessionSummary:
+def summarize_session(store: Store, info: SessionInfo) -> SessionSummary:
     """One session's summary from its records (its messages are counted, never read)."""
     session = store.session(info.id)
     anchor = session.latest("anchor")

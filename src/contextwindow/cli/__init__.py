@@ -7,7 +7,6 @@ adding a group is a new module and one import here. typer and rich are dependenc
 from __future__ import annotations
 
 import os
-from typing import Annotated
 
 import typer
 from rich.markup import escape

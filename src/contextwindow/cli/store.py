@@ -22,7 +22,7 @@ from rich.table import Table
 
 from ..compile import Policy, SessionCompiler, compile
 from ..models import get_profile
-from ..sessions import summarize
+from ..sessions import summarize_session
 from ..store import Store, open_store
 from ._app import app
 from ._common import EXIT_BAD_INPUT, EXIT_FOUND_PROBLEM, emit_json, fail, guarded
@@ -77,7 +77,7 @@ def inspect(
             )
             fail(f"{store}: no session {session!r} ({where})", EXIT_BAD_INPUT)
         info = next((i for i in opened.session_infos() if i.id == session), None)
-        seen = None if info is None else summarize(opened, info)
+        seen = None if info is None else summarize_session(opened, info)
         sources = {
             "model": "option" if model else ("session" if seen and seen.model else "default"),
             "window": "option" if window else ("session" if seen and seen.window else "model"),
