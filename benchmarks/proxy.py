@@ -413,14 +413,15 @@ def _profile(messages_sizes: tuple[int, ...] = (10, 100, 400), turns: int = 10) 
 
     profiles: list[cProfile.Profile] = []
     lock = threading.Lock()
-    real_run_sync = guarded_module.run_sync
+    real_advance = guarded_module._advance
     loop_profile: list[cProfile.Profile] = []
 
-    def profiled_run_sync(coro: Any, perform: Any) -> Any:
+    def profiled_advance(coro: Any, answer: Any, error: Any) -> Any:
+        # One step of the guard core, in its worker thread (server/guarded.py's _drive).
         profile = cProfile.Profile()
         profile.enable()
         try:
-            return real_run_sync(coro, perform)
+            return real_advance(coro, answer, error)
         finally:
             profile.disable()
             with lock:
@@ -436,7 +437,7 @@ def _profile(messages_sizes: tuple[int, ...] = (10, 100, 400), turns: int = 10) 
         return Response(b"")
 
     rows: dict[int, dict[str, float]] = {}
-    guarded_module.run_sync = profiled_run_sync  # type: ignore[assignment]
+    guarded_module._advance = profiled_advance
     try:
         with (
             tempfile.TemporaryDirectory() as tmp,
@@ -471,7 +472,7 @@ def _profile(messages_sizes: tuple[int, ...] = (10, 100, 400), turns: int = 10) 
                         )
                     rows[messages] = {k: v * 1000 / turns for k, v in by_area.items()}
     finally:
-        guarded_module.run_sync = real_run_sync  # type: ignore[assignment]
+        guarded_module._advance = real_advance
     labels = [label for _, label in _AREAS] + ["HTTP stack and the rest"]
     lines = [
         "| own CPU per request (ms), by area | "
