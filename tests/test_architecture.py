@@ -10,7 +10,6 @@ imports at run time and do not count; imports inside functions do.
 from __future__ import annotations
 
 import ast
-from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -213,7 +212,9 @@ class TestTheChecksCanFail:
         (pkg / "a" / "__init__.py").write_text("")
         (pkg / "a" / "one.py").write_text("from . import two\n")
         (pkg / "a" / "two.py").write_text("def f():\n    from .one import x\n")
-        (pkg / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import one\n")
+        (pkg / "b.py").write_text(
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import one\n"
+        )
         (pkg / "a" / "three.py").write_text("from . import one\n")
         modules = _modules(pkg)
         assert _cycles(_graph(modules)) == [[f"{PACKAGE}.a.one", f"{PACKAGE}.a.two"]]
@@ -230,7 +231,9 @@ class TestTheChecksCanFail:
         pkg.mkdir()
         (pkg / "__init__.py").write_text("")
         (pkg / "one.py").write_text("from . import two\n")
-        (pkg / "two.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import one\n")
+        (pkg / "two.py").write_text(
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import one\n"
+        )
         assert _cycles(_graph(_modules(pkg))) == []
 
     @pytest.mark.parametrize(

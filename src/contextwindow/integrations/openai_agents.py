@@ -5,7 +5,8 @@ on the ledger.
 
     from contextwindow.integrations.openai_agents import ContextWindowFilter, LedgerSession
 
-    guard = ContextWindowFilter(context_window=16_000)
+    guard = ContextWindowFilter()
+    agent = Agent(name="notes", tools=TOOLS, model=guard.wrap(OpenAIResponsesModel("gpt-4o", client)))
     result = await Runner.run(agent, "…", session=LedgerSession("run-42", store=guard.store),
                               run_config=RunConfig(call_model_input_filter=guard), hooks=guard.hooks)
 
