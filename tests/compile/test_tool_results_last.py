@@ -1,4 +1,4 @@
-"""The request after a tool result ends with the tool results, on every wire (issue #28, item 1).
+"""The request after a tool result ends with the tool results, on every wire.
 
 An agent sends its history right after running tools; a framework (LangChain, the OpenAI Agents SDK)
 reads the model's reply as the answer to those tool calls only when the request ends with them. So

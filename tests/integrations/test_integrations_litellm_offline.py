@@ -1,4 +1,4 @@
-"""litellm stays offline in either import order (issue #28, item 5).
+"""litellm stays offline in either import order.
 
 ``LITELLM_LOCAL_MODEL_COST_MAP`` is read when litellm is imported; imported first, litellm fetches its
 model cost map, falls back to the package's and keeps retrying in a background thread (about 8 s
