@@ -1,5 +1,6 @@
-"""The OpenAI Agents SDK adapter: a real ``Runner.run`` agent over ``OpenAIChatCompletionsModel``
-against the local provider, its history in contextwindow's store."""
+"""The OpenAI Agents SDK adapter: a real ``Runner.run`` agent over ``OpenAIChatCompletionsModel`` (and
+the SDK's default ``OpenAIResponsesModel``) against the local provider, its history in contextwindow's
+store."""
 
 from __future__ import annotations
 
@@ -52,14 +53,23 @@ def server(model: ObservedModel) -> Iterator[LocalServer]:
 
 
 async def run(
-    server: LocalServer, guard: ContextWindowFilter, session: Any, turns: int, hooks: bool = True
+    server: LocalServer,
+    guard: ContextWindowFilter,
+    session: Any,
+    turns: int,
+    hooks: bool = True,
+    responses: bool = False,
+    wrap: bool = False,
 ) -> None:
     async with openai.AsyncOpenAI(base_url=server.url + "/v1", api_key="local", max_retries=0) as client:
+        kind = agents.OpenAIResponsesModel if responses else agents.OpenAIChatCompletionsModel
         agent = agents.Agent(
             name="notes",
             instructions="You search notes.",
             tools=[search_tool()],
-            model=agents.OpenAIChatCompletionsModel(model="gpt-4o", openai_client=client),
+            model=guard.wrap(kind(model="gpt-4o", openai_client=client))
+            if wrap
+            else kind(model="gpt-4o", openai_client=client),
         )
         for turn in range(turns):
             await agents.Runner.run(
@@ -88,6 +98,70 @@ class TestAgentsSDK:
         ledger = guard.store.session(guard.last_exchange.session_id)
         assert ledger.latest("checkpoint") is not None
         assert any(e.type == "usage" and e.reported for e in guard.last_exchange.events)  # via the hooks
+
+    def test_the_sdks_default_responses_model_runs_on_a_16k_window_too(
+        self, server: LocalServer, model: ObservedModel
+    ) -> None:
+        guard = adapter.ContextWindowFilter(store=":memory:", context_window=WINDOW)
+        session = adapter.LedgerSession("run-responses", store=guard.store)
+        asyncio.run(run(server, guard, session, 16, responses=True))
+        items = asyncio.run(session.get_items())
+        calls = [i["call_id"] for i in items if i.get("type") == "function_call"]
+        outputs = [i["call_id"] for i in items if i.get("type") == "function_call_output"]
+        assert len(calls) == 16 and calls == outputs
+        assert model.rejections == []
+        assert WINDOW * 0.6 < model.largest <= WINDOW
+
+    @pytest.mark.parametrize("responses", [False, True], ids=["chat-completions", "responses"])
+    def test_the_wrapped_model_learns_the_window_from_the_first_rejection(
+        self, server: LocalServer, model: ObservedModel, responses: bool
+    ) -> None:
+        guard = adapter.ContextWindowFilter(store=":memory:")  # gpt-4o's profile says 128k; 16k is served
+        session = adapter.LedgerSession("run-learns", store=guard.store)
+        asyncio.run(run(server, guard, session, 14, responses=responses, wrap=True))
+        items = asyncio.run(session.get_items())
+        calls = [i["call_id"] for i in items if i.get("type") == "function_call"]
+        outputs = [i["call_id"] for i in items if i.get("type") == "function_call_output"]
+        assert len(calls) == 14 and calls == outputs  # each tool run once, the run never saw the rejection
+        assert len(model.rejections) == 1
+        assert "maximum context length" in model.rejections[0].message
+        assert model.largest <= WINDOW
+
+    def test_the_wrapped_model_learns_the_window_when_streamed_too(
+        self, server: LocalServer, model: ObservedModel
+    ) -> None:
+        guard = adapter.ContextWindowFilter(store=":memory:")
+        session = adapter.LedgerSession("run-streamed", store=guard.store)
+
+        async def go() -> None:
+            async with openai.AsyncOpenAI(
+                base_url=server.url + "/v1", api_key="local", max_retries=0
+            ) as client:
+                agent = agents.Agent(
+                    name="notes",
+                    instructions="You search notes.",
+                    tools=[search_tool()],
+                    model=guard.wrap(agents.OpenAIResponsesModel(model="gpt-4o", openai_client=client)),
+                )
+                for turn in range(14):
+                    result = agents.Runner.run_streamed(
+                        agent,
+                        f"Turn {turn}: notes on topic {turn}.",
+                        session=session,
+                        run_config=agents.RunConfig(call_model_input_filter=guard),
+                        hooks=guard.hooks,
+                    )
+                    async for _ in result.stream_events():
+                        pass
+
+        asyncio.run(go())
+        items = asyncio.run(session.get_items())
+        calls = [i["call_id"] for i in items if i.get("type") == "function_call"]
+        assert len(calls) == 14 and calls == [
+            i["call_id"] for i in items if i.get("type") == "function_call_output"
+        ]
+        assert len(model.rejections) == 1
+        assert model.largest <= WINDOW
 
     def test_without_hooks_the_filter_still_fits_every_call(
         self, server: LocalServer, model: ObservedModel

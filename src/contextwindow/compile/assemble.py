@@ -8,9 +8,9 @@ policy allows), and every decision is returned with ids.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from ..content import AttachmentRef, Message, Text
+from ..content import AttachmentRef, Block, Message, NestedBlock, Text, ToolResult
 from ..errors import OverBudget
 from ._render import Rendered
 from ._run import Run
@@ -238,15 +238,21 @@ def _anchored(run: Run, local: int) -> tuple[int, str | None]:
 
 
 def _attach_manifest(messages: list[Message], manifest: str) -> list[Message]:
+    """``messages`` with the manifest at the end of the last user message: inside its last tool
+    result when it ends with one, so a request after a tool result still ends with the results on
+    every wire (a framework reads a message after them as a new request and runs the tool again)."""
     block = Text(text=manifest)
-    if messages and messages[-1].role == "user":
-        last = messages[-1]
-        replaced = Message(
-            role="user",
-            content=(*last.content, block),
-            id=last.id,
-            created_at=last.created_at,
-            metadata=last.metadata,
-        )
-        return [*messages[:-1], replaced]
-    return [*messages, Message(role="user", content=(block,))]
+    if not messages or messages[-1].role != "user":
+        return [*messages, Message(role="user", content=(block,))]
+    last = messages[-1]
+    content: tuple[Block, ...] = (*last.content, block)
+    if last.content and isinstance(result := last.content[-1], ToolResult):
+        # A text result stays text (the wire's plainest form): the manifest follows it after a blank line.
+        held: str | tuple[NestedBlock, ...] = (*result.content, block)
+        if isinstance(result.content, str):
+            held = f"{result.content}\n\n{manifest}" if result.content else manifest
+        content = (*last.content[:-1], replace(result, content=held))
+    replaced = Message(
+        role="user", content=content, id=last.id, created_at=last.created_at, metadata=last.metadata
+    )
+    return [*messages[:-1], replaced]

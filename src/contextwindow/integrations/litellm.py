@@ -20,7 +20,10 @@ for ``acompletion``) over litellm's chunks; the reply is recorded when it ends.
 The model profile is litellm's model name without its provider prefix (``anthropic/claude-…`` is
 ``claude-…``); ``model=`` on :class:`GuardedLiteLLM` names another. litellm reads its model-cost map
 from the package (``LITELLM_LOCAL_MODEL_COST_MAP=True`` is set before it is imported, unless the
-environment says otherwise), so nothing is fetched at run time.
+environment says otherwise), so nothing is fetched at run time. When litellm was imported first, it
+fetched its map then (offline, it falls back to the package's and keeps retrying in a background
+thread); importing this module then honours the setting all the same: the packaged map replaces a
+fetched one and the retries stop without another fetch.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+import warnings
 from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -43,6 +47,56 @@ from ..store import Store
 from ._bridge import ChatBridge
 
 __all__ = ["GuardedLiteLLM"]
+
+
+_FETCH = "_attempt_fetch_sync"
+"""One attempt at litellm's remote cost-map fetch: a module global its background retries read at
+each attempt."""
+
+
+def _local_cost_map() -> bool:
+    return os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP", "").lower() == "true"
+
+
+def _keep_the_packaged_cost_map() -> None:
+    """Honour ``LITELLM_LOCAL_MODEL_COST_MAP`` in a litellm that read its map before it was set
+    (imported before this module): its background retries of the remote fetch end without fetching,
+    and a map it fetched is replaced by the package's. Through litellm's cost-map loader (1.110 and
+    later); with another litellm, a warning says what to do."""
+    if not _local_cost_map():
+        return
+    try:
+        from litellm.litellm_core_utils import get_model_cost_map as loader
+
+        info = loader.get_model_cost_map_source_info()
+        if info["is_env_forced"]:
+            return  # litellm read the setting itself
+        fetch = getattr(loader, _FETCH)
+        packaged = loader.GetModelCostMap.load_local_model_cost_map_with_revision
+        finalize = loader._finalize_loaded_model_cost_map
+        adopt = loader.adopt_model_cost_map
+        unavailable = loader.ModelCostMapReloadUnavailable
+    except (ImportError, AttributeError, KeyError, TypeError):
+        warnings.warn(
+            "litellm was imported before contextwindow.integrations.litellm and may fetch its model cost "
+            "map at run time: set LITELLM_LOCAL_MODEL_COST_MAP=True in the environment, or import "
+            "contextwindow.integrations.litellm first",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return
+
+    def no_fetch(**kwargs: Any) -> Any:
+        if _local_cost_map():  # not worth retrying: the retries end
+            return unavailable(reason="LITELLM_LOCAL_MODEL_COST_MAP is set")
+        return fetch(**kwargs)
+
+    setattr(loader, _FETCH, no_fetch)
+    if info["source"] == "remote":
+        adopt(finalize(packaged()).model_cost_map)
+
+
+_keep_the_packaged_cost_map()
 
 _ROUTING = frozenset(
     {"api_base", "base_url", "api_key", "api_version", "custom_llm_provider", "timeout", "extra_headers"}

@@ -5,7 +5,8 @@ on the ledger.
 
     from contextwindow.integrations.openai_agents import ContextWindowFilter, LedgerSession
 
-    guard = ContextWindowFilter(context_window=16_000)
+    guard = ContextWindowFilter()
+    agent = Agent(name="notes", tools=TOOLS, model=guard.wrap(OpenAIResponsesModel("gpt-4o", client)))
     result = await Runner.run(agent, "…", session=LedgerSession("run-42", store=guard.store),
                               run_config=RunConfig(call_model_input_filter=guard), hooks=guard.hooks)
 
@@ -20,14 +21,16 @@ placeholder, a cut message) is a new one.
 
 ``hooks=guard.hooks`` (a ``RunHooks``) records each response and its real usage, which anchor the
 next estimate and calibrate the pricing; without it the guard relies on its estimates. A filter runs
-before the call and cannot retry it: give ``context_window`` when the provider serves less than the
-model's profile says, so the first call already fits.
+before the call and cannot retry it: give the agent ``guard.wrap(model)`` (its ``Model`` wrapped) and
+a rejection for size is handed to the guard core, which learns the window from it, compacts and
+retries the call once, so no ``context_window`` is needed when the provider serves less than the
+model's profile says; without the wrapper, give ``context_window`` so the first call already fits.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +38,7 @@ from agents import RunHooks
 from agents.items import ModelResponse, TResponseInputItem
 from agents.memory import SessionABC
 from agents.models.chatcmpl_converter import Converter
+from agents.models.interface import Model
 from agents.run_config import CallModelData, ModelInputData
 
 from ..compile import Policy
@@ -134,6 +138,7 @@ class ContextWindowFilter:
         self.hooks: RunHooks[Any] = _Hooks(self)
         """Pass as ``Runner.run(..., hooks=guard.hooks)`` to record each response's real usage."""
         self._pending: Stepper | None = None
+        self._originals: Originals[Any] = Originals([])
 
     @property
     def store(self) -> Store:
@@ -172,13 +177,31 @@ class ContextWindowFilter:
         stepper = Stepper(self.bridge.core, body, lambda b: _summarize(chat_model, b))
         step = await stepper.start()
         self._pending = stepper
-        compiled = list(step.body["messages"])
-        originals: Originals[Any] = Originals(pairs)
-        restored = originals.restore(compiled[leading_system(compiled) :], _items)
+        self._originals = Originals(pairs)
+        return ModelInputData(input=self._input(step.body), instructions=instructions)
+
+    def wrap(self, model: Model) -> Model:
+        """``model`` with its rejections for size handed to this guard: the guard learns the window,
+        compacts and the call is retried (see the module docstring)."""
+        return _GuardedModel(model, self)
+
+    def _input(self, body: Mapping[str, Any]) -> list[TResponseInputItem]:
+        """The compiled body's messages as the run's input items (the run's own where the guard kept them)."""
+        compiled = list(body["messages"])
+        restored = self._originals.restore(compiled[leading_system(compiled) :], _items)
         flat: list[TResponseInputItem] = []
         for entry in restored:
             flat.extend(entry if isinstance(entry, list) else [entry])
-        return ModelInputData(input=flat, instructions=instructions)
+        return flat
+
+    async def _retry(self, error: BaseException) -> list[TResponseInputItem]:
+        """The input to send again after ``error``; raises it (or ``ContextOverflow``) when the guard
+        core does not retry."""
+        stepper = self._pending
+        if stepper is None or stepper.step is None:
+            raise error
+        retry = await stepper.rejected(error)
+        return self._input(retry.body)
 
     async def _accepted(self, reply: Reply | None) -> None:
         stepper, self._pending = self._pending, None
@@ -191,6 +214,42 @@ class ContextWindowFilter:
         else:
             # No hooks: nothing known of the answer here; the next call's input carries it.
             exchange.finish(Reply(message=reply_from_wire({"role": "assistant", "content": None}).message))
+
+
+class _GuardedModel(Model):
+    """An Agents SDK ``Model`` whose failed calls go to the guard core first (``ContextWindowFilter.wrap``)."""
+
+    def __init__(self, inner: Model, guard: ContextWindowFilter) -> None:
+        self.inner = inner
+        self.guard = guard
+        name = _model_name(inner)
+        if name is not None:
+            self.model = name  # the profile the filter fits, as the inner model names it
+
+    async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> Any:
+        while True:
+            try:
+                return await self.inner.get_response(system_instructions, input, *args, **kwargs)
+            except Exception as error:
+                input = await self.guard._retry(error)
+
+    async def stream_response(
+        self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        while True:
+            started = False
+            try:
+                async for event in self.inner.stream_response(system_instructions, input, *args, **kwargs):
+                    started = True
+                    yield event
+                return
+            except Exception as error:
+                if started:
+                    raise  # the stream was under way: not a rejection of the request
+                input = await self.guard._retry(error)
+
+    async def close(self) -> None:
+        await self.inner.close()
 
 
 def _model_name(model: Any) -> str | None:
@@ -311,6 +370,7 @@ def _reply(response: ModelResponse) -> Reply:
 
 
 async def _summarize(model: Any, body: Mapping[str, Any]) -> Reply:
+    model = model.inner if isinstance(model, _GuardedModel) else model
     if model is None or not hasattr(model, "get_response"):
         raise UsageError("summaries need the agent's model as a Model object (or summarize=False)")
     from agents import ModelSettings, ModelTracing
