@@ -26,6 +26,7 @@ fits (:mod:`._chained`). Each session is run by an :class:`~contextwindow.engine
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +39,7 @@ from ..engine.loop import Engine
 from ..engine.settings import EngineSettings
 from ..errors import ContextOverflow, OverBudget, SessionMoved, StoreBusy, UnknownModel, UsageError
 from ..formats import ParsedRequest
-from ..models import get_profile
+from ..models import ModelProfile, fallback_profile, get_profile
 from ..providers.base import Stop, normalise_stop_reason
 from ..store import Store
 from ._chained import RecordedResponse, ResponseIds
@@ -141,6 +142,37 @@ class GuardCore:
         self.conversations = Conversations(store, options.session, tenant=tenant)
         self.responses = ResponseIds()
         """The responses this core recorded, by id: what a ``previous_response_id`` continues."""
+        self.learned_windows: dict[str, int] = {}
+        """Per model without a registered profile, the window a rejection for size named."""
+
+    # -- the model ------------------------------------------------------------------------------------
+
+    def _profile(self, model: str) -> ModelProfile | None:
+        """The profile ``model`` is fitted to: its registered one (:func:`~contextwindow.models.get_profile`
+        reads platform ids), else its family's rule at the window the options give or a rejection
+        taught (:func:`~contextwindow.models.fallback_profile`, a log line says so once), else ``None``:
+        nothing to fit it to."""
+        try:
+            return get_profile(model)
+        except UnknownModel:
+            window = self.options.context_window or self.learned_windows.get(model)
+            if window is None:
+                return None
+        profile = fallback_profile(model, window)
+        _say_once(
+            f"model {model!r} has no profile: guarded as {profile.tokenizer} text in a {window}-token "
+            f"window, {profile.max_output_tokens} tokens of output (register a ModelProfile for exact figures)"
+        )
+        return profile
+
+    def _learned_from(self, model: str, exc: Exception) -> None:
+        """Learn ``model``'s window from a rejection for size of its unguarded request (the window it
+        names), so the call is guarded from now on; any other failure, or one without the window, is
+        raised as it is."""
+        rejection = self.overflow(exc)
+        if rejection is None or rejection.limit is None:
+            raise exc
+        self.learned_windows[model] = rejection.limit
 
     # -- the layers of one call ---------------------------------------------------------------------
 
@@ -154,9 +186,13 @@ class GuardCore:
             raise UsageError("a guarded request needs at least one message")
         if canonical.model is None:
             raise UsageError("a guarded request names its model")
-        if not _has_profile(canonical.model):
-            # Nothing to fit it to: as written (register a profile, or name a known one, to guard it).
-            return await _pass_through(body, count)
+        profile = self._profile(canonical.model)
+        if profile is None:
+            # Nothing to fit it to yet: as written, until a rejection for size names the window.
+            try:
+                return await _pass_through(body, count)
+            except Exception as exc:
+                self._learned_from(canonical.model, exc)
         chained = self.responses.get(body["previous_response_id"]) if self._chains(body) else None
         if (self._chains(body) and chained is None) or body.get("conversation") is not None:
             # A response (or conversation) the provider holds and this core never saw: as written.
@@ -192,7 +228,12 @@ class GuardCore:
                     parsed = self.history.read(body, whole=True).parsed
                 new = messages[matched:]
             engine = engine_for(
-                conversation, model, wire=self.wire, options=self.options, settings=self.settings
+                conversation,
+                model,
+                wire=self.wire,
+                options=self.options,
+                settings=self.settings,
+                profile=self._profile(model),
             )
             # One agent call is one turn of the engine's: its per-turn state starts afresh.
             engine.start_turn()
@@ -426,12 +467,15 @@ class GuardCore:
         self.responses.put(response_id, recorded)
 
 
-def _has_profile(model: str) -> bool:
-    try:
-        get_profile(model)
-    except UnknownModel:
-        return False
-    return True
+_log = logging.getLogger("contextwindow.guard")
+_said: set[str] = set()
+
+
+def _say_once(message: str) -> None:
+    """``message`` as a warning on the ``contextwindow.guard`` logger, once per process."""
+    if message not in _said:
+        _said.add(message)
+        _log.warning(message)
 
 
 async def _pass_through(body: Mapping[str, Any], count: bool) -> Exchange:
