@@ -34,7 +34,7 @@ from typing import Any
 from ..compile import Policy
 from ..compile.reread import READ_ARCHIVED, READ_ARCHIVED_TOOL
 from ..content import Message, Request, ToolUse, media_refs
-from ..engine.events import Event
+from ..engine.events import Event, MaxTokensLowered
 from ..engine.loop import Engine
 from ..engine.settings import EngineSettings
 from ..errors import ContextOverflow, OverBudget, SessionMoved, StoreBusy, UnknownModel, UsageError
@@ -81,6 +81,8 @@ class _Call:
     ``None``: the compiled history goes out."""
     offers_reread: bool = False
     """Whether the call may offer the re-read tool (the engine adds it when a placeholder names it)."""
+    smallest: int = 0
+    """The estimate of the smallest request the call could send: system, tools, the newest message."""
 
 
 @dataclass(slots=True)
@@ -257,10 +259,10 @@ class GuardCore:
         compiler = call.conversation.compiler
         compiler.system = canonical.system
         compiler.tools = canonical.tools
-        policy = self.policy
-        if canonical.max_tokens is not None:
-            policy = policy.with_(output_reserve=canonical.max_tokens)
-        compiler.policy = policy
+        compiler.policy = self.policy
+        smallest = dataclasses.replace(canonical, messages=canonical.messages[-1:])
+        call.smallest = call.engine.fit.live_estimator().request(smallest)
+        self._fit_max_tokens(call, call.engine.fit_profile().context_window)
         # The request sent is the agent's body with the compiled history in place of its own (the
         # leading system items, which a rendered request keeps verbatim, as JSON).
         call.shown = {**body, self.history.key: self.history.head(body.get(self.history.key) or [])}
@@ -319,6 +321,7 @@ class GuardCore:
                 rejection = self.overflow(exc)
                 if rejection is None:
                     raise
+                lowered = rejection.limit is not None and self._fit_max_tokens(call, rejection.limit)
                 try:
                     async for event in call.engine.recover(rejection):
                         call.events.append(event)
@@ -326,7 +329,10 @@ class GuardCore:
                     # The newest message alone does not fit the window the provider serves.
                     raise rejection from exc
                 except ContextOverflow as unrecovered:
-                    raise unrecovered from exc
+                    if not lowered:
+                        raise unrecovered from exc
+                    # Nothing to free, but the lowered bound fits now: sent again (a second
+                    # rejection in a row is the engine's to raise).
                 call.written = None  # a retry sends the compiled history
 
     def _body(self, call: _Call, offer: bool) -> dict[str, Any]:
@@ -341,6 +347,29 @@ class GuardCore:
             extra_tools=(READ_ARCHIVED_TOOL,) if offer else (),
             max_tokens=call.max_tokens,
         )
+
+    def _fit_max_tokens(self, call: _Call, window: int) -> bool:
+        """The agent's ``max_tokens`` as the output reserve compile keeps; one that cannot fit beside the
+        smallest request that could be sent in ``window`` (system, tools, the newest message) is
+        lowered, so a bound the provider must refuse is never sent; an event and a log line say so.
+        Whether it was lowered."""
+        asked = call.max_tokens
+        if asked is None:
+            return False
+        room = window - call.smallest
+        # Lowered to the reserve the policy derives for the window (a third of a small one), so the
+        # history keeps room beside it, and never above what fits beside the smallest request.
+        fitted = asked if asked <= room else max(1, min(room, self.policy.reserve_for(window, asked)))
+        call.conversation.compiler.policy = call.conversation.compiler.policy.with_(output_reserve=fitted)
+        if fitted == asked:
+            return False
+        call.max_tokens = fitted
+        call.events.append(MaxTokensLowered(asked=asked, lowered=fitted, window=window))
+        _say_once(
+            f"max_tokens {asked} cannot fit beside the smallest request in a {window}-token window: "
+            f"sent as {fitted}"
+        )
+        return True
 
     # -- the session ---------------------------------------------------------------------------------
 
