@@ -249,3 +249,94 @@ class TestBuiltInProfiles:
         rule = OpenAIPatchRule(multiplier=1.2, budgets=(("high", 2048, 2500), ("low", 512, 256)))
         assert rule.budget(None) == rule.budget("auto") == (2048, 2500)
         assert rule.budget("low") == (512, 256)
+
+
+class TestPlatformIds:
+    """Cloud platforms' ids name the model they serve: real ids from each platform's model page."""
+
+    @pytest.mark.parametrize(
+        ("asked", "found"),
+        [
+            # Bedrock: docs.aws.amazon.com/bedrock/latest/userguide/models-supported.html, inference profiles
+            ("us.anthropic.claude-sonnet-4-5-20250929-v1:0", "claude-sonnet-4-5"),
+            ("anthropic.claude-3-5-sonnet-20241022-v2:0", "claude-3-5-sonnet"),
+            ("eu.anthropic.claude-3-7-sonnet-20250219-v1:0", "claude-3-7-sonnet"),
+            ("global.anthropic.claude-haiku-4-5-20251001-v1:0", "claude-haiku-4-5"),
+            ("apac.anthropic.claude-sonnet-4-20250514-v1:0", "claude-sonnet-4"),
+            (
+                "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-opus-4-1-20250805-v1:0",
+                "claude-opus-4-1",
+            ),
+            # Vertex AI: cloud.google.com/vertex-ai/generative-ai/docs/partner-models/claude
+            ("claude-sonnet-4-5@20250929", "claude-sonnet-4-5"),
+            ("claude-3-5-sonnet-v2@20241022", "claude-3-5-sonnet"),
+            ("publishers/anthropic/models/claude-opus-4-1@20250805", "claude-opus-4-1"),
+            ("publishers/google/models/gemini-2.5-pro", "gemini-2.5-pro"),
+            # OpenRouter: openrouter.ai/models
+            ("anthropic/claude-sonnet-4.5", "claude-sonnet-4-5"),
+            ("anthropic/claude-3.7-sonnet:thinking", "claude-3-7-sonnet"),
+            ("openai/gpt-4o", "gpt-4o"),
+            ("openai/gpt-4.1-mini", "gpt-4.1-mini"),
+            ("google/gemini-2.5-flash", "gemini-2.5-flash"),
+            ("deepseek/deepseek-chat", "deepseek-chat"),
+            # LiteLLM routes: docs.litellm.ai/docs/providers
+            ("bedrock/us.anthropic.claude-sonnet-4-5-20250929-v1:0", "claude-sonnet-4-5"),
+            ("vertex_ai/claude-sonnet-4-5@20250929", "claude-sonnet-4-5"),
+            ("openrouter/anthropic/claude-sonnet-4.5", "claude-sonnet-4-5"),
+            ("azure/gpt-4o-2024-08-06", "gpt-4o"),
+        ],
+    )
+    def test_a_platform_id_resolves_to_the_profile_it_names(self, asked: str, found: str) -> None:
+        assert get_profile(asked).name == found
+
+    @pytest.mark.parametrize(
+        "asked",
+        [
+            "llama3.1:8b",  # Ollama: ollama.com/library/llama3.1
+            "Qwen/Qwen2.5-72B-Instruct",  # Hugging Face: huggingface.co/Qwen/Qwen2.5-72B-Instruct
+            "my-gpt4o-deployment",  # an Azure OpenAI deployment: the customer's own name
+            "openai/gpt-5.3",  # a dotted version is dashed for Claude only: gpt-5 does not claim it
+        ],
+    )
+    def test_a_name_no_profile_names_stays_unknown(self, asked: str) -> None:
+        with pytest.raises(UnknownModel):
+            get_profile(asked)
+
+    def test_a_registered_name_with_a_slash_is_found_as_written(self) -> None:
+        profile = ModelProfile(
+            name="acme/house-model",
+            provider="other",
+            context_window=9_000,
+            max_output_tokens=1_000,
+            tokenizer="unknown",
+        )
+        register(profile)
+        try:
+            assert get_profile("acme/house-model") is profile
+        finally:
+            models._registry.pop("acme/house-model")
+
+
+class TestFallbackProfile:
+    @pytest.mark.parametrize(
+        ("asked", "provider", "tokenizer"),
+        [
+            ("claude-opus-9", "anthropic", "claude-2026"),
+            ("bedrock/us.anthropic.claude-opus-9-v1:0", "anthropic", "claude-2026"),
+            ("openai/gpt-7", "openai", "o200k"),
+            ("gemini-9-ultra", "gemini", "gemini"),
+            ("deepseek-ai/DeepSeek-V4", "other", "deepseek"),
+            ("llama3.1:8b", "other", "unknown"),
+            ("my-deployment", "other", "unknown"),
+        ],
+    )
+    def test_an_unknown_model_gets_its_familys_rule_at_the_window_given(
+        self, asked: str, provider: str, tokenizer: str
+    ) -> None:
+        profile = models.fallback_profile(asked, 16_000)
+        assert (profile.name, profile.provider, profile.tokenizer) == (asked, provider, tokenizer)
+        assert profile.context_window == 16_000 and profile.max_output_tokens == 4_000
+
+    def test_the_default_errs_high(self) -> None:
+        profile = models.fallback_profile("llama3.1:8b", 200_000)
+        assert profile.image_rule == FlatImageRule() and profile.max_output_tokens == 32_768

@@ -16,6 +16,7 @@ overrides a figure (a smaller real window behind a proxy, say) without touching 
 from __future__ import annotations
 
 import difflib
+import re
 import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeAlias
@@ -34,6 +35,8 @@ __all__ = [
     "OpenAITileRule",
     "ProviderName",
     "TokenizerFamily",
+    "canonical_name",
+    "fallback_profile",
     "get_profile",
     "register",
 ]
@@ -362,16 +365,6 @@ _BUILTIN: tuple[ModelProfile, ...] = (
 
 _lock = threading.Lock()
 _registry: dict[str, ModelProfile] = {p.name: p for p in _BUILTIN}
-_PROVIDER_PREFIXES = (
-    "anthropic/",
-    "openai/",
-    "gemini/",
-    "google/",
-    "models/",
-    "azure/",
-    "bedrock/",
-    "vertex_ai/",
-)
 
 
 def register(profile: ModelProfile, *, replace_existing: bool = True) -> ModelProfile:
@@ -384,7 +377,8 @@ def register(profile: ModelProfile, *, replace_existing: bool = True) -> ModelPr
 
 
 def get_profile(model: str | ModelProfile) -> ModelProfile:
-    """The profile for a model name: exact match, then the longest registered prefix.
+    """The profile for a model name: exact match, then the longest registered prefix of the name as
+    :func:`canonical_name` reads it (a cloud platform's id names the model it serves).
 
     A ``ModelProfile`` passes through, so every API that takes a model also takes a profile.
     """
@@ -392,20 +386,100 @@ def get_profile(model: str | ModelProfile) -> ModelProfile:
         return model
     if not isinstance(model, str) or not model:
         raise InvalidInput("a model is a non-empty name or a ModelProfile", path="model")
-    name = model.strip().lower()
-    for prefix in _PROVIDER_PREFIXES:
-        if name.startswith(prefix):
-            name = name[len(prefix) :]
+    asked = model.strip().lower()
+    name = canonical_name(model)
     with _lock:
-        exact = _registry.get(name) or _registry.get(model)
+        exact = _registry.get(model) or _registry.get(asked) or _registry.get(name)
         if exact is not None:
             return exact
         # Registered names are compared without case, as the asked name is: "MyProxy-v2" finds "MyProxy".
-        candidates = [n for n in _registry if name.startswith(n.lower()) and _boundary(name, len(n))]
+        candidates = [
+            n
+            for n in _registry
+            for each in (asked, name)
+            if each.startswith(n.lower()) and _boundary(each, len(n))
+        ]
         if candidates:
             return _registry[max(candidates, key=len)]
         close = difflib.get_close_matches(name, list(_registry), n=5, cutoff=0.5)
     raise UnknownModel(model, known=close)
+
+
+def fallback_profile(model: str, context_window: int) -> ModelProfile:
+    """A profile for a model no registered profile names, fitted to ``context_window``: its family's
+    rule where the name says the family (Claude, GPT and o-series, Gemini, DeepSeek), else a
+    conservative default (o200k with a 25% margin, the highest flat image price), so an estimate
+    errs high. The output cap is the window's quarter, at most 32,768 tokens."""
+    name = canonical_name(model)
+    family = next((f for prefix, f in _FAMILIES if name.startswith(prefix)), None)
+    provider, tokenizer = family or ("other", "unknown")
+    return ModelProfile(
+        name=model,
+        provider=provider,
+        context_window=context_window,
+        max_output_tokens=max(1, min(32_768, context_window // 4)),
+        tokenizer=tokenizer,
+        image_rule=_HIRES if provider == "anthropic" else FlatImageRule(),
+        source=f"no profile names {model!r}: the {provider if family else 'default'} rule, the window given",
+    )
+
+
+_FAMILIES: tuple[tuple[str, tuple[ProviderName, TokenizerFamily]], ...] = (
+    ("claude", ("anthropic", "claude-2026")),  # the newer tokenizer counts more: errs high
+    ("gpt-", ("openai", "o200k")),
+    ("chatgpt-", ("openai", "o200k")),
+    ("o1", ("openai", "o200k")),
+    ("o3", ("openai", "o200k")),
+    ("o4", ("openai", "o200k")),
+    ("gemini", ("gemini", "gemini")),
+    ("deepseek", ("other", "deepseek")),
+)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Cloud platforms' model ids. Each shape is from the platform's public model-id page:
+#   Bedrock  https://docs.aws.amazon.com/bedrock/latest/userguide/models-supported.html and
+#            .../inference-profiles-support.html: [region.]vendor.model[-vN[:M]],
+#            "us.anthropic.claude-sonnet-4-5-20250929-v1:0", "anthropic.claude-3-5-sonnet-20241022-v2:0",
+#            or the inference profile's ARN ("arn:aws:bedrock:…:inference-profile/us.anthropic.…")
+#   Vertex   https://cloud.google.com/vertex-ai/generative-ai/docs/partner-models/claude: model@version,
+#            "claude-sonnet-4-5@20250929"; "publishers/anthropic/models/claude-…" in resource paths
+#   OpenRouter https://openrouter.ai/models: vendor/model with dotted versions and :variant,
+#            "anthropic/claude-sonnet-4.5", "openai/gpt-4o", "anthropic/claude-3.7-sonnet:thinking"
+#   LiteLLM  https://docs.litellm.ai/docs/providers: route/model, "bedrock/…", "vertex_ai/…", "openrouter/…"
+#   Ollama   https://ollama.com/library: name:tag, "llama3.1:8b"
+#   Hugging Face https://huggingface.co/models: owner/name, "Qwen/Qwen2.5-72B-Instruct"
+# Azure OpenAI deployment names are the customer's own (any string): only ``context_window=`` guards them.
+
+_BEDROCK_REGIONS = ("us", "us-gov", "eu", "apac", "jp", "au", "ca", "global")
+_BEDROCK_VENDORS = (
+    "anthropic", "meta", "amazon", "mistral", "cohere", "ai21", "deepseek", "openai", "qwen", "writer"
+)  # fmt: skip
+_BEDROCK = re.compile(
+    rf"^(?:(?:{'|'.join(map(re.escape, _BEDROCK_REGIONS))})\.)?(?:{'|'.join(_BEDROCK_VENDORS)})\.(?P<model>.+)$"
+)
+_BEDROCK_VERSION = re.compile(r"(?:-v\d+)?(?::\d+)?$")
+_OPENROUTER_VARIANTS = re.compile(r":(?:free|beta|thinking|extended|nitro|floor|online)$")
+_DOTTED_VERSION = re.compile(r"(?<=\d)\.(?=\d)")
+
+
+def canonical_name(model: str) -> str:
+    """The model a platform's id names, lower-cased: an ARN's resource, routes and owners
+    (``bedrock/``, ``anthropic/``, ``Qwen/``), Bedrock's region, vendor and version, Vertex's
+    ``@version`` and OpenRouter's ``:variant`` stripped, and Claude's dotted versions dashed
+    (``claude-sonnet-4.5`` is ``claude-sonnet-4-5``). Dates stay: a registered prefix claims them."""
+    name = model.strip().lower()
+    if name.startswith("arn:"):
+        name = name.rsplit("/", 1)[-1]
+    name = name.rsplit("/", 1)[-1]  # routes, vendors and owners; Vertex's publishers/…/models/
+    name = name.split("@", 1)[0]
+    bedrock = _BEDROCK.match(name)
+    if bedrock is not None:
+        name = _BEDROCK_VERSION.sub("", bedrock["model"]) or bedrock["model"]
+    name = _OPENROUTER_VARIANTS.sub("", name)
+    if name.startswith("claude"):
+        name = _DOTTED_VERSION.sub("-", name)
+    return name
 
 
 def _boundary(name: str, at: int) -> bool:

@@ -33,6 +33,7 @@ __all__ = [
     "FoldFailure",
     "FoldFailureReason",
     "FoldPhase",
+    "MaxTokensLowered",
     "Note",
     "NoteBook",
     "NoteKind",
@@ -199,6 +200,17 @@ class OverflowRecovered:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class MaxTokensLowered:
+    """The output bound asked for (``max_tokens``) could not fit beside the smallest request that
+    could be sent (system, tools, the newest message) in the window as known: it went out lowered."""
+
+    type: Literal["max_tokens_lowered"] = "max_tokens_lowered"
+    asked: int
+    lowered: int
+    window: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Note:
     """A note for the host to show its user (maka's ``system_note``)."""
 
@@ -232,6 +244,7 @@ Event: TypeAlias = (
     | AttachmentsEvicted
     | ToolResultsArchived
     | OverflowRecovered
+    | MaxTokensLowered
     | Note
     | TurnEnded
 )

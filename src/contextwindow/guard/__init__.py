@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._entry import guard
+from ._entry import guard, last_exchange, store_of
 from ._options import DEFAULT_STORE, STORE_ENV, GuardOptions, resolve_store
 
 if TYPE_CHECKING:
@@ -32,9 +32,11 @@ __all__ = [
     "Reply",
     "Send",
     "guard",
+    "last_exchange",
     "resolve_store",
     "run_async",
     "run_sync",
+    "store_of",
 ]
 
 _LAZY = {

@@ -23,6 +23,8 @@ its cause.
 
 from __future__ import annotations
 
+import contextvars
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
@@ -133,6 +135,13 @@ def _split(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return {**jsonable(body), **{k: kwargs[k] for k in _HISTORY if k in kwargs}}, options
 
 
+_LAST_EXCHANGES: contextvars.ContextVar[dict[int, tuple[weakref.ref[Any], Exchange]] | None] = (
+    contextvars.ContextVar("contextwindow_last_exchanges", default=None)
+)
+"""Per thread and asyncio task (a context), each guarded client's latest exchange, by the client's
+id; the weak reference tells a live client from one whose id was reused."""
+
+
 class _Proxy:
     """Answers every attribute it does not define from the object it wraps."""
 
@@ -154,9 +163,24 @@ class _Guarded(_Proxy):
         self._summary_client = summary_client
         self._is_async = is_async
         self._responses_core: GuardCore | None = None
-        self.last_exchange: Exchange | None = None
-        """The latest call's :class:`~contextwindow.guard.Exchange`: its session id, the body sent,
-        what the guard did (``events``)."""
+
+    @property
+    def last_exchange(self) -> Exchange | None:
+        """The :class:`~contextwindow.guard.Exchange` of the latest call this thread or asyncio task
+        made through this client (its session id, the body sent, what the guard did: ``events``):
+        another thread's or task's call never shows here. A task starts with what its creator had."""
+        held = (_LAST_EXCHANGES.get() or {}).get(id(self))
+        return held[1] if held is not None and held[0]() is self else None
+
+    @last_exchange.setter
+    def last_exchange(self, exchange: Exchange | None) -> None:
+        # Immutable per context: a task's copy is its own. Clients gone are dropped as it is rewritten.
+        held = {
+            k: v for k, v in (_LAST_EXCHANGES.get() or {}).items() if v[0]() is not None and k != id(self)
+        }
+        if exchange is not None:
+            held[id(self)] = (weakref.ref(self), exchange)
+        _LAST_EXCHANGES.set(held)
 
     @property
     def store(self) -> Store:

@@ -26,6 +26,7 @@ fits (:mod:`._chained`). Each session is run by an :class:`~contextwindow.engine
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,12 +34,12 @@ from typing import Any
 from ..compile import Policy
 from ..compile.reread import READ_ARCHIVED, READ_ARCHIVED_TOOL
 from ..content import Message, Request, ToolUse, media_refs
-from ..engine.events import Event
+from ..engine.events import Event, MaxTokensLowered
 from ..engine.loop import Engine
 from ..engine.settings import EngineSettings
 from ..errors import ContextOverflow, OverBudget, SessionMoved, StoreBusy, UnknownModel, UsageError
 from ..formats import ParsedRequest
-from ..models import get_profile
+from ..models import ModelProfile, fallback_profile, get_profile
 from ..providers.base import Stop, normalise_stop_reason
 from ..store import Store
 from ._chained import RecordedResponse, ResponseIds
@@ -80,6 +81,8 @@ class _Call:
     ``None``: the compiled history goes out."""
     offers_reread: bool = False
     """Whether the call may offer the re-read tool (the engine adds it when a placeholder names it)."""
+    smallest: int = 0
+    """The estimate of the smallest request the call could send: system, tools, the newest message."""
 
 
 @dataclass(slots=True)
@@ -141,6 +144,37 @@ class GuardCore:
         self.conversations = Conversations(store, options.session, tenant=tenant)
         self.responses = ResponseIds()
         """The responses this core recorded, by id: what a ``previous_response_id`` continues."""
+        self.learned_windows: dict[str, int] = {}
+        """Per model without a registered profile, the window a rejection for size named."""
+
+    # -- the model ------------------------------------------------------------------------------------
+
+    def _profile(self, model: str) -> ModelProfile | None:
+        """The profile ``model`` is fitted to: its registered one (:func:`~contextwindow.models.get_profile`
+        reads platform ids), else its family's rule at the window the options give or a rejection
+        taught (:func:`~contextwindow.models.fallback_profile`, a log line says so once), else ``None``:
+        nothing to fit it to."""
+        try:
+            return get_profile(model)
+        except UnknownModel:
+            window = self.options.context_window or self.learned_windows.get(model)
+            if window is None:
+                return None
+        profile = fallback_profile(model, window)
+        _say_once(
+            f"model {model!r} has no profile: guarded as {profile.tokenizer} text in a {window}-token "
+            f"window, {profile.max_output_tokens} tokens of output (register a ModelProfile for exact figures)"
+        )
+        return profile
+
+    def _learned_from(self, model: str, exc: Exception) -> None:
+        """Learn ``model``'s window from a rejection for size of its unguarded request (the window it
+        names), so the call is guarded from now on; any other failure, or one without the window, is
+        raised as it is."""
+        rejection = self.overflow(exc)
+        if rejection is None or rejection.limit is None:
+            raise exc
+        self.learned_windows[model] = rejection.limit
 
     # -- the layers of one call ---------------------------------------------------------------------
 
@@ -154,9 +188,13 @@ class GuardCore:
             raise UsageError("a guarded request needs at least one message")
         if canonical.model is None:
             raise UsageError("a guarded request names its model")
-        if not _has_profile(canonical.model):
-            # Nothing to fit it to: as written (register a profile, or name a known one, to guard it).
-            return await _pass_through(body, count)
+        profile = self._profile(canonical.model)
+        if profile is None:
+            # Nothing to fit it to yet: as written, until a rejection for size names the window.
+            try:
+                return await _pass_through(body, count)
+            except Exception as exc:
+                self._learned_from(canonical.model, exc)
         chained = self.responses.get(body["previous_response_id"]) if self._chains(body) else None
         if (self._chains(body) and chained is None) or body.get("conversation") is not None:
             # A response (or conversation) the provider holds and this core never saw: as written.
@@ -192,7 +230,12 @@ class GuardCore:
                     parsed = self.history.read(body, whole=True).parsed
                 new = messages[matched:]
             engine = engine_for(
-                conversation, model, wire=self.wire, options=self.options, settings=self.settings
+                conversation,
+                model,
+                wire=self.wire,
+                options=self.options,
+                settings=self.settings,
+                profile=self._profile(model),
             )
             # One agent call is one turn of the engine's: its per-turn state starts afresh.
             engine.start_turn()
@@ -216,10 +259,10 @@ class GuardCore:
         compiler = call.conversation.compiler
         compiler.system = canonical.system
         compiler.tools = canonical.tools
-        policy = self.policy
-        if canonical.max_tokens is not None:
-            policy = policy.with_(output_reserve=canonical.max_tokens)
-        compiler.policy = policy
+        compiler.policy = self.policy
+        smallest = dataclasses.replace(canonical, messages=canonical.messages[-1:])
+        call.smallest = call.engine.fit.live_estimator().request(smallest)
+        self._fit_max_tokens(call, call.engine.fit_profile().context_window)
         # The request sent is the agent's body with the compiled history in place of its own (the
         # leading system items, which a rendered request keeps verbatim, as JSON).
         call.shown = {**body, self.history.key: self.history.head(body.get(self.history.key) or [])}
@@ -278,6 +321,7 @@ class GuardCore:
                 rejection = self.overflow(exc)
                 if rejection is None:
                     raise
+                lowered = rejection.limit is not None and self._fit_max_tokens(call, rejection.limit)
                 try:
                     async for event in call.engine.recover(rejection):
                         call.events.append(event)
@@ -285,7 +329,10 @@ class GuardCore:
                     # The newest message alone does not fit the window the provider serves.
                     raise rejection from exc
                 except ContextOverflow as unrecovered:
-                    raise unrecovered from exc
+                    if not lowered:
+                        raise unrecovered from exc
+                    # Nothing to free, but the lowered bound fits now: sent again (a second
+                    # rejection in a row is the engine's to raise).
                 call.written = None  # a retry sends the compiled history
 
     def _body(self, call: _Call, offer: bool) -> dict[str, Any]:
@@ -300,6 +347,29 @@ class GuardCore:
             extra_tools=(READ_ARCHIVED_TOOL,) if offer else (),
             max_tokens=call.max_tokens,
         )
+
+    def _fit_max_tokens(self, call: _Call, window: int) -> bool:
+        """The agent's ``max_tokens`` as the output reserve compile keeps; one that cannot fit beside the
+        smallest request that could be sent in ``window`` (system, tools, the newest message) is
+        lowered, so a bound the provider must refuse is never sent; an event and a log line say so.
+        Whether it was lowered."""
+        asked = call.max_tokens
+        if asked is None:
+            return False
+        room = window - call.smallest
+        # Lowered to the reserve the policy derives for the window (a third of a small one), so the
+        # history keeps room beside it, and never above what fits beside the smallest request.
+        fitted = asked if asked <= room else max(1, min(room, self.policy.reserve_for(window, asked)))
+        call.conversation.compiler.policy = call.conversation.compiler.policy.with_(output_reserve=fitted)
+        if fitted == asked:
+            return False
+        call.max_tokens = fitted
+        call.events.append(MaxTokensLowered(asked=asked, lowered=fitted, window=window))
+        _say_once(
+            f"max_tokens {asked} cannot fit beside the smallest request in a {window}-token window: "
+            f"sent as {fitted}"
+        )
+        return True
 
     # -- the session ---------------------------------------------------------------------------------
 
@@ -426,12 +496,15 @@ class GuardCore:
         self.responses.put(response_id, recorded)
 
 
-def _has_profile(model: str) -> bool:
-    try:
-        get_profile(model)
-    except UnknownModel:
-        return False
-    return True
+_log = logging.getLogger("contextwindow.guard")
+_said: set[str] = set()
+
+
+def _say_once(message: str) -> None:
+    """``message`` as a warning on the ``contextwindow.guard`` logger, once per process."""
+    if message not in _said:
+        _said.add(message)
+        _log.warning(message)
 
 
 async def _pass_through(body: Mapping[str, Any], count: bool) -> Exchange:

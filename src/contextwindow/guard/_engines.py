@@ -16,7 +16,8 @@ from ..content import Request
 from ..engine.folding.summarizer import Summarizer
 from ..engine.loop import Engine
 from ..engine.settings import EngineSettings
-from ..models import get_profile
+from ..errors import UnknownModel
+from ..models import ModelProfile, get_profile
 from ..providers.base import ProviderEvent, Stop, UsageSample, normalise_stop_reason
 from ._conversation import Conversation
 from ._options import GuardOptions
@@ -62,12 +63,14 @@ def engine_for(
     wire: WireAdapter,
     options: GuardOptions,
     settings: EngineSettings,
+    profile: ModelProfile | None = None,
 ) -> Engine:
-    """The engine of ``conversation`` for ``model``, made on first use and kept on the conversation."""
+    """The engine of ``conversation`` for ``model``, made on first use and kept on the conversation;
+    ``profile`` is the model's when no registered profile names it (:func:`~contextwindow.models.fallback_profile`)."""
     engine = conversation.engines.get(model)
     if engine is not None:
         return engine
-    profile = get_profile(model)
+    profile = profile or get_profile(model)
     window = options.context_window or profile.context_window
     window = min(window, conversation.windows.get(model, window))
     if window != profile.context_window:
@@ -77,7 +80,7 @@ def engine_for(
     summarizer = None
     if options.summarize:
         summary_model = options.summary_model or model
-        summary_profile = get_profile(summary_model)
+        summary_profile = profile if summary_model == model else _profile_or(summary_model, profile)
         summarizer = Summarizer(
             Relay(wire, summary_model),
             summary_profile.with_(
@@ -95,3 +98,11 @@ def engine_for(
     )
     conversation.engines[model] = engine
     return engine
+
+
+def _profile_or(model: str, fallback: ModelProfile) -> ModelProfile:
+    """``model``'s profile, or ``fallback`` (the guarded model's) when no registered profile names it."""
+    try:
+        return get_profile(model)
+    except UnknownModel:
+        return fallback.with_(name=model)

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from ..content import Message, Request, Text, ToolResult, ToolUse
-from ..errors import InvalidInput
+from ..errors import InvalidInput, UnknownModel
 from ..formats import AttachmentLoader, WireFormat
 from ..formats.openai import carried
 from ..models import ModelProfile, get_profile
@@ -83,6 +83,10 @@ class LocalSettings:
     strict: bool = True
     """Refuse what the real APIs refuse (:mod:`.strict`): empty content, broken tool pairing, a
     conversation opening on the assistant (Anthropic), media whose bytes are not their type."""
+    any_model: bool = False
+    """Serve a model name no profile names (an Azure deployment, an Ollama tag) as the default model,
+    under its own name; ``False``: such a request is the API's "model not found". A platform's id of a
+    known model (``us.anthropic.claude-…-v1:0``) is served as that model either way."""
     count_scale: float = 1.0
     """Count each string at this many times the tokenizer's count (:mod:`.counting`): the stand-in
     tokenizer in the units of the one it stands in for, as measured on real usage (a replay of a
@@ -189,7 +193,12 @@ class LocalModel:
 
     def profile(self, model: str | None) -> ModelProfile:
         """The profile of the model a request names (the default model when it names none)."""
-        profile = get_profile(model or self.settings.default_model)
+        try:
+            profile = get_profile(model or self.settings.default_model)
+        except UnknownModel:
+            if not self.settings.any_model or model is None:
+                raise
+            profile = get_profile(self.settings.default_model).with_(name=model)
         return (
             profile if self.settings.tokenizer is None else profile.with_(tokenizer=self.settings.tokenizer)
         )
