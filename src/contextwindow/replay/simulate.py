@@ -52,6 +52,7 @@ from ..pricing import Estimator
 from ..providers import output_limit_hit
 from ..store import Session, open_store
 from ..testing import SUMMARY_MARKER, LocalModel, LocalProvider, LocalSettings
+from ..testing.caching import Breakpoint
 from ..testing.counting import tokenizer_for
 from ..testing.model import LocalReply, Rejection
 from ..usage.tracker import UsageMode
@@ -104,8 +105,11 @@ class RecordingModel(LocalModel):
         max_tokens: int | None,
         load: AttachmentLoader | None = None,
         session: str = "default",
+        breakpoints: Sequence[Breakpoint] | None = None,
     ) -> LocalReply | Rejection:
-        outcome = super().handle(request, wire=wire, max_tokens=max_tokens, load=load, session=session)
+        outcome = super().handle(
+            request, wire=wire, max_tokens=max_tokens, load=load, session=session, breakpoints=breakpoints
+        )
         if session == "default":
             if isinstance(outcome, LocalReply):
                 self.calls.append((request, wire, outcome.input_tokens, False, load))

@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -43,6 +44,15 @@ from ..formats.openai import carried
 from ..models import ModelProfile, get_profile
 from ..providers.streams import continues_stream
 from ..usage.tracker import USAGE_MODES, Usage, UsageMode
+from .caching import (
+    MAX_BREAKPOINTS,
+    Breakpoint,
+    CacheUse,
+    PromptCache,
+    minimum_cacheable,
+    provider_breakpoints,
+    segments,
+)
 from .counting import RequestCount, block_tokens, check_scale, count_request, tokenizer_for
 from .sessions import SESSION_BYTES, SessionStream, SessionStreams
 from .strict import StrictRefusal, check
@@ -87,6 +97,14 @@ class LocalSettings:
     """Count each string at this many times the tokenizer's count (:mod:`.counting`): the stand-in
     tokenizer in the units of the one it stands in for, as measured on real usage (a replay of a
     real session takes it from the session's own recorded counts)."""
+    prompt_cache: bool = False
+    """Cache prompts as the providers do (:mod:`.caching`): Anthropic on ``cache_control``
+    breakpoints, OpenAI automatically from 1,024 tokens; usage then reports cache reads and writes
+    (``cache_read_input_tokens`` / ``cache_creation_input_tokens``, ``cached_tokens``). Off: every
+    input token is reported fresh, as before."""
+    clock: Callable[[], float] | None = field(default=None, compare=False)
+    """The prompt cache's clock in seconds (``None``: ``time.monotonic``); a test passes its own to
+    move time past a lifetime."""
 
     def __post_init__(self) -> None:
         if self.window is not None and self.window <= 0:
@@ -131,6 +149,8 @@ class LocalReply:
     reported: Usage | None
     before: Usage
     """For ``cumulative`` reports: the running total before this call (zero otherwise)."""
+    cache: CacheUse = field(default_factory=CacheUse)
+    """What this call read from and wrote to the prompt cache (:mod:`.caching`)."""
 
 
 class LocalModel:
@@ -150,6 +170,8 @@ class LocalModel:
         self._calls = itertools.count(1)
         self._streams = SessionStreams(session_bytes)
         """Per session: the last request of the stream, its reply and the running total (bounded)."""
+        self.cache = PromptCache(self.settings.clock or time.monotonic)
+        """The prompt cache (used when ``settings.prompt_cache``)."""
         self.enqueue(*script)
 
     # -- scripting -----------------------------------------------------------------------------------
@@ -232,8 +254,11 @@ class LocalModel:
         max_tokens: int | None,
         load: AttachmentLoader | None = None,
         session: str = "default",
+        breakpoints: Sequence[Breakpoint] | None = None,
     ) -> LocalReply | Rejection:
-        """Answer one call (see the module docstring for the order of decisions)."""
+        """Answer one call (see the module docstring for the order of decisions). ``breakpoints``: the
+        Anthropic request's ``cache_control`` markers (:func:`.caching.breakpoints_in`); ``None``, those
+        :class:`~contextwindow.providers.anthropic.AnthropicProvider` marks."""
         request = as_carried(request, wire)
         profile = self.profile(request.model)
         model_name = request.model or profile.name
@@ -245,6 +270,15 @@ class LocalModel:
             refusal = check(request, wire, load)
             if refusal is not None:
                 return _refusal(wire, refusal)
+        if wire == "anthropic" and breakpoints is None:
+            breakpoints = provider_breakpoints(request)
+        if self.settings.strict and wire == "anthropic" and len(breakpoints or ()) > MAX_BREAKPOINTS:
+            return _anthropic_error(
+                400,
+                "invalid_request_error",
+                f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. "
+                f"Found {len(breakpoints or ())}.",
+            )
         if max_tokens is not None and max_tokens > profile.max_output_tokens:
             return _output_cap(wire, max_tokens, profile.max_output_tokens, model_name)
         counted = count_request(request, profile, load, scale=self.settings.count_scale)
@@ -304,7 +338,13 @@ class LocalModel:
             if any(isinstance(b, ToolUse) for b in content)
             else "end_turn"
         )
-        this_call = Usage(fresh_input=n, output=output)
+        cached = self._cached(request, profile, wire, breakpoints or (), n, load)
+        this_call = Usage(
+            fresh_input=n - cached.read - cached.write,
+            cache_read=cached.read,
+            cache_write=cached.write,
+            output=output,
+        )
         reply = Message(role="assistant", content=content)
         before = Usage()
         reported: Usage | None
@@ -337,7 +377,26 @@ class LocalModel:
             tokenizer=counted.tokenizer,
             reported=reported,
             before=before,
+            cache=cached,
         )
+
+    def _cached(
+        self,
+        request: Request,
+        profile: ModelProfile,
+        wire: WireFormat,
+        breakpoints: Sequence[Breakpoint],
+        n: int,
+        load: AttachmentLoader | None,
+    ) -> CacheUse:
+        """What the prompt cache serves of a call of ``n`` input tokens (nothing when it is off)."""
+        if not self.settings.prompt_cache:
+            return CacheUse()
+        tok = tokenizer_for(profile, self.settings.count_scale)
+        blocks = segments(request, profile, tok, load, provider=wire)
+        if wire == "anthropic":
+            return self.cache.anthropic(blocks, breakpoints, minimum_cacheable(profile.name))
+        return self.cache.openai(blocks, n)
 
 
 def _answers_tools(request: Request) -> bool:
