@@ -142,6 +142,16 @@ class TestAnthropicBreakpoints:
         expired = ask(model, request, at_end(request))
         assert expired.cache.read == 0 and expired.cache.write == _prefix(request)
 
+    def test_a_hit_found_by_looking_back_refreshes_that_entry(self) -> None:
+        clock = Clock()
+        model = cached_model(clock)
+        first = conversation("one", "two", "three")
+        ask(model, first, at_end(first))
+        for later in ("four", "five"):  # each a different continuation: only ``first``'s entry is shared
+            clock.now += 299
+            grown = conversation("one", "two", "three", later, "and more")
+            assert ask(model, grown, at_end(grown)).cache.read == _prefix(first)
+
     def test_the_one_hour_lifetime_outlasts_five_minutes_and_is_reported_apart(self) -> None:
         clock = Clock()
         model = cached_model(clock)
@@ -291,7 +301,7 @@ def _anthropic_body(question: str, *, marks: int = 1) -> dict[str, object]:
 
 class TestThroughTheSDKs:
     def test_anthropic_reports_cache_creation_then_cache_read(self, server: LocalServer) -> None:
-        client = anthropic.Anthropic(base_url=server.url, api_key="x")
+        client = anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0)
         first = client.messages.create(**_anthropic_body("q"))
         second = client.messages.create(**_anthropic_body("q"))
         assert first.usage.cache_creation_input_tokens > 1024 and first.usage.cache_read_input_tokens == 0
@@ -315,7 +325,7 @@ class TestThroughTheSDKs:
             client.messages.create(**body)
 
     def test_openai_chat_reports_cached_tokens_within_prompt_tokens(self, server: LocalServer) -> None:
-        client = openai.OpenAI(base_url=server.url + "/v1", api_key="x")
+        client = openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0)
         messages = [{"role": "system", "content": LONG}, {"role": "user", "content": "q"}]
         first = client.chat.completions.create(model="gpt-4o", messages=messages)
         second = client.chat.completions.create(model="gpt-4o", messages=messages)
@@ -325,12 +335,12 @@ class TestThroughTheSDKs:
         assert second.usage.prompt_tokens == first.usage.prompt_tokens
 
     def test_openai_responses_reports_cached_tokens_within_input_tokens(self, server: LocalServer) -> None:
-        client = openai.OpenAI(base_url=server.url + "/v1", api_key="x")
+        client = openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0)
         first = client.responses.create(model="gpt-4o", instructions=LONG, input="q")
         second = client.responses.create(model="gpt-4o", instructions=LONG, input="q")
-        assert first.usage.input_tokens_details.cached_tokens == 0
+        assert first.usage.input_tokens_details.cached_tokens == 0, (first.usage, second.usage)
         cached = second.usage.input_tokens_details.cached_tokens
-        assert cached >= 1024 and cached % 128 == 0 and cached <= second.usage.input_tokens
+        assert cached >= 1024 and cached % 128 == 0 and cached <= second.usage.input_tokens, second.usage
 
 
 def _blocks(request: Request) -> list:  # type: ignore[type-arg]
