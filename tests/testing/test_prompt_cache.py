@@ -351,3 +351,38 @@ def _blocks(request: Request) -> list:  # type: ignore[type-arg]
 def _prefix(request: Request) -> int:
     """The tokens up to the request's last block (everything but the reply priming)."""
     return sum(b.tokens for b in _blocks(request))
+
+
+class TestThroughTheProjectsProviders:
+    """The SDK providers the engine uses read the cache fields into ``Usage``, and the in-process
+    provider reports what the same calls over HTTP report."""
+
+    def _usages(self, provider: object, request: Request) -> list[object]:
+        async def calls() -> list[object]:
+            return [
+                (await complete(provider, request, max_tokens=50, load=LOAD)).usage  # type: ignore[arg-type]
+                for _ in range(2)
+            ]
+
+        return asyncio.run(calls())
+
+    def test_anthropic_provider_over_http_matches_the_in_process_provider(self, server: LocalServer) -> None:
+        from contextwindow.providers.anthropic import AnthropicProvider
+
+        request = conversation("a question", "an answer", "another question")
+        client = anthropic.AsyncAnthropic(base_url=server.url, api_key="t", max_retries=0)
+        over_http = self._usages(AnthropicProvider(client), request)
+        local = LocalProvider(settings=LocalSettings(prompt_cache=True, clock=Clock()))
+        assert over_http == self._usages(local, request)
+        assert over_http[1].cache_read > 1024 and over_http[1].cache_write == 0  # type: ignore[attr-defined]
+
+    def test_openai_provider_reads_cached_tokens_as_cache_reads(self, server: LocalServer) -> None:
+        from contextwindow.providers.openai import OpenAIProvider
+
+        request = Request(model="gpt-4o", system=(Text(text=LONG),), messages=(user("q"),))
+        client = openai.AsyncOpenAI(base_url=server.url + "/v1", api_key="t", max_retries=0)
+        first, second = self._usages(OpenAIProvider(client), request)
+        local = LocalProvider(settings=LocalSettings(prompt_cache=True, clock=Clock()), wire="openai")
+        assert [first, second] == self._usages(local, request)
+        assert first.cache_read == 0 and second.cache_read % 128 == 0 and second.cache_read >= 1024  # type: ignore[attr-defined]
+        assert second.prompt == first.prompt  # type: ignore[attr-defined]
