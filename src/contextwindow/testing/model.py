@@ -21,7 +21,9 @@
    request that continues the previous one — :func:`~contextwindow.providers.streams.continues_stream`:
    the previous request, its reply with tool uses, then their results — adds to the total; any other
    request starts a new stream and a new total; a summariser's request is a stream of its own and
-   leaves the agent's stream alone), ``output-only`` (input reported as 0) or ``none``.
+   leaves the agent's stream alone), ``output-only`` (input reported as 0) or ``none``; with
+   ``prompt_cache`` on, the input is split into what the prompt cache served, what it wrote and the
+   rest (:mod:`.caching`: Anthropic's ``cache_control`` breakpoints, OpenAI's automatic prefixes).
 
 State (script, failure budget, running totals by session) is guarded by a lock: the HTTP server calls
 from many threads. What is remembered per session is bounded in bytes (:mod:`.sessions`).
