@@ -386,3 +386,29 @@ class TestThroughTheProjectsProviders:
         assert [first, second] == self._usages(local, request)
         assert first.cache_read == 0 and second.cache_read % 128 == 0 and second.cache_read >= 1024  # type: ignore[attr-defined]
         assert second.prompt == first.prompt  # type: ignore[attr-defined]
+
+
+class TestCumulativeUsage:
+    def test_a_continued_streams_totals_carry_the_cache_fields_and_diff_to_each_calls_own(self) -> None:
+        from contextwindow.content import ToolResult, ToolSpec
+        from contextwindow.usage.tracker import UsageTracker
+
+        model = cached_model(usage="cumulative", call_tools=True)
+        tool = ToolSpec(name="look", description="Look something up.", input_schema={"type": "object"})
+        first = Request(model=SONNET, system=(Text(text=LONG),), tools=(tool,), messages=(user("go"),))
+        one = ask(model, first, SYSTEM_MARK, at_end(first))
+        call = one.message.content[0]
+        result = Message(role="user", content=(ToolResult(tool_use_id=call.id, content="found it"),))  # type: ignore[attr-defined]
+        second = Request(
+            model=SONNET,
+            system=first.system,
+            tools=first.tools,
+            messages=(*first.messages, one.message, result),
+        )
+        two = ask(model, second, SYSTEM_MARK, at_end(second))
+        assert two.before == one.reported  # the stream continued
+        tracker = UsageTracker("cumulative")
+        tracker.feed(one.reported, max_tokens=50)  # type: ignore[arg-type]
+        own = tracker.feed(two.reported, max_tokens=50).usage  # type: ignore[arg-type]
+        assert own.cache_read == two.cache.read == _prefix(first)
+        assert own.cache_write == two.cache.write and own.prompt == two.input_tokens
