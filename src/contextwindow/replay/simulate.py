@@ -198,6 +198,7 @@ async def simulate(
     policy: Policy | None = None,
     count_scale: float = 1.0,
     count: CountMode | None = None,
+    prompt_cache: bool = False,
 ) -> SimulationResult:
     """Run ``scenario`` through the engine against the local provider; see the module docstring.
 
@@ -208,6 +209,8 @@ async def simulate(
     ratio its own recorded usage shows between the real provider's counts and the local tokenizer's.
     ``count`` is when the engine has the provider count a request before sending it
     (``EngineSettings.count_before_send``; ``None``: the setting's default, or ``settings``' own).
+    ``prompt_cache`` turns on the local provider's prompt cache (``LocalSettings.prompt_cache``), so
+    usage reports what a cache would serve.
     """
     base = get_profile(model)
     declared = window or base.context_window
@@ -228,6 +231,7 @@ async def simulate(
             usage=usage,
             default_model=base.name,
             count_scale=count_scale,
+            prompt_cache=prompt_cache,
         ),
         scenario.scripted_replies(),
     )
