@@ -357,12 +357,16 @@ class TestThroughTheProjectsProviders:
     """The SDK providers the engine uses read the cache fields into ``Usage``, and the in-process
     provider reports what the same calls over HTTP report."""
 
-    def _usages(self, provider: object, request: Request) -> list[object]:
+    def _usages(self, provider: object, request: Request, client: object = None) -> list[object]:
         async def calls() -> list[object]:
-            return [
-                (await complete(provider, request, max_tokens=50, load=LOAD)).usage  # type: ignore[arg-type]
-                for _ in range(2)
-            ]
+            try:
+                return [
+                    (await complete(provider, request, max_tokens=50, load=LOAD)).usage  # type: ignore[arg-type]
+                    for _ in range(2)
+                ]
+            finally:
+                if client is not None:
+                    await client.close()  # type: ignore[attr-defined]
 
         return asyncio.run(calls())
 
@@ -371,7 +375,7 @@ class TestThroughTheProjectsProviders:
 
         request = conversation("a question", "an answer", "another question")
         client = anthropic.AsyncAnthropic(base_url=server.url, api_key="t", max_retries=0)
-        over_http = self._usages(AnthropicProvider(client), request)
+        over_http = self._usages(AnthropicProvider(client), request, client)
         local = LocalProvider(settings=LocalSettings(prompt_cache=True, clock=Clock()))
         assert over_http == self._usages(local, request)
         assert over_http[1].cache_read > 1024 and over_http[1].cache_write == 0  # type: ignore[attr-defined]
@@ -381,7 +385,7 @@ class TestThroughTheProjectsProviders:
 
         request = Request(model="gpt-4o", system=(Text(text=LONG),), messages=(user("q"),))
         client = openai.AsyncOpenAI(base_url=server.url + "/v1", api_key="t", max_retries=0)
-        first, second = self._usages(OpenAIProvider(client), request)
+        first, second = self._usages(OpenAIProvider(client), request, client)
         local = LocalProvider(settings=LocalSettings(prompt_cache=True, clock=Clock()), wire="openai")
         assert [first, second] == self._usages(local, request)
         assert first.cache_read == 0 and second.cache_read % 128 == 0 and second.cache_read >= 1024  # type: ignore[attr-defined]
