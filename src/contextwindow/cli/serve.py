@@ -60,6 +60,13 @@ def serve_command(
     call_tools: Annotated[
         bool, typer.Option(help="Answer a request that offers tools by calling each once (test a tool loop).")
     ] = False,
+    prompt_cache: Annotated[
+        bool,
+        typer.Option(
+            help="Cache prompts as the providers do: Anthropic on cache_control breakpoints, OpenAI "
+            "automatically from 1,024 tokens (usage reports cache reads and writes)."
+        ),
+    ] = False,
     read_timeout: Annotated[
         float,
         typer.Option(help="Seconds a client has to send a request's head, and then its body; then 408."),
@@ -83,5 +90,6 @@ def serve_command(
             delay_seconds=delay,
             fail_transient=fail_transient,
             call_tools=call_tools,
+            prompt_cache=prompt_cache,
             limits=ServerLimits(read_timeout=read_timeout),
         )

@@ -52,6 +52,7 @@ from ..pricing import Estimator
 from ..providers import output_limit_hit
 from ..store import Session, open_store
 from ..testing import SUMMARY_MARKER, LocalModel, LocalProvider, LocalSettings
+from ..testing.caching import Breakpoint
 from ..testing.counting import tokenizer_for
 from ..testing.model import LocalReply, Rejection
 from ..usage.tracker import UsageMode
@@ -104,8 +105,11 @@ class RecordingModel(LocalModel):
         max_tokens: int | None,
         load: AttachmentLoader | None = None,
         session: str = "default",
+        breakpoints: Sequence[Breakpoint] | None = None,
     ) -> LocalReply | Rejection:
-        outcome = super().handle(request, wire=wire, max_tokens=max_tokens, load=load, session=session)
+        outcome = super().handle(
+            request, wire=wire, max_tokens=max_tokens, load=load, session=session, breakpoints=breakpoints
+        )
         if session == "default":
             if isinstance(outcome, LocalReply):
                 self.calls.append((request, wire, outcome.input_tokens, False, load))
@@ -194,6 +198,7 @@ async def simulate(
     policy: Policy | None = None,
     count_scale: float = 1.0,
     count: CountMode | None = None,
+    prompt_cache: bool = False,
 ) -> SimulationResult:
     """Run ``scenario`` through the engine against the local provider; see the module docstring.
 
@@ -204,6 +209,8 @@ async def simulate(
     ratio its own recorded usage shows between the real provider's counts and the local tokenizer's.
     ``count`` is when the engine has the provider count a request before sending it
     (``EngineSettings.count_before_send``; ``None``: the setting's default, or ``settings``' own).
+    ``prompt_cache`` turns on the local provider's prompt cache (``LocalSettings.prompt_cache``), so
+    usage reports what a cache would serve.
     """
     base = get_profile(model)
     declared = window or base.context_window
@@ -224,6 +231,7 @@ async def simulate(
             usage=usage,
             default_model=base.name,
             count_scale=count_scale,
+            prompt_cache=prompt_cache,
         ),
         scenario.scripted_replies(),
     )

@@ -38,6 +38,7 @@ from ..formats import anthropic as anthropic_format
 from ..formats import gemini as gemini_format
 from ..formats import openai as openai_format
 from ..formats import responses as responses_format
+from ..testing.caching import breakpoints_in
 from ..testing.counting import tokenizer_for
 from ..testing.model import LocalModel, Rejection
 from ..testing.responses import ResponsesMemory, Stored, response_events, response_object
@@ -126,6 +127,7 @@ def _info(model: LocalModel) -> dict[str, Any]:
         "effective_window": model.settings.effective_window,
         "usage": model.settings.usage,
         "default_model": model.settings.default_model,
+        "prompt_cache": model.settings.prompt_cache,
         "tokenizer": tokenizer_for(model.profile(None), model.settings.count_scale).name,
     }
 
@@ -194,8 +196,16 @@ def _answer(
     max_tokens = parsed.request.max_tokens
     if wire == "anthropic" and max_tokens is None:
         raise HttpError("invalid_request_error", "max_tokens: Field required")
+    breakpoints = breakpoints_in(data) if wire == "anthropic" else ()
+    if isinstance(breakpoints, str):
+        raise HttpError("invalid_request_error", breakpoints)
     outcome = model.handle(
-        parsed.request, wire=wire, max_tokens=max_tokens, load=parsed.loader(), session=session
+        parsed.request,
+        wire=wire,
+        max_tokens=max_tokens,
+        load=parsed.loader(),
+        session=session,
+        breakpoints=breakpoints,
     )
     if isinstance(outcome, Rejection):
         return json_response(

@@ -4,7 +4,8 @@
 unit tests. The local provider is for tests, benchmarks and the demo.
 
 It counts input with a real tokenizer (:mod:`.counting`), enforces a hard window with the real
-provider's error body, reports usage by setting, answers from a script or writes a summary
+provider's error body, caches prompts as the providers do when asked (:mod:`.caching`), reports usage
+by setting, answers from a script or writes a summary
 (:mod:`.model`, :mod:`.summary`), in process (:class:`LocalProvider`) or over HTTP for the real SDK
 clients (:class:`LocalServer`, :func:`serve`, ``python -m contextwindow.testing``).
 """

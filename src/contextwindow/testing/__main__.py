@@ -20,6 +20,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", default="claude-sonnet-4-6", help="model when a request names none")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds to wait before each answer")
     parser.add_argument("--fail-transient", type=int, default=0, help="fail the first N calls (overloaded)")
+    parser.add_argument(
+        "--prompt-cache", action="store_true", help="cache prompts as the providers do (usage reports it)"
+    )
     args = parser.parse_args(argv)
     serve(
         args.host,
@@ -30,6 +33,7 @@ def main(argv: list[str] | None = None) -> None:
         default_model=args.model,
         delay_seconds=args.delay,
         fail_transient=args.fail_transient,
+        prompt_cache=args.prompt_cache,
     )
 
 

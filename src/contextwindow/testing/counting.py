@@ -96,6 +96,7 @@ __all__ = [
     "count_in_pieces",
     "count_request",
     "tokenizer_for",
+    "tool_tokens",
 ]
 
 MESSAGE_OVERHEAD = 3  # OpenAI cookbook chat framing: 3 tokens per message (see the module docstring)
@@ -290,7 +291,7 @@ def count_request(
     if request.system:
         parts["framing"] += MESSAGE_OVERHEAD
         parts["system"] = sum(tok.count(t.text) for t in request.system)
-    parts["tools"] = sum(_tool(t, tok) for t in request.tools)
+    parts["tools"] = sum(tool_tokens(t, tok) for t in request.tools)
     stripped = thinking_stripped_before(request.messages, profile.name)
     for index, message in enumerate(request.messages):
         for block in message.content:
@@ -301,7 +302,8 @@ def count_request(
     return RequestCount(input_tokens=sum(parts.values()), tokenizer=tok.name, parts=parts)
 
 
-def _tool(tool: ToolSpec, tok: Tokenizer) -> int:
+def tool_tokens(tool: ToolSpec, tok: Tokenizer) -> int:
+    """One tool definition's tokens: name, description and schema as compact JSON."""
     return (
         tok.count(tool.name) + tok.count(tool.description) + tok.count(compact_json(dict(tool.input_schema)))
     )

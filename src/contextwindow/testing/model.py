@@ -21,7 +21,9 @@
    request that continues the previous one — :func:`~contextwindow.providers.streams.continues_stream`:
    the previous request, its reply with tool uses, then their results — adds to the total; any other
    request starts a new stream and a new total; a summariser's request is a stream of its own and
-   leaves the agent's stream alone), ``output-only`` (input reported as 0) or ``none``.
+   leaves the agent's stream alone), ``output-only`` (input reported as 0) or ``none``; with
+   ``prompt_cache`` on, the input is split into what the prompt cache served, what it wrote and the
+   rest (:mod:`.caching`: Anthropic's ``cache_control`` breakpoints, OpenAI's automatic prefixes).
 
 State (script, failure budget, running totals by session) is guarded by a lock: the HTTP server calls
 from many threads. What is remembered per session is bounded in bytes (:mod:`.sessions`).
@@ -31,8 +33,9 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -43,6 +46,15 @@ from ..formats.openai import carried
 from ..models import ModelProfile, get_profile
 from ..providers.streams import continues_stream
 from ..usage.tracker import USAGE_MODES, Usage, UsageMode
+from .caching import (
+    MAX_BREAKPOINTS,
+    Breakpoint,
+    CacheUse,
+    PromptCache,
+    minimum_cacheable,
+    provider_breakpoints,
+    segments,
+)
 from .counting import RequestCount, block_tokens, check_scale, count_request, tokenizer_for
 from .sessions import SESSION_BYTES, SessionStream, SessionStreams
 from .strict import StrictRefusal, check
@@ -91,6 +103,14 @@ class LocalSettings:
     """Count each string at this many times the tokenizer's count (:mod:`.counting`): the stand-in
     tokenizer in the units of the one it stands in for, as measured on real usage (a replay of a
     real session takes it from the session's own recorded counts)."""
+    prompt_cache: bool = False
+    """Cache prompts as the providers do (:mod:`.caching`): Anthropic on ``cache_control``
+    breakpoints, OpenAI automatically from 1,024 tokens; usage then reports cache reads and writes
+    (``cache_read_input_tokens`` / ``cache_creation_input_tokens``, ``cached_tokens``). Off: every
+    input token is reported fresh, as before."""
+    clock: Callable[[], float] | None = field(default=None, compare=False)
+    """The prompt cache's clock in seconds (``None``: ``time.monotonic``); a test passes its own to
+    move time past a lifetime."""
 
     def __post_init__(self) -> None:
         if self.window is not None and self.window <= 0:
@@ -135,6 +155,8 @@ class LocalReply:
     reported: Usage | None
     before: Usage
     """For ``cumulative`` reports: the running total before this call (zero otherwise)."""
+    cache: CacheUse = field(default_factory=CacheUse)
+    """What this call read from and wrote to the prompt cache (:mod:`.caching`)."""
 
 
 class LocalModel:
@@ -154,6 +176,8 @@ class LocalModel:
         self._calls = itertools.count(1)
         self._streams = SessionStreams(session_bytes)
         """Per session: the last request of the stream, its reply and the running total (bounded)."""
+        self.cache = PromptCache(self.settings.clock or time.monotonic)
+        """The prompt cache (used when ``settings.prompt_cache``)."""
         self.enqueue(*script)
 
     # -- scripting -----------------------------------------------------------------------------------
@@ -241,8 +265,11 @@ class LocalModel:
         max_tokens: int | None,
         load: AttachmentLoader | None = None,
         session: str = "default",
+        breakpoints: Sequence[Breakpoint] | None = None,
     ) -> LocalReply | Rejection:
-        """Answer one call (see the module docstring for the order of decisions)."""
+        """Answer one call (see the module docstring for the order of decisions). ``breakpoints``: the
+        Anthropic request's ``cache_control`` markers (:func:`.caching.breakpoints_in`); ``None``, those
+        :class:`~contextwindow.providers.anthropic.AnthropicProvider` marks."""
         request = as_carried(request, wire)
         profile = self.profile(request.model)
         model_name = request.model or profile.name
@@ -254,6 +281,15 @@ class LocalModel:
             refusal = check(request, wire, load)
             if refusal is not None:
                 return _refusal(wire, refusal)
+        if wire == "anthropic" and breakpoints is None:
+            breakpoints = provider_breakpoints(request)
+        if self.settings.strict and wire == "anthropic" and len(breakpoints or ()) > MAX_BREAKPOINTS:
+            return _anthropic_error(
+                400,
+                "invalid_request_error",
+                f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. "
+                f"Found {len(breakpoints or ())}.",
+            )
         if max_tokens is not None and max_tokens > profile.max_output_tokens:
             return _output_cap(wire, max_tokens, profile.max_output_tokens, model_name)
         counted = count_request(request, profile, load, scale=self.settings.count_scale)
@@ -313,7 +349,13 @@ class LocalModel:
             if any(isinstance(b, ToolUse) for b in content)
             else "end_turn"
         )
-        this_call = Usage(fresh_input=n, output=output)
+        cached = self._cached(request, profile, wire, breakpoints or (), n, load)
+        this_call = Usage(
+            fresh_input=n - cached.read - cached.write,
+            cache_read=cached.read,
+            cache_write=cached.write,
+            output=output,
+        )
         reply = Message(role="assistant", content=content)
         before = Usage()
         reported: Usage | None
@@ -346,7 +388,26 @@ class LocalModel:
             tokenizer=counted.tokenizer,
             reported=reported,
             before=before,
+            cache=cached,
         )
+
+    def _cached(
+        self,
+        request: Request,
+        profile: ModelProfile,
+        wire: WireFormat,
+        breakpoints: Sequence[Breakpoint],
+        n: int,
+        load: AttachmentLoader | None,
+    ) -> CacheUse:
+        """What the prompt cache serves of a call of ``n`` input tokens (nothing when it is off)."""
+        if not self.settings.prompt_cache:
+            return CacheUse()
+        tok = tokenizer_for(profile, self.settings.count_scale)
+        blocks = segments(request, profile, tok, load, provider=wire)
+        if wire == "anthropic":
+            return self.cache.anthropic(blocks, breakpoints, minimum_cacheable(profile.name))
+        return self.cache.openai(blocks, n)
 
 
 def _answers_tools(request: Request) -> bool:

@@ -98,9 +98,11 @@ def serve(
     script: Iterable[Message] = (),
     call_tools: bool = False,
     limits: ServerLimits | None = None,
+    prompt_cache: bool = False,
 ) -> None:
     """Serve the local provider until interrupted (what ``contextwindow serve`` runs); ``call_tools``
-    answers a request that offers tools by calling each once."""
+    answers a request that offers tools by calling each once; ``prompt_cache`` caches prompts as the
+    providers do (:mod:`.caching`)."""
     server, local = _stack()
     settings = LocalSettings(
         window=window,
@@ -109,6 +111,7 @@ def serve(
         default_model=default_model,
         delay_seconds=delay_seconds,
         call_tools=call_tools,
+        prompt_cache=prompt_cache,
     )
     model = LocalModel(settings, script=script)
     model.fail_next(fail_transient)
