@@ -12,7 +12,7 @@ import json
 import math
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from contextwindow.compile import (
@@ -710,6 +710,11 @@ class TestDeterminism:
         st.lists(st.sampled_from(["text", "image", "tool", "orphan"]), min_size=1, max_size=25),
         st.integers(1500, 20_000),
     )
+    # Orphan-only messages render as OMITTED_CALL, priced above the stored result the walk fitted:
+    # these drew a request 12 and 14 tokens over a 500-token budget before compile re-checked the
+    # tail as emitted.
+    @example(["text"] * 6 + ["tool", "text", "orphan", "orphan"], 1500)
+    @example(["text", "text", "orphan", "text", "image", "tool", "tool", "orphan", "orphan"], 1500)
     def test_compiles_are_reproducible_and_paired_for_any_history(
         self, kinds: list[str], window: int
     ) -> None:
