@@ -328,6 +328,20 @@ class TestToolPairing:
             assert not any(isinstance(b, ToolResult) for b in first.content)
             assert out.decisions.stubbed == () and out.decisions.dropped_results == ()
 
+    def test_the_repairs_are_priced_in_the_unit_they_repair(self) -> None:
+        # t2's result is not in history: the newest unit goes out with a stub, and the older message is
+        # cut to the room the stub leaves (not left out, and not cut as if the stub were free).
+        msgs = [
+            Message.user(PROSE * 400, id="m0"),
+            Message.assistant(ToolUse(id="t1", name="x"), ToolUse(id="t2", name="x"), id="a1"),
+            Message.user(ToolResult(tool_use_id="t1", content=PROSE * 40), id="r1"),
+        ]
+        out = run(state(*msgs), profile(3000, 1000), Policy(output_reserve=1000))
+        assert out.decisions.stubbed == ("t2",)
+        assert [t.message_id for t in out.decisions.truncated] == ["m0"]
+        assert out.messages[0].id == "m0"
+        assert out.local_estimate <= out.budget
+
 
 def image_session(count: int) -> list[Message]:
     return [Message.user(f"shot {n}", Image(ref=ref(n, 100)), id=f"m{n}") for n in range(1, count + 1)]
