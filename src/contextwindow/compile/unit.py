@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from ..content import AttachmentRef, Message
+from ..content import AttachmentRef, Message, ToolUse
 from ._render import Rendered
 from ._run import Run, result_id
 from .media import MediaBudget
@@ -139,6 +139,10 @@ def repair_price(run: Run, unit: Unit) -> int:
     stub. A unit holds every call its results answer and every result its calls get (within
     :data:`~contextwindow.compile.pairing.LOOKAHEAD`), so it is repaired as the request will be."""
     renders = [r for _, r, _, _ in unit.rendered]
+    if not any(run.base(p).results for p, _, _, _ in unit.rendered) and not any(
+        isinstance(b, ToolUse) for r in renders for b in r.message.content
+    ):
+        return 0  # nothing to pair (the common case)
     # Repaired behind an older message, as in the request (one leading it is dropped, not kept).
     final, stubbed, dropped = enforce_tool_pairing([_OLDER, *(r.message for r in renders)])
     if not stubbed and not dropped and len(final) == len(renders) + 1:
