@@ -12,7 +12,7 @@ import json
 import math
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from contextwindow.compile import (
@@ -327,6 +327,20 @@ class TestToolPairing:
             first = out.messages[0]
             assert not any(isinstance(b, ToolResult) for b in first.content)
             assert out.decisions.stubbed == () and out.decisions.dropped_results == ()
+
+    def test_the_repairs_are_priced_in_the_unit_they_repair(self) -> None:
+        # t2's result is not in history: the newest unit goes out with a stub, and the older message is
+        # cut to the room the stub leaves (not left out, and not cut as if the stub were free).
+        msgs = [
+            Message.user(PROSE * 400, id="m0"),
+            Message.assistant(ToolUse(id="t1", name="x"), ToolUse(id="t2", name="x"), id="a1"),
+            Message.user(ToolResult(tool_use_id="t1", content=PROSE * 40), id="r1"),
+        ]
+        out = run(state(*msgs), profile(3000, 1000), Policy(output_reserve=1000))
+        assert out.decisions.stubbed == ("t2",)
+        assert [t.message_id for t in out.decisions.truncated] == ["m0"]
+        assert out.messages[0].id == "m0"
+        assert out.local_estimate <= out.budget
 
 
 def image_session(count: int) -> list[Message]:
@@ -710,6 +724,11 @@ class TestDeterminism:
         st.lists(st.sampled_from(["text", "image", "tool", "orphan"]), min_size=1, max_size=25),
         st.integers(1500, 20_000),
     )
+    # Orphan-only messages render as OMITTED_CALL, priced above the stored result the walk fitted:
+    # these drew a request 12 and 14 tokens over a 500-token budget before compile re-checked the
+    # tail as emitted.
+    @example(["text"] * 6 + ["tool", "text", "orphan", "orphan"], 1500)
+    @example(["text", "text", "orphan", "text", "image", "tool", "tool", "orphan", "orphan"], 1500)
     def test_compiles_are_reproducible_and_paired_for_any_history(
         self, kinds: list[str], window: int
     ) -> None:

@@ -57,9 +57,8 @@ def assemble(
     while the manifest does not fit). Raises :class:`~contextwindow.errors.OverBudget` over the byte
     wall."""
     makeup, summary = head.makeup, head.summary
-    manifest, manifest_tokens = _fit_manifest(run, head, units, opening)
+    manifest, manifest_tokens, emitted = _fit(run, head, units, opening)
     evictions = [e for u in units for e in u.evictions]
-    emitted = _emit(run, units, summary, opening)
     final, renders, request_bytes = _within_wall(run, head, emitted, manifest=manifest, evictions=evictions)
     inline = _count_segments(run, makeup, renders, final)
     if manifest:
@@ -95,6 +94,23 @@ def assemble(
         model=run.profile.name,
         anchor_reason=reason,
     )
+
+
+def _fit(run: Run, head: Head, units: list[Unit], opening: Opening) -> tuple[str, int, _Emitted]:
+    """``(manifest, its price, the tail as emitted)`` within the budget: the oldest units (from the end
+    of ``units``) go until head, manifest and the tail *as it goes out* fit, or one unit is left.
+
+    The walk priced each unit as stored; tool pairing may add to that (an orphan-only message says
+    ``[tool call omitted]``, a call whose result is gone gets a stub), so the sum is checked again on
+    the emitted renders.
+    """
+    while True:
+        manifest, manifest_tokens = _fit_manifest(run, head, units, opening)
+        emitted = _emit(run, units, head.summary, opening)
+        tail = sum(r.tokens for r in emitted.renders)
+        if head.bounds.head + tail + manifest_tokens <= head.bounds.budget or len(units) <= 1:
+            return manifest, manifest_tokens, emitted
+        units.pop()  # units are newest first: the last one is the oldest
 
 
 def _fit_manifest(run: Run, head: Head, units: list[Unit], opening: Opening) -> tuple[str, int]:

@@ -10,13 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from ..content import AttachmentRef
+from ..content import AttachmentRef, Message, ToolUse
 from ._render import Rendered
 from ._run import Run, result_id
 from .media import MediaBudget
+from .pairing import enforce_tool_pairing
 from .state import ArchiveRecord, Truncation
 
-__all__ = ["Evicted", "Spot", "Unit", "render_unit"]
+__all__ = ["Evicted", "Spot", "Unit", "render_unit", "repair_price"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,9 @@ class Unit:
     """Decided by the room left (media out of line for the budget, cut, archived to fit): a later
     compile decides it again rather than reusing it."""
 
+
+_OLDER = Message.user("older")
+"""Stands for the message before a unit when it is repaired alone (see :func:`repair_price`)."""
 
 Rendering = tuple[Unit, int, int]
 """A unit with the turns and depth after it."""
@@ -125,4 +129,24 @@ def render_unit(
         unit.archives.extend(archived.values())
         unit.new_archives.extend(new)
     unit.truncations.reverse()
+    unit.tokens += repair_price(run, unit)
     return unit, turns, depth
+
+
+def repair_price(run: Run, unit: Unit) -> int:
+    """What tool pairing adds to the unit's price when it repairs it (never less than 0): an
+    orphan-only message says ``[tool call omitted]``, a call whose result is not in the unit gets a
+    stub. A unit holds every call its results answer and every result its calls get (within
+    :data:`~contextwindow.compile.pairing.LOOKAHEAD`), so it is repaired as the request will be."""
+    renders = [r for _, r, _, _ in unit.rendered]
+    if not any(run.base(p).results for p, _, _, _ in unit.rendered) and not any(
+        isinstance(b, ToolUse) for r in renders for b in r.message.content
+    ):
+        return 0  # nothing to pair (the common case)
+    # Repaired behind an older message, as in the request (one leading it is dropped, not kept).
+    final, stubbed, dropped = enforce_tool_pairing([_OLDER, *(r.message for r in renders)])
+    if not stubbed and not dropped and len(final) == len(renders) + 1:
+        return 0
+    by_message = {id(r.message): r.tokens for r in renders}
+    repaired = sum(by_message.get(id(m)) or run.fresh(m).tokens for m in final[1:])
+    return max(0, repaired - sum(by_message.values()))
