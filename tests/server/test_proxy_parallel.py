@@ -219,7 +219,19 @@ def _proxy_process(*args: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
 
 
 def _children(pid: int) -> list[int]:
-    return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    """The processes whose parent is ``pid``, read from each ``/proc/N/stat`` (the ``children`` file
+    is not on every kernel, and lists only what one thread forked)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # it ended meanwhile
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:  # the field after the state is the parent
+            found.append(int(entry.name))
+    return found
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads the workers from /proc")
@@ -232,6 +244,7 @@ class TestWorkers:
         ):
             deadline = time.monotonic() + 20
             while len(_children(process.pid)) < 2 and time.monotonic() < deadline:
+                assert process.poll() is None, process.stderr.read() if process.stderr else ""
                 time.sleep(0.1)
             workers = _children(process.pid)
             assert len(workers) == 2

@@ -161,6 +161,17 @@ class TestConcurrentWriters:
             assert _texts(durable_target, f"s{i}") == [(i, k) for k in range(500)]
 
 
+class TestFirstOpen:
+    def test_two_processes_opening_one_new_sqlite_file_at_once_both_open_it(self, tmp_path) -> None:
+        # Switching a new file to WAL is refused at once ("database is locked"), without SQLite's
+        # busy handler, while the other process is switching it: this failed about one time in eight.
+        for round_ in range(40):
+            path = str(tmp_path / f"new{round_}.sqlite")
+            pids = [_fork(lambda: open_store(path).close()) for _ in range(2)]
+            codes = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in pids]
+            assert codes == [0, 0], f"round {round_}"
+
+
 class TestConditionalWriters:
     def test_four_processes_taking_turns_by_length_append_each_number_once(
         self, durable_target: Target

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -72,7 +73,7 @@ class SqliteBackend(SqlBackend):
             raise from_sqlite(exc, self.url) from exc
         with self._closed_on_failure():
             self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-            self._db.execute("PRAGMA journal_mode = WAL")
+            _journal_in_wal(self._db, float(busy_timeout))
             self._db.execute(f"PRAGMA synchronous = {DURABILITY[durability]}")
             self._db.execute("PRAGMA foreign_keys = ON")
             self._migrate(SQLITE)
@@ -243,3 +244,23 @@ class SqliteBackend(SqlBackend):
                     self._db.close()
                 except sqlite3.Error as exc:
                     raise from_sqlite(exc, self.url) from exc
+
+
+def _journal_in_wal(db: sqlite3.Connection, busy_timeout: float) -> None:
+    """``PRAGMA journal_mode = WAL``, waiting out another process that is doing the same.
+
+    Switching a new file to WAL takes an exclusive lock and SQLite answers "database is locked" at
+    once, without its busy handler, when another connection holds it: two workers opening one new
+    store together would see one of them fail. So it is retried until ``busy_timeout`` has passed.
+    """
+    deadline = time.monotonic() + busy_timeout
+    pause = 0.001
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
