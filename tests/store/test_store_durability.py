@@ -13,6 +13,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -162,12 +163,12 @@ class TestConcurrentWriters:
 
 
 class TestFirstOpen:
-    def test_two_processes_opening_one_new_sqlite_file_at_once_both_open_it(self, tmp_path) -> None:
+    def test_two_processes_opening_one_new_sqlite_file_at_once_both_open_it(self, tmp_path: Path) -> None:
         # Switching a new file to WAL is refused at once ("database is locked"), without SQLite's
         # busy handler, while the other process is switching it: this failed about one time in eight.
         for round_ in range(40):
             path = str(tmp_path / f"new{round_}.sqlite")
-            pids = [_fork(lambda: open_store(path).close()) for _ in range(2)]
+            pids = [_fork(lambda path=path: open_store(path).close()) for _ in range(2)]
             codes = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in pids]
             assert codes == [0, 0], f"round {round_}"
 
