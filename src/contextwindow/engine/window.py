@@ -26,6 +26,7 @@ from ..usage.calibration import Calibrator
 from ..usage.tracker import Anchor
 from .events import StreamRestarted
 from .fit import WindowFit
+from .folding.fold_step import fold_tail_share
 from .folding.fold_trigger import ProactiveTrigger
 from .limits import WindowLimits
 from .live import LiveRequest
@@ -216,6 +217,12 @@ class WindowState:
     def fold_due(self) -> Literal["proactive", "length"] | None:
         """Whether a fold is due before the next request, and why (:meth:`ProactiveTrigger.due`)."""
         return self.trigger.due()
+
+    def tail_share(self, budget: int) -> float:
+        """The share of the input ``budget`` a fold keeps: ``settings.cover_tail_ratio``, lowered so
+        the room it frees lasts for the calls that pay for its cache write
+        (:func:`~contextwindow.engine.folding.fold_step.fold_tail_share`, at the trigger's growth)."""
+        return fold_tail_share(self.settings.cover_tail_ratio, budget, self.trigger.growth())
 
     def folded(self) -> None:
         """A fold moved the history's start: the trigger's baseline is unknown until a reply."""
