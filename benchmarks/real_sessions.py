@@ -79,7 +79,7 @@ from contextwindow.formats import render
 from contextwindow.models import get_profile
 from contextwindow.replay.importers import import_claude_code
 from contextwindow.replay.scenario import Scenario
-from contextwindow.replay.simulate import simulate
+from contextwindow.replay.simulate import SimulationResult, simulate
 
 from ._paths import CLAUDE_SESSIONS, RESULTS
 from ._recount import recount
@@ -94,6 +94,13 @@ COUNTS: tuple[str, ...] = tuple(dict.fromkeys(("off", EngineSettings().count_bef
 """Counting before sending off, and the engine's default (``EngineSettings.count_before_send``), unless
 ``--count`` names others."""
 COUNT_ORDER = ("off", "cold", "auto")
+WIRES = ("anthropic", "openai")
+"""The APIs the engine speaks to the local provider: Anthropic Messages (its ``cache_control``
+breakpoints) and OpenAI Chat Completions (the automatic prefix cache), the session's model on both."""
+STRATEGIES: dict[str, str] = {"local folding": "the engine's own folds (summary checkpoints)"}
+"""How the history is kept inside the window, one row group each: the engine's local folding here;
+the providers' own compaction strategies register beside it under their names (the ``strategy``
+column of the engine table; ``EngineRun.strategy``)."""
 FALLBACK_MODEL = "claude-sonnet-4-5"
 UNBANDED = "claude-opus-4-7"
 """Opus 4.7's newer tokenizer: its rule prices far above ``o200k_base`` (see the sessions' NOTE.md), so
@@ -112,6 +119,23 @@ class EngineRun:
     serve_less: bool
     count: str = "off"
     """``EngineSettings.count_before_send`` of the run."""
+    wire: str = "anthropic"
+    """The API the engine speaks to the provider (:data:`WIRES`)."""
+    strategy: str = "local folding"
+    """How the history is kept inside the window (:data:`STRATEGIES`; the engine's own folds here)."""
+    calls_full: int = 0
+    """Calls once the whole history no longer fits (the calls ``use_past`` is over)."""
+    folds_full: int = 0
+    """Requests once full that were the first after a fold."""
+    counts_full: int = 0
+    """Requests once full the provider counted before they were sent."""
+    input_full: int = 0
+    read_full: int = 0
+    """The provider's input count and what of it was read from the prompt cache, once full."""
+    dollars_input: float | None = None
+    dollars_output: float | None = None
+    """The session's dollars (genai-prices, the session's model): input with cache reads and writes,
+    and output; the summariser's calls included. ``None``: genai-prices does not know the model."""
     counts: int = 0
     """Requests the provider counted before the engine sent them."""
     calls: int = 0
@@ -201,6 +225,7 @@ def _engine(
     full: list[int],
     scale: float,
     count: str = "off",
+    wire: str = "anthropic",
 ) -> EngineRun:
     reserve = min(4_096, window // 8)
     served = math.floor(window * SERVE_LESS) if less else None
@@ -215,6 +240,8 @@ def _engine(
             record=sink,
             count_scale=scale,
             count=count,  # type: ignore[arg-type]
+            prompt_cache=True,
+            wire=wire,  # type: ignore[arg-type]
         )
     )
     run = EngineRun(
@@ -225,10 +252,12 @@ def _engine(
         serve_less=less,
         model=model,
         count=count,
+        wire=wire,
         counts=int(result.summary.get("counts") or 0),
     )
     lines = [json.loads(line) for line in sink.getvalue().splitlines()]
-    bodies = {line["call"]: line["request"] for line in lines}
+    # The recount reads Anthropic Messages bodies: on the Chat Completions wire there is none.
+    bodies = {line["call"]: line["request"] for line in lines if line.get("format") == "anthropic"}
     enforced = served or window
     accepted = 0
     folded = False
@@ -260,7 +289,13 @@ def _engine(
             run.use_past.append(counted / window)
             if folded:
                 run.after_fold.append(counted / window)
+            run.calls_full += 1
+            run.folds_full += after
+            run.counts_full += record.counted
+            run.input_full += counted
+            run.read_full += result.cache[record.call].read if record.call < len(result.cache) else 0
         accepted += 1
+    run.dollars_input, run.dollars_output = _dollars(result, model)
     run.recovered = sum(isinstance(e, OverflowRecovered) for e in result.events)
     folds = [e for e in result.events if isinstance(e, Compacted)]
     run.folds = len(folds)
@@ -271,6 +306,37 @@ def _engine(
     for seconds, calls in getattr(result, "turn_overhead", ()):  # absent before simulate reported it
         run.per_call_ms.extend([1000 * seconds / calls] * calls if calls else [])
     return run
+
+
+def _dollars(result: SimulationResult, model: str) -> tuple[float | None, float | None]:
+    """The run's input and output dollars at genai-prices' prices for ``model``: each request the
+    provider accepted (its fresh input, cache reads and cache writes as the local provider's prompt
+    cache served them, and its output) and each summariser call; ``(None, None)`` when genai-prices
+    is not installed or does not know the model."""
+    from contextwindow.cost import available, price_all
+    from contextwindow.usage.tracker import Usage
+
+    if not available():
+        return None, None
+    usages = []
+    for record in result.records:
+        if record.rejected or not record.provider_input_tokens or record.call >= len(result.cache):
+            continue
+        use = result.cache[record.call]
+        fresh = max(0, record.provider_input_tokens - use.read - use.write)
+        usages.append(
+            Usage(
+                fresh_input=fresh,
+                cache_read=use.read,
+                cache_write=use.write,
+                output=result.outputs[record.call],
+            )
+        )
+    for prompt, output, use in result.summarizer_cache:
+        fresh = max(0, prompt - use.read - use.write)
+        usages.append(Usage(fresh_input=fresh, cache_read=use.read, cache_write=use.write, output=output))
+    spent = price_all(usages, model)
+    return (None, None) if spent is None else (float(spent.input), float(spent.output))
 
 
 KINDS = ("2nd-5th request", "first after a fold", "first after a restart or archive", "within a stream")
@@ -304,6 +370,7 @@ def _kind_table(runs: list[EngineRun]) -> str:
                     r
                     for r in runs
                     if (r.kind, r.window, r.mode, r.serve_less, r.count) == (kind, window, mode, False, count)
+                    and r.wire == "anthropic"
                 ]
                 for what in KINDS:
                     errors = [e for r in cell for k, e in r.errors_by_kind if k == what]
@@ -366,7 +433,8 @@ def _task(job: tuple[str, str, int, tuple[str, ...]]) -> tuple[list[EngineRun], 
     true_peer, full = _peer(scenario, kind, ref, model, window, False, scale)
     less_peer, _ = _peer(scenario, kind, ref, model, window, True, scale)
     runs = [
-        _engine(scenario, kind, ref, model, window, mode, False, full, scale, count)
+        _engine(scenario, kind, ref, model, window, mode, False, full, scale, count, wire)
+        for wire in WIRES
         for count in counts
         for mode in MODES
     ]
@@ -391,25 +459,33 @@ def _p95(values: Sequence[float]) -> float | None:
 
 def _engine_table(runs: list[EngineRun]) -> str:
     head = (
-        "| sessions | window | usage | provider | count before send | runs | calls "
-        "| counts /100 calls | mean use once history exceeds the window "
+        "| sessions | window | strategy | wire | usage | provider | count before send | runs | calls "
+        "| counts /100 calls | counts /100 calls once full | folds /100 calls once full "
+        "| cached share once full | $ per session (input / output) | mean use once history exceeds the window "
         "| smallest after a fold | rejections (recovered) | max recovered / session | failed turns "
         "| over by recount | recount − provider (max) | estimate p95 | estimate worst | worst after a fold "
         "| estimate p95 / worst without Opus 4.7 | folds /100 calls "
         "| summariser calls /100 calls | cut replies | engine ms/call (median) |\n"
-        "| --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+        "| --- | ---: | --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
     )
     rows = []
     keys = sorted(
-        {(r.kind, r.window, r.mode, r.serve_less, r.count) for r in runs},
-        key=lambda k: (k[0] != "real", k[3], k[1], MODES.index(k[2]), COUNT_ORDER.index(k[4])),
+        {(r.kind, r.window, r.mode, r.serve_less, r.count, r.wire, r.strategy) for r in runs},
+        key=lambda k: (
+            k[0] != "real",
+            k[3],
+            list(STRATEGIES).index(k[6]) if k[6] in STRATEGIES else len(STRATEGIES),
+            WIRES.index(k[5]),
+            k[1],
+            MODES.index(k[2]),
+            COUNT_ORDER.index(k[4]),
+        ),
     )
-    for kind, window, mode, less, count in keys:
+    for key in keys:
+        kind, window, mode, less, count, wire, strategy = key
         cell = [
-            r
-            for r in runs
-            if (r.kind, r.window, r.mode, r.serve_less, r.count) == (kind, window, mode, less, count)
+            r for r in runs if (r.kind, r.window, r.mode, r.serve_less, r.count, r.wire, r.strategy) == key
         ]
         calls = sum(r.calls for r in cell)
         use = [u for r in cell for u in r.use_past]
@@ -419,10 +495,15 @@ def _engine_table(runs: list[EngineRun]) -> str:
         banded = [e for r in cell if not r.model.startswith(UNBANDED) for e in r.errors]
         cut = [r.cut_replies for r in cell if r.cut_replies is not None]
         ms = [m for r in cell for m in r.per_call_ms]
+        full = sum(r.calls_full for r in cell)
         rows.append(
-            f"| {'real' if kind == 'real' else 'long (generated)'} | {window // 1000}k | {mode} "
-            f"| {'serves 85%' if less else 'true window'} | {count} | {len(cell)} | {calls} "
-            f"| {100 * sum(r.counts for r in cell) / max(1, calls):.1f} | {_pct(_mean(use))} "
+            f"| {'real' if kind == 'real' else 'long (generated)'} | {window // 1000}k | {strategy} | {wire} "
+            f"| {mode} | {'serves 85%' if less else 'true window'} | {count} | {len(cell)} | {calls} "
+            f"| {100 * sum(r.counts for r in cell) / max(1, calls):.1f} "
+            f"| {100 * sum(r.counts_full for r in cell) / max(1, full):.1f} "
+            f"| {100 * sum(r.folds_full for r in cell) / max(1, full):.1f} "
+            f"| {_pct(sum(r.read_full for r in cell) / max(1, sum(r.input_full for r in cell)))} "
+            f"| {_dollar_cell(cell)} | {_pct(_mean(use))} "
             f"| {_pct(min(after) if after else None)} "
             f"| {sum(r.rejections for r in cell)} ({sum(r.recovered for r in cell)}) "
             f"| {max(r.recovered for r in cell)} | {sum(r.failed_turns for r in cell)} "
@@ -435,6 +516,16 @@ def _engine_table(runs: list[EngineRun]) -> str:
             f"| {sum(cut) if cut else '–'} | {statistics.median(ms) if ms else float('nan'):.2f} |"
         )
     return head + "\n".join(rows) + "\n"
+
+
+def _dollar_cell(cell: Sequence[EngineRun]) -> str:
+    """Mean dollars per session, input / output ("–" when genai-prices priced none of them)."""
+    priced = [r for r in cell if r.dollars_input is not None and r.dollars_output is not None]
+    if not priced:
+        return "–"
+    spent_in = statistics.fmean(r.dollars_input or 0.0 for r in priced)
+    spent_out = statistics.fmean(r.dollars_output or 0.0 for r in priced)
+    return f"{spent_in:.3f} / {spent_out:.3f}"
 
 
 def _peer_table(rows: list[PeerRow]) -> str:
