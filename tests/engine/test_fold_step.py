@@ -69,6 +69,14 @@ class TestGrowth:
             trigger.accepted(input_tokens=prompt, output_tokens=10, finish_reason="stop")
         assert trigger.growth() is None
 
+    def test_without_a_reported_prompt_the_engines_estimate_is_the_size(self) -> None:
+        trigger = ProactiveTrigger(16_000)
+        trigger.folded()
+        for estimate in (5_000, 5_600, 6_400):
+            trigger.accepted(input_tokens=0, output_tokens=10, finish_reason="stop", estimate=estimate)
+        assert trigger.growth() == 700
+        assert trigger.baseline_input is None  # only a real count says the window is reached
+
     def test_a_fold_between_two_requests_is_not_growth(self) -> None:
         trigger = ProactiveTrigger(16_000)
         trigger.folded()

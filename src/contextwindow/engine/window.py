@@ -207,11 +207,18 @@ class WindowState:
 
     # -- (c) after a reply ------------------------------------------------------------------------
 
-    def accepted(self, *, input_tokens: int, output_tokens: int, finish_reason: str | None) -> None:
-        """The provider answered: the retry's hold is over and the reply is the trigger's baseline."""
+    def accepted(
+        self, *, input_tokens: int, output_tokens: int, finish_reason: str | None, estimate: int = 0
+    ) -> None:
+        """The provider answered: the retry's hold is over and the reply is the trigger's baseline
+        (``estimate``: the engine's estimate of the request, its size for the growth when the
+        provider reported no prompt)."""
         self.fit.release()
         self.trigger.accepted(
-            input_tokens=input_tokens, output_tokens=output_tokens, finish_reason=finish_reason
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            finish_reason=finish_reason,
+            estimate=estimate,
         )
 
     def fold_due(self) -> Literal["proactive", "length"] | None:

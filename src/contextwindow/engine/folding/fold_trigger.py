@@ -43,6 +43,7 @@ class ProactiveTrigger:
         "_fired_this_send",
         "_growth",
         "_has_folded",
+        "_last_size",
         "_length_pending",
         "baseline_input",
         "baseline_output",
@@ -68,6 +69,7 @@ class ProactiveTrigger:
         self._length_pending = False
         self._growth: deque[int] = deque(maxlen=GROWTH_SAMPLES)
         self._has_folded = False
+        self._last_size: int | None = None
 
     @property
     def window(self) -> int | None:
@@ -85,11 +87,17 @@ class ProactiveTrigger:
         """Step 0 of a send: seed the baseline from the persisted anchor of the last accepted request."""
         self.accepted(input_tokens=input_tokens, output_tokens=output_tokens, finish_reason=None)
 
-    def accepted(self, *, input_tokens: int, output_tokens: int, finish_reason: str | None) -> None:
+    def accepted(
+        self, *, input_tokens: int, output_tokens: int, finish_reason: str | None, estimate: int = 0
+    ) -> None:
         """A request was accepted: its real prompt and output become the baseline, and what it grew
-        by over the previous one (unless a fold came between) is a sample of :meth:`growth`."""
-        if self._has_folded and self.baseline_input is not None and input_tokens > 0:
-            self._growth.append(input_tokens - self.baseline_input)
+        by over the previous one (unless a fold came between) is a sample of :meth:`growth`. Its size
+        for the growth is the prompt, or the engine's ``estimate`` of it when none was reported (the
+        baseline stays unknown then: only a real count can say the window is reached)."""
+        size = input_tokens if input_tokens > 0 else estimate
+        if self._has_folded and self._last_size is not None and size > 0:
+            self._growth.append(size - self._last_size)
+        self._last_size = size if size > 0 else None
         self.baseline_input = input_tokens if input_tokens > 0 else None
         self.baseline_output = max(0, output_tokens)
         if output_limit_hit(finish_reason):
@@ -98,6 +106,7 @@ class ProactiveTrigger:
     def folded(self) -> None:
         """After a fold the baseline is unknown until the next accepted request."""
         self.baseline_input = None
+        self._last_size = None
         self._length_pending = False
         self._has_folded = True
 
