@@ -83,7 +83,7 @@ from contextwindow.replay.simulate import SimulationResult, simulate
 
 from ._paths import CLAUDE_SESSIONS, RESULTS
 from ._recount import recount
-from ._trim_peer import run_trim_peer
+from ._trim_peer import PeerCall, run_trim_peer
 
 __all__ = ["main"]
 
@@ -172,6 +172,12 @@ class PeerRow:
     use_past: list[float] = field(default_factory=list)
     dropped_past: list[int] = field(default_factory=list)
     dropped_share: float = 0.0
+    wire: str = "anthropic"
+    calls_full: int = 0
+    input_full: int = 0
+    read_full: int = 0
+    dollars_input: float | None = None
+    dollars_output: float | None = None
 
 
 def _sources(sessions: int | None, long: int) -> list[tuple[str, str]]:
@@ -387,7 +393,14 @@ def _kind_table(runs: list[EngineRun]) -> str:
 
 
 def _peer(
-    scenario: Scenario, kind: str, ref: str, model: str, window: int, less: bool, scale: float
+    scenario: Scenario,
+    kind: str,
+    ref: str,
+    model: str,
+    window: int,
+    less: bool,
+    scale: float,
+    wire: str = "anthropic",
 ) -> tuple[PeerRow, list[int]]:
     reserve = min(4_096, window // 8)
     served = math.floor(window * SERVE_LESS) if less else None
@@ -400,8 +413,9 @@ def _peer(
         load=scenario.load_attachment,
         render=lambda r: _render(r, scenario),
         count_scale=scale,
+        wire=wire,  # type: ignore[arg-type]
     )
-    row = PeerRow(source=_name(kind, ref), kind=kind, window=window, serve_less=less)
+    row = PeerRow(source=_name(kind, ref), kind=kind, window=window, serve_less=less, wire=wire)
     enforced = served or window
     largest = 0.0
     for call in peer.calls:
@@ -416,8 +430,33 @@ def _peer(
             largest = max(largest, call.dropped / max(1, call.history))
             if call.outcome == "ok" and call.sent is not None:
                 row.use_past.append(call.sent / window)
+                row.calls_full += 1
+                row.input_full += call.sent
+                row.read_full += call.cache_read
     row.dropped_share = largest
+    row.dollars_input, row.dollars_output = _peer_dollars(peer.calls, model)
     return row, [c.full for c in peer.calls]
+
+
+def _peer_dollars(calls: Sequence[PeerCall], model: str) -> tuple[float | None, float | None]:
+    """The peer's input and output dollars at genai-prices' prices (as :func:`_dollars`)."""
+    from contextwindow.cost import available, price_all
+    from contextwindow.usage.tracker import Usage
+
+    if not available():
+        return None, None
+    usages = [
+        Usage(
+            fresh_input=max(0, c.sent - c.cache_read - c.cache_write),
+            cache_read=c.cache_read,
+            cache_write=c.cache_write,
+            output=c.output,
+        )
+        for c in calls
+        if c.outcome == "ok" and c.sent
+    ]
+    spent = price_all(usages, model)
+    return (None, None) if spent is None else (float(spent.input), float(spent.output))
 
 
 def _render(request: Request, scenario: Scenario) -> dict[str, object]:
@@ -432,6 +471,7 @@ def _task(job: tuple[str, str, int, tuple[str, ...]]) -> tuple[list[EngineRun], 
     scale = _scale(kind, ref, model)
     true_peer, full = _peer(scenario, kind, ref, model, window, False, scale)
     less_peer, _ = _peer(scenario, kind, ref, model, window, True, scale)
+    chat_peer, _ = _peer(scenario, kind, ref, model, window, False, scale, "openai")
     runs = [
         _engine(scenario, kind, ref, model, window, mode, False, full, scale, count, wire)
         for wire in WIRES
@@ -439,7 +479,7 @@ def _task(job: tuple[str, str, int, tuple[str, ...]]) -> tuple[list[EngineRun], 
         for mode in MODES
     ]
     runs += [_engine(scenario, kind, ref, model, window, "per-call", True, full, scale, c) for c in counts]
-    return runs, [true_peer, less_peer], time.perf_counter() - began
+    return runs, [true_peer, less_peer, chat_peer], time.perf_counter() - began
 
 
 def _pct(value: float | None) -> str:
@@ -518,7 +558,7 @@ def _engine_table(runs: list[EngineRun]) -> str:
     return head + "\n".join(rows) + "\n"
 
 
-def _dollar_cell(cell: Sequence[EngineRun]) -> str:
+def _dollar_cell(cell: Sequence[EngineRun] | Sequence[PeerRow]) -> str:
     """Mean dollars per session, input / output ("–" when genai-prices priced none of them)."""
     priced = [r for r in cell if r.dollars_input is not None and r.dollars_output is not None]
     if not priced:
@@ -530,24 +570,29 @@ def _dollar_cell(cell: Sequence[EngineRun]) -> str:
 
 def _peer_table(rows: list[PeerRow]) -> str:
     head = (
-        "| sessions | window | provider | runs | calls | rejections for size | other refusals (empty) "
-        "| over by recount | mean use once history exceeds the window | messages dropped per call, no summary "
+        "| sessions | window | wire | provider | runs | calls | rejections for size | other refusals (empty) "
+        "| over by recount | mean use once history exceeds the window | cached share once full "
+        "| $ per session (input / output) | messages dropped per call, no summary "
         "| largest share of history dropped |\n"
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+        "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
     )
     out = []
     keys = sorted(
-        {(r.kind, r.window, r.serve_less) for r in rows}, key=lambda k: (k[0] != "real", k[2], k[1])
+        {(r.kind, r.window, r.serve_less, r.wire) for r in rows},
+        key=lambda k: (k[0] != "real", k[2], WIRES.index(k[3]), k[1]),
     )
-    for kind, window, less in keys:
-        cell = [r for r in rows if (r.kind, r.window, r.serve_less) == (kind, window, less)]
+    for key in keys:
+        kind, window, less, wire = key
+        cell = [r for r in rows if (r.kind, r.window, r.serve_less, r.wire) == key]
         dropped = [d for r in cell for d in r.dropped_past]
+        cached = sum(r.read_full for r in cell) / max(1, sum(r.input_full for r in cell))
         out.append(
-            f"| {'real' if kind == 'real' else 'long (generated)'} | {window // 1000}k "
+            f"| {'real' if kind == 'real' else 'long (generated)'} | {window // 1000}k | {wire} "
             f"| {'serves 85%' if less else 'true window'} | {len(cell)} | {sum(r.calls for r in cell)} "
             f"| {sum(r.size_rejections for r in cell)} "
             f"| {sum(r.refused + r.empty for r in cell)} ({sum(r.empty for r in cell)}) "
             f"| {sum(r.over_recount for r in cell)} | {_pct(_mean([u for r in cell for u in r.use_past]))} "
+            f"| {_pct(cached)} | {_dollar_cell(cell)} "
             f"| {statistics.fmean(dropped) if dropped else 0:.1f} "
             f"| {_pct(max((r.dropped_share for r in cell), default=0.0))} |"
         )
