@@ -178,8 +178,10 @@ def run_trim_peer(
 ) -> PeerRun:
     """Replay ``scenario`` with ``trim_messages`` in front of the local provider (module docstring),
     counting at ``count_scale`` (``LocalSettings.count_scale``), over ``wire`` with the provider's
-    prompt cache on: on the Anthropic wire the request carries no ``cache_control`` (LangChain adds
-    none), on Chat Completions the provider's automatic prefix cache serves it."""
+    prompt cache on: on the Anthropic wire at the breakpoints the library's Anthropic provider marks
+    (:func:`~contextwindow.testing.caching.provider_breakpoints`: a LangChain user who adds
+    ``cache_control`` to the system and the newest message), on Chat Completions by the provider's
+    automatic prefix cache."""
     provider = LocalModel(
         LocalSettings(
             window=window,
