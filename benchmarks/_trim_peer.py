@@ -35,9 +35,10 @@ from contextwindow.content import (
     ToolUse,
 )
 from contextwindow.errors import ContextWindowError
+from contextwindow.formats import WireFormat
 from contextwindow.replay.scenario import AssistantStep, InjectStep, Scenario, ToolResultStep
 from contextwindow.testing import LocalModel, LocalSettings
-from contextwindow.testing.model import Rejection
+from contextwindow.testing.model import LocalReply, Rejection
 
 from ._recount import recount
 
@@ -56,6 +57,11 @@ class PeerCall:
     dropped: int
     """History messages not sent, with no summary in their place."""
     history: int
+    cache_read: int = 0
+    cache_write: int = 0
+    """What the call read from and wrote to the local provider's prompt cache."""
+    output: int = 0
+    """The call's output tokens (0 when refused)."""
 
 
 @dataclass
@@ -168,11 +174,22 @@ def run_trim_peer(
     load: Callable[[AttachmentRef], bytes],
     render: Callable[[Request], dict[str, Any]],
     count_scale: float = 1.0,
+    wire: WireFormat = "anthropic",
 ) -> PeerRun:
     """Replay ``scenario`` with ``trim_messages`` in front of the local provider (module docstring),
-    counting at ``count_scale`` (``LocalSettings.count_scale``)."""
+    counting at ``count_scale`` (``LocalSettings.count_scale``), over ``wire`` with the provider's
+    prompt cache on: on the Anthropic wire at the breakpoints the library's Anthropic provider marks
+    (:func:`~contextwindow.testing.caching.provider_breakpoints`: a LangChain user who adds
+    ``cache_control`` to the system and the newest message), on Chat Completions by the provider's
+    automatic prefix cache."""
     provider = LocalModel(
-        LocalSettings(window=window, effective_window=served, default_model=model, count_scale=count_scale)
+        LocalSettings(
+            window=window,
+            effective_window=served,
+            default_model=model,
+            count_scale=count_scale,
+            prompt_cache=True,
+        )
     )
     run = PeerRun()
     lc: list[BaseMessage] = []
@@ -217,7 +234,7 @@ def run_trim_peer(
                     max_tokens=reserve,
                 )
                 try:
-                    reply = provider.handle(request, wire="anthropic", max_tokens=reserve, load=load)
+                    reply = provider.handle(request, wire=wire, max_tokens=reserve, load=load)
                 except ContextWindowError:
                     reply = None
                 counted = provider.count(request, load).input_tokens
@@ -236,6 +253,9 @@ def run_trim_peer(
                         outcome=outcome,
                         dropped=dropped,
                         history=len(history),
+                        cache_read=reply.cache.read if isinstance(reply, LocalReply) else 0,
+                        cache_write=reply.cache.write if isinstance(reply, LocalReply) else 0,
+                        output=reply.output_tokens if isinstance(reply, LocalReply) else 0,
                     )
                 )
         history.append(message)

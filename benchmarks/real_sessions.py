@@ -79,11 +79,11 @@ from contextwindow.formats import render
 from contextwindow.models import get_profile
 from contextwindow.replay.importers import import_claude_code
 from contextwindow.replay.scenario import Scenario
-from contextwindow.replay.simulate import simulate
+from contextwindow.replay.simulate import SimulationResult, simulate
 
 from ._paths import CLAUDE_SESSIONS, RESULTS
 from ._recount import recount
-from ._trim_peer import run_trim_peer
+from ._trim_peer import PeerCall, run_trim_peer
 
 __all__ = ["main"]
 
@@ -94,6 +94,13 @@ COUNTS: tuple[str, ...] = tuple(dict.fromkeys(("off", EngineSettings().count_bef
 """Counting before sending off, and the engine's default (``EngineSettings.count_before_send``), unless
 ``--count`` names others."""
 COUNT_ORDER = ("off", "cold", "auto")
+WIRES = ("anthropic", "openai")
+"""The APIs the engine speaks to the local provider: Anthropic Messages (its ``cache_control``
+breakpoints) and OpenAI Chat Completions (the automatic prefix cache), the session's model on both."""
+STRATEGIES: dict[str, str] = {"local folding": "the engine's own folds (summary checkpoints)"}
+"""How the history is kept inside the window, one row group each: the engine's local folding here;
+the providers' own compaction strategies register beside it under their names (the ``strategy``
+column of the engine table; ``EngineRun.strategy``)."""
 FALLBACK_MODEL = "claude-sonnet-4-5"
 UNBANDED = "claude-opus-4-7"
 """Opus 4.7's newer tokenizer: its rule prices far above ``o200k_base`` (see the sessions' NOTE.md), so
@@ -112,6 +119,23 @@ class EngineRun:
     serve_less: bool
     count: str = "off"
     """``EngineSettings.count_before_send`` of the run."""
+    wire: str = "anthropic"
+    """The API the engine speaks to the provider (:data:`WIRES`)."""
+    strategy: str = "local folding"
+    """How the history is kept inside the window (:data:`STRATEGIES`; the engine's own folds here)."""
+    calls_full: int = 0
+    """Calls once the whole history no longer fits (the calls ``use_past`` is over)."""
+    folds_full: int = 0
+    """Requests once full that were the first after a fold."""
+    counts_full: int = 0
+    """Requests once full the provider counted before they were sent."""
+    input_full: int = 0
+    read_full: int = 0
+    """The provider's input count and what of it was read from the prompt cache, once full."""
+    dollars_input: float | None = None
+    dollars_output: float | None = None
+    """The session's dollars (genai-prices, the session's model): input with cache reads and writes,
+    and output; the summariser's calls included. ``None``: genai-prices does not know the model."""
     counts: int = 0
     """Requests the provider counted before the engine sent them."""
     calls: int = 0
@@ -148,6 +172,12 @@ class PeerRow:
     use_past: list[float] = field(default_factory=list)
     dropped_past: list[int] = field(default_factory=list)
     dropped_share: float = 0.0
+    wire: str = "anthropic"
+    calls_full: int = 0
+    input_full: int = 0
+    read_full: int = 0
+    dollars_input: float | None = None
+    dollars_output: float | None = None
 
 
 def _sources(sessions: int | None, long: int) -> list[tuple[str, str]]:
@@ -201,6 +231,7 @@ def _engine(
     full: list[int],
     scale: float,
     count: str = "off",
+    wire: str = "anthropic",
 ) -> EngineRun:
     reserve = min(4_096, window // 8)
     served = math.floor(window * SERVE_LESS) if less else None
@@ -215,6 +246,8 @@ def _engine(
             record=sink,
             count_scale=scale,
             count=count,  # type: ignore[arg-type]
+            prompt_cache=True,
+            wire=wire,  # type: ignore[arg-type]
         )
     )
     run = EngineRun(
@@ -225,10 +258,12 @@ def _engine(
         serve_less=less,
         model=model,
         count=count,
+        wire=wire,
         counts=int(result.summary.get("counts") or 0),
     )
     lines = [json.loads(line) for line in sink.getvalue().splitlines()]
-    bodies = {line["call"]: line["request"] for line in lines}
+    # The recount reads Anthropic Messages bodies: on the Chat Completions wire there is none.
+    bodies = {line["call"]: line["request"] for line in lines if line.get("format") == "anthropic"}
     enforced = served or window
     accepted = 0
     folded = False
@@ -260,7 +295,13 @@ def _engine(
             run.use_past.append(counted / window)
             if folded:
                 run.after_fold.append(counted / window)
+            run.calls_full += 1
+            run.folds_full += after
+            run.counts_full += record.counted
+            run.input_full += counted
+            run.read_full += result.cache[record.call].read if record.call < len(result.cache) else 0
         accepted += 1
+    run.dollars_input, run.dollars_output = _dollars(result, model)
     run.recovered = sum(isinstance(e, OverflowRecovered) for e in result.events)
     folds = [e for e in result.events if isinstance(e, Compacted)]
     run.folds = len(folds)
@@ -271,6 +312,37 @@ def _engine(
     for seconds, calls in getattr(result, "turn_overhead", ()):  # absent before simulate reported it
         run.per_call_ms.extend([1000 * seconds / calls] * calls if calls else [])
     return run
+
+
+def _dollars(result: SimulationResult, model: str) -> tuple[float | None, float | None]:
+    """The run's input and output dollars at genai-prices' prices for ``model``: each request the
+    provider accepted (its fresh input, cache reads and cache writes as the local provider's prompt
+    cache served them, and its output) and each summariser call; ``(None, None)`` when genai-prices
+    is not installed or does not know the model."""
+    from contextwindow.cost import available, price_all
+    from contextwindow.usage.tracker import Usage
+
+    if not available():
+        return None, None
+    usages = []
+    for record in result.records:
+        if record.rejected or not record.provider_input_tokens or record.call >= len(result.cache):
+            continue
+        use = result.cache[record.call]
+        fresh = max(0, record.provider_input_tokens - use.read - use.write)
+        usages.append(
+            Usage(
+                fresh_input=fresh,
+                cache_read=use.read,
+                cache_write=use.write,
+                output=result.outputs[record.call],
+            )
+        )
+    for prompt, output, use in result.summarizer_cache:
+        fresh = max(0, prompt - use.read - use.write)
+        usages.append(Usage(fresh_input=fresh, cache_read=use.read, cache_write=use.write, output=output))
+    spent = price_all(usages, model)
+    return (None, None) if spent is None else (float(spent.input), float(spent.output))
 
 
 KINDS = ("2nd-5th request", "first after a fold", "first after a restart or archive", "within a stream")
@@ -304,6 +376,7 @@ def _kind_table(runs: list[EngineRun]) -> str:
                     r
                     for r in runs
                     if (r.kind, r.window, r.mode, r.serve_less, r.count) == (kind, window, mode, False, count)
+                    and r.wire == "anthropic"
                 ]
                 for what in KINDS:
                     errors = [e for r in cell for k, e in r.errors_by_kind if k == what]
@@ -320,7 +393,14 @@ def _kind_table(runs: list[EngineRun]) -> str:
 
 
 def _peer(
-    scenario: Scenario, kind: str, ref: str, model: str, window: int, less: bool, scale: float
+    scenario: Scenario,
+    kind: str,
+    ref: str,
+    model: str,
+    window: int,
+    less: bool,
+    scale: float,
+    wire: str = "anthropic",
 ) -> tuple[PeerRow, list[int]]:
     reserve = min(4_096, window // 8)
     served = math.floor(window * SERVE_LESS) if less else None
@@ -333,8 +413,9 @@ def _peer(
         load=scenario.load_attachment,
         render=lambda r: _render(r, scenario),
         count_scale=scale,
+        wire=wire,  # type: ignore[arg-type]
     )
-    row = PeerRow(source=_name(kind, ref), kind=kind, window=window, serve_less=less)
+    row = PeerRow(source=_name(kind, ref), kind=kind, window=window, serve_less=less, wire=wire)
     enforced = served or window
     largest = 0.0
     for call in peer.calls:
@@ -349,8 +430,33 @@ def _peer(
             largest = max(largest, call.dropped / max(1, call.history))
             if call.outcome == "ok" and call.sent is not None:
                 row.use_past.append(call.sent / window)
+                row.calls_full += 1
+                row.input_full += call.sent
+                row.read_full += call.cache_read
     row.dropped_share = largest
+    row.dollars_input, row.dollars_output = _peer_dollars(peer.calls, model)
     return row, [c.full for c in peer.calls]
+
+
+def _peer_dollars(calls: Sequence[PeerCall], model: str) -> tuple[float | None, float | None]:
+    """The peer's input and output dollars at genai-prices' prices (as :func:`_dollars`)."""
+    from contextwindow.cost import available, price_all
+    from contextwindow.usage.tracker import Usage
+
+    if not available():
+        return None, None
+    usages = [
+        Usage(
+            fresh_input=max(0, c.sent - c.cache_read - c.cache_write),
+            cache_read=c.cache_read,
+            cache_write=c.cache_write,
+            output=c.output,
+        )
+        for c in calls
+        if c.outcome == "ok" and c.sent
+    ]
+    spent = price_all(usages, model)
+    return (None, None) if spent is None else (float(spent.input), float(spent.output))
 
 
 def _render(request: Request, scenario: Scenario) -> dict[str, object]:
@@ -365,13 +471,15 @@ def _task(job: tuple[str, str, int, tuple[str, ...]]) -> tuple[list[EngineRun], 
     scale = _scale(kind, ref, model)
     true_peer, full = _peer(scenario, kind, ref, model, window, False, scale)
     less_peer, _ = _peer(scenario, kind, ref, model, window, True, scale)
+    chat_peer, _ = _peer(scenario, kind, ref, model, window, False, scale, "openai")
     runs = [
-        _engine(scenario, kind, ref, model, window, mode, False, full, scale, count)
+        _engine(scenario, kind, ref, model, window, mode, False, full, scale, count, wire)
+        for wire in WIRES
         for count in counts
         for mode in MODES
     ]
     runs += [_engine(scenario, kind, ref, model, window, "per-call", True, full, scale, c) for c in counts]
-    return runs, [true_peer, less_peer], time.perf_counter() - began
+    return runs, [true_peer, less_peer, chat_peer], time.perf_counter() - began
 
 
 def _pct(value: float | None) -> str:
@@ -391,25 +499,33 @@ def _p95(values: Sequence[float]) -> float | None:
 
 def _engine_table(runs: list[EngineRun]) -> str:
     head = (
-        "| sessions | window | usage | provider | count before send | runs | calls "
-        "| counts /100 calls | mean use once history exceeds the window "
+        "| sessions | window | strategy | wire | usage | provider | count before send | runs | calls "
+        "| counts /100 calls | counts /100 calls once full | folds /100 calls once full "
+        "| cached share once full | $ per session (input / output) | mean use once history exceeds the window "
         "| smallest after a fold | rejections (recovered) | max recovered / session | failed turns "
         "| over by recount | recount − provider (max) | estimate p95 | estimate worst | worst after a fold "
         "| estimate p95 / worst without Opus 4.7 | folds /100 calls "
         "| summariser calls /100 calls | cut replies | engine ms/call (median) |\n"
-        "| --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+        "| --- | ---: | --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
     )
     rows = []
     keys = sorted(
-        {(r.kind, r.window, r.mode, r.serve_less, r.count) for r in runs},
-        key=lambda k: (k[0] != "real", k[3], k[1], MODES.index(k[2]), COUNT_ORDER.index(k[4])),
+        {(r.kind, r.window, r.mode, r.serve_less, r.count, r.wire, r.strategy) for r in runs},
+        key=lambda k: (
+            k[0] != "real",
+            k[3],
+            list(STRATEGIES).index(k[6]) if k[6] in STRATEGIES else len(STRATEGIES),
+            WIRES.index(k[5]),
+            k[1],
+            MODES.index(k[2]),
+            COUNT_ORDER.index(k[4]),
+        ),
     )
-    for kind, window, mode, less, count in keys:
+    for key in keys:
+        kind, window, mode, less, count, wire, strategy = key
         cell = [
-            r
-            for r in runs
-            if (r.kind, r.window, r.mode, r.serve_less, r.count) == (kind, window, mode, less, count)
+            r for r in runs if (r.kind, r.window, r.mode, r.serve_less, r.count, r.wire, r.strategy) == key
         ]
         calls = sum(r.calls for r in cell)
         use = [u for r in cell for u in r.use_past]
@@ -419,10 +535,15 @@ def _engine_table(runs: list[EngineRun]) -> str:
         banded = [e for r in cell if not r.model.startswith(UNBANDED) for e in r.errors]
         cut = [r.cut_replies for r in cell if r.cut_replies is not None]
         ms = [m for r in cell for m in r.per_call_ms]
+        full = sum(r.calls_full for r in cell)
         rows.append(
-            f"| {'real' if kind == 'real' else 'long (generated)'} | {window // 1000}k | {mode} "
-            f"| {'serves 85%' if less else 'true window'} | {count} | {len(cell)} | {calls} "
-            f"| {100 * sum(r.counts for r in cell) / max(1, calls):.1f} | {_pct(_mean(use))} "
+            f"| {'real' if kind == 'real' else 'long (generated)'} | {window // 1000}k | {strategy} | {wire} "
+            f"| {mode} | {'serves 85%' if less else 'true window'} | {count} | {len(cell)} | {calls} "
+            f"| {100 * sum(r.counts for r in cell) / max(1, calls):.1f} "
+            f"| {100 * sum(r.counts_full for r in cell) / max(1, full):.1f} "
+            f"| {100 * sum(r.folds_full for r in cell) / max(1, full):.1f} "
+            f"| {_pct(sum(r.read_full for r in cell) / max(1, sum(r.input_full for r in cell)))} "
+            f"| {_dollar_cell(cell)} | {_pct(_mean(use))} "
             f"| {_pct(min(after) if after else None)} "
             f"| {sum(r.rejections for r in cell)} ({sum(r.recovered for r in cell)}) "
             f"| {max(r.recovered for r in cell)} | {sum(r.failed_turns for r in cell)} "
@@ -437,26 +558,41 @@ def _engine_table(runs: list[EngineRun]) -> str:
     return head + "\n".join(rows) + "\n"
 
 
+def _dollar_cell(cell: Sequence[EngineRun] | Sequence[PeerRow]) -> str:
+    """Mean dollars per session, input / output ("–" when genai-prices priced none of them)."""
+    priced = [r for r in cell if r.dollars_input is not None and r.dollars_output is not None]
+    if not priced:
+        return "–"
+    spent_in = statistics.fmean(r.dollars_input or 0.0 for r in priced)
+    spent_out = statistics.fmean(r.dollars_output or 0.0 for r in priced)
+    return f"{spent_in:.3f} / {spent_out:.3f}"
+
+
 def _peer_table(rows: list[PeerRow]) -> str:
     head = (
-        "| sessions | window | provider | runs | calls | rejections for size | other refusals (empty) "
-        "| over by recount | mean use once history exceeds the window | messages dropped per call, no summary "
+        "| sessions | window | wire | provider | runs | calls | rejections for size | other refusals (empty) "
+        "| over by recount | mean use once history exceeds the window | cached share once full "
+        "| $ per session (input / output) | messages dropped per call, no summary "
         "| largest share of history dropped |\n"
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+        "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
     )
     out = []
     keys = sorted(
-        {(r.kind, r.window, r.serve_less) for r in rows}, key=lambda k: (k[0] != "real", k[2], k[1])
+        {(r.kind, r.window, r.serve_less, r.wire) for r in rows},
+        key=lambda k: (k[0] != "real", k[2], WIRES.index(k[3]), k[1]),
     )
-    for kind, window, less in keys:
-        cell = [r for r in rows if (r.kind, r.window, r.serve_less) == (kind, window, less)]
+    for key in keys:
+        kind, window, less, wire = key
+        cell = [r for r in rows if (r.kind, r.window, r.serve_less, r.wire) == key]
         dropped = [d for r in cell for d in r.dropped_past]
+        cached = sum(r.read_full for r in cell) / max(1, sum(r.input_full for r in cell))
         out.append(
-            f"| {'real' if kind == 'real' else 'long (generated)'} | {window // 1000}k "
+            f"| {'real' if kind == 'real' else 'long (generated)'} | {window // 1000}k | {wire} "
             f"| {'serves 85%' if less else 'true window'} | {len(cell)} | {sum(r.calls for r in cell)} "
             f"| {sum(r.size_rejections for r in cell)} "
             f"| {sum(r.refused + r.empty for r in cell)} ({sum(r.empty for r in cell)}) "
             f"| {sum(r.over_recount for r in cell)} | {_pct(_mean([u for r in cell for u in r.use_past]))} "
+            f"| {_pct(cached)} | {_dollar_cell(cell)} "
             f"| {statistics.fmean(dropped) if dropped else 0:.1f} "
             f"| {_pct(max((r.dropped_share for r in cell), default=0.0))} |"
         )

@@ -386,7 +386,10 @@ class Engine:
             stored = self.append(stop.message).id or ""
             live.add_reply(stored, stop.message, self._window.fit.live_estimator().message(stop.message))
         self._window.accepted(
-            input_tokens=call.prompt, output_tokens=call.usage.output, finish_reason=stop.reason
+            input_tokens=call.prompt,
+            output_tokens=call.usage.output,
+            finish_reason=stop.reason,
+            estimate=live.estimated_tokens,
         )
         return events
 

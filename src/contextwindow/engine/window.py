@@ -26,6 +26,7 @@ from ..usage.calibration import Calibrator
 from ..usage.tracker import Anchor
 from .events import StreamRestarted
 from .fit import WindowFit
+from .folding.fold_step import fold_tail_share
 from .folding.fold_trigger import ProactiveTrigger
 from .limits import WindowLimits
 from .live import LiveRequest
@@ -206,16 +207,29 @@ class WindowState:
 
     # -- (c) after a reply ------------------------------------------------------------------------
 
-    def accepted(self, *, input_tokens: int, output_tokens: int, finish_reason: str | None) -> None:
-        """The provider answered: the retry's hold is over and the reply is the trigger's baseline."""
+    def accepted(
+        self, *, input_tokens: int, output_tokens: int, finish_reason: str | None, estimate: int = 0
+    ) -> None:
+        """The provider answered: the retry's hold is over and the reply is the trigger's baseline
+        (``estimate``: the engine's estimate of the request, its size for the growth when the
+        provider reported no prompt)."""
         self.fit.release()
         self.trigger.accepted(
-            input_tokens=input_tokens, output_tokens=output_tokens, finish_reason=finish_reason
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            finish_reason=finish_reason,
+            estimate=estimate,
         )
 
     def fold_due(self) -> Literal["proactive", "length"] | None:
         """Whether a fold is due before the next request, and why (:meth:`ProactiveTrigger.due`)."""
         return self.trigger.due()
+
+    def tail_share(self, budget: int) -> float:
+        """The share of the input ``budget`` a fold keeps: ``settings.cover_tail_ratio``, lowered so
+        the room it frees lasts for the calls that pay for its cache write
+        (:func:`~contextwindow.engine.folding.fold_step.fold_tail_share`, at the trigger's growth)."""
+        return fold_tail_share(self.settings.cover_tail_ratio, budget, self.trigger.growth())
 
     def folded(self) -> None:
         """A fold moved the history's start: the trigger's baseline is unknown until a reply."""

@@ -17,6 +17,7 @@ import json
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..compile.head import SUMMARY_HEADER
 from ..content import Request, ToolUse
 from ..errors import ProviderError
 from ..formats import AttachmentLoader
@@ -194,10 +195,17 @@ def _tool_use(tool: dict[str, Any]) -> ToolUse:
 
 
 def _mark_cache_breakpoints(body: dict[str, Any]) -> None:
+    """System and tools, the summary checkpoint, the newest message: a fold rewrites the cache from
+    the summary on, and a change in the tail (an archived tool result, an evicted image) from there,
+    while the prefix before the summary's breakpoint stays read."""
     system = body.get("system")
     if isinstance(system, list) and system:
         system[-1] = {**system[-1], "cache_control": {"type": "ephemeral"}}
     messages = body.get("messages") or []
+    summary = _summary_message(messages)
+    if summary is not None and summary < len(messages) - 1:
+        content = messages[summary]["content"]
+        content[-1] = {**content[-1], "cache_control": {"type": "ephemeral"}}
     for message in reversed(messages):
         content = message.get("content")
         if isinstance(content, list) and content:
@@ -205,3 +213,15 @@ def _mark_cache_breakpoints(body: dict[str, Any]) -> None:
             if last.get("type") not in ("thinking", "redacted_thinking"):
                 content[-1] = {**last, "cache_control": {"type": "ephemeral"}}
             break
+
+
+def _summary_message(messages: list[dict[str, Any]]) -> int | None:
+    """The index of the summary checkpoint's message (the first, opening with ``SUMMARY_HEADER``)."""
+    if not messages:
+        return None
+    content = messages[0].get("content")
+    if isinstance(content, list) and content:
+        first = content[0]
+        if first.get("type") == "text" and str(first.get("text", "")).startswith(SUMMARY_HEADER):
+            return 0
+    return None

@@ -52,7 +52,7 @@ from ..pricing import Estimator
 from ..providers import output_limit_hit
 from ..store import Session, open_store
 from ..testing import SUMMARY_MARKER, LocalModel, LocalProvider, LocalSettings
-from ..testing.caching import Breakpoint
+from ..testing.caching import Breakpoint, CacheUse
 from ..testing.counting import tokenizer_for
 from ..testing.model import LocalReply, Rejection
 from ..usage.tracker import UsageMode
@@ -77,6 +77,13 @@ class SimulationResult:
     turn_overhead: list[tuple[float, int]] = field(default_factory=list)
     """Per turn: the engine's own time in seconds (the provider's stream, the tools and the summariser
     left out) and the provider calls it made, for an overhead-per-call figure."""
+    cache: list[CacheUse] = field(default_factory=list)
+    """Per request the provider received (as :attr:`records`): what it read from and wrote to the
+    local provider's prompt cache (all zero without ``prompt_cache``, and for a refused request)."""
+    outputs: list[int] = field(default_factory=list)
+    """Per request the provider received (as :attr:`records`): its output tokens (0 when refused)."""
+    summarizer_cache: list[tuple[int, int, CacheUse]] = field(default_factory=list)
+    """Per summariser call: its input and output tokens and its cache use (what a fold's summary cost)."""
 
 
 class RecordingModel(LocalModel):
@@ -86,6 +93,9 @@ class RecordingModel(LocalModel):
     def __init__(self, settings: LocalSettings, script: Sequence[Message]) -> None:
         super().__init__(settings, script=script)
         self.calls: list[tuple[Request, WireFormat, int, bool, AttachmentLoader | None]] = []
+        self.cache_use: list[CacheUse] = []
+        self.outputs: list[int] = []
+        self.summarizer_calls: list[tuple[int, int, CacheUse]] = []
 
     @property
     def sent(self) -> list[int]:
@@ -110,7 +120,11 @@ class RecordingModel(LocalModel):
         outcome = super().handle(
             request, wire=wire, max_tokens=max_tokens, load=load, session=session, breakpoints=breakpoints
         )
+        if session != "default" and isinstance(outcome, LocalReply):
+            self.summarizer_calls.append((outcome.input_tokens, outcome.output_tokens, outcome.cache))
         if session == "default":
+            self.cache_use.append(outcome.cache if isinstance(outcome, LocalReply) else CacheUse())
+            self.outputs.append(outcome.output_tokens if isinstance(outcome, LocalReply) else 0)
             if isinstance(outcome, LocalReply):
                 self.calls.append((request, wire, outcome.input_tokens, False, load))
             else:
@@ -199,6 +213,7 @@ async def simulate(
     count_scale: float = 1.0,
     count: CountMode | None = None,
     prompt_cache: bool = False,
+    wire: WireFormat | None = None,
 ) -> SimulationResult:
     """Run ``scenario`` through the engine against the local provider; see the module docstring.
 
@@ -210,7 +225,8 @@ async def simulate(
     ``count`` is when the engine has the provider count a request before sending it
     (``EngineSettings.count_before_send``; ``None``: the setting's default, or ``settings``' own).
     ``prompt_cache`` turns on the local provider's prompt cache (``LocalSettings.prompt_cache``), so
-    usage reports what a cache would serve.
+    usage reports what a cache would serve. ``wire`` is the API the engine speaks to the provider
+    (default: the profile's provider's, ``openai`` for an OpenAI model, else ``anthropic``).
     """
     base = get_profile(model)
     declared = window or base.context_window
@@ -235,7 +251,7 @@ async def simulate(
         ),
         scenario.scripted_replies(),
     )
-    wire: WireFormat = "openai" if profile.provider == "openai" else "anthropic"
+    speaks: WireFormat = wire or ("openai" if profile.provider == "openai" else "anthropic")
     opened = open_store(store)
     try:
         session = opened.session(session_id)
@@ -245,7 +261,7 @@ async def simulate(
                 policy or Policy(output_reserve=reserve), system=scenario.system, tools=scenario.tools
             )
         )
-        provider = LocalProvider(local, wire=wire)
+        provider = LocalProvider(local, wire=speaks)
         chosen = settings or EngineSettings(
             usage_mode=usage,
             max_tokens=reserve,
@@ -260,7 +276,7 @@ async def simulate(
             compiler=compiler,
             tool_runner=scenario.tool_runner(),
             summarizer=Summarizer(
-                LocalProvider(local, session="summarizer", wire=wire),
+                LocalProvider(local, session="summarizer", wire=speaks),
                 profile,
                 instruction_suffix=f"{SUMMARY_MARKER}]]",
                 load=session.read_attachment,
@@ -271,6 +287,9 @@ async def simulate(
             scenario, engine, local, compiler, profile, reserve, record, progress, count_scale
         )
         result.summary["counts"] = provider.counts
+        result.cache = list(local.cache_use)
+        result.outputs = list(local.outputs)
+        result.summarizer_cache = list(local.summarizer_calls)
         calls = len(local.calls)
         result.summary["counts_per_100_calls"] = round(100 * provider.counts / calls, 1) if calls else None
         return result

@@ -51,7 +51,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-from ..content import Message, RedactedThinking, Request, Thinking
+from ..compile.head import SUMMARY_HEADER
+from ..content import Message, RedactedThinking, Request, Text, Thinking
 from ..formats import AttachmentLoader
 from ..models import ModelProfile
 from ..pricing import thinking_stripped_before
@@ -242,17 +243,24 @@ def _add(found: list[Breakpoint], block: Any, at: Position, path: str) -> str | 
 
 def provider_breakpoints(request: Request) -> tuple[Breakpoint, ...]:
     """The breakpoints :class:`~contextwindow.providers.anthropic.AnthropicProvider` marks (with its
-    default ``cache_breakpoints=True``): the last system block, and the last block of the last message
-    unless it is thinking."""
+    default ``cache_breakpoints=True``): the last system block, the summary checkpoint's message when
+    the request opens with one, and the last block of the last message unless it is thinking."""
     out: list[Breakpoint] = []
     if request.system:
         out.append(Breakpoint(at=("system", len(request.system) - 1)))
+    if len(request.messages) > 1 and _opens_with_summary(request.messages[0]):
+        out.append(Breakpoint(at=("messages", 0, len(request.messages[0].content) - 1)))
     if request.messages:
         m = len(request.messages) - 1
         content = request.messages[m].content
         if content and not isinstance(content[-1], Thinking | RedactedThinking):
             out.append(Breakpoint(at=("messages", m, len(content) - 1)))
     return tuple(out)
+
+
+def _opens_with_summary(message: Message) -> bool:
+    first = message.content[0] if message.content else None
+    return isinstance(first, Text) and first.text.startswith(SUMMARY_HEADER)
 
 
 class PromptCache:

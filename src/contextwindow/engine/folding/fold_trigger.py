@@ -3,20 +3,27 @@
 :class:`ProactiveTrigger` folds before a request when the last accepted request's real input +
 output + reply reserve (``min(2 × last output, 8000)``) reaches the *declared* window, at most once
 per send; and once after a reply cut at its limit (maka's proactive fold).
+
+It also measures how fast the requests grow between folds (:meth:`ProactiveTrigger.growth`): the
+fold step (:meth:`~contextwindow.engine.window.WindowState.tail_share`) is sized by it.
 """
 
 from __future__ import annotations
 
+import statistics
+from collections import deque
 from typing import Literal
 
 from ...providers.base import output_limit_hit
 from ..limits import WindowLimits
 
-__all__ = ["REPLY_RESERVE_CAP", "ProactiveTrigger"]
+__all__ = ["GROWTH_SAMPLES", "REPLY_RESERVE_CAP", "ProactiveTrigger"]
 
 # maka's later proactive trigger: replyReserve = min(2 × lastOutput, 8000).
 REPLY_RESERVE_CAP = 8_000
 """The largest reply reserve: the trigger forecasts ``min(2 × last output, this)``."""
+GROWTH_SAMPLES = 16
+"""Consecutive accepted requests the growth per call is the mean of (the newest ones)."""
 
 
 class ProactiveTrigger:
@@ -32,7 +39,16 @@ class ProactiveTrigger:
     :class:`~contextwindow.engine.limits.WindowLimits`); given as numbers, the trigger keeps its own.
     """
 
-    __slots__ = ("_fired_this_send", "_length_pending", "baseline_input", "baseline_output", "limits")
+    __slots__ = (
+        "_fired_this_send",
+        "_growth",
+        "_has_folded",
+        "_last_size",
+        "_length_pending",
+        "baseline_input",
+        "baseline_output",
+        "limits",
+    )
 
     def __init__(
         self,
@@ -51,6 +67,9 @@ class ProactiveTrigger:
         self.baseline_output = 0
         self._fired_this_send = False
         self._length_pending = False
+        self._growth: deque[int] = deque(maxlen=GROWTH_SAMPLES)
+        self._has_folded = False
+        self._last_size: int | None = None
 
     @property
     def window(self) -> int | None:
@@ -68,8 +87,17 @@ class ProactiveTrigger:
         """Step 0 of a send: seed the baseline from the persisted anchor of the last accepted request."""
         self.accepted(input_tokens=input_tokens, output_tokens=output_tokens, finish_reason=None)
 
-    def accepted(self, *, input_tokens: int, output_tokens: int, finish_reason: str | None) -> None:
-        """A request was accepted: its real prompt and output become the baseline."""
+    def accepted(
+        self, *, input_tokens: int, output_tokens: int, finish_reason: str | None, estimate: int = 0
+    ) -> None:
+        """A request was accepted: its real prompt and output become the baseline, and what it grew
+        by over the previous one (unless a fold came between) is a sample of :meth:`growth`. Its size
+        for the growth is the prompt, or the engine's ``estimate`` of it when none was reported (the
+        baseline stays unknown then: only a real count can say the window is reached)."""
+        size = input_tokens if input_tokens > 0 else estimate
+        if self._has_folded and self._last_size is not None and size > 0:
+            self._growth.append(size - self._last_size)
+        self._last_size = size if size > 0 else None
         self.baseline_input = input_tokens if input_tokens > 0 else None
         self.baseline_output = max(0, output_tokens)
         if output_limit_hit(finish_reason):
@@ -78,7 +106,16 @@ class ProactiveTrigger:
     def folded(self) -> None:
         """After a fold the baseline is unknown until the next accepted request."""
         self.baseline_input = None
+        self._last_size = None
         self._length_pending = False
+        self._has_folded = True
+
+    def growth(self) -> float | None:
+        """The mean growth of the provider's input per call over the newest accepted requests after a
+        fold, with no fold between them (``None`` before the first fold and a request after it): how
+        fast the room a fold frees fills. Only after a fold: while the history still fits, its growth
+        (the large first reads of a session) is not the pace at which a fold's room fills."""
+        return statistics.fmean(self._growth) if self._growth else None
 
     def reply_reserve(self) -> int:
         reserve = min(2 * self.baseline_output, REPLY_RESERVE_CAP)

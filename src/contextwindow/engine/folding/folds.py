@@ -53,9 +53,9 @@ COVER_ROUNDS = 3
 # The smallest output cap worth giving the summariser (the local and real summaries of five short
 # sections need a few hundred tokens); below it the fold is not tried and the prefix is cut.
 _MIN_SUMMARY_TOKENS = 256
-# A covering fold's tail under this share of the budget has hit a large message just outside it
-# (see ``Folding._cover_target``); the share target is 0.9, so this is a third of the way to empty.
-_CLIFF_SHARE = 0.6
+# A covering fold's tail under this share of its target has hit a large message just outside it
+# (see ``Folding._cover_target``): two thirds of the tail it meant to keep.
+_CLIFF_SHARE = 2 / 3
 
 _E = TypeVar("_E", bound=Event)
 
@@ -196,27 +196,29 @@ class Folding:
     # -- covering folds: nothing left out of the request without a checkpoint -----------------------
 
     def _cover_target(self, output_reserve: int) -> tuple[str, ...] | None:
-        """What compile would leave out if the request might fill only ``cover_tail_ratio`` of its
-        budget: the ids a covering fold takes. Priced by compile itself (archives, media placeholders,
+        """What compile would leave out if the request might fill only the fold's tail share of its
+        budget (``cover_tail_ratio``, lowered by the requests' growth: :meth:`WindowState.tail_share`):
+        the ids a covering fold takes. Priced by compile itself (archives, media placeholders,
         per-message caps, anchored on the provider's last count), at a window whose budget is that
         share of the real one; ``None`` when even the newest message does not fit there.
 
         No cliff at one large message: the tail is contiguous, so a message just outside it that does
         not fit the share would leave the tail far below it (27k → 9k tokens at 32k). When the share's
-        tail is under :data:`_CLIFF_SHARE` of the budget, the tail compile fits at the whole budget is
+        tail is under :data:`_CLIFF_SHARE` of that share, the tail compile fits at the whole budget is
         kept instead (the large message taken in): the request stays full, and the next fold, with
         newer history after that message, finds a fuller tail."""
         fit = self.requests.fit_profile()
         reserve = output_reserve
         budget = fit.context_window - reserve
-        window = reserve + max(1, math.floor(self.limits.cover_tail_ratio * budget))
+        share = self.window.tail_share(budget)
+        window = reserve + max(1, math.floor(share * budget))
         profile = fit.with_(context_window=window, max_output_tokens=min(fit.max_output_tokens, window))
         try:
             probe = self.requests(profile)
         except OverBudget:
             return None
         omitted = tuple(probe.decisions.omitted)
-        if omitted and probe.estimated_tokens < _CLIFF_SHARE * budget:
+        if omitted and probe.estimated_tokens < _CLIFF_SHARE * share * budget:
             try:
                 whole = self.requests()
             except OverBudget:
