@@ -154,12 +154,12 @@ class TestAuto:
         assert cheaper(local_dollars=0.01, provider_dollars=0.01) == "local"
 
     def test_tool_results_that_free_most_of_the_window_go_to_the_provider(self) -> None:
-        # Eight big results, the newest three kept: the clearing frees ~15k tokens for many calls.
+        # Each call adds a 3k result: a fold would be due again at once, the clearing costs one write.
         assert self.choice(canonical(results=8, text_turns=0)) == "provider"
 
     def test_clearing_that_frees_a_little_each_call_goes_local(self) -> None:
-        # Two small results cleared near the start of a long talk: the cache is rewritten from there,
-        # and what is left is back at the trigger within a call or two: a fold pays once for many.
+        # A long talk that grows a line a call: the clearing rewrites the cache every call, a fold
+        # pays once for many calls of cache reads.
         request = canonical(results=5, text_turns=16, result="a short file line. " * 150, results_first=True)
         assert self.choice(request) == "local"
 
