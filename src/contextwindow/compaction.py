@@ -60,6 +60,7 @@ __all__ = [
     "auto_choice",
     "cheaper",
     "guarded_body",
+    "on_the_wire",
     "provider_plan",
 ]
 
@@ -327,3 +328,12 @@ def auto_choice(
         return "local"
     local = float(fold.total) / calls + float(between.total)
     return cheaper(local, float(cleared.total))
+
+
+def on_the_wire(body: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """A body :func:`guarded_body` made, as an HTTP client sends it: ``extra_body`` merged into the
+    JSON and ``extra_headers`` apart (what the SDKs do with them). For senders that are not an SDK
+    (the proxy's upstream, an adapter's raw call)."""
+    json_body = {k: v for k, v in body.items() if k not in ("extra_body", "extra_headers")}
+    json_body.update(body.get("extra_body") or {})
+    return json_body, {str(k): str(v) for k, v in (body.get("extra_headers") or {}).items()}

@@ -15,6 +15,7 @@ from contextwindow.compaction import (
     auto_choice,
     cheaper,
     guarded_body,
+    on_the_wire,
     provider_plan,
 )
 from contextwindow.content import Message, Request, Text, ToolResult, ToolUse
@@ -171,3 +172,6 @@ class TestAuto:
         assert (
             guarded_body(body, request, mode="auto", wire="openai", room=self.room, count=self.count) is None
         )
+        json_body, headers = on_the_wire(sent)
+        assert json_body["context_management"] == sent["extra_body"]["context_management"]
+        assert "extra_body" not in json_body and headers == {"anthropic-beta": ANTHROPIC_CONTEXT_BETA}
