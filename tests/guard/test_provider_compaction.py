@@ -89,6 +89,18 @@ class TestProvider:
         applied = response.model_extra["context_management"]["applied_edits"]
         assert applied[0]["cleared_tool_uses"] >= 3
 
+    def test_the_agents_own_extra_headers_and_betas_are_kept_beside_the_providers(self, claude: Any) -> None:
+        client = claude(compaction="provider", context_window=WINDOW)
+        response = client.messages.create(
+            model=CLAUDE,
+            max_tokens=1024,
+            tools=TOOLS,
+            messages=tool_rounds(8),
+            extra_headers={"anthropic-beta": "files-api-2025-04-14", "x-agent": "1"},
+            extra_body={"metadata": {"user_id": "u1"}},
+        )
+        assert response.model_extra["context_management"]["applied_edits"]  # our beta reached it
+
     def test_a_window_learned_from_a_rejection_bounds_the_providers_edits_next(self, claude: Any) -> None:
         client = claude(compaction="provider")  # the 16k window is unknown: the profile says 1M
         first = client.messages.create(model=CLAUDE, max_tokens=1024, tools=TOOLS, messages=tool_rounds(8))
