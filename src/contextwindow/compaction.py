@@ -65,13 +65,20 @@ __all__ = [
 ]
 
 CompactionMode = Literal["local", "provider", "auto"]
+"""Who makes a long conversation fit: the engine, the provider's own editing, or the cheaper."""
 COMPACTION_MODES: tuple[CompactionMode, ...] = ("local", "provider", "auto")
+"""Every :data:`CompactionMode`."""
 
 ANTHROPIC_CONTEXT_BETA = "context-management-2025-06-27"
+"""The ``anthropic-beta`` header Anthropic's context editing (the clearing edits) needs."""
 COMPACT_BETA = "compact-2026-01-12"
+"""The ``anthropic-beta`` header Anthropic's server-side compaction (:data:`COMPACT`) needs."""
 CLEAR_TOOL_USES = "clear_tool_uses_20250919"
+"""The edit that clears old tool results (and optionally their calls' inputs)."""
 CLEAR_THINKING = "clear_thinking_20251015"
+"""The edit that clears thinking blocks of older assistant turns."""
 COMPACT = "compact_20260112"
+"""The edit that has the server summarise older context into a ``compaction`` block."""
 COMPACTION_MINIMUM_TRIGGER = 50_000
 """The smallest ``input_tokens`` trigger ``compact_20260112`` accepts (the docs' parameter table)."""
 DEFAULT_CLEAR_TRIGGER = 100_000
