@@ -135,6 +135,23 @@ def _split(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return {**jsonable(body), **{k: kwargs[k] for k in _HISTORY if k in kwargs}}, options
 
 
+def _merged(body: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
+    """The keywords of one SDK call: the body the core sends and the agent's own options, the
+    ``extra_body`` / ``extra_headers`` of both merged (the provider's context editing adds its own:
+    :func:`contextwindow.compaction.guarded_body`; the agent's headers win on a clash, its betas kept)."""
+    merged = {**body, **options}
+    for key in ("extra_body", "extra_headers"):
+        if key in body and key in options:
+            merged[key] = {**dict(body[key] or {}), **dict(options[key] or {})}
+    ours, theirs = (body.get("extra_headers") or {}), (options.get("extra_headers") or {})
+    if "anthropic-beta" in ours and "anthropic-beta" in theirs:
+        betas = dict.fromkeys(
+            b.strip() for h in (theirs["anthropic-beta"], ours["anthropic-beta"]) for b in h.split(",")
+        )
+        merged["extra_headers"]["anthropic-beta"] = ",".join(b for b in betas if b)
+    return merged
+
+
 _LAST_EXCHANGES: contextvars.ContextVar[dict[int, tuple[weakref.ref[Any], Exchange]] | None] = (
     contextvars.ContextVar("contextwindow_last_exchanges", default=None)
 )
@@ -279,7 +296,7 @@ class _AnthropicMessages(_Proxy):
                 return anthropic_reply(summary.create(**step.body))
             if step.purpose == "count":
                 return self._inner.count_tokens(**_count_body(step.body), **options)
-            return self._inner.create(**step.body, **options)
+            return self._inner.create(**_merged(step.body, options))
 
         return perform
 
@@ -291,7 +308,7 @@ class _AnthropicMessages(_Proxy):
                 return anthropic_reply(await summary.create(**step.body))
             if step.purpose == "count":
                 return await self._inner.count_tokens(**_count_body(step.body), **options)
-            return await self._inner.create(**step.body, **options)
+            return await self._inner.create(**_merged(step.body, options))
 
         return perform
 

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..compaction import guarded_body
 from ..compile import Policy
 from ..compile.reread import READ_ARCHIVED, READ_ARCHIVED_TOOL
 from ..content import Message, Request, ToolUse, media_refs
@@ -40,6 +41,7 @@ from ..engine.settings import EngineSettings
 from ..errors import ContextOverflow, OverBudget, SessionMoved, StoreBusy, UnknownModel, UsageError
 from ..formats import ParsedRequest
 from ..models import ModelProfile, fallback_profile, get_profile
+from ..pricing import Estimator
 from ..providers.base import Stop, normalise_stop_reason
 from ..store import Store
 from ._chained import RecordedResponse, ResponseIds
@@ -144,6 +146,8 @@ class GuardCore:
         self.conversations = Conversations(store, options.session, tenant=tenant)
         self.responses = ResponseIds()
         """The responses this core recorded, by id: what a ``previous_response_id`` continues."""
+        self.provider_windows: dict[str, int] = {}
+        """Per model, the window a request sent with the provider's editing was refused at."""
         self.learned_windows: dict[str, int] = {}
         """Per model without a registered profile, the window a rejection for size named."""
 
@@ -199,6 +203,15 @@ class GuardCore:
         if (self._chains(body) and chained is None) or body.get("conversation") is not None:
             # A response (or conversation) the provider holds and this core never saw: as written.
             return await _pass_through(body, count)
+        if self.options.compaction != "local" and chained is None and not count:
+            # The provider's own editing, when what it leaves fits; else (or when the provider still
+            # finds it too long) the engine folds below: never a deadlock.
+            edited = self._provider_compaction(body, canonical, self._profile(canonical.model))
+            if edited is not None:
+                try:
+                    return await _pass_through(edited, count)
+                except Exception as exc:
+                    self._provider_rejected(canonical.model, exc)
         call = self._sync(body, read, canonical.model, chained)
         await self._prepare(call, body, canonical, chained)
         if count:
@@ -207,7 +220,44 @@ class GuardCore:
             return Exchange(
                 result=counted, body=sent, session_id=call.conversation.session.id, events=call.events
             )
-        return await self._send_rounds(call)
+        exchange = await self._send_rounds(call)
+        if self.options.compaction != "local":
+            # What the engine knows of the window (a rejection may have taught it) bounds the next
+            # call's provider editing.
+            self.provider_windows[canonical.model] = call.engine.fit_profile().context_window
+        return exchange
+
+    def _provider_compaction(
+        self, body: Mapping[str, Any], canonical: Request, profile: ModelProfile | None
+    ) -> dict[str, Any] | None:
+        """``body`` with the provider's context editing attached, or ``None`` to fold locally
+        (:func:`~contextwindow.compaction.guarded_body`)."""
+        if profile is None:
+            return None
+        window = min(
+            profile.context_window,
+            self.options.context_window or profile.context_window,
+            self.provider_windows.get(canonical.model or "", profile.context_window),
+        )
+        reserve = canonical.max_tokens or profile.max_output_tokens
+        estimator = Estimator(profile)
+        return guarded_body(
+            body,
+            canonical,
+            mode=self.options.compaction,
+            wire=self.wire.name,
+            room=window - reserve,
+            count=estimator.request,
+        )
+
+    def _provider_rejected(self, model: str | None, exc: Exception) -> None:
+        """A request sent with the provider's editing was refused: for size, the window it names is
+        learned and the call folds locally; any other failure is raised as it is."""
+        rejection = self.overflow(exc)
+        if rejection is None:
+            raise exc
+        if rejection.limit is not None and model is not None:
+            self.provider_windows[model] = rejection.limit
 
     def _sync(
         self, body: Mapping[str, Any], read: Read, model: str, chained: RecordedResponse | None

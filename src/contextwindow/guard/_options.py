@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..compaction import CompactionMode
     from ..compile import Policy
     from ..engine.settings import EngineSettings
     from ..store import Store
@@ -53,6 +54,16 @@ class GuardOptions:
     reread: bool = True
     """Offer the model ``read_archived`` when a placeholder in the request names it, and answer its
     calls from the ledger without the agent seeing them (not on streamed calls)."""
+    compaction: CompactionMode = "local"
+    """Who makes a long conversation fit (:mod:`contextwindow.compaction`): ``"local"`` (the engine
+    folds), ``"provider"`` (the provider's own context editing, sent with the agent's request, when
+    what it leaves fits; else local folding) or ``"auto"`` (whichever costs less in dollars)."""
+
+    def __post_init__(self) -> None:
+        if self.compaction not in ("local", "provider", "auto"):
+            from ..errors import InvalidInput
+
+            raise InvalidInput("must be local, provider or auto", path="compaction")
 
     @property
     def summarize(self) -> bool:

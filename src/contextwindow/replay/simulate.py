@@ -116,9 +116,16 @@ class RecordingModel(LocalModel):
         load: AttachmentLoader | None = None,
         session: str = "default",
         breakpoints: Sequence[Breakpoint] | None = None,
+        betas: Sequence[str] | None = None,
     ) -> LocalReply | Rejection:
         outcome = super().handle(
-            request, wire=wire, max_tokens=max_tokens, load=load, session=session, breakpoints=breakpoints
+            request,
+            wire=wire,
+            max_tokens=max_tokens,
+            load=load,
+            session=session,
+            breakpoints=breakpoints,
+            betas=betas,
         )
         if session != "default" and isinstance(outcome, LocalReply):
             self.summarizer_calls.append((outcome.input_tokens, outcome.output_tokens, outcome.cache))

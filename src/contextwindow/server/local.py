@@ -39,6 +39,7 @@ from ..formats import gemini as gemini_format
 from ..formats import openai as openai_format
 from ..formats import responses as responses_format
 from ..testing.caching import breakpoints_in
+from ..testing.context_management import betas_of
 from ..testing.counting import tokenizer_for
 from ..testing.model import LocalModel, Rejection
 from ..testing.responses import ResponsesMemory, Stored, response_events, response_object
@@ -92,6 +93,9 @@ def local_app(model: LocalModel, limits: ServerLimits | None = None) -> HttpApp:
                 if inline:
                     return _respond(*respond)
                 return await anyio.to_thread.run_sync(_respond, *respond)
+            if not openai and request.headers.get("anthropic-beta"):
+                # The betas the call is made under (context editing, compaction): read with the body.
+                data = {**data, "betas": list(betas_of(request.headers.get("anthropic-beta")))}
             answer = (model, wire, data, counting, stream, include_usage, session, shape)
             if inline:
                 return _answer(*answer)

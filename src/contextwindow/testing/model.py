@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from ..compaction import AppliedEdit, apply_anthropic_edits
 from ..content import Message, Request, Text, ToolResult, ToolUse
 from ..errors import InvalidInput, UnknownModel
 from ..formats import AttachmentLoader, WireFormat
@@ -55,6 +56,7 @@ from .caching import (
     provider_breakpoints,
     segments,
 )
+from .context_management import anthropic_refusal, openai_refusal
 from .counting import RequestCount, block_tokens, check_scale, count_request, tokenizer_for
 from .sessions import SESSION_BYTES, SessionStream, SessionStreams
 from .strict import StrictRefusal, check
@@ -157,6 +159,9 @@ class LocalReply:
     """For ``cumulative`` reports: the running total before this call (zero otherwise)."""
     cache: CacheUse = field(default_factory=CacheUse)
     """What this call read from and wrote to the prompt cache (:mod:`.caching`)."""
+    applied_edits: tuple[AppliedEdit, ...] | None = None
+    """The ``context_management`` edits applied before counting (:mod:`.context_management`);
+    ``None``: the request sent none (the response then carries no ``context_management``)."""
 
 
 class LocalModel:
@@ -266,10 +271,14 @@ class LocalModel:
         load: AttachmentLoader | None = None,
         session: str = "default",
         breakpoints: Sequence[Breakpoint] | None = None,
+        betas: Sequence[str] | None = None,
     ) -> LocalReply | Rejection:
         """Answer one call (see the module docstring for the order of decisions). ``breakpoints``: the
         Anthropic request's ``cache_control`` markers (:func:`.caching.breakpoints_in`); ``None``, those
-        :class:`~contextwindow.providers.anthropic.AnthropicProvider` marks."""
+        :class:`~contextwindow.providers.anthropic.AnthropicProvider` marks. ``betas``: the
+        ``anthropic-beta`` header's betas (``None``: the request's ``betas`` parameter, as the SDK's
+        ``beta.messages.create(betas=…)`` takes them); a ``context_management`` in the request is
+        refused or applied before counting (:mod:`.context_management`)."""
         request = as_carried(request, wire)
         profile = self.profile(request.model)
         model_name = request.model or profile.name
@@ -292,6 +301,10 @@ class LocalModel:
             )
         if max_tokens is not None and max_tokens > profile.max_output_tokens:
             return _output_cap(wire, max_tokens, profile.max_output_tokens, model_name)
+        managed = self._managed(request, profile, wire, betas, load)
+        if isinstance(managed, Rejection):
+            return managed
+        request, applied = managed
         counted = count_request(request, profile, load, scale=self.settings.count_scale)
         n = counted.input_tokens
         window = self.window(profile)
@@ -389,7 +402,39 @@ class LocalModel:
             reported=reported,
             before=before,
             cache=cached,
+            applied_edits=applied,
         )
+
+    def _managed(
+        self,
+        request: Request,
+        profile: ModelProfile,
+        wire: WireFormat,
+        betas: Sequence[str] | None,
+        load: AttachmentLoader | None,
+    ) -> tuple[Request, tuple[AppliedEdit, ...] | None] | Rejection:
+        """``request`` as its ``context_management`` leaves it and the edits that applied, or the
+        API's refusal of a malformed one (:mod:`.context_management`)."""
+        management = request.params.get("context_management")
+        if management is None:
+            return request, None
+        if wire == "openai":
+            problem = openai_refusal(management)
+            if problem is not None:
+                return _openai_error(
+                    400, problem[0], "invalid_request_error", code="invalid_value", param=problem[1]
+                )
+            return request, None
+        given = tuple(betas if betas is not None else request.params.get("betas") or ())
+        refusal = anthropic_refusal(management, given)
+        if refusal is not None:
+            return _anthropic_error(400, "invalid_request_error", refusal)
+        scale = self.settings.count_scale
+
+        def count(r: Request) -> int:
+            return count_request(r, profile, load, scale=scale).input_tokens
+
+        return apply_anthropic_edits(request, management.get("edits", []), count)
 
     def _cached(
         self,

@@ -98,7 +98,15 @@ def anthropic_message(reply: LocalReply) -> dict[str, Any]:
     }
     if reply.reported is not None:
         out["usage"] = anthropic_usage(reply.reported)
+    if reply.applied_edits is not None:
+        out["context_management"] = context_management(reply)
     return out
+
+
+def context_management(reply: LocalReply) -> dict[str, Any]:
+    """The response's ``context_management``: the edits applied to the request (Anthropic's
+    ``BetaContextManagementResponse``; on a stream, in the ``message_delta`` event)."""
+    return {"applied_edits": [edit.wire() for edit in reply.applied_edits or ()]}
 
 
 def anthropic_events(reply: LocalReply) -> Iterator[bytes]:
@@ -151,6 +159,8 @@ def anthropic_events(reply: LocalReply) -> Iterator[bytes]:
     }
     if reply.reported is not None:
         final["usage"] = anthropic_usage(reply.reported)
+    if reply.applied_edits is not None:
+        final["context_management"] = context_management(reply)
     yield sse(final, "message_delta")
     yield sse({"type": "message_stop"}, "message_stop")
 

@@ -1,0 +1,346 @@
+"""The providers' own compaction as a strategy: what to send, what it leaves, and which costs less.
+
+``compaction="local" | "provider" | "auto"`` (:class:`~contextwindow.guard.GuardOptions`) chooses who
+makes a long conversation fit:
+
+- ``"local"``: the engine folds (summary checkpoints, evictions), as it always has;
+- ``"provider"``: the request goes out as the agent wrote it, with the provider's own context editing
+  attached, when what that editing leaves fits the window (:func:`provider_plan`); when it cannot bring
+  the request under the window the engine folds locally instead, so a history already over the window
+  never deadlocks;
+- ``"auto"``: whichever of the two costs less in dollars for this call (:func:`cheaper`), the prompt
+  cache's reads and writes priced by :mod:`contextwindow.cost`.
+
+The wire semantics are the providers' own, as documented:
+
+- Anthropic context editing (https://platform.claude.com/docs/en/build-with-claude/context-editing):
+  beta header ``context-management-2025-06-27``; ``context_management.edits`` of
+  ``clear_tool_uses_20250919`` (trigger ``input_tokens`` or ``tool_uses``, default 100,000 input
+  tokens; ``keep`` the newest 3 tool uses; ``clear_at_least``; ``exclude_tools``;
+  ``clear_tool_inputs``) and ``clear_thinking_20251015`` (``keep`` the newest ``thinking_turns``,
+  default 1, or ``"all"``). Edits apply server-side before the prompt reaches the model; the client
+  keeps its full history; the response reports ``context_management.applied_edits`` with
+  ``cleared_input_tokens`` and ``cleared_tool_uses`` / ``cleared_thinking_turns``. A cleared tool
+  result invalidates the prompt cache from where it was.
+- Anthropic server-side compaction (https://platform.claude.com/docs/en/build-with-claude/compaction):
+  beta header ``compact-2026-01-12``, edit ``compact_20260112`` with an ``input_tokens`` trigger of at
+  least 50,000 (default 150,000). Never useful below a 50k window: the guard does not send it there.
+- OpenAI Responses compaction
+  (https://developers.openai.com/api/docs/guides/context-management): ``context_management=[{"type":
+  "compaction", "compact_threshold": N}]`` on ``responses.create``, or ``POST /responses/compact``;
+  the output carries an opaque ``compaction`` item.
+
+:func:`apply_anthropic_edits` is the one implementation of what Anthropic's edits leave: the guard
+uses it to know, before sending, whether the provider's edits make the request fit; the local
+provider (:mod:`contextwindow.testing.context_management`) uses it to serve them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from .content import Message, RedactedThinking, Request, Text, Thinking, ToolResult, ToolUse
+
+__all__ = [
+    "ANTHROPIC_CONTEXT_BETA",
+    "CLEARED_TOOL_RESULT",
+    "CLEAR_THINKING",
+    "CLEAR_TOOL_USES",
+    "COMPACT",
+    "COMPACTION_MINIMUM_TRIGGER",
+    "COMPACTION_MODES",
+    "COMPACT_BETA",
+    "AppliedEdit",
+    "CompactionMode",
+    "ProviderPlan",
+    "anthropic_context_management",
+    "apply_anthropic_edits",
+    "auto_choice",
+    "cheaper",
+    "guarded_body",
+    "on_the_wire",
+    "provider_plan",
+]
+
+CompactionMode = Literal["local", "provider", "auto"]
+"""Who makes a long conversation fit: the engine, the provider's own editing, or the cheaper."""
+COMPACTION_MODES: tuple[CompactionMode, ...] = ("local", "provider", "auto")
+"""Every :data:`CompactionMode`."""
+
+ANTHROPIC_CONTEXT_BETA = "context-management-2025-06-27"
+"""The ``anthropic-beta`` header Anthropic's context editing (the clearing edits) needs."""
+COMPACT_BETA = "compact-2026-01-12"
+"""The ``anthropic-beta`` header Anthropic's server-side compaction (:data:`COMPACT`) needs."""
+CLEAR_TOOL_USES = "clear_tool_uses_20250919"
+"""The edit that clears old tool results (and optionally their calls' inputs)."""
+CLEAR_THINKING = "clear_thinking_20251015"
+"""The edit that clears thinking blocks of older assistant turns."""
+COMPACT = "compact_20260112"
+"""The edit that has the server summarise older context into a ``compaction`` block."""
+COMPACTION_MINIMUM_TRIGGER = 50_000
+"""The smallest ``input_tokens`` trigger ``compact_20260112`` accepts (the docs' parameter table)."""
+DEFAULT_CLEAR_TRIGGER = 100_000
+DEFAULT_KEEP_TOOL_USES = 3
+CLEARED_TOOL_RESULT = "[Tool result cleared to save context]"
+"""What a cleared tool result reads (the docs say only "placeholder text"; the exact words are ours)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedEdit:
+    """One edit the provider applied, as ``context_management.applied_edits`` reports it."""
+
+    type: str
+    cleared_input_tokens: int
+    cleared: int
+    """Tool uses (``clear_tool_uses_20250919``) or thinking turns (``clear_thinking_20251015``)."""
+
+    def wire(self) -> dict[str, Any]:
+        """The edit as the response carries it."""
+        unit = "cleared_tool_uses" if self.type == CLEAR_TOOL_USES else "cleared_thinking_turns"
+        return {"type": self.type, "cleared_input_tokens": self.cleared_input_tokens, unit: self.cleared}
+
+
+def anthropic_context_management(trigger: int, *, keep: int = DEFAULT_KEEP_TOOL_USES) -> dict[str, Any]:
+    """The ``context_management`` the guard sends on the Anthropic wire: clear tool results once the
+    input reaches ``trigger`` tokens, keeping the newest ``keep`` tool uses, and only when at least a
+    tenth of the trigger is freed (a cleared result costs a cache write from there on: clearing a
+    little at a time would pay it on every call)."""
+    return {
+        "edits": [
+            {
+                "type": CLEAR_TOOL_USES,
+                "trigger": {"type": "input_tokens", "value": trigger},
+                "keep": {"type": "tool_uses", "value": keep},
+                "clear_at_least": {"type": "input_tokens", "value": max(1, trigger // 10)},
+            }
+        ]
+    }
+
+
+def apply_anthropic_edits(
+    request: Request, edits: Sequence[Mapping[str, Any]], count: Callable[[Request], int]
+) -> tuple[Request, tuple[AppliedEdit, ...]]:
+    """What Anthropic's ``edits`` (already valid) leave of ``request``, in order, and the edits that
+    applied; ``count`` is the input count of a request. ``compact_20260112`` is not applied here."""
+    applied: list[AppliedEdit] = []
+    for edit in edits:
+        kind = edit.get("type")
+        if kind == CLEAR_TOOL_USES:
+            request, done = _clear_tool_uses(request, edit, count)
+        elif kind == CLEAR_THINKING:
+            request, done = _clear_thinking(request, edit, count)
+        else:
+            continue
+        if done is not None:
+            applied.append(done)
+    return request, tuple(applied)
+
+
+def _tool_uses(request: Request) -> list[ToolUse]:
+    return [b for m in request.messages if m.role == "assistant" for b in m.content if isinstance(b, ToolUse)]
+
+
+def _clear_tool_uses(
+    request: Request, edit: Mapping[str, Any], count: Callable[[Request], int]
+) -> tuple[Request, AppliedEdit | None]:
+    trigger = edit.get("trigger") or {"type": "input_tokens", "value": DEFAULT_CLEAR_TRIGGER}
+    before = count(request)
+    uses = _tool_uses(request)
+    reached = len(uses) if trigger["type"] == "tool_uses" else before
+    if reached < int(trigger["value"]):
+        return request, None
+    keep = int((edit.get("keep") or {}).get("value", DEFAULT_KEEP_TOOL_USES))
+    excluded = set(edit.get("exclude_tools") or ())
+    inputs = edit.get("clear_tool_inputs") or False
+    older = uses[: max(0, len(uses) - keep)]
+    clear = {u.id: u for u in older if u.name not in excluded}
+    clear_input = {
+        i for i, u in clear.items() if inputs is True or (isinstance(inputs, list) and u.name in inputs)
+    }
+    cleared: set[str] = set()
+
+    def edit_block(block: Any) -> Any:
+        if (
+            isinstance(block, ToolResult)
+            and block.tool_use_id in clear
+            and block.content != CLEARED_TOOL_RESULT
+        ):
+            cleared.add(block.tool_use_id)
+            return replace(block, content=CLEARED_TOOL_RESULT)
+        if isinstance(block, ToolUse) and block.id in clear_input and block.input:
+            cleared.add(block.id)
+            return replace(block, input={})
+        return block
+
+    messages = tuple(replace(m, content=tuple(edit_block(b) for b in m.content)) for m in request.messages)
+    if not cleared:
+        return request, None
+    edited = replace(request, messages=messages)
+    freed = before - count(edited)
+    least = edit.get("clear_at_least")
+    if least is not None and freed < int(least["value"]):
+        return request, None  # "context will only be modified if at least this many tokens can be removed"
+    return edited, AppliedEdit(type=CLEAR_TOOL_USES, cleared_input_tokens=freed, cleared=len(cleared))
+
+
+def _clear_thinking(
+    request: Request, edit: Mapping[str, Any], count: Callable[[Request], int]
+) -> tuple[Request, AppliedEdit | None]:
+    keep = edit.get("keep", {"type": "thinking_turns", "value": 1})
+    if keep == "all" or (isinstance(keep, Mapping) and keep.get("type") == "all"):
+        return request, None
+    kept = int(keep["value"])
+    thinking = [
+        i
+        for i, m in enumerate(request.messages)
+        if m.role == "assistant" and any(isinstance(b, Thinking | RedactedThinking) for b in m.content)
+    ]
+    older = set(thinking[: max(0, len(thinking) - kept)])
+    if not older:
+        return request, None
+    before = count(request)
+
+    def cleared(i: int, m: Message) -> Message:
+        if i not in older:
+            return m
+        rest = tuple(b for b in m.content if not isinstance(b, Thinking | RedactedThinking))
+        return replace(m, content=rest or (Text(text="[thinking cleared]"),))
+
+    edited = replace(request, messages=tuple(cleared(i, m) for i, m in enumerate(request.messages)))
+    return edited, AppliedEdit(
+        type=CLEAR_THINKING, cleared_input_tokens=before - count(edited), cleared=len(older)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderPlan:
+    """What sending a request with the provider's own editing would do: the fields to add to the
+    body, what the provider would count after its edits, and whether that fits."""
+
+    extra_body: Mapping[str, Any]
+    extra_headers: Mapping[str, str]
+    input_tokens: int
+    """The input the provider counts after its edits."""
+    fits: bool
+    applied: tuple[AppliedEdit, ...] = ()
+
+
+def provider_plan(
+    request: Request, *, trigger: int, limit: int, count: Callable[[Request], int]
+) -> ProviderPlan:
+    """The provider-side plan for ``request`` on the Anthropic wire: tool results cleared from
+    ``trigger`` input tokens; it fits when what the edits leave is at most ``limit`` (the window less
+    the output reserve)."""
+    management = anthropic_context_management(trigger)
+    edited, applied = apply_anthropic_edits(request, management["edits"], count)
+    left = count(edited)
+    return ProviderPlan(
+        extra_body={"context_management": management},
+        extra_headers={"anthropic-beta": ANTHROPIC_CONTEXT_BETA},
+        input_tokens=left,
+        fits=left <= limit,
+        applied=applied,
+    )
+
+
+def cheaper(local_dollars: float, provider_dollars: float) -> Literal["local", "provider"]:
+    """``"auto"``'s choice: the provider's editing when it costs less than folding locally (ties go
+    to local folding, which keeps the prompt cache's prefix the engine chose)."""
+    return "provider" if provider_dollars < local_dollars else "local"
+
+
+PROVIDER_TRIGGER = 0.8
+"""``"provider"`` asks the provider to clear tool results from this share of the room for input."""
+ESTIMATE_MARGIN = 0.95
+"""What the provider's edits leave must fit in this share of the room: the guard's estimate, not the
+provider's count, decides before sending."""
+SUMMARY_TOKENS = 1_024
+"""What ``"auto"`` assumes a local fold's summary costs in output."""
+
+
+def guarded_body(
+    body: Mapping[str, Any],
+    request: Request,
+    *,
+    mode: CompactionMode,
+    wire: str,
+    room: int,
+    count: Callable[[Request], int],
+) -> dict[str, Any] | None:
+    """The body the guard sends with the provider's own editing attached, or ``None`` to fold
+    locally: ``mode`` is ``"local"``, the wire has no provider editing the guard can use (only the
+    Anthropic wire here), the edits cannot bring the request into ``room`` (the window less the
+    output reserve), or (``"auto"``) folding locally costs no more (:func:`auto_choice`)."""
+    if mode == "local" or wire != "anthropic":
+        return None
+    plan = provider_plan(
+        request, trigger=int(room * PROVIDER_TRIGGER), limit=int(room * ESTIMATE_MARGIN), count=count
+    )
+    if not plan.fits or not plan.applied:
+        # Nothing for the provider to clear (the guard's own path sends a request that fits as it
+        # is, and keeps the ledger), or clearing cannot make it fit: folded locally.
+        return None
+    if mode == "auto":
+        whole = count(request)
+        if auto_choice(request, plan, whole=whole, room=room, count=count) == "local":
+            return None
+    extra_body = {**dict(body.get("extra_body") or {}), **plan.extra_body}
+    headers = dict(body.get("extra_headers") or {})
+    betas = [b for b in (headers.get("anthropic-beta") or "").split(",") if b.strip()]
+    if ANTHROPIC_CONTEXT_BETA not in betas:
+        betas.append(ANTHROPIC_CONTEXT_BETA)
+    headers["anthropic-beta"] = ",".join(betas)
+    return {**body, "extra_body": extra_body, "extra_headers": headers}
+
+
+def auto_choice(
+    request: Request, plan: ProviderPlan, *, whole: int, room: int, count: Callable[[Request], int]
+) -> Literal["local", "provider"]:
+    """``"auto"``: the provider's editing or a local fold, whichever costs less per call, in dollars
+    at the model's prices with cache reads and writes (:mod:`contextwindow.cost`; without prices,
+    local). The conversation is taken to grow by its newest message each call.
+
+    - Provider: the agent sends its whole history every call, so once it is past the trigger the
+      edits apply on every call, and each new tool use moves the clearing one result on. Anthropic
+      reads the cache only at a breakpoint it wrote before: every call reads the system prompt and
+      tools and writes the rest (measured on the real sessions: 4% of the input read from the cache,
+      ``benchmarks/provider_compaction.py``).
+    - Local: the summariser reads what it folds and writes a summary (:data:`SUMMARY_TOKENS`), the
+      folded request (about half the room) is written to the cache, and the next fold is due when
+      the growth has filled the room back to the trigger; between folds each call reads its prefix
+      and writes its growth.
+
+    Clearing wins where each call adds so much that a fold would be due again at once."""
+    from . import cost
+    from .usage.tracker import Usage
+
+    model = request.model
+    if model is None or not cost.available():
+        return "local"
+    head = count(replace(request, messages=()))
+    growth = max(1, count(replace(request, messages=request.messages[-1:])) - head)
+    trigger = int(room * PROVIDER_TRIGGER)
+    folded = room // 2
+    calls = max(1, (trigger - folded) // growth)
+    fold = cost.price_all(
+        [Usage(fresh_input=max(0, whole - folded), output=SUMMARY_TOKENS), Usage(cache_write=folded)], model
+    )
+    between = cost.price(Usage(cache_read=(folded + trigger) // 2, cache_write=growth), model)
+    cleared = cost.price(
+        Usage(cache_read=min(head, plan.input_tokens), cache_write=max(0, plan.input_tokens - head)), model
+    )
+    if fold is None or between is None or cleared is None:
+        return "local"
+    local = float(fold.total) / calls + float(between.total)
+    return cheaper(local, float(cleared.total))
+
+
+def on_the_wire(body: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """A body :func:`guarded_body` made, as an HTTP client sends it: ``extra_body`` merged into the
+    JSON and ``extra_headers`` apart (what the SDKs do with them). For senders that are not an SDK
+    (the proxy's upstream, an adapter's raw call)."""
+    json_body = {k: v for k, v in body.items() if k not in ("extra_body", "extra_headers")}
+    json_body.update(body.get("extra_body") or {})
+    return json_body, {str(k): str(v) for k, v in (body.get("extra_headers") or {}).items()}
