@@ -260,8 +260,10 @@ class GuardCore:
         compiler.system = canonical.system
         compiler.tools = canonical.tools
         compiler.policy = self.policy
-        smallest = dataclasses.replace(canonical, messages=canonical.messages[-1:])
-        call.smallest = call.engine.fit.live_estimator().request(smallest)
+        estimator = call.engine.fit.live_estimator()
+        call.smallest = estimator.request(dataclasses.replace(canonical, messages=canonical.messages[-1:]))
+        if call.engine.observer.watched:
+            call.engine.observer.asked(estimator.request(canonical))
         self._fit_max_tokens(call, call.engine.fit_profile().context_window)
         # The request sent is the agent's body with the compiled history in place of its own (the
         # leading system items, which a rendered request keeps verbatim, as JSON).
@@ -364,7 +366,9 @@ class GuardCore:
         if fitted == asked:
             return False
         call.max_tokens = fitted
-        call.events.append(MaxTokensLowered(asked=asked, lowered=fitted, window=window))
+        call.events.append(
+            call.engine.observer.event(MaxTokensLowered(asked=asked, lowered=fitted, window=window))
+        )
         _say_once(
             f"max_tokens {asked} cannot fit beside the smallest request in a {window}-token window: "
             f"sent as {fitted}"

@@ -26,7 +26,8 @@ def guard(client: ClientT, options: GuardOptions | None = None, /, **fields: Any
     ``last_exchange`` and ``store`` are :func:`last_exchange` and :func:`store_of` to it.
 
     The options are a :class:`GuardOptions` or its fields as keywords (``store``, ``session``,
-    ``summarizer``, ``summary_model``, ``context_window``, ``policy``, ``settings``, ``reread``);
+    ``summarizer``, ``summary_model``, ``context_window``, ``policy``, ``settings``, ``reread``,
+    ``on_event``);
     keywords given with ``options`` replace those fields of it. An unknown keyword raises
     ``TypeError``.
     """

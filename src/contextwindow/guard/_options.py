@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..compile import Policy
+    from ..engine.observe import EventHook
     from ..engine.settings import EngineSettings
     from ..store import Store
 
@@ -53,6 +54,10 @@ class GuardOptions:
     reread: bool = True
     """Offer the model ``read_archived`` when a placeholder in the request names it, and answer its
     calls from the ledger without the agent seeing them (not on streamed calls)."""
+    on_event: EventHook | None = None
+    """Called with every event the guard's engines produce, as they are produced (folds, evictions,
+    requests sent, usage with its cost, windows learned, ``max_tokens`` lowered;
+    :mod:`~contextwindow.engine.observe`); what it raises reaches the agent's call."""
 
     @property
     def summarize(self) -> bool:
