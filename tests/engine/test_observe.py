@@ -90,7 +90,7 @@ class TestOnEvent:
         assert [e.type for e in seen] == ["request_sent", "usage", "turn_ended"]
 
 
-class TestCallSummarys:
+class TestCallSummaries:
     def test_each_provider_call_gives_one_record_and_one_info_line(
         self, caplog: pytest.LogCaptureFixture
     ) -> None:
