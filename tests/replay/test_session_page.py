@@ -175,3 +175,64 @@ class TestRenderedInChromium:
         kept = os.environ.get("CONTEXTWINDOW_KEEP_SCREENSHOT")
         if kept:
             shutil.copy(shot, kept)
+
+
+def _small_scenario(turns: int = 3) -> Any:
+    from contextwindow.content import Message, ToolResult, ToolSpec, ToolUse
+    from contextwindow.replay.scenario import ScenarioBuilder
+
+    b = ScenarioBuilder(name="small")
+    b.system("You are a careful coding agent.")
+    b.tools([ToolSpec(name="read", description="read a file")])
+    for t in range(turns):
+        b.user(Message.user(f"Turn {t}: audit the module and report."))
+        for r in range(4):
+            call = f"t{t}r{r}"
+            b.assistant(
+                Message.assistant(f"Reading part {r}.", ToolUse(id=call, name="read", input={"part": r}))
+            )
+            b.tool_result(
+                ToolResult(tool_use_id=call, content=f"part {r} of turn {t}\n" + "lorem ipsum " * 300)
+            )
+        b.assistant(Message.assistant(f"Turn {t} done."))
+    return b.build()
+
+
+class TestSimulateAndDemoWriteThePage:
+    def test_simulate_report_writes_the_sessions_page(self, tmp_path: Path) -> None:
+        from contextwindow.replay.scenario_file import dump_scenario
+
+        scenario = tmp_path / "s.jsonl"
+        dump_scenario(_small_scenario(), scenario)
+        out = tmp_path / "page"
+        args = [
+            "simulate",
+            str(scenario),
+            "-m",
+            "claude-sonnet-4-5",
+            "--window",
+            "8000",
+            "--report",
+            str(out),
+        ]
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+        assert result.exit_code == 0, result.output
+        dom, _ = _render(out / "index.html", tmp_path, call=1)
+        drawn = re.search(r'data-drawn="(\d+)"', dom)
+        assert drawn is not None and int(drawn.group(1)) >= 12  # a call per scripted reply, at least
+        assert dom.count('class="turn"') == 2
+        assert "Call 1 · turn 1" in dom
+        assert "Turn 0: audit the module and report." in dom  # the message appended before call 1
+
+    def test_the_demo_writes_the_same_page_with_the_learned_window(self, tmp_path: Path) -> None:
+        out = tmp_path / "report"
+        result = CliRunner().invoke(app, ["demo", "--out", str(out)], env={"COLUMNS": "200"})
+        assert result.exit_code == 0, result.output
+        page = out / "session" / "index.html"
+        dom, log = _render(page, tmp_path)
+        assert "data-errors" not in dom and not re.search(r"CONSOLE.*Uncaught", log)
+        assert 'data-kind="refused"' in dom  # the demo's provider serves less than declared
+        path = re.search(r'<path d="([^"]+)"[^>]*id="window-line"', dom)
+        assert path is not None
+        heights = {float(point.split(",")[1]) for point in re.split(r"[ML]", path.group(1)) if point}
+        assert len(heights) == 2  # the window line steps once, where the window was learned

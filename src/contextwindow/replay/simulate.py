@@ -58,6 +58,7 @@ from ..testing.model import LocalReply, Rejection
 from ..usage.tracker import UsageMode
 from .report import CallRecord, EventKind, summarize
 from .scenario import Scenario
+from .timeline import TimelineCall, read_timeline
 
 __all__ = ["RecordingModel", "SimulationResult", "simulate", "simulate_sync"]
 
@@ -77,6 +78,9 @@ class SimulationResult:
     turn_overhead: list[tuple[float, int]] = field(default_factory=list)
     """Per turn: the engine's own time in seconds (the provider's stream, the tools and the summariser
     left out) and the provider calls it made, for an overhead-per-call figure."""
+    timeline: list[TimelineCall] = field(default_factory=list)
+    """The session's calls as its ledger recorded them (with ``simulate(timeline=True)``): what the
+    session page (:mod:`~contextwindow.replay.session_page`) draws."""
 
 
 class RecordingModel(LocalModel):
@@ -199,6 +203,7 @@ async def simulate(
     count_scale: float = 1.0,
     count: CountMode | None = None,
     prompt_cache: bool = False,
+    timeline: bool = False,
 ) -> SimulationResult:
     """Run ``scenario`` through the engine against the local provider; see the module docstring.
 
@@ -210,7 +215,8 @@ async def simulate(
     ``count`` is when the engine has the provider count a request before sending it
     (``EngineSettings.count_before_send``; ``None``: the setting's default, or ``settings``' own).
     ``prompt_cache`` turns on the local provider's prompt cache (``LocalSettings.prompt_cache``), so
-    usage reports what a cache would serve.
+    usage reports what a cache would serve. With ``timeline``, the result holds the session's calls as
+    its ledger recorded them (:attr:`SimulationResult.timeline`).
     """
     base = get_profile(model)
     declared = window or base.context_window
@@ -273,6 +279,8 @@ async def simulate(
         result.summary["counts"] = provider.counts
         calls = len(local.calls)
         result.summary["counts_per_100_calls"] = round(100 * provider.counts / calls, 1) if calls else None
+        if timeline:
+            result.timeline = read_timeline(session, model=profile.name)
         return result
     finally:
         opened.close()
