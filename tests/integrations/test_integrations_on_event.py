@@ -28,7 +28,7 @@ def _adapter(name: str, hook: Any) -> Any:
     pytest.importorskip("pydantic_ai")
     from contextwindow.integrations.pydantic_ai import ContextWindow
 
-    return ContextWindow(store=":memory:", on_event=hook)
+    return ContextWindow(store=":memory:", on_guard_event=hook)
 
 
 @pytest.mark.parametrize("name", ["langchain", "litellm", "openai_agents", "pydantic_ai"])

@@ -82,8 +82,9 @@ class ContextWindow(AbstractCapability[Any]):
     summarizer: Model | bool | None = None
     policy: Policy | None = None
     settings: EngineSettings | None = None
-    on_event: EventHook | None = None
-    """Called with every event the guard produces (``GuardOptions.on_event``)."""
+    on_guard_event: EventHook | None = None
+    """Called with every event the guard produces (``GuardOptions.on_event``; pydantic-ai's own
+    ``on_event`` is its run events)."""
     bridge: ChatBridge = field(init=False, repr=False)
     _pending: dict[str | None, tuple[Stepper, _Restorer]] = field(
         init=False, repr=False, default_factory=dict
@@ -100,7 +101,7 @@ class ContextWindow(AbstractCapability[Any]):
                 context_window=self.context_window,
                 policy=self.policy,
                 settings=self.settings,
-                on_event=self.on_event,
+                on_event=self.on_guard_event,
             )
         )
 
