@@ -47,7 +47,7 @@ def _summary_table(result: SimulationResult, title: str) -> Table:
     table.add_column("")
     table.add_column("value", justify="right")
     for key, label in SUMMARY_ROWS:
-        table.add_row(label, format_value(result.summary.get(key)))
+        table.add_row(label, format_value(result.summary.get(key), key))
     return table
 
 

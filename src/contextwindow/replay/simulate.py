@@ -316,6 +316,7 @@ async def _run(
     failed = 0
     overhead: list[tuple[float, int]] = []
     cut = 0
+    window_known = profile.context_window
 
     def drain() -> None:
         """Record the requests the provider received since the last drain, with this turn's estimate."""
@@ -328,7 +329,7 @@ async def _run(
                 estimate,
                 counted,
                 reserve,
-                profile,
+                window_known,
                 pending,
                 number,
                 record,
@@ -350,6 +351,7 @@ async def _run(
                     if event.type == "request_sent":
                         estimate = event.estimated_tokens
                         counted = event.counted
+                        window_known = event.window or profile.context_window
                         last = compiler.last
                         if last is not None:
                             evicted = {e.attachment_id for e in last.decisions.evicted}
@@ -417,12 +419,13 @@ def _drain(
     estimate: int,
     estimate_counted: bool,
     reserve: int,
-    profile: ModelProfile,
+    window: int,
     pending: set[EventKind],
     turn: int,
     record: IO[str] | None,
 ) -> list[CallRecord]:
-    """Records for the requests the provider received since the last drain."""
+    """Records for the requests the provider received since the last drain, each against ``window``,
+    the window as known when it was sent (it steps down where a rejection taught a smaller one)."""
     out: list[CallRecord] = []
     while len(records) + len(out) < len(local.calls):
         index = len(records) + len(out)
@@ -433,7 +436,7 @@ def _drain(
                 makeup=_makeup(request, compiler.source(request), estimator, estimate, reserve),
                 estimated_tokens=estimate,
                 provider_input_tokens=counted,
-                window=profile.context_window,
+                window=window,
                 rejected=rejected,
                 events=tuple(
                     kind for kind in ("restarted", "compacted", "evicted", "archived") if kind in pending
