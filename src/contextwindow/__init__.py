@@ -28,6 +28,7 @@ code, no SDK, no image library and no local provider.
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any
 
 from .content import (
@@ -71,6 +72,10 @@ if TYPE_CHECKING:  # loaded on first use below; imported here so type checkers a
     from .store import Session, Store, open_store
 
 __version__ = "0.1.0"
+
+# A library's loggers are silent until the application configures logging (the ``contextwindow.*``
+# loggers: ``contextwindow.engine`` a line per call, ``contextwindow.guard``, ``contextwindow.server``).
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
     "AnthropicProvider",

@@ -14,6 +14,7 @@ from rich.markup import escape
 # Each command module registers its commands on app when imported.
 from . import count as _count
 from . import proxy as _proxy
+from . import report as _report
 from . import run as _run
 from . import serve as _serve
 from . import sessions as _sessions
@@ -23,7 +24,7 @@ from ._app import app
 
 __all__ = ["app", "main"]
 
-_ = (_count, _proxy, _run, _serve, _sessions, _show, _store)
+_ = (_count, _proxy, _report, _run, _serve, _sessions, _show, _store)
 
 
 def main() -> int:

@@ -47,7 +47,7 @@ def _summary_table(result: SimulationResult, title: str) -> Table:
     table.add_column("")
     table.add_column("value", justify="right")
     for key, label in SUMMARY_ROWS:
-        table.add_row(label, format_value(result.summary.get(key)))
+        table.add_row(label, format_value(result.summary.get(key), key))
     return table
 
 
@@ -93,6 +93,12 @@ def simulate_command(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
+    report: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write the session's page (index.html: every call, folds, cost) to this directory."
+        ),
+    ] = None,
 ) -> None:
     """Run a scenario or transcript through the engine against the local provider; summarise the run."""
     if usage not in USAGE_MODES:
@@ -121,7 +127,15 @@ def simulate_command(
                 provider_window=provider_window,
                 store=store,
                 count=count,
+                timeline=report is not None,
             )
+    if report is not None:
+        from ..replay.session_page import write_session_page
+
+        subtitle = f"{model}, window {result.summary['window']:,}, {len(result.timeline)} calls"
+        page = write_session_page(result.timeline, report, title=f"{scenario.name}", subtitle=subtitle)
+        if console is not None:
+            console.print(f"session page: [bold]{page}[/]", soft_wrap=True)
     if as_json:
         emit_json(result.summary)
     else:
@@ -152,6 +166,7 @@ def demo(
     """Run the bundled long agent scenario on a small window and write a report with a chart."""
     from ..replay.demo import DEMO_SERVED_SHARE, DEMO_WINDOW, build_demo
     from ..replay.report import write_report
+    from ..replay.session_page import write_session_page
 
     console = Console()
     started = time.perf_counter()
@@ -168,12 +183,21 @@ def demo(
     )
     with guarded():
         result = _run(
-            scenario, console, None, model=model, window=declared, usage="per-call", provider_window=served
+            scenario,
+            console,
+            None,
+            model=model,
+            window=declared,
+            usage="per-call",
+            provider_window=served,
+            timeline=True,
         )
         title = f"contextwindow demo — {scenario.name}"
         subtitle = f"{model}, window {declared:,} tokens, {result.summary['calls']} calls"
         path = write_report(result.records, result.summary, out, title=title, subtitle=subtitle)
+        session_page = write_session_page(result.timeline, out / "session", title=title, subtitle=subtitle)
     console.print(_summary_table(result, f"{scenario.name}: {model}, window {declared:,}"))
     console.print(f"report: [bold]{path}[/] (makeup.png, index.html) — {time.perf_counter() - started:.1f} s")
+    console.print(f"session page: [bold]{session_page}[/] (click a call to see it)", soft_wrap=True)
     if result.failed_turns:
         raise typer.Exit(EXIT_FOUND_PROBLEM)

@@ -7,7 +7,8 @@ and hands the real figures on: to the physical-window projection, to the round r
 round appended before the call cost), to the fit (the composition factor), to calibration (the first
 call of a compiled request against its estimate, each later call of the stream by what was appended
 since the previous one: :meth:`CallAccounting._calibrate`), to the anchors, and to the ledger as a
-``usage`` record. It also says which host notes a call's usage gives, and which notes an unrecovered
+``usage`` record, and prices it in dollars (:mod:`contextwindow.cost`, when genai-prices is
+installed and knows the model: :attr:`CallAccounting.spent` is the session's sum). It also says which host notes a call's usage gives, and which notes an unrecovered
 overflow gives.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import cost as dollars
 from ..content import Block, Message, Request
 from ..errors import InvalidInput
 from ..models import ModelProfile
@@ -74,6 +76,9 @@ class CallAccounting:
         self.anchors = anchors
         self.physical = window.projection
         self.notes = notes
+        self.spent: dollars.Cost | None = None
+        """What this engine's calls cost in dollars so far (``None``: none priced)."""
+        self._priced = dollars.available()
         self.anchored: dict[str, tuple[Block, ...]] = {}
         """The messages of the request the newest anchor counted, by ledger id, as rendered in it."""
         self._calls = _Calls()
@@ -202,13 +207,24 @@ class CallAccounting:
     ) -> list[UsageReported | Note]:
         """The events an accepted call gives, unrecorded: its ``usage_reported`` (call ``index``),
         then the notes its usage gives (:meth:`usage_notes`)."""
+        cost = self.price(call.usage) if call.reported else None
         reported = UsageReported(
-            call=index, usage=call.usage, reported=call.reported, stream_total=self.usage.total
+            call=index, usage=call.usage, reported=call.reported, stream_total=self.usage.total, cost=cost
         )
         notes = self.usage_notes(
             call, expected_input=expected_input, first_of_send=first_of_send, append_only=append_only
         )
         return [reported, *notes]
+
+    def price(self, usage: Usage) -> dollars.Cost | None:
+        """What ``usage`` cost on this engine's model, added to :attr:`spent`; ``None`` when
+        genai-prices is not installed or does not know the model."""
+        if not self._priced:
+            return None
+        cost = dollars.price(usage, self.profile.name)
+        if cost is not None:
+            self.spent = cost if self.spent is None else self.spent + cost
+        return cost
 
     def usage_notes(
         self, call: CallUsage, *, expected_input: int, first_of_send: bool, append_only: bool

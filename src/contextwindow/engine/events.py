@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, TypeVar
 
 from ..content import ToolUse
+from ..cost import Cost
 from ..providers.base import TextDelta, ThinkingDelta, ToolCall
 from ..store import Session
 from ..usage.calibration import BAND
@@ -49,6 +50,7 @@ __all__ = [
     "ToolResultsArchived",
     "TurnEnded",
     "UsageReported",
+    "WindowLearned",
     "event_to_dict",
     "record_event",
 ]
@@ -129,6 +131,9 @@ class UsageReported:
     usage: Usage
     reported: bool
     stream_total: Usage
+    cost: Cost | None = None
+    """What the call cost in dollars (:mod:`contextwindow.cost`: input with cache reads and writes,
+    output); ``None`` when genai-prices is not installed or does not know the model."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -200,6 +205,16 @@ class OverflowRecovered:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class WindowLearned:
+    """A rejection for size named a window below the one known: compile, the projection and the
+    trigger fit to ``window`` from now on (``previous`` was the window as known before)."""
+
+    type: Literal["window_learned"] = "window_learned"
+    window: int
+    previous: int | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class MaxTokensLowered:
     """The output bound asked for (``max_tokens``) could not fit beside the smallest request that
     could be sent (system, tools, the newest message) in the window as known: it went out lowered."""
@@ -244,6 +259,7 @@ Event: TypeAlias = (
     | AttachmentsEvicted
     | ToolResultsArchived
     | OverflowRecovered
+    | WindowLearned
     | MaxTokensLowered
     | Note
     | TurnEnded
@@ -258,6 +274,8 @@ def event_to_dict(event: Event) -> dict[str, Any]:
         value = getattr(event, f.name)
         if isinstance(value, Usage | ToolUse):
             value = dataclasses.asdict(value)
+        elif isinstance(value, Cost):
+            value = {"input": float(value.input), "output": float(value.output), "model": value.model}
         if isinstance(value, Mapping):
             value = dict(value)
         elif isinstance(value, tuple):

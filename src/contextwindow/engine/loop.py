@@ -23,12 +23,14 @@ Everything is recorded in the ledger as it happens.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from typing import TypeVar
+import functools
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Concatenate, ParamSpec, TypeVar
 
 from ..compile import Policy
 from ..compile.reread import READ_ARCHIVED_TOOL
 from ..content import Message, Request, ToolResult, ToolUse
+from ..cost import Cost
 from ..errors import ContextOverflow, InvalidInput, UsageError
 from ..formats import ToolDefinition
 from ..models import ModelProfile, get_profile
@@ -60,6 +62,7 @@ from .folding.folds import Folding
 from .folding.summarizer import Summarizer
 from .live import LiveRequest
 from .next_request import NextRequest
+from .observe import CallObserver, EventHook
 from .recovery import Freed, Recovery
 from .rereads import answer_reread
 from .send import Received, stream_call
@@ -69,6 +72,7 @@ from .tool_results import ToolOutcome, ToolRound, ToolRunner, inline_cap_chars, 
 from .window import WindowState
 
 _E = TypeVar("_E", bound=Event)
+_P = ParamSpec("_P")
 
 __all__ = [
     "Compiled",
@@ -80,6 +84,19 @@ __all__ = [
 ]
 
 
+def _observed(
+    step: Callable[Concatenate[Engine, _P], AsyncIterator[Event]],
+) -> Callable[Concatenate[Engine, _P], AsyncIterator[Event]]:
+    """A step whose events the engine's observer sees as they pass (:attr:`Engine.observer`)."""
+
+    @functools.wraps(step)
+    async def observed(engine: Engine, /, *args: _P.args, **kwargs: _P.kwargs) -> AsyncIterator[Event]:
+        async for event in step(engine, *args, **kwargs):
+            yield engine.observer.event(event)
+
+    return observed
+
+
 class Engine:
     """Runs turns for one session against one provider (see the module docstring).
 
@@ -89,7 +106,8 @@ class Engine:
     policy); pass ``compiler=`` for another one (then those three are its business, else
     :class:`~contextwindow.errors.UsageError`). ``counter`` counts a request before it is sent when
     ``settings.count_before_send`` says a decision depends on it (default: the provider itself when
-    it has ``count_input_tokens``).
+    it has ``count_input_tokens``). ``on_event`` is called with every event as it is produced, the
+    stream's text and thinking deltas excepted (:mod:`~contextwindow.engine.observe`).
     """
 
     def __init__(
@@ -107,6 +125,7 @@ class Engine:
         settings: EngineSettings | None = None,
         estimator: Estimator | None = None,
         counter: InputCounter | None = None,
+        on_event: EventHook | None = None,
     ) -> None:
         if compiler is None:
             compiler = EngineCompiler(policy or Policy(), system=system, tools=tools)
@@ -126,6 +145,10 @@ class Engine:
         """Counts a request before it is sent when ``settings.count_before_send`` says a decision
         depends on it (default: the provider's own ``count_input_tokens``, when it has one)."""
         self._estimator = estimator or Estimator(profile)
+        self.observer = CallObserver(
+            session=session.id, model=profile.name, provider=provider.name, on_event=on_event
+        )
+        """Sees every event as it is produced: the host's ``on_event``, the log lines, the tracers."""
         self._build(compiler, summarizer)
         # The turn.
         self._injected: list[Message] = []
@@ -215,6 +238,13 @@ class Engine:
         return self._stats
 
     @property
+    def cost(self) -> Cost | None:
+        """What this engine's calls cost in dollars so far (:mod:`contextwindow.cost`: input with cache
+        reads and writes, output); ``None`` when genai-prices is not installed or does not know the
+        model (each call's own is on its ``UsageReported``)."""
+        return self._calls.spent
+
+    @property
     def window(self) -> int | None:
         """The window the projection guards (``None``: no projection), as the provider proved it."""
         return self._window.window
@@ -284,7 +314,9 @@ class Engine:
                 stats.pause()
                 yield self._turn_ended("end_turn_by_tool")
                 return
-        yield self._record(Note(kind="step_limit", data={"steps": self.settings.max_steps_per_turn}))
+        yield self.observer.event(
+            self._record(Note(kind="step_limit", data={"steps": self.settings.max_steps_per_turn}))
+        )
 
     # -- the step API: one provider call at a time ----------------------------------------------
     #
@@ -320,6 +352,7 @@ class Engine:
         prices = [[self._estimator.raw_block(b) for b in m.content] for m in messages]
         return [s.message for s in self.session.extend(messages, block_prices=prices, expect=expect)]
 
+    @_observed
     async def prepare(self, turn_start_id: str | None) -> AsyncIterator[Event]:
         """Fold first when the last accepted request neared the window (the proactive fold), then
         compile the request to send (:attr:`request`), covering what compile leaves out. Folds never
@@ -352,6 +385,7 @@ class Engine:
         )
         self._sent = self.request
         self._calls.sending(self._sent)
+        self.observer.event(event)
         return event
 
     def accept(self, stop: Stop, usage: Usage | None) -> list[Event]:
@@ -371,8 +405,9 @@ class Engine:
             live.counted_as(call.prompt)
             self._calls.anchored = dict(live.rendered)
         live.counted = False
+        self.observer.replied(stop.reason)
         events: list[Event] = [
-            self._record(event)
+            self.observer.event(self._record(event))
             for event in self._calls.events(
                 call,
                 index=self._stats.calls - 1,
@@ -393,6 +428,7 @@ class Engine:
         )
         return events
 
+    @_observed
     async def recover(self, rejection: ContextOverflow) -> AsyncIterator[Event]:
         """The provider refused the request sent for its size: believe its numbers, free room (the
         escalation ladder when they alone do not) and compile the retry (:attr:`request`). A second
@@ -400,6 +436,7 @@ class Engine:
         self._stats.calls += 1
         again, self._overflowed = self._overflowed, True
         live, turn_start = self._current(), self._turn_start or ""
+        self.observer.refused(rejection)
         if again:
             self._calls.refused()
             for note in self._recovery.notes():
@@ -425,6 +462,7 @@ class Engine:
         the ledger as it rides into a round (within the inline cap); an unknown id is an error result."""
         return answer_reread(self.session, use, self._inline_cap())[0]
 
+    @_observed
     async def add_round(self, results: Message, *, end_turn: bool = False) -> AsyncIterator[Event]:
         """The tool boundary: ``results`` (a user message of the reply's tool results) and the mid-turn
         messages waiting (:meth:`inject`) are stored, and the round rides on the live request
@@ -495,13 +533,14 @@ class Engine:
             notes=self._notes,
             stats=self._stats,
         ):
-            yield self._record(event) if isinstance(event, Note) else event
+            yield self.observer.event(self._record(event) if isinstance(event, Note) else event)
 
     # -- the tool boundary ------------------------------------------------------------------------
 
     def _inline_cap(self) -> int:
         return inline_cap_chars(self.settings.max_message_tokens, self.settings.tool_result_inline_chars)
 
+    @_observed
     async def _run_tools(self, tool_uses: Sequence[ToolUse], round_: ToolRound) -> AsyncIterator[Event]:
         """Run each tool use into ``round_``; re-reads are answered here when the request offered them."""
         offered = self._live is not None and READ_ARCHIVED_TOOL in self._live.tools
@@ -541,9 +580,13 @@ class Engine:
     def _record(self, event: _E) -> _E:
         return record_event(self.session, event)
 
+    def _observed_record(self, event: _E) -> _E:
+        self.observer.event(self._record(event))
+        return event
+
     def _turn_ended(self, stop_reason: str) -> TurnEnded:
         stats = self._stats
-        return self._record(
+        return self._observed_record(
             TurnEnded(
                 stop_reason=stop_reason,
                 calls=stats.calls,

@@ -15,7 +15,15 @@ from dataclasses import dataclass
 from ..errors import ContextOverflow
 from .accounting import CallAccounting
 from .compiler import RequestCompiler
-from .events import AttachmentsEvicted, Compacted, Event, Note, ToolResultsArchived
+from .events import (
+    AttachmentsEvicted,
+    Compacted,
+    Event,
+    Note,
+    ToolResultsArchived,
+    WindowLearned,
+    record_event,
+)
 from .folding.folds import Folding
 from .live import LiveRequest
 from .stats import TurnStats
@@ -52,10 +60,14 @@ class Recovery:
         """Free room after ``rejection`` of ``live``: first the provider's numbers (compile fits to
         them, which usually frees enough: compile leaves the oldest turns out), then the ladder's
         rungs until one frees something. ``outcome.freed`` says whether anything did. Yields the
-        ladder's events (recorded)."""
+        ladder's events (recorded), after a ``window_learned`` when the rejection taught a smaller
+        window."""
         self.calls.refused()
         window = self.requests.window_state
+        known = window.window
         refit = window.learn_from_rejection(rejection, live)
+        if window.window is not None and window.window != known:
+            yield record_event(self.calls.session, WindowLearned(window=window.window, previous=known))
         freed = refit and self.requests().local_estimate < live.local_estimate
         if not freed:
             async for event in self.folding.escalate(turn_start_id, mid_turn=len(live.messages) > 0):

@@ -85,6 +85,8 @@ class _Call:
     """Whether the call may offer the re-read tool (the engine adds it when a placeholder names it)."""
     smallest: int = 0
     """The estimate of the smallest request the call could send: system, tools, the newest message."""
+    asked: int | None = None
+    """The estimate of the agent's own request, before it was fitted (when measured)."""
 
 
 @dataclass(slots=True)
@@ -99,6 +101,9 @@ class Exchange:
     """The ledger session the call was kept in; ``""`` for a call passed through as written."""
     events: list[Event]
     """What the guard did for this call (folds, evictions, recoveries, usage), in order."""
+    asked_tokens: int | None = None
+    """The estimate of the agent's request as written, before it was fitted: measured when a log line
+    or a span shows it, or the core's :attr:`GuardCore.measure` says so; else ``None``."""
     _finish: Callable[[Reply], None] | None = None
 
     def finish(self, reply: Reply) -> None:
@@ -150,6 +155,9 @@ class GuardCore:
         """Per model, the window a request sent with the provider's editing was refused at."""
         self.learned_windows: dict[str, int] = {}
         """Per model without a registered profile, the window a rejection for size named."""
+        self.measure = False
+        """Estimate every agent request as written (:attr:`Exchange.asked_tokens`), not only when a
+        log line or a span shows it: the proxy's access line and headers say it."""
 
     # -- the model ------------------------------------------------------------------------------------
 
@@ -310,8 +318,11 @@ class GuardCore:
         compiler.system = canonical.system
         compiler.tools = canonical.tools
         compiler.policy = self.policy
-        smallest = dataclasses.replace(canonical, messages=canonical.messages[-1:])
-        call.smallest = call.engine.fit.live_estimator().request(smallest)
+        estimator = call.engine.fit.live_estimator()
+        call.smallest = estimator.request(dataclasses.replace(canonical, messages=canonical.messages[-1:]))
+        if self.measure or call.engine.observer.watched:
+            call.asked = estimator.request(canonical)
+            call.engine.observer.asked(call.asked)
         self._fit_max_tokens(call, call.engine.fit_profile().context_window)
         # The request sent is the agent's body with the compiled history in place of its own (the
         # leading system items, which a rendered request keeps verbatim, as JSON).
@@ -414,7 +425,9 @@ class GuardCore:
         if fitted == asked:
             return False
         call.max_tokens = fitted
-        call.events.append(MaxTokensLowered(asked=asked, lowered=fitted, window=window))
+        call.events.append(
+            call.engine.observer.event(MaxTokensLowered(asked=asked, lowered=fitted, window=window))
+        )
         _say_once(
             f"max_tokens {asked} cannot fit beside the smallest request in a {window}-token window: "
             f"sent as {fitted}"
@@ -514,6 +527,7 @@ class GuardCore:
             body=sent,
             session_id=call.conversation.session.id,
             events=call.events,
+            asked_tokens=call.asked,
             _finish=finish_in_one_commit,
         )
 

@@ -95,6 +95,7 @@ def engine_for(
         compiler=conversation.compiler,
         summarizer=summarizer,
         settings=settings,
+        on_event=options.on_event,
     )
     conversation.engines[model] = engine
     return engine

@@ -27,7 +27,7 @@ def guard(client: ClientT, options: GuardOptions | None = None, /, **fields: Any
 
     The options are a :class:`GuardOptions` or its fields as keywords (``store``, ``session``,
     ``summarizer``, ``summary_model``, ``context_window``, ``policy``, ``settings``, ``reread``,
-    ``compaction``);
+    ``compaction``, ``on_event``);
     keywords given with ``options`` replace those fields of it. An unknown keyword raises
     ``TypeError``.
     """

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..compaction import CompactionMode
     from ..compile import Policy
+    from ..engine.observe import EventHook
     from ..engine.settings import EngineSettings
     from ..store import Store
 
@@ -58,6 +59,11 @@ class GuardOptions:
     """Who makes a long conversation fit (:mod:`contextwindow.compaction`): ``"local"`` (the engine
     folds), ``"provider"`` (the provider's own context editing, sent with the agent's request, when
     what it leaves fits; else local folding) or ``"auto"`` (whichever costs less in dollars)."""
+
+    on_event: EventHook | None = None
+    """Called with every event the guard's engines produce, as they are produced (folds, evictions,
+    requests sent, usage with its cost, windows learned, ``max_tokens`` lowered;
+    :mod:`~contextwindow.engine.observe`); what it raises reaches the agent's call."""
 
     def __post_init__(self) -> None:
         if self.compaction not in ("local", "provider", "auto"):

@@ -38,6 +38,7 @@ from langchain_core.messages import (
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ..compile import Policy
+from ..engine.observe import EventHook
 from ..engine.settings import EngineSettings
 from ..errors import UsageError
 from ..guard import Exchange, GuardOptions, Reply
@@ -69,6 +70,7 @@ class ContextWindowMiddleware(AgentMiddleware):
         summary_model: str | None = None,
         policy: Policy | None = None,
         settings: EngineSettings | None = None,
+        on_event: EventHook | None = None,
     ) -> None:
         super().__init__()
         if summarizer is True:
@@ -84,6 +86,7 @@ class ContextWindowMiddleware(AgentMiddleware):
                 context_window=context_window,
                 policy=policy,
                 settings=settings,
+                on_event=on_event,
             )
         )
 

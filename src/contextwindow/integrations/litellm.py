@@ -40,6 +40,7 @@ from typing import Any
 import litellm
 
 from ..compile import Policy
+from ..engine.observe import EventHook
 from ..engine.settings import EngineSettings
 from ..guard import Exchange, GuardOptions, Reply
 from ..guard.replies import OpenAIChunks, jsonable, openai_reply
@@ -120,6 +121,7 @@ class GuardedLiteLLM:
         summary_model: str | None = None,
         policy: Policy | None = None,
         settings: EngineSettings | None = None,
+        on_event: EventHook | None = None,
     ) -> None:
         self.model = model
         self.summary_model = summary_model
@@ -132,6 +134,7 @@ class GuardedLiteLLM:
                 context_window=context_window,
                 policy=policy,
                 settings=settings,
+                on_event=on_event,
             )
         )
 

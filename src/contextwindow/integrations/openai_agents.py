@@ -42,6 +42,7 @@ from agents.models.interface import Model
 from agents.run_config import CallModelData, ModelInputData
 
 from ..compile import Policy
+from ..engine.observe import EventHook
 from ..engine.settings import EngineSettings
 from ..errors import UsageError
 from ..guard import Exchange, GuardOptions, Reply
@@ -123,6 +124,7 @@ class ContextWindowFilter:
         summarize: bool = True,
         policy: Policy | None = None,
         settings: EngineSettings | None = None,
+        on_event: EventHook | None = None,
     ) -> None:
         self.model = model
         self.bridge = ChatBridge(
@@ -133,6 +135,7 @@ class ContextWindowFilter:
                 context_window=context_window,
                 policy=policy,
                 settings=settings,
+                on_event=on_event,
             )
         )
         self.hooks: RunHooks[Any] = _Hooks(self)

@@ -57,6 +57,7 @@ from pydantic_ai.models import Model, ModelRequestContext, ModelRequestParameter
 from pydantic_ai.tools import RunContext
 
 from ..compile import Policy
+from ..engine.observe import EventHook
 from ..engine.settings import EngineSettings
 from ..errors import UsageError
 from ..guard import Exchange, GuardOptions, Reply
@@ -81,6 +82,9 @@ class ContextWindow(AbstractCapability[Any]):
     summarizer: Model | bool | None = None
     policy: Policy | None = None
     settings: EngineSettings | None = None
+    on_guard_event: EventHook | None = None
+    """Called with every event the guard produces (``GuardOptions.on_event``; pydantic-ai's own
+    ``on_event`` is its run events)."""
     bridge: ChatBridge = field(init=False, repr=False)
     _pending: dict[str | None, tuple[Stepper, _Restorer]] = field(
         init=False, repr=False, default_factory=dict
@@ -97,6 +101,7 @@ class ContextWindow(AbstractCapability[Any]):
                 context_window=self.context_window,
                 policy=self.policy,
                 settings=self.settings,
+                on_event=self.on_guard_event,
             )
         )
 

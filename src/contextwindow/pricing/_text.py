@@ -19,6 +19,7 @@ the provider adds around content; ``Estimator.message`` and ``Estimator.request`
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from ..errors import UsageError
 from ..models import ModelProfile, TokenizerFamily
 from ._tables import table
 from ._vocabulary import FAMILIES, Vocabulary, vocabulary
-from .tokenizers import exact_source, missing_reason
+from .tokenizers import FAMILY_ENCODINGS, exact_source, missing_reason
 
 __all__ = [
     "PIECE",
@@ -237,7 +238,9 @@ def exact_text(profile: ModelProfile, exact: bool | None) -> Callable[[str], flo
 
     ``None``: exact where the model's tokenizer is available offline (tiktoken for the OpenAI
     families, a ``tokenizer.json`` for open-weight models), else the rule. ``True``: exact, or a
-    ``UsageError`` saying how to get the tokenizer. ``False``: always the rule.
+    ``UsageError`` saying how to get the tokenizer. ``False``: always the rule. A model whose tokenizer
+    is public (an OpenAI family, or a profile naming its ``tokenizer_file``) priced by the rule for
+    want of it gets a warning on the ``contextwindow.pricing`` logger, once per model.
     """
     if exact is False:
         return None
@@ -245,6 +248,11 @@ def exact_text(profile: ModelProfile, exact: bool | None) -> Callable[[str], flo
     if source is None:
         if exact is True:
             raise UsageError(missing_reason(profile))
+        if profile.tokenizer_file or profile.tokenizer in FAMILY_ENCODINGS:
+            reason = missing_reason(profile)
+            _warn_once(
+                profile.name, f"{profile.name}: priced by the fitted rule, not its exact tokenizer: {reason}"
+            )
         return None
     count = source.count
 
@@ -252,3 +260,14 @@ def exact_text(profile: ModelProfile, exact: bool | None) -> Callable[[str], flo
         return float(count(text))
 
     return price
+
+
+_log = logging.getLogger("contextwindow.pricing")
+_warned: set[str] = set()
+
+
+def _warn_once(key: str, message: str) -> None:
+    """``message`` as a warning on the ``contextwindow.pricing`` logger, once per process for ``key``."""
+    if key not in _warned:
+        _warned.add(key)
+        _log.warning("%s", message)

@@ -27,6 +27,7 @@ from ..errors import InvalidInput
 __all__ = [
     "EVENTS",
     "EVENT_LEGEND",
+    "SHARES",
     "SUMMARY_ROWS",
     "CallRecord",
     "EventKind",
@@ -74,7 +75,9 @@ SUMMARY_ROWS: tuple[tuple[str, str], ...] = (
     ("window_use_mean", "window use, mean"),
     ("window_use_p5", "window use, 5th percentile"),
     ("estimate_error_p95", "estimate error, p95"),
-    ("counts", "requests counted before sending"),
+    ("counted", "requests sent as the provider counted them"),
+    ("counts", "count calls made before sending"),
+    ("counts_per_100_calls", "count calls per 100 provider calls"),
     ("tokenizer", "provider's tokenizer"),
 )
 """The run summary's rows as people read them (the CLI's table and the HTML report), in order."""
@@ -88,14 +91,20 @@ EVENT_LEGEND = (
 """One line saying what the events marked per request are."""
 
 
-def format_value(value: Any) -> str:
-    """A summary value as people read it: shares as percentages ("69.0%"), counts with separators."""
+SHARES = frozenset({"window_use_mean", "window_use_p5", "estimate_error_p95"})
+"""The summary keys whose value is a share (shown as a percentage); every other number is a figure."""
+
+
+def format_value(value: Any, key: str | None = None) -> str:
+    """A summary value as people read it: shares as percentages ("69.0%"), other figures as numbers
+    ("25.0" for ``counts_per_100_calls``), counts with separators. ``key`` is the summary key (a
+    float is a share when it is in :data:`SHARES` or no key is given)."""
     if value is None:
         return "—"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
-        return f"{value:.1%}"
+        return f"{value:.1%}" if key is None or key in SHARES else f"{value:,.1f}"
     if isinstance(value, int):
         return f"{value:,}"
     return str(value)
@@ -297,8 +306,9 @@ def _chart(records: Sequence[CallRecord], path: Path, labels: _Labels) -> None:
     ax.set_axisbelow(True)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    heading = labels.title + (f"\n{labels.subtitle}" if labels.subtitle else "")
-    ax.set_title(heading, loc="left", fontsize=12)
+    # The page's own heading names the run: the chart carries only the subtitle (the title once).
+    if labels.subtitle:
+        ax.set_title(labels.subtitle, loc="left", fontsize=11)
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=9)
     fig.tight_layout()
     fig.savefig(path)
@@ -307,10 +317,12 @@ def _chart(records: Sequence[CallRecord], path: Path, labels: _Labels) -> None:
 
 def _html(records: Sequence[CallRecord], summary: Mapping[str, Any], title: str, subtitle: str) -> str:
     e = html.escape
-    labelled = [(label, summary.get(key)) for key, label in SUMMARY_ROWS if key in summary]
+    labelled = [(key, label, summary.get(key)) for key, label in SUMMARY_ROWS if key in summary]
     known = {key for key, _ in SUMMARY_ROWS}
-    labelled += [(str(k).replace("_", " "), v) for k, v in summary.items() if k not in known]
-    rows = "".join(f"<tr><th>{e(label)}</th><td>{e(format_value(v))}</td></tr>" for label, v in labelled)
+    labelled += [(str(k), str(k).replace("_", " "), v) for k, v in summary.items() if k not in known]
+    rows = "".join(
+        f"<tr><th>{e(label)}</th><td>{e(format_value(v, key))}</td></tr>" for key, label, v in labelled
+    )
     head = "".join(f"<th>{e(s.replace('_', ' '))}</th>" for s in SEGMENTS)
     calls = []
     for r in records:

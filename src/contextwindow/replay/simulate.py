@@ -58,6 +58,7 @@ from ..testing.model import LocalReply, Rejection
 from ..usage.tracker import UsageMode
 from .report import CallRecord, EventKind, summarize
 from .scenario import Scenario
+from .timeline import TimelineCall, read_timeline
 
 __all__ = ["RecordingModel", "SimulationResult", "simulate", "simulate_sync"]
 
@@ -84,6 +85,10 @@ class SimulationResult:
     """Per request the provider received (as :attr:`records`): its output tokens (0 when refused)."""
     summarizer_cache: list[tuple[int, int, CacheUse]] = field(default_factory=list)
     """Per summariser call: its input and output tokens and its cache use (what a fold's summary cost)."""
+
+    timeline: list[TimelineCall] = field(default_factory=list)
+    """The session's calls as its ledger recorded them (with ``simulate(timeline=True)``): what the
+    session page (:mod:`~contextwindow.replay.session_page`) draws."""
 
 
 class RecordingModel(LocalModel):
@@ -221,6 +226,7 @@ async def simulate(
     count: CountMode | None = None,
     prompt_cache: bool = False,
     wire: WireFormat | None = None,
+    timeline: bool = False,
 ) -> SimulationResult:
     """Run ``scenario`` through the engine against the local provider; see the module docstring.
 
@@ -233,7 +239,9 @@ async def simulate(
     (``EngineSettings.count_before_send``; ``None``: the setting's default, or ``settings``' own).
     ``prompt_cache`` turns on the local provider's prompt cache (``LocalSettings.prompt_cache``), so
     usage reports what a cache would serve. ``wire`` is the API the engine speaks to the provider
-    (default: the profile's provider's, ``openai`` for an OpenAI model, else ``anthropic``).
+    (default: the profile's provider's, ``openai`` for an OpenAI model, else ``anthropic``). With
+    ``timeline``, the result holds the session's calls as
+    its ledger recorded them (:attr:`SimulationResult.timeline`).
     """
     base = get_profile(model)
     declared = window or base.context_window
@@ -299,6 +307,8 @@ async def simulate(
         result.summarizer_cache = list(local.summarizer_calls)
         calls = len(local.calls)
         result.summary["counts_per_100_calls"] = round(100 * provider.counts / calls, 1) if calls else None
+        if timeline:
+            result.timeline = read_timeline(session, model=profile.name)
         return result
     finally:
         opened.close()
@@ -334,6 +344,7 @@ async def _run(
     failed = 0
     overhead: list[tuple[float, int]] = []
     cut = 0
+    window_known = profile.context_window
 
     def drain() -> None:
         """Record the requests the provider received since the last drain, with this turn's estimate."""
@@ -346,7 +357,7 @@ async def _run(
                 estimate,
                 counted,
                 reserve,
-                profile,
+                window_known,
                 pending,
                 number,
                 record,
@@ -368,6 +379,7 @@ async def _run(
                     if event.type == "request_sent":
                         estimate = event.estimated_tokens
                         counted = event.counted
+                        window_known = event.window or profile.context_window
                         last = compiler.last
                         if last is not None:
                             evicted = {e.attachment_id for e in last.decisions.evicted}
@@ -435,12 +447,13 @@ def _drain(
     estimate: int,
     estimate_counted: bool,
     reserve: int,
-    profile: ModelProfile,
+    window: int,
     pending: set[EventKind],
     turn: int,
     record: IO[str] | None,
 ) -> list[CallRecord]:
-    """Records for the requests the provider received since the last drain."""
+    """Records for the requests the provider received since the last drain, each against ``window``,
+    the window as known when it was sent (it steps down where a rejection taught a smaller one)."""
     out: list[CallRecord] = []
     while len(records) + len(out) < len(local.calls):
         index = len(records) + len(out)
@@ -451,7 +464,7 @@ def _drain(
                 makeup=_makeup(request, compiler.source(request), estimator, estimate, reserve),
                 estimated_tokens=estimate,
                 provider_input_tokens=counted,
-                window=profile.context_window,
+                window=window,
                 rejected=rejected,
                 events=tuple(
                     kind for kind in ("restarted", "compacted", "evicted", "archived") if kind in pending

@@ -46,6 +46,39 @@ def json_response(status: int, body: Any, headers: Mapping[str, str] | None = No
     return Response(payload, status_code=status, headers=dict(headers or {}), media_type="application/json")
 
 
+_SAID = b"x-contextwindow-"
+_SAID_NUMBERS = {"tokens_in", "tokens_sent", "upstream_ms"}
+_SAID_FIELDS = {"session", "actions", *_SAID_NUMBERS}
+
+
+def _said(headers: Any) -> dict[str, Any]:
+    """What a guarded answer's ``x-contextwindow-*`` headers say (the proxy's,
+    :data:`~contextwindow.server.guarded.SAID_PREFIX`), for the access line: ``session``,
+    its ``tenant`` (the session id's prefix), ``tokens_in``, ``tokens_sent``, ``actions``,
+    ``upstream_ms``."""
+    out: dict[str, Any] = {}
+    for key, value in headers:
+        name = bytes(key).lower()
+        if not name.startswith(_SAID):
+            continue
+        field, text = name[len(_SAID) :].decode("latin-1").replace("-", "_"), bytes(value).decode("latin-1")
+        if field not in _SAID_FIELDS:
+            continue
+        if field in _SAID_NUMBERS:
+            try:
+                out[field] = float(text) if "." in text else int(text)
+            except ValueError:
+                out[field] = text
+        elif field == "actions":
+            out[field] = [] if text == "none" else text.split(",")
+        else:
+            out[field] = text
+    session = out.get("session")
+    if isinstance(session, str) and "/" in session:
+        out["tenant"] = session.split("/", 1)[0]
+    return out
+
+
 class HttpApp:
     """``routes`` behind the health endpoint, the error shapes and the access log (module docstring).
 
@@ -90,6 +123,7 @@ class HttpApp:
         scope["app"] = self  # Starlette's routes raise HTTPException for 404/405 when an app is set
         started = time.monotonic()
         seen = {"status": 0, "in": 0, "out": 0, "started": False}
+        said: dict[str, Any] = {}
 
         async def counting_receive() -> Message:
             message = await receive()
@@ -101,6 +135,7 @@ class HttpApp:
             if message["type"] == "http.response.start":
                 seen["status"] = message["status"]
                 seen["started"] = True
+                said.update(_said(message.get("headers", ())))
             elif message["type"] == "http.response.body":
                 seen["out"] += len(message.get("body", b""))
             await send(message)
@@ -155,6 +190,7 @@ class HttpApp:
                         "bytes_in": seen["in"],
                         "bytes_out": seen["out"],
                         "ms": round((time.monotonic() - started) * 1000, 1),
+                        **said,
                     },
                     separators=(",", ":"),
                 )

@@ -27,14 +27,25 @@ from __future__ import annotations
 import contextlib
 import json
 import secrets
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
 import anyio.to_thread
 
+from ..engine.events import (
+    AttachmentsEvicted,
+    Compacted,
+    MaxTokensLowered,
+    OverflowRecovered,
+    RequestSent,
+    StreamRestarted,
+    ToolResultsArchived,
+    WindowLearned,
+)
 from ..errors import ContextOverflow, InvalidInput, OverBudget, UsageError
-from ..guard import GuardCore, GuardOptions, Reply, Send
+from ..guard import Exchange, GuardCore, GuardOptions, Reply, Send
 from ..guard.replies import (
     AnthropicEvents,
     OpenAIChunks,
@@ -112,7 +123,7 @@ class GuardTransform:
         """(tenant, response id) -> the key of the conversation whose reply it was."""
 
     def _core(self, fmt: str, session: str | None, tenant: str, window: int | None) -> GuardCore:
-        return GuardCore(
+        core = GuardCore(
             self.store,
             fmt,  # type: ignore[arg-type]
             overflow=_overflow_of(fmt),
@@ -123,6 +134,8 @@ class GuardTransform:
             ),
             tenant=tenant,
         )
+        core.measure = True  # the access line and the headers say the agent's request's tokens
+        return core
 
     def _route(self, fmt: str, tenant: str, call: ProxyCall) -> str | None:
         """The conversation key of ``call``; ``None`` for a response this tenant never got here."""
@@ -189,7 +202,15 @@ class GuardTransform:
         messages_path = call.path.replace("/messages/count_tokens", "/messages", 1)
         count_path = messages_path.replace("/messages", "/messages/count_tokens", 1)
 
+        upstream_ms = [0.0]
+
         async def perform(step: Send) -> Any:
+            if step.purpose == "request":
+                started = time.monotonic()
+                try:
+                    return await _accepted(await upstream.send(call, step.body, path=messages_path))
+                finally:
+                    upstream_ms[0] += (time.monotonic() - started) * 1000
             if step.purpose == "count":
                 body = {k: v for k, v in step.body.items() if k in _COUNT_FIELDS}
                 return await upstream.send(call, body, path=count_path)
@@ -231,7 +252,7 @@ class GuardTransform:
             # its profile is a guess (the agent may have asked for more, a larger-context beta), the
             # upstream's answer is the truth.
             return await passthrough(call, upstream), False
-        result: UpstreamReply = exchange.result
+        result: UpstreamReply = exchange.result.with_headers(said(exchange, upstream_ms[0]))
         if counting or result.status >= 400:
             return result, False
 
@@ -249,6 +270,38 @@ class GuardTransform:
         else:
             await record(_REPLIES[fmt](data))
         return UpstreamReply.of_bytes(result.status, result.headers, raw), False
+
+
+_ACTIONS: tuple[tuple[type, str], ...] = (
+    (Compacted, "folded"),
+    (ToolResultsArchived, "archived"),
+    (AttachmentsEvicted, "evicted"),
+    (StreamRestarted, "restarted"),
+    (WindowLearned, "window_learned"),
+    (OverflowRecovered, "retried"),
+    (MaxTokensLowered, "max_tokens_lowered"),
+)
+
+SAID_PREFIX = "x-contextwindow-"
+"""What the proxy did for a guarded call, as response headers: ``x-contextwindow-session`` (the ledger
+session, ``TENANT/…``), ``-tokens-in`` (the agent's request as written, estimated), ``-tokens-sent``
+(the request sent: estimated, or the provider's count), ``-actions`` (what was done: ``folded``,
+``archived``, ``evicted``, ``restarted``, ``window_learned``, ``retried``, ``max_tokens_lowered``, or
+``none``) and ``-upstream-ms`` (the upstream's time on the requests sent); the access line repeats them."""
+
+
+def said(exchange: Exchange, upstream_ms: float) -> dict[str, str]:
+    """The response headers saying what the guard did for ``exchange`` (:data:`SAID_PREFIX`)."""
+    out = {f"{SAID_PREFIX}session": exchange.session_id}
+    if exchange.asked_tokens is not None:
+        out[f"{SAID_PREFIX}tokens-in"] = str(exchange.asked_tokens)
+    sent = [e for e in exchange.events if isinstance(e, RequestSent)]
+    if sent:
+        out[f"{SAID_PREFIX}tokens-sent"] = str(sent[-1].estimated_tokens)
+    done = [word for kind, word in _ACTIONS if any(isinstance(e, kind) for e in exchange.events)]
+    out[f"{SAID_PREFIX}actions"] = ",".join(done) or "none"
+    out[f"{SAID_PREFIX}upstream-ms"] = f"{upstream_ms:.1f}"
+    return out
 
 
 def _check_session_name(store: Store, tenant: str, name: str) -> None:

@@ -139,6 +139,10 @@ class UpstreamReply:
         """The same answer with its body passed through ``chunks`` (a transform reading a stream)."""
         return UpstreamReply(self.status, self.headers, chunks, self._close)
 
+    def with_headers(self, headers: Mapping[str, str]) -> UpstreamReply:
+        """The same answer with ``headers`` added to the upstream's (the proxy's own say)."""
+        return UpstreamReply(self.status, {**self.headers, **headers}, self._chunks, self._close)
+
     def chunks(self) -> AsyncIterator[bytes]:
         """The body as the upstream sends it (each SSE event as soon as it comes)."""
         return self._chunks
