@@ -152,6 +152,50 @@ def core_parts(messages: int, calls: int) -> dict[str, float]:
     return {key: statistics.median(row[key] for row in rows) * 1000 for key, _ in PARTS}
 
 
+def in_situ(messages: int, calls: int) -> dict[str, float]:
+    """The guarded proxy serving in this process (the upstream in its own): CPU ms per call of the
+    whole server (this process less the agent's thread), of the guard core's steps and of compile
+    within them (thread CPU inside each), averaged over ``calls`` after two warm-up calls."""
+    from benchmarks.proxy import Front, _Agent, _upstream
+    from contextwindow.compile import SessionCompiler
+    from contextwindow.guard import _core
+    from contextwindow.server import BackgroundServer, guarded
+    from contextwindow.server.proxy import proxy_app
+    from contextwindow.store import open_store
+
+    steps, replies, compiling = _Clock(), _Clock(), _Clock()
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        _upstream(Path(tmp)) as upstream,
+        _timed(guarded, "_advance", steps),
+        _timed(_core.Exchange, "finish", replies),
+        _timed(SessionCompiler, "compile", compiling),
+    ):
+        transform = guarded.GuardTransform(open_store(str(Path(tmp) / "in-situ.sqlite")))
+        app = proxy_app(f"http://127.0.0.1:{upstream.port}", transform=transform)
+        with BackgroundServer(app) as proxy:
+            agent = _Agent(
+                Front("in situ", proxy.port, 0, {"x-api-key": "k"}), _history(f"situ{messages}", messages)
+            )
+            for _ in range(2):
+                agent.call()
+            for clock in (steps, replies, compiling):
+                clock.spent = 0.0
+            process, own = time.process_time(), time.thread_time()
+            for _ in range(calls):
+                agent.call()
+            agent_cpu = time.thread_time() - own
+            server = time.process_time() - process - agent_cpu
+            agent.close()
+        transform.store.close()
+    per_call = 1000 / calls
+    return {
+        "server": server * per_call,
+        "core": (steps.spent + replies.spent) * per_call,
+        "compile": compiling.spent * per_call,
+    }
+
+
 def table(sizes: tuple[int, ...] = (10, 100, 400), calls: int = 20) -> list[str]:
     measured = {m: core_parts(m, calls) for m in sizes}
     lines = [
