@@ -602,6 +602,14 @@ def _parts_table(cpus: dict[int, dict[str, float]], turns: int) -> list[str]:
     return lines
 
 
+def _warm(front: Front) -> None:
+    """One call, so that what a fresh process loads on its first request (the tokenizers' tables,
+    a few seconds under load) is not counted as throughput."""
+    agent = _Agent(front, _history(f"warm{front.port}", 4))
+    agent.call()
+    agent.close()
+
+
 def _throughput_table(
     fronts: list[Front], names: list[str], sizes: Sizes, cell: Callable[..., str], title: str
 ) -> list[str]:
@@ -730,6 +738,8 @@ def run(sizes: Sizes, venv: Path) -> str:
         all_fronts = [*fronts, bounded]
         slow = stack.enter_context(_upstream(tmp, delay=SLOW_UPSTREAM))
         slow_fronts = [slow, stack.enter_context(_contextwindow_proxy(slow, tmp))]
+        for front in slow_fronts:
+            _warm(front)
         lines += [
             "",
             *_throughput_table(
