@@ -9,10 +9,20 @@ on every call. Figures, each beside direct and beside LiteLLM:
 
 1. CPU per request of the process in front of the upstream (for *direct*, the upstream's own, for
    scale) at about 10, 100 and 400 messages of history, and the median latency the agent sees;
-2. requests per second with 20 and 50 concurrent conversations;
-3. RSS of the process in front over 1,000 conversations (``--conversations N`` for a quicker run);
-4. where the guarded proxy's own CPU goes, by area of the code, at the same history sizes (cProfile
-   on its event loop and worker threads, in this process; ``--profile`` prints only this).
+   beside them *contextwindow pass-through* (``contextwindow proxy --no-guard``: the relaying alone);
+2. that CPU in parts: the guard core's and compile's within it (thread CPU in this process,
+   :mod:`benchmarks.proxy_parts`), and the rest, the proxy's own;
+3. requests per second with 20 and 50 concurrent conversations, against the local provider answering
+   at once (every front CPU-bound on the same cores) and answering in one second (as a model does);
+4. RSS of the process in front over 1,000 conversations (``--conversations N`` for a quicker run),
+   for the guarded proxy with its default ``--cache-mb`` and with ``--cache-mb 4``, and what each
+   says on ``/health`` of the conversations it holds;
+5. every failed call, with what the front's log said about it.
+
+``--profile`` prints where the guarded proxy's CPU goes by area of the code (cProfile on its event
+loop and worker threads, in this process). cProfile's cost per Python call inflates code made of many
+small calls (the compile walk) several times over: the thread-CPU parts of table 2 are the honest
+split.
 
 LiteLLM's proxy needs its ``proxy`` extra, installed in the benchmark's own environment, never in the
 project's: ``python -m benchmarks.proxy --setup`` makes a virtual environment at ``--litellm-venv``
@@ -66,12 +76,27 @@ class Sizes:
 
 @dataclass
 class Front:
-    """A process the agent talks to: its port, the pid whose CPU and RSS count, the headers it needs."""
+    """A process the agent talks to: its port, the pid whose CPU and RSS count, the headers it needs,
+    the file its output goes to."""
 
     name: str
     port: int
     pid: int
     headers: dict[str, str] = field(default_factory=dict)
+    log: Path | None = None
+
+    def health(self) -> dict[str, Any]:
+        """Its ``/health`` answer (empty when it has none)."""
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+            conn.request("GET", "/health")
+            answer = conn.getresponse()
+            body = answer.read()
+            conn.close()
+            found: dict[str, Any] = json.loads(body) if answer.status == 200 else {}
+            return found
+        except (OSError, ValueError):
+            return {}
 
     def cpu_seconds(self) -> float:
         import psutil
@@ -107,9 +132,10 @@ def _env() -> dict[str, str]:
 
 @contextmanager
 def _process(
-    command: list[str], *, env: dict[str, str], ready: Callable[[], bool], wait: float
+    command: list[str], *, env: dict[str, str], ready: Callable[[], bool], wait: float, log_path: Path
 ) -> Iterator[int]:
-    with tempfile.TemporaryFile() as log:
+    """``command`` running, its output in ``log_path`` (kept to say why a call failed)."""
+    with log_path.open("w+b") as log:
         process = subprocess.Popen(command, stdout=log, stderr=log, env=env, cwd=tempfile.gettempdir())
         try:
             deadline = time.monotonic() + wait
@@ -141,15 +167,22 @@ def _answers(port: int, path: str = "/health") -> bool:
 
 
 @contextmanager
-def _upstream() -> Iterator[Front]:
+def _upstream(workdir: Path, delay: float = 0.0) -> Iterator[Front]:
+    """The local provider; ``delay``: seconds it waits before each answer, as a model takes its time."""
     port = _free_port()
     command = [sys.executable, "-m", "contextwindow", "serve", "--port", str(port), "--model", MODEL]
-    with _process(command, env=_env(), ready=lambda: _answers(port), wait=60) as pid:
-        yield Front("direct", port, pid)
+    command += ["--delay", str(delay)] if delay else []
+    log = workdir / f"serve-{port}.log"
+    with _process(command, env=_env(), ready=lambda: _answers(port), wait=60, log_path=log) as pid:
+        yield Front("direct", port, pid, log=log)
 
 
 @contextmanager
-def _contextwindow_proxy(upstream: Front, store: Path) -> Iterator[Front]:
+def _contextwindow_proxy(
+    upstream: Front, workdir: Path, *options: str, name: str = "contextwindow proxy"
+) -> Iterator[Front]:
+    """``contextwindow proxy`` in front of ``upstream``, its ledger a new SQLite file in ``workdir``,
+    with ``options`` (``--no-guard``, ``--cache-mb N``)."""
     port = _free_port()
     command = [
         sys.executable,
@@ -159,9 +192,10 @@ def _contextwindow_proxy(upstream: Front, store: Path) -> Iterator[Front]:
         "--upstream",
         f"http://127.0.0.1:{upstream.port}",
     ]
-    command += ["--port", str(port), "--store", str(store), "--quiet"]
-    with _process(command, env=_env(), ready=lambda: _answers(port), wait=60) as pid:
-        yield Front("contextwindow proxy", port, pid, {"x-api-key": "k"})
+    command += ["--port", str(port), "--store", str(workdir / f"proxy-{port}.sqlite"), "--quiet", *options]
+    log = workdir / f"proxy-{port}.log"
+    with _process(command, env=_env(), ready=lambda: _answers(port), wait=60, log_path=log) as pid:
+        yield Front(name, port, pid, {"x-api-key": "k"}, log=log)
 
 
 def _litellm_bin(venv: Path) -> Path | None:
@@ -192,8 +226,10 @@ def _litellm_proxy(upstream: Front, binary: Path, workdir: Path) -> Iterator[Fro
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env |= {"LITELLM_MASTER_KEY": LITELLM_KEY, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR"}
     command = [str(binary), "--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
-    with _process(command, env=env, ready=lambda: _answers(port, "/health/liveliness"), wait=240) as pid:
-        yield Front("LiteLLM proxy", port, pid, {"x-api-key": LITELLM_KEY})
+    log = workdir / "litellm.log"
+    ready = lambda: _answers(port, "/health/liveliness")  # noqa: E731
+    with _process(command, env=env, ready=ready, wait=240, log_path=log) as pid:
+        yield Front("LiteLLM proxy", port, pid, {"x-api-key": LITELLM_KEY}, log=log)
 
 
 def setup(venv: Path) -> int:
@@ -244,6 +280,11 @@ def _history(conversation: str, messages: int) -> list[dict[str, str]]:
     return turns
 
 
+FAILURES: list[str] = []
+"""Each failed call: the front, the status (or the client's exception) and the start of the body."""
+_failures_lock = threading.Lock()
+
+
 class _Agent:
     """One conversation over one keep-alive connection: each call resends the whole history."""
 
@@ -265,10 +306,14 @@ class _Agent:
             response = self.conn.getresponse()
             data = response.read()
             ok = response.status == 200
-        except OSError:
+            failure = "" if ok else f"{response.status} {data[:300].decode(errors='replace')}"
+        except OSError as failed:
             self.conn.close()
             self.conn = http.client.HTTPConnection("127.0.0.1", self.front.port, timeout=120)
-            ok, data = False, b""
+            ok, data, failure = False, b"", f"client: {failed!r}"
+        if failure:
+            with _failures_lock:
+                FAILURES.append(f"{self.front.name} (history of {len(self.history)} messages): {failure}")
         took = time.perf_counter() - started
         text = json.loads(data)["content"][0]["text"] if ok else "(error)"
         self.history += [{"role": "assistant", "content": text}, _user("next", len(self.history))]
@@ -333,6 +378,10 @@ def _rss(front: Front, conversations: int) -> tuple[float, float, float, int]:
     """RSS in MiB before, half-way and after ``conversations`` conversations of three calls each
     (eight at a time), and the errors."""
     mib = 1024 * 1024
+    warm = _Agent(front, _history(f"rwarm{front.port}", 4))
+    for _ in range(3):  # what the first request loads (tokenizers, the ledger's schema) is not growth
+        warm.call()
+    warm.close()
     start = front.rss() / mib
     halfway = [start]
     errors = [0]
@@ -490,6 +539,161 @@ def _profile(messages_sizes: tuple[int, ...] = (10, 100, 400), turns: int = 10) 
 # -- the run ----------------------------------------------------------------------------------------
 
 
+def _cpu_table(
+    fronts: list[Front], names: list[str], turns: int, cell: Callable[..., str]
+) -> tuple[list[str], dict[int, dict[str, float]]]:
+    lines = [
+        "### CPU per request (the process in front), median latency",
+        "",
+        "| history | " + " | ".join(names) + " | contextwindow / LiteLLM CPU |",
+        "| --- | " + " | ".join("---" for _ in names) + " | ---: |",
+    ]
+    cpus: dict[int, dict[str, float]] = {}
+    for messages in HISTORIES:
+        rows: dict[str, str] = {}
+        cpus[messages] = {}
+        for front in fronts:
+            cpu, latency, errors = _cpu_per_request(front, messages, turns)
+            cpus[messages][front.name] = cpu
+            rows[front.name] = f"{cpu:.1f} ms CPU, {latency:.1f} ms" + (
+                f", {errors} errors" if errors else ""
+            )
+        got = cpus[messages]
+        ratio = f"{got[GUARDED] / got[LITELLM]:.2f}" if LITELLM in got else "—"
+        lines.append(
+            f"| ~{messages} messages | " + " | ".join(cell(n, rows) for n in names) + f" | {ratio} |"
+        )
+    return lines, cpus
+
+
+def _parts_table(cpus: dict[int, dict[str, float]], turns: int) -> list[str]:
+    """The guarded proxy's CPU per request split into the guard core's, compile's within it, and
+    the rest, the proxy's own: the guarded proxy serving in this process, each part's thread CPU
+    (:func:`benchmarks.proxy_parts.in_situ`)."""
+    from benchmarks.proxy_parts import in_situ
+
+    lines = [
+        "### The guarded proxy's CPU per request in parts (ms)",
+        "",
+        "The guarded proxy serving in the benchmark's process, the upstream in its own: *server* is the "
+        "process's CPU less the agent thread's; *guard core* the thread CPU of its steps (matching, the "
+        "ledger's reads and writes, compiling, rendering, recording the reply); *compile* "
+        "`SessionCompiler.compile` within them; the *proxy's own* is the rest: HTTP in and out (uvicorn, "
+        "httpx), the body parsed and the compiled one serialised, routing, relaying, the hand-offs to "
+        "worker threads. The separate-process CPU of the table above is beside it, and LiteLLM's.",
+        "",
+        "| history | server | guard core | … of which compile | proxy's own | pass-through proxy (process) "
+        "| LiteLLM proxy (process) | compile / server | own / LiteLLM |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for messages in HISTORIES:
+        got = cpus[messages]
+        parts = in_situ(messages, max(turns, 20))
+        own = parts["server"] - parts["core"]
+        litellm = got.get(LITELLM)
+        lines.append(
+            f"| ~{messages} messages | {parts['server']:.1f} | {parts['core']:.1f} | {parts['compile']:.1f} | "
+            f"{own:.1f} | {got.get(PASSTHROUGH, float('nan')):.1f} | "
+            + (f"{litellm:.1f}" if litellm else "—")
+            + f" | {parts['compile'] / parts['server']:.0%} | "
+            + (f"{own / litellm:.2f}" if litellm else "—")
+            + " |"
+        )
+    return lines
+
+
+def _warm(front: Front) -> None:
+    """One call, so that what a fresh process loads on its first request (the tokenizers' tables,
+    a few seconds under load) is not counted as throughput."""
+    agent = _Agent(front, _history(f"warm{front.port}", 4))
+    agent.call()
+    agent.close()
+
+
+def _throughput_table(
+    fronts: list[Front], names: list[str], sizes: Sizes, cell: Callable[..., str], title: str
+) -> list[str]:
+    lines = [
+        f"### Throughput, {title} (each conversation: 10 messages to start, up to {sizes.throughput_turns} "
+        f"calls, at most {sizes.throughput_seconds:g} s)",
+        "",
+        "| concurrent conversations | " + " | ".join(names) + " |",
+        "| --- | " + " | ".join("---" for _ in names) + " |",
+    ]
+    for clients in (20, 50):
+        rows = {}
+        direct_rps = 0.0
+        for front in fronts:
+            rps, n, errors = _throughput(front, clients, sizes)
+            direct_rps = rps if front.name == "direct" else direct_rps
+            relative = f" ({rps / direct_rps:.2f}× direct)" if front.name != "direct" and direct_rps else ""
+            rows[front.name] = f"{rps:.1f} req/s{relative}, {n} calls" + (
+                f", {errors} errors" if errors else ""
+            )
+        lines.append(f"| {clients} | " + " | ".join(cell(n, rows) for n in names) + " |")
+    return lines
+
+
+def _rss_table(
+    fronts: list[Front], names: list[str], conversations: int, cell: Callable[..., str]
+) -> list[str]:
+    lines = [
+        f"### RSS over {conversations:,} conversations (three calls each, eight at a time)",
+        "",
+        "| | " + " | ".join(names) + " |",
+        "| --- | " + " | ".join("---" for _ in names) + " |",
+    ]
+    rows = {}
+    held = {}
+    for front in fronts:
+        start, half, end, errors = _rss(front, conversations)
+        rows[front.name] = f"{start:.0f} → {half:.0f} → {end:.0f} MiB" + (
+            f", {errors} errors" if errors else ""
+        )
+        health = front.health()
+        if "conversations" in health:
+            held[front.name] = (
+                f"{health['conversations']:,} held, {health['conversation_bytes'] / MIB:.1f} of "
+                f"{health['conversation_capacity_bytes'] / MIB:.0f} MiB, {health['conversations_evicted']:,} evicted"
+            )
+    lines.append("| start → half-way → end | " + " | ".join(cell(n, rows) for n in names) + " |")
+    lines.append(
+        "| conversations in memory at the end (`/health`) | "
+        + " | ".join(held.get(n, "") for n in names)
+        + " |"
+    )
+    return lines
+
+
+def _failures(fronts: list[Front]) -> list[str]:
+    """Every failed call, and the lines of the fronts' logs that say why (no traceback is printed
+    for an expected fault, so a warning line is the whole story)."""
+    if not FAILURES:
+        return []
+    lines = ["", "### Failed calls", "", *(f"- {failure}" for failure in FAILURES[:20])]
+    for front in fronts:
+        if front.log is None or not front.log.exists():
+            continue
+        said = [
+            line
+            for line in front.log.read_text(errors="replace").splitlines()
+            if any(word in line.lower() for word in ("error", "warning", "upstream", "traceback"))
+        ]
+        if said:
+            lines += ["", f"{front.name} said:", "", "```", *said[-15:], "```"]
+    return lines
+
+
+HISTORIES = (10, 100, 400)
+GUARDED = "contextwindow proxy"
+PASSTHROUGH = "contextwindow pass-through"
+BOUNDED = "contextwindow proxy --cache-mb 4"
+LITELLM = "LiteLLM proxy"
+MIB = 1024 * 1024
+SLOW_UPSTREAM = 1.0
+"""Seconds the slow upstream takes to answer: a short reply of a real model."""
+
+
 def run(sizes: Sizes, venv: Path) -> str:
     binary = _litellm_bin(venv)
     not_measured = (
@@ -501,87 +705,52 @@ def run(sizes: Sizes, venv: Path) -> str:
         f"Local provider (`contextwindow serve`) as the upstream; every server its own process on 127.0.0.1 "
         f"({os.cpu_count()} cores, shared with the clients and anything else running). The agent sends "
         f"Anthropic Messages for `{MODEL}` over keep-alive HTTP, its whole history on every call. "
-        f"CPU is the process in front of the upstream (for direct: the upstream itself).",
+        f"CPU is the process in front of the upstream (for direct: the upstream itself). "
+        f"*contextwindow pass-through* is `contextwindow proxy --no-guard`: the relaying alone.",
         "",
     ]
-    with ExitStack() as stack:
-        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-        upstream = stack.enter_context(_upstream())
-        fronts = [upstream, stack.enter_context(_contextwindow_proxy(upstream, tmp / "proxy.sqlite"))]
+    FAILURES.clear()
+    with tempfile.TemporaryDirectory() as kept, ExitStack() as stack:
+        tmp = Path(kept)
+        upstream = stack.enter_context(_upstream(tmp))
+        guarded = stack.enter_context(_contextwindow_proxy(upstream, tmp))
+        passthrough = stack.enter_context(_contextwindow_proxy(upstream, tmp, "--no-guard", name=PASSTHROUGH))
+        fronts = [upstream, guarded, passthrough]
         if binary is not None:
             try:
                 fronts.append(stack.enter_context(_litellm_proxy(upstream, binary, tmp)))
             except RuntimeError as failed:
                 not_measured = f"not measured: LiteLLM's proxy did not start ({str(failed)[-300:]!r})"
-        names = ["direct", "contextwindow proxy", "LiteLLM proxy"]
+        names = ["direct", GUARDED, PASSTHROUGH, LITELLM]
 
         def cell(front_name: str, rows: dict[str, str]) -> str:
             return rows.get(front_name, not_measured or "not measured")
 
-        lines = [
-            "### CPU per request (the process in front), median latency",
-            "",
-            "| history | " + " | ".join(names) + " | contextwindow / LiteLLM CPU |",
-            "| --- | --- | --- | --- | ---: |",
-        ]
-        for messages in (10, 100, 400):
-            rows: dict[str, str] = {}
-            cpus: dict[str, float] = {}
-            for front in fronts:
-                cpu, latency, errors = _cpu_per_request(front, messages, sizes.turns)
-                cpus[front.name] = cpu
-                rows[front.name] = f"{cpu:.1f} ms CPU, {latency:.1f} ms" + (
-                    f", {errors} errors" if errors else ""
-                )
-            ratio = (
-                f"{cpus['contextwindow proxy'] / cpus['LiteLLM proxy']:.2f}"
-                if "LiteLLM proxy" in cpus
-                else "—"
-            )
-            lines.append(
-                f"| ~{messages} messages | " + " | ".join(cell(n, rows) for n in names) + f" | {ratio} |"
-            )
+        lines, cpus = _cpu_table(fronts, names, sizes.turns, cell)
+        lines += ["", *_parts_table(cpus, sizes.turns)]
+        lines += ["", *_throughput_table(fronts, names, sizes, cell, "upstream answering at once")]
+        bounded = stack.enter_context(_contextwindow_proxy(upstream, tmp, "--cache-mb", "4", name=BOUNDED))
+        rss_fronts = [f for f in fronts if f.name != PASSTHROUGH]
+        rss_fronts.insert(2, bounded)
+        rss_names = ["direct", GUARDED, BOUNDED, LITELLM]
+        lines += ["", *_rss_table(rss_fronts, rss_names, sizes.conversations, cell)]
+        stack.close()  # the first upstream and its fronts stop before the slow one starts
+        all_fronts = [*fronts, bounded]
+        slow = stack.enter_context(_upstream(tmp, delay=SLOW_UPSTREAM))
+        slow_fronts = [slow, stack.enter_context(_contextwindow_proxy(slow, tmp))]
+        for front in slow_fronts:
+            _warm(front)
         lines += [
             "",
-            f"### Throughput (each conversation: 10 messages to start, up to {sizes.throughput_turns} calls, "
-            f"at most {sizes.throughput_seconds:g} s)",
-            "",
-            "| concurrent conversations | " + " | ".join(names) + " |",
-            "| --- | --- | --- | --- |",
+            *_throughput_table(
+                slow_fronts,
+                ["direct", GUARDED],
+                sizes,
+                cell,
+                f"upstream answering in {SLOW_UPSTREAM:g} s (`serve --delay {SLOW_UPSTREAM:g}`)",
+            ),
         ]
-        for clients in (20, 50):
-            rows = {}
-            direct_rps = 0.0
-            for front in fronts:
-                rps, n, errors = _throughput(front, clients, sizes)
-                direct_rps = rps if front.name == "direct" else direct_rps
-                relative = (
-                    f" ({rps / direct_rps:.2f}× direct)" if front.name != "direct" and direct_rps else ""
-                )
-                rows[front.name] = f"{rps:.1f} req/s{relative}, {n} calls" + (
-                    f", {errors} errors" if errors else ""
-                )
-            lines.append(f"| {clients} | " + " | ".join(cell(n, rows) for n in names) + " |")
-        lines += [
-            "",
-            f"### RSS over {sizes.conversations:,} conversations (three calls each, eight at a time)",
-            "",
-            "| | " + " | ".join(names) + " |",
-            "| --- | --- | --- | --- |",
-        ]
-        rows = {}
-        for front in fronts:
-            start, half, end, errors = _rss(front, sizes.conversations)
-            rows[front.name] = f"{start:.0f} → {half:.0f} → {end:.0f} MiB" + (
-                f", {errors} errors" if errors else ""
-            )
-        lines.append("| start → half-way → end | " + " | ".join(cell(n, rows) for n in names) + " |")
-    lines += [
-        "",
-        f"### Where the guarded proxy's CPU goes (cProfile, in one process, {sizes.turns} calls per size)",
-        "",
-        *_profile(turns=sizes.turns),
-    ]
+        lines += _failures([*all_fronts, *slow_fronts])
     return "\n".join([*sections, *lines])
 
 

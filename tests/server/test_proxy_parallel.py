@@ -184,6 +184,10 @@ class TestBoundedMemory:
                 first = histories[0]
                 first.append({"role": "user", "content": "conversation 0 goes on"})
                 first.append({"role": "assistant", "content": _say(proxy.url, first)})
+                health = httpx.get(proxy.url + "/health").json()
+            assert health["conversations"] == len(transform.conversations) < 30
+            assert 0 < health["conversation_bytes"] <= health["conversation_capacity_bytes"] == 400_000
+            assert health["conversations_evicted"] == transform.conversations.evicted > 0
             store = transform.store
             assert len(store.sessions()) == 30  # continued, not forked
             [sid] = [sid for sid in store.sessions() if _texts(store, sid)[0].startswith("conversation 0:")]

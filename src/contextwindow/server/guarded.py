@@ -122,6 +122,17 @@ class GuardTransform:
         self._responses: OrderedDict[tuple[str, str], str] = OrderedDict()
         """(tenant, response id) -> the key of the conversation whose reply it was."""
 
+    def health(self) -> dict[str, int]:
+        """What ``/health`` says of the conversations held in memory: how many, their estimated
+        weight against the bound (``--cache-mb``), and how many were dropped to keep it."""
+        held = self.conversations
+        return {
+            "conversations": len(held),
+            "conversation_bytes": held.bytes,
+            "conversation_capacity_bytes": held.capacity,
+            "conversations_evicted": held.evicted,
+        }
+
     def _core(self, fmt: str, session: str | None, tenant: str, window: int | None) -> GuardCore:
         core = GuardCore(
             self.store,

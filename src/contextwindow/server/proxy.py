@@ -16,6 +16,8 @@ What the proxy keeps to, whatever the transform:
   ``%2F`` or ``%2E`` is never decoded into a path segment on the way;
 - the upstream's answer is streamed back as it arrives (SSE events pass through chunk by chunk), with
   its status and headers (one ``Date``: the proxy's own);
+- ``/health`` adds what a transform with a ``health()`` method says of itself (the guard's: the
+  conversations held in memory against their bound);
 - an upstream that cannot be reached is answered 502 (504 when it timed out) in the API's shape, and so
   is one whose answer is cut short before the proxy has started relaying it; once it has, the agent's
   connection is closed before the answer's end, so the agent sees a broken answer rather than a short
@@ -253,11 +255,13 @@ def proxy_app(
     )
     upstream = Upstream(upstream_url, http)
     details = {"upstream": upstream.base_url, **(info or {})}
+    # A transform that says how it is doing (the guard's conversations held) adds it to /health.
+    health: Callable[[], Mapping[str, Any]] = getattr(transform, "health", dict)
     app = HttpApp(
         [],
         limits=limits,
         name="contextwindow proxy",
-        info=lambda: details,
+        info=lambda: {**details, **health()},
         on_shutdown=[http.aclose] if client is None else [],
     )
 
