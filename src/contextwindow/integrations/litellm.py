@@ -17,6 +17,12 @@ second one is :class:`~contextwindow.errors.ContextOverflow`; every other error 
 Summaries go through the same model and routing. ``stream=True`` returns an iterator (an async one
 for ``acompletion``) over litellm's chunks; the reply is recorded when it ends.
 
+Re-reads are the guard's own, as under ``guard(client)``: when a placeholder in the compiled request
+names ``read_archived``, the call offers it beside the agent's tools; a reply that only re-reads is
+answered from the ledger and the model asked again, and the agent's copy of a reply that mixes them
+carries only its own calls (not on streamed calls). A ``max_tokens`` that cannot fit the window is
+sent lowered (the guard's ``max_tokens_lowered`` event).
+
 The model profile is litellm's model name without its provider prefix (``anthropic/claude-…`` is
 ``claude-…``); ``model=`` on :class:`GuardedLiteLLM` names another. litellm reads its model-cost map
 from the package (``LITELLM_LOCAL_MODEL_COST_MAP=True`` is set before it is imported, unless the
@@ -44,7 +50,7 @@ from ..engine.settings import EngineSettings
 from ..guard import Exchange, GuardOptions, Reply
 from ..guard.replies import OpenAIChunks, jsonable, openai_reply
 from ..store import Store
-from ._bridge import ChatBridge
+from ._bridge import REREAD_NAME, ChatBridge
 
 __all__ = ["GuardedLiteLLM"]
 
@@ -120,6 +126,7 @@ class GuardedLiteLLM:
         summary_model: str | None = None,
         policy: Policy | None = None,
         settings: EngineSettings | None = None,
+        reread: bool = True,
     ) -> None:
         self.model = model
         self.summary_model = summary_model
@@ -132,7 +139,9 @@ class GuardedLiteLLM:
                 context_window=context_window,
                 policy=policy,
                 settings=settings,
-            )
+                reread=reread,
+            ),
+            reply_of=openai_reply,
         )
 
     @property
@@ -154,6 +163,10 @@ class GuardedLiteLLM:
         for key in ("max_tokens", "max_completion_tokens"):
             if key in sent:
                 call[key] = sent[key]
+        own = [t for t in sent.get("tools") or () if (t.get("function") or {}).get("name") == REREAD_NAME]
+        if own:
+            # The guard offers its re-read tool on this call: beside the agent's tools as given.
+            call["tools"] = [*(kwargs.get("tools") or ()), *own]
         return call
 
     def _summary_call(self, kwargs: Mapping[str, Any], body: Mapping[str, Any]) -> dict[str, Any]:
