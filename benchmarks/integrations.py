@@ -83,14 +83,15 @@ def _sources() -> list[str]:
     """Real source files of this repository, each a few thousand tokens."""
     files = sorted((ROOT / "src" / "contextwindow").rglob("*.py"))
     texts = [p.read_text(encoding="utf-8") for p in files]
-    return [t for t in texts if 6_000 <= len(t) <= 14_000]
+    # Not the modules that spell the placeholders' words: the last columns look for those words.
+    return [t for t in texts if 6_000 <= len(t) <= 14_000 and not any(m in t for m in ADAPTER_TEXT)]
 
 
 SOURCES = _sources()
 
 
-def read_file(path: str, turn: int) -> str:
-    """The tool's answer for turn ``turn``: the next real source file."""
+def _source(turn: int) -> str:
+    """The tool's answer in turn ``turn``: the next real source file."""
     return SOURCES[turn % len(SOURCES)]
 
 
@@ -153,7 +154,7 @@ def _langchain(url: str, guarded: bool, turns: int) -> Run:
     def read(path: str) -> str:
         """Read a file of the repository."""
         run.runs += 1
-        return read_file(path, now[0])
+        return _source(now[0])
 
     chat = ChatOpenAI(model=GPT, base_url=url + "/v1", api_key="local", max_retries=0, max_tokens=MAX_TOKENS)
     middleware: Any = (
@@ -222,7 +223,7 @@ def _pydantic_ai(url: str, guarded: bool, turns: int) -> Run:
     def read(path: str) -> str:
         """Read a file of the repository."""
         run.runs += 1
-        return read_file(path, now[0])
+        return _source(now[0])
 
     history: list[Any] = []
 
@@ -277,7 +278,7 @@ def _openai_agents(url: str, guarded: bool, turns: int, responses: bool) -> Run:
     def read(path: str) -> str:
         """Read a file of the repository."""
         run.runs += 1
-        return read_file(path, now[0])
+        return _source(now[0])
 
     guard = ContextWindowFilter(store=":memory:")
     session: Any = (
@@ -388,7 +389,7 @@ def _litellm(url: str, guarded: bool, turns: int) -> Run:
                 for tool_call in message["tool_calls"]:
                     run.runs += 1
                     history.append(
-                        {"role": "tool", "tool_call_id": tool_call["id"], "content": read_file("", turn)}
+                        {"role": "tool", "tool_call_id": tool_call["id"], "content": _source(turn)}
                     )
 
         run.turn(once)
@@ -408,14 +409,14 @@ def _tool_runner(url: str, guarded: bool, turns: int) -> Run:
     now = [0]
 
     @beta_tool
-    def read_file_tool(path: str) -> str:
+    def read_file(path: str) -> str:
         """Read a file of the repository.
 
         Args:
             path: the file's path.
         """
         run.runs += 1
-        return read_file(path, now[0])
+        return _source(now[0])
 
     raw = anthropic.Anthropic(api_key="local", base_url=url, max_retries=0)
     client: Any = contextwindow.guard(raw, store=":memory:") if guarded else raw
@@ -436,7 +437,7 @@ def _tool_runner(url: str, guarded: bool, turns: int) -> Run:
             runner = client.beta.messages.tool_runner(
                 model=CLAUDE,
                 max_tokens=MAX_TOKENS,
-                tools=[read_file_tool],
+                tools=[read_file],
                 messages=messages,
                 stream=stream,
                 thread=False,
