@@ -243,3 +243,26 @@ class TestLangChainRereads:
         agent = langchain_agents.create_agent(chat(server), [search_tool()], middleware=[guard, recorder])
         run(agent, 1)
         assert [t.name for t in recorder.requests[-1].tools] == ["search"]
+
+    def test_the_tool_returns_an_attachment_as_its_bytes_and_an_unknown_id_as_an_error(
+        self, server: LocalServer
+    ) -> None:
+        guard = adapter.ContextWindowMiddleware(store=":memory:", context_window=WINDOW)
+        agent = langchain_agents.create_agent(chat(server), [], middleware=[guard])
+        photo = langchain_messages.HumanMessage(
+            content=[
+                {"type": "text", "text": "What is in this photo?"},
+                {"type": "image_url", "image_url": {"url": png_data_url(800, 600)}},
+            ]
+        )
+        agent.invoke({"messages": [photo]})
+        session = guard.bridge.store.session(guard.last_exchange.session_id)
+        [stored] = [m.message for m in session.messages() if m.message.role == "user"]
+        [image] = [b for b in stored.content if b.type == "image"]
+        [tool] = guard.tools
+        blocks = tool.invoke({"id": image.ref.id})
+        assert [b["type"] for b in blocks] == ["text", "image"]
+        assert blocks[1]["mime_type"] == "image/png"
+        assert blocks[1]["base64"] == png_data_url(800, 600).split(",", 1)[1]  # the bytes the agent sent
+        missing = guard.bridge.reread("tool-result-archive-0000")
+        assert missing.error and "no archived result" in missing.text
