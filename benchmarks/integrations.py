@@ -1,125 +1,195 @@
-"""The same tool-using agent in four frameworks, with each framework's own context mechanism and with
-contextwindow's adapter, on the same long task against the local provider (16,000-token window).
+"""The same tool-using agent in each framework, with the framework's own context handling and with
+contextwindow's adapter, on one long task against the local provider, in one run.
 
-The task: ``TURNS`` turns; each asks for notes on a topic, the model (the local provider, calling the
-tools it is offered) calls ``search``, whose answer is about 2,000 tokens, then answers in prose; every
-``IMAGE_EVERY``-th question carries an 800×600 photo. Within a few turns the history passes the window.
+The task: ``TURNS`` turns (``--quick``: ``QUICK_TURNS``); each asks for a file, the model (the local
+provider, calling the tools it is offered) calls ``read_file``, whose answer is a real source file of
+this repository (a few thousand tokens), then answers in prose; every ``PHOTO_EVERY``-th question
+carries an 800×600 photo. The turns rotate through the framework's entry points: sync, streamed,
+async. The provider serves ``WINDOW`` tokens where the model's profile says 128k (gpt-4o) or 200k
+(Claude): within a few turns the history passes what is served. **The adapters are not told the
+window** (no ``context_window=``): they learn it from the provider's first rejection.
 
-The frameworks' own mechanisms (the peers), each set up as their documentation suggests:
+The peers, each set up as its documentation suggests and told the window, since it must be:
 
+- LangChain ``create_agent``: ``SummarizationMiddleware`` at 75% of the window, keeping ``KEEP`` messages;
 - pydantic-ai: a history processor keeping the last ``KEEP`` messages (``ProcessHistory``);
-- LangChain: ``SummarizationMiddleware`` triggered at 75% of the window, keeping ``KEEP`` messages,
-  with its own token counter (``count_tokens_approximately``);
-- OpenAI Agents SDK: a ``SQLiteSession`` whose ``SessionSettings(limit=KEEP)`` replays the last items
-  (``OpenAIResponsesCompactionSession`` needs the Responses API's compaction endpoint, which a Chat
-  Completions provider does not serve);
-- litellm: ``litellm.trim_messages`` to the window before each call (``context_window_fallbacks`` only
-  helps when a larger model is configured; here every model is served with the same window).
+- OpenAI Agents SDK (Chat Completions and the default Responses model): ``SQLiteSession`` with
+  ``SessionSettings(limit=KEEP)``;
+- litellm: ``litellm.utils.trim_messages`` to the window before each call;
+- the Anthropic SDK's tool runner (``client.beta.messages.tool_runner``): the bare runner (the SDK's
+  compaction needs the server's compaction beta, which the local provider does not serve).
 
-Columns, per row, from one run:
+Columns, per row:
 
-- turns completed of ``TURNS`` (a turn whose call failed is counted as not completed; the agent goes on);
-- length errors: the provider's rejections for size;
-- tool pairs broken: requests the provider refused because a tool result had lost its call (or the
-  reverse);
-- window use once full: the provider's input count over the window, mean over accepted calls from turn
-  ``FULL_FROM`` on (the history is larger than the window by then);
-- image priced: what the framework's own counter (or contextwindow's estimator) says the photo costs,
-  and the provider's count (the local provider prices it by OpenAI's published tile rule);
-- time per model call: the agent's wall time over the calls the provider answered (median over turns),
-  framework and provider included: the difference between the two rows of a framework is the
-  adapter's cost (its summary calls included).
+- turns completed of the turns run (a turn whose call raised counts as not completed; the agent goes on);
+- rejections: the provider's refusals (for size, or a tool result without its call);
+- tool runs per call: how often ``read_file`` ran over how often the model asked for it (1.00 is
+  every call answered once; more is the agent repeating work);
+- prompts kept: the user prompts the framework's own history still holds at the end, of those sent;
+- written into history: messages of the framework's history holding a summary, placeholder or cut
+  marker that a context mechanism wrote (0: the framework's history holds only what the agent had);
+- window use once full: the provider's input count over the window, mean over accepted calls from
+  turn ``FULL_FROM`` on;
+- time per model call: the completed turns' wall time over the calls the provider answered.
 
-Prints a markdown table and writes ``benchmarks/results/integrations.md``. Never fails on a timing.
+``python -m benchmarks.integrations [--quick]``; prints a markdown table and writes
+``benchmarks/results/integrations.md``. Never fails on a timing.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import base64
 import logging
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks._agents import WINDOW, ObservedModel, notes, png, png_data_url
-from benchmarks._paths import RESULTS
+from benchmarks._agents import ObservedModel, png, png_data_url
+from benchmarks._paths import RESULTS, ROOT
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm: nothing fetched at run time
 
-TURNS = 40
-IMAGE_EVERY = 4
+TURNS = 32
+QUICK_TURNS = 12
+WINDOW = 20_000
+PHOTO_EVERY = 5
 KEEP = 20
-FULL_FROM = 10
-MODEL = "gpt-4o"
-SYSTEM = "You search notes and report."
-SEARCH_SCHEMA = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+FULL_FROM = 8
+GPT = "gpt-4o"
+CLAUDE = "claude-sonnet-4-5"
+SYSTEM = "You read the repository's files and report."
+FILE_SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
 PHOTO = (800, 600)
 MAX_TOKENS = 1024
-"""Every agent asks for at most this many output tokens (the guard keeps that much of the window free)."""
+ENTRY_POINTS = ("sync", "stream", "async")
+ADAPTER_TEXT = (
+    "tool-result-archive-",
+    "read_archived with",
+    "[truncated",
+    "<summary",
+    "summary of the conversation",
+)
+"""What a context mechanism writes in place of history (placeholders, cut markers, summaries):
+contextwindow's adapters write it into the request only, never into the framework's history."""
+
+
+def _sources() -> list[str]:
+    """Real source files of this repository, each a few thousand tokens."""
+    files = sorted((ROOT / "src" / "contextwindow").rglob("*.py"))
+    texts = [p.read_text(encoding="utf-8") for p in files]
+    # Not the modules that spell the placeholders' words: the last columns look for those words.
+    return [t for t in texts if 6_000 <= len(t) <= 14_000 and not any(m in t for m in ADAPTER_TEXT)]
+
+
+SOURCES = _sources()
+
+
+def _source(turn: int) -> str:
+    """The tool's answer in turn ``turn``: the next real source file."""
+    return SOURCES[turn % len(SOURCES)]
 
 
 def _question(turn: int) -> str:
-    return f"Turn {turn}: find the notes on topic {turn}."
+    return f"Turn {turn}: read file number {turn} and summarise it."
 
 
 def _with_photo(turn: int) -> bool:
-    return turn % IMAGE_EVERY == IMAGE_EVERY - 1
+    return turn % PHOTO_EVERY == PHOTO_EVERY - 1
 
 
-# -- one runner per framework: (server url, use contextwindow) -> per-turn (ok, seconds) ---------------
+def _entry(turn: int) -> str:
+    return ENTRY_POINTS[turn % len(ENTRY_POINTS)]
 
 
-def _langchain(url: str, guarded: bool, mark: Callable[[], None]) -> tuple[list[tuple[bool, float]], str]:
+@dataclass
+class Run:
+    """What one agent did: per turn (completed, seconds); the tool's runs; the framework's history."""
+
+    turns: list[tuple[bool, float]] = field(default_factory=list)
+    runs: int = 0
+    """How often the agent ran ``read_file``."""
+    calls: int = 0
+    """How often the model asked for it (the provider's count, set by :func:`_row`)."""
+    history: list[str] = field(default_factory=list)
+    """The framework's own history at the end, each message as text."""
+    errors: list[str] = field(default_factory=list)
+    loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.new_event_loop)
+    """The agent's event loop for its async entry points (one loop, as an async program has)."""
+
+    def wait(self, work: Any) -> Any:
+        return self.loop.run_until_complete(work)
+
+    def turn(self, work: Callable[[], Any]) -> None:
+        started = time.perf_counter()
+        try:
+            work()
+            self.turns.append((True, time.perf_counter() - started))
+        except Exception as exc:
+            self.turns.append((False, time.perf_counter() - started))
+            self.errors.append(f"{type(exc).__name__}: {str(exc)[:160]}")
+
+
+# -- one runner per framework: (server url, guarded, turns) -> Run ----------------------------------------
+
+
+def _langchain(url: str, guarded: bool, turns: int) -> Run:
     from langchain.agents import create_agent
     from langchain.agents.middleware import SummarizationMiddleware
     from langchain_core.messages import HumanMessage
-    from langchain_core.messages.utils import count_tokens_approximately
     from langchain_core.tools import tool
     from langchain_openai import ChatOpenAI
 
     from contextwindow.integrations.langchain import ContextWindowMiddleware
 
-    @tool
-    def search(query: str) -> str:
-        """Search the notes."""
-        return notes(query)
+    run = Run()
+    now = [0]
 
-    chat = ChatOpenAI(model=MODEL, base_url=url, api_key="local", max_retries=0, max_tokens=MAX_TOKENS)
+    @tool("read_file")
+    def read(path: str) -> str:
+        """Read a file of the repository."""
+        run.runs += 1
+        return _source(now[0])
+
+    chat = ChatOpenAI(model=GPT, base_url=url + "/v1", api_key="local", max_retries=0, max_tokens=MAX_TOKENS)
     middleware: Any = (
-        ContextWindowMiddleware(store=":memory:", context_window=WINDOW)
+        ContextWindowMiddleware(store=":memory:")
         if guarded
         else SummarizationMiddleware(chat, trigger=("tokens", int(0.75 * WINDOW)), keep=("messages", KEEP))
     )
-    agent = create_agent(chat, [search], system_prompt=SYSTEM, middleware=[middleware])
+    agent = create_agent(chat, [read], system_prompt=SYSTEM, middleware=[middleware])
     messages: list[Any] = []
-    turns = []
-    for turn in range(TURNS):
+    for turn in range(turns):
+        now[0] = turn
         content: Any = _question(turn)
         if _with_photo(turn):
             content = [
                 {"type": "text", "text": content},
                 {"type": "image_url", "image_url": {"url": png_data_url(*PHOTO)}},
             ]
-        started = time.perf_counter()
-        try:
-            messages = agent.invoke({"messages": [*messages, HumanMessage(content=content)]})["messages"]
-            turns.append((True, time.perf_counter() - started))
-        except Exception:
-            turns.append((False, time.perf_counter() - started))
-        mark()
-    photo = HumanMessage(
-        content=[
-            {"type": "text", "text": "x"},
-            {"type": "image_url", "image_url": {"url": png_data_url(*PHOTO)}},
-        ]
-    )
-    own = count_tokens_approximately([photo]) - count_tokens_approximately([HumanMessage(content="x")])
-    return turns, f"{own:,}"
+        state = {"messages": [*messages, HumanMessage(content=content)]}
+
+        def once(state: dict[str, Any] = state, entry: str = _entry(turn)) -> None:
+            nonlocal messages
+            if entry == "sync":
+                messages = agent.invoke(state)["messages"]
+            elif entry == "stream":
+                for chunk in agent.stream(state, stream_mode="values"):
+                    messages = chunk["messages"]
+            else:
+                messages = run.wait(agent.ainvoke(state))["messages"]
+
+        run.turn(once)
+    run.history = [str(m.content) for m in messages]
+    return run
 
 
-def _pydantic_ai(url: str, guarded: bool, mark: Callable[[], None]) -> tuple[list[tuple[bool, float]], str]:
+def _pydantic_ai(url: str, guarded: bool, turns: int) -> Run:
     import httpx
     import openai
     from pydantic_ai import Agent, BinaryContent
@@ -129,56 +199,67 @@ def _pydantic_ai(url: str, guarded: bool, mark: Callable[[], None]) -> tuple[lis
 
     from contextwindow.integrations.pydantic_ai import ContextWindow
 
+    run = Run()
+    now = [0]
+
     def keep_last(messages: list[Any]) -> list[Any]:
         return messages[-KEEP:]
 
-    async def run() -> list[tuple[bool, float]]:
-        client = openai.AsyncOpenAI(
-            base_url=url,
-            api_key="local",
-            max_retries=0,
-            http_client=httpx.AsyncClient(limits=httpx.Limits(max_keepalive_connections=0)),
-        )
-        capability: Any = (
-            ContextWindow(store=":memory:", context_window=WINDOW) if guarded else ProcessHistory(keep_last)
-        )
-        agent: Agent[None, str] = Agent(
-            OpenAIChatModel(MODEL, provider=OpenAIProvider(openai_client=client)),
-            instructions=SYSTEM,
-            capabilities=[capability],
-            model_settings={"max_tokens": MAX_TOKENS},
-        )
+    client = openai.AsyncOpenAI(
+        base_url=url + "/v1",
+        api_key="local",
+        max_retries=0,
+        http_client=httpx.AsyncClient(limits=httpx.Limits(max_keepalive_connections=0)),
+    )
+    capability: Any = ContextWindow(store=":memory:") if guarded else ProcessHistory(keep_last)
+    agent: Agent[None, str] = Agent(
+        OpenAIChatModel(GPT, provider=OpenAIProvider(openai_client=client)),
+        instructions=SYSTEM,
+        capabilities=[capability],
+        model_settings={"max_tokens": MAX_TOKENS},
+    )
 
-        @agent.tool_plain
-        def search(query: str) -> str:
-            """Search the notes."""
-            return notes(query)
+    @agent.tool_plain(name="read_file")
+    def read(path: str) -> str:
+        """Read a file of the repository."""
+        run.runs += 1
+        return _source(now[0])
 
-        history: list[Any] = []
-        turns = []
-        for turn in range(TURNS):
-            prompt: Any = _question(turn)
-            if _with_photo(turn):
-                prompt = [prompt, BinaryContent(data=png(*PHOTO), media_type="image/png")]
-            started = time.perf_counter()
-            try:
-                history = (await agent.run(prompt, message_history=history)).all_messages()
-                turns.append((True, time.perf_counter() - started))
-            except Exception:
-                turns.append((False, time.perf_counter() - started))
-            mark()
-        await client.close()
-        return turns
+    history: list[Any] = []
 
-    return asyncio.run(run()), "not counted"
+    async def streamed(prompt: Any) -> list[Any]:
+        async with agent.run_stream(prompt, message_history=history) as stream:
+            await stream.get_output()
+        return stream.all_messages()
+
+    async def plain(prompt: Any) -> list[Any]:
+        return (await agent.run(prompt, message_history=history)).all_messages()
+
+    for turn in range(turns):
+        now[0] = turn
+        prompt: Any = _question(turn)
+        if _with_photo(turn):
+            prompt = [prompt, BinaryContent(data=png(*PHOTO), media_type="image/png")]
+
+        def once(prompt: Any = prompt, entry: str = _entry(turn)) -> None:
+            nonlocal history
+            if entry == "sync":
+                history = agent.run_sync(prompt, message_history=history).all_messages()
+            else:
+                history = run.wait(streamed(prompt) if entry == "stream" else plain(prompt))
+
+        run.turn(once)
+    run.history = [str(p.content) for m in history for p in m.parts if hasattr(p, "content")]
+    return run
 
 
-def _openai_agents(url: str, guarded: bool, mark: Callable[[], None]) -> tuple[list[tuple[bool, float]], str]:
+def _openai_agents(url: str, guarded: bool, turns: int, responses: bool) -> Run:
     import openai
     from agents import (
         Agent,
         ModelSettings,
         OpenAIChatCompletionsModel,
+        OpenAIResponsesModel,
         RunConfig,
         Runner,
         SQLiteSession,
@@ -190,91 +271,103 @@ def _openai_agents(url: str, guarded: bool, mark: Callable[[], None]) -> tuple[l
     from contextwindow.integrations.openai_agents import ContextWindowFilter, LedgerSession
 
     set_tracing_disabled(True)
+    run = Run()
+    now = [0]
 
-    @function_tool
-    def search(query: str) -> str:
-        """Search the notes."""
-        return notes(query)
+    @function_tool(name_override="read_file")
+    def read(path: str) -> str:
+        """Read a file of the repository."""
+        run.runs += 1
+        return _source(now[0])
 
-    async def run() -> list[tuple[bool, float]]:
-        async with openai.AsyncOpenAI(base_url=url, api_key="local", max_retries=0) as client:
+    guard = ContextWindowFilter(store=":memory:")
+    session: Any = (
+        LedgerSession("bench", store=guard.store)
+        if guarded
+        else SQLiteSession("bench", session_settings=SessionSettings(limit=KEEP))
+    )
+    config = RunConfig(call_model_input_filter=guard) if guarded else RunConfig()
+
+    async def one(prompt: Any, entry: str) -> None:
+        async with openai.AsyncOpenAI(base_url=url + "/v1", api_key="local", max_retries=0) as client:
+            kind = OpenAIResponsesModel if responses else OpenAIChatCompletionsModel
+            model: Any = kind(model=GPT, openai_client=client)
             agent = Agent(
-                name="notes",
+                name="files",
                 instructions=SYSTEM,
-                tools=[search],
-                model=OpenAIChatCompletionsModel(model=MODEL, openai_client=client),
+                tools=[read, *guard.tools] if guarded else [read],
+                model=guard.wrap(model) if guarded else model,
                 model_settings=ModelSettings(max_tokens=MAX_TOKENS),
             )
-            guard = ContextWindowFilter(store=":memory:", context_window=WINDOW)
-            session: Any = (
-                LedgerSession("bench", store=guard.store)
-                if guarded
-                else SQLiteSession("bench", session_settings=SessionSettings(limit=KEEP))
-            )
-            config = RunConfig(call_model_input_filter=guard) if guarded else RunConfig()
-            turns = []
-            for turn in range(TURNS):
-                prompt: Any = _question(turn)
-                if _with_photo(turn):
-                    prompt = [
-                        {
-                            "role": "user",
-                            "content": [
-                                {"type": "input_text", "text": prompt},
-                                {"type": "input_image", "image_url": png_data_url(*PHOTO), "detail": "auto"},
-                            ],
-                        }
-                    ]
-                started = time.perf_counter()
-                try:
-                    await Runner.run(
-                        agent,
-                        prompt,
-                        session=session,
-                        run_config=config,
-                        hooks=guard.hooks if guarded else None,
-                    )
-                    turns.append((True, time.perf_counter() - started))
-                except Exception:
-                    turns.append((False, time.perf_counter() - started))
-                mark()
-            return turns
+            hooks = guard.hooks if guarded else None
+            if entry == "stream":
+                result = Runner.run_streamed(agent, prompt, session=session, run_config=config, hooks=hooks)
+                async for _ in result.stream_events():
+                    pass
+            else:
+                await Runner.run(agent, prompt, session=session, run_config=config, hooks=hooks)
 
-    return asyncio.run(run()), "not counted"
+    for turn in range(turns):
+        now[0] = turn
+        prompt: Any = _question(turn)
+        if _with_photo(turn):
+            image = {"type": "input_image", "image_url": png_data_url(*PHOTO), "detail": "auto"}
+            prompt = [{"role": "user", "content": [{"type": "input_text", "text": prompt}, image]}]
+        entry = _entry(turn)
+        run.turn(lambda prompt=prompt, entry=entry: run.wait(one(prompt, entry)))
+    items = run.wait(session.get_items())
+    run.history = [str(i.get("content") or i.get("output") or "") for i in items]
+    return run
 
 
-def _litellm(url: str, guarded: bool, mark: Callable[[], None]) -> tuple[list[tuple[bool, float]], str]:
+def _litellm(url: str, guarded: bool, turns: int) -> Run:
     import litellm
 
     from contextwindow.integrations.litellm import GuardedLiteLLM
 
     litellm.suppress_debug_info = True
-    # trim_messages logs each multimodal message it cannot trim (and sends it untrimmed); the table counts it
-    logging.getLogger("LiteLLM").setLevel(logging.CRITICAL)
+    logging.getLogger("LiteLLM").setLevel(logging.CRITICAL)  # trim_messages' notes on media it cannot trim
     tools = [
         {
             "type": "function",
-            "function": {"name": "search", "description": "Search the notes.", "parameters": SEARCH_SCHEMA},
+            "function": {"name": "read_file", "description": "Read a file.", "parameters": FILE_SCHEMA},
         }
     ]
     route = {
-        "model": f"openai/{MODEL}",
-        "api_base": url,
+        "model": f"openai/{GPT}",
+        "api_base": url + "/v1",
         "api_key": "local",
         "num_retries": 0,
         "max_tokens": MAX_TOKENS,
     }
-    llm = GuardedLiteLLM(store=":memory:", context_window=WINDOW)
+    llm = GuardedLiteLLM(store=":memory:")
+    run = Run()
 
-    def call(history: list[dict[str, Any]]) -> Any:
-        if guarded:
-            return llm.completion(**route, messages=history, tools=tools)
-        trimmed = litellm.utils.trim_messages(history, model=MODEL, max_tokens=WINDOW - MAX_TOKENS)
-        return litellm.completion(**route, messages=trimmed, tools=tools)
+    def call(history: list[dict[str, Any]], entry: str) -> Any:
+        messages = (
+            history
+            if guarded
+            else litellm.utils.trim_messages(history, model=GPT, max_tokens=WINDOW - MAX_TOKENS)
+        )
+        stream = entry == "stream"
+        if entry == "async":
+            return run.wait(
+                (llm.acompletion if guarded else litellm.acompletion)(**route, messages=messages, tools=tools)
+            )
+        response = (llm.completion if guarded else litellm.completion)(
+            **route, messages=messages, tools=tools, stream=stream
+        )
+        if not stream:
+            return response.choices[0].message.model_dump(exclude_none=True)
+        chunks = list(response)
+        return (
+            litellm.stream_chunk_builder(chunks, messages=messages)
+            .choices[0]
+            .message.model_dump(exclude_none=True)
+        )
 
     history: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
-    turns = []
-    for turn in range(TURNS):
+    for turn in range(turns):
         content: Any = _question(turn)
         if _with_photo(turn):
             content = [
@@ -283,145 +376,188 @@ def _litellm(url: str, guarded: bool, mark: Callable[[], None]) -> tuple[list[tu
             ]
         kept = len(history)
         history.append({"role": "user", "content": content})
-        started = time.perf_counter()
-        try:
+
+        def once(turn: int = turn, entry: str = _entry(turn)) -> None:
             while True:
-                message = call(history).choices[0].message
-                history.append(message.model_dump(exclude_none=True))
-                if not message.tool_calls:
-                    break
-                for tool_call in message.tool_calls:
+                message = call(history, entry)
+                if not isinstance(message, dict):
+                    message = message.choices[0].message.model_dump(exclude_none=True)
+                message = {k: v for k, v in message.items() if k in ("role", "content", "tool_calls")}
+                history.append(message)
+                if not message.get("tool_calls"):
+                    return
+                for tool_call in message["tool_calls"]:
+                    run.runs += 1
                     history.append(
-                        {"role": "tool", "tool_call_id": tool_call.id, "content": notes(str(turn))}
+                        {"role": "tool", "tool_call_id": tool_call["id"], "content": _source(turn)}
                     )
-            turns.append((True, time.perf_counter() - started))
-        except Exception:
+
+        run.turn(once)
+        if not run.turns[-1][0]:
             del history[kept + 1 :]  # the failed round's partial messages; the question stays
-            turns.append((False, time.perf_counter() - started))
-        mark()
-    photo = [
-        {
-            "role": "user",
-            "content": [
-                {"type": "text", "text": "x"},
-                {"type": "image_url", "image_url": {"url": png_data_url(*PHOTO)}},
-            ],
-        }
-    ]
-    own = litellm.token_counter(model=MODEL, messages=photo) - litellm.token_counter(
-        model=MODEL, messages=[{"role": "user", "content": "x"}]
-    )
-    return turns, f"{own:,}"
+    run.history = [str(m.get("content") or "") for m in history]
+    return run
 
 
-Runner = Callable[[str, bool, Callable[[], None]], tuple[list[tuple[bool, float]], str]]
-FRAMEWORKS: dict[str, tuple[str, str, Runner]] = {
-    "pydantic-ai": ("history processor, last 20 messages", "dropped", _pydantic_ai),
-    "LangChain": ("SummarizationMiddleware (75% of the window, keep 20)", "summarised", _langchain),
-    "OpenAI Agents SDK": ("SQLiteSession, limit 20 items", "dropped", _openai_agents),
-    "litellm": ("trim_messages to the window", "dropped", _litellm),
+def _tool_runner(url: str, guarded: bool, turns: int) -> Run:
+    import anthropic
+    from anthropic import beta_tool
+
+    import contextwindow
+
+    run = Run()
+    now = [0]
+
+    @beta_tool
+    def read_file(path: str) -> str:
+        """Read a file of the repository.
+
+        Args:
+            path: the file's path.
+        """
+        run.runs += 1
+        return _source(now[0])
+
+    raw = anthropic.Anthropic(api_key="local", base_url=url, max_retries=0)
+    client: Any = contextwindow.guard(raw, store=":memory:") if guarded else raw
+    messages: list[Any] = []
+    for turn in range(turns):
+        now[0] = turn
+        content: list[dict[str, Any]] = [{"type": "text", "text": _question(turn)}]
+        if _with_photo(turn):
+            data = base64.b64encode(png(*PHOTO)).decode("ascii")
+            content.append(
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
+            )
+        kept = len(messages)
+        messages.append({"role": "user", "content": content})
+
+        def once(entry: str = _entry(turn)) -> None:
+            stream = entry == "stream"
+            runner = client.beta.messages.tool_runner(
+                model=CLAUDE,
+                max_tokens=MAX_TOKENS,
+                tools=[read_file],
+                messages=messages,
+                stream=stream,
+                thread=False,
+            )
+            for step in runner:
+                message = step.get_final_message() if stream else step
+                messages.append({"role": "assistant", "content": message.content})
+                response = runner.generate_tool_call_response()
+                if response is not None:
+                    messages.append(response)
+
+        run.turn(once)
+        if not run.turns[-1][0]:
+            del messages[kept + 1 :]
+    raw.close()
+    run.history = [str(m["content"]) for m in messages]
+    return run
+
+
+Runner = Callable[[str, bool, int], Run]
+FRAMEWORKS: dict[str, tuple[str, Runner]] = {
+    "LangChain create_agent": ("SummarizationMiddleware (75% of the window, keep 20)", _langchain),
+    "pydantic-ai": ("history processor, last 20 messages", _pydantic_ai),
+    "OpenAI Agents SDK, Chat Completions": (
+        "SQLiteSession, limit 20 items",
+        lambda url, guarded, turns: _openai_agents(url, guarded, turns, responses=False),
+    ),
+    "OpenAI Agents SDK, Responses": (
+        "SQLiteSession, limit 20 items",
+        lambda url, guarded, turns: _openai_agents(url, guarded, turns, responses=True),
+    ),
+    "litellm": ("trim_messages to the window", _litellm),
+    "Anthropic tool runner": ("the bare runner", _tool_runner),
 }
 
 
-def _photo_prices() -> tuple[int, int]:
-    """contextwindow's estimate of the photo and the local provider's count of it."""
-    from contextwindow import Estimator, Message
-    from contextwindow.content import Request
-    from contextwindow.formats import openai as openai_format
+class _AskingModel(ObservedModel):
+    """The observed provider, counting the ``read_file`` calls it asks for."""
 
-    with_photo = openai_format.parse_wire_messages(
-        [
-            {
-                "role": "user",
-                "content": [
-                    {"type": "text", "text": "x"},
-                    {"type": "image_url", "image_url": {"url": png_data_url(*PHOTO)}},
-                ],
-            }
-        ]
-    )
-    [message] = with_photo.request.messages
-    image = next(b for b in message.content if b.type == "image")
-    estimate = round(Estimator(MODEL).block(image))
-    model = ObservedModel()
-    load = with_photo.loader()
-    counted = model.count(Request(model=MODEL, messages=(message,)), load, wire="openai").input_tokens
-    bare = model.count(Request(model=MODEL, messages=(Message.user("x"),)), wire="openai").input_tokens
-    return estimate, counted - bare
+    asked = 0
+
+    def handle(self, request: Any, **kwargs: Any) -> Any:
+        from contextwindow.testing.model import LocalReply
+
+        answer = super().handle(request, **kwargs)
+        if isinstance(answer, LocalReply):
+            with self._lock:
+                self.asked += sum(getattr(b, "name", None) == "read_file" for b in answer.message.content)
+        return answer
 
 
-def _row(framework: str, guarded: bool) -> dict[str, Any]:
-    from contextwindow.testing import LocalServer
+def _row(framework: str, guarded: bool, turns: int) -> dict[str, Any]:
+    from contextwindow.testing import LocalServer, LocalSettings
 
-    mechanism, older, runner = FRAMEWORKS[framework]
-    model = ObservedModel()
-    marks: list[int] = []
+    mechanism, runner = FRAMEWORKS[framework]
+    model = _AskingModel(LocalSettings(window=WINDOW, call_tools=True))
     with LocalServer(model) as server:
-        turns, own_price = runner(server.url + "/v1", guarded, lambda: marks.append(len(model.calls)))
-    counts_by_turn = [model.calls[start:end] for start, end in zip([0, *marks[:-1]], marks, strict=True)]
-    length = [c for c in model.rejections if "context length" in c.message or "too long" in c.message]
-    pairs = [c for c in model.rejections if c not in length and "tool" in c.message.lower()]
+        run = runner(server.url, guarded, turns)
+    run.calls = model.asked
+    run.loop.close()
+    for error in dict.fromkeys(run.errors):
+        print(f"{framework}, {'adapter' if guarded else 'peer'}: {error}", file=sys.stderr)
     full = [
-        c.input_tokens for calls in counts_by_turn[FULL_FROM:] for c in calls if c.input_tokens is not None
+        c.input_tokens for c in model.calls[len(model.calls) * FULL_FROM // max(turns, 1) :] if c.input_tokens
     ]
-    seconds = [
-        t / max(1, sum(1 for c in calls if c.input_tokens))
-        for (ok, t), calls in zip(turns, counts_by_turn, strict=True)
-        if ok
-    ]
+    answered = sum(1 for c in model.calls if c.input_tokens is not None) or 1
+    seconds = [t for ok, t in run.turns if ok]
+    prompts = sum(any(f"Turn {t}:" in h for h in run.history) for t in range(turns))
     return {
         "framework": framework,
-        "mechanism": "contextwindow adapter" if guarded else mechanism,
-        "older": "summarised (originals in the ledger)" if guarded else older,
-        "turns": sum(ok for ok, _ in turns),
-        "length_errors": len(length),
-        "pairs_broken": len(pairs),
-        "use": statistics.fmean(full) / WINDOW if full else None,
-        "own_price": own_price,
-        "ms_per_call": 1000 * statistics.median(seconds) if seconds else None,
+        "mechanism": "contextwindow adapter, not told the window" if guarded else mechanism,
+        "turns": f"{sum(ok for ok, _ in run.turns)} / {turns}",
+        "rejections": len(model.rejections),
+        "runs": f"{run.runs / run.calls:.2f}" if run.calls else "—",
+        "prompts": f"{prompts} / {turns}",
+        "written": sum(any(mark in h for mark in ADAPTER_TEXT) for h in run.history),
+        "use": f"{statistics.fmean(full) / WINDOW:.0%}" if full else "—",
+        "ms": f"{1000 * sum(seconds) / answered:.0f}" if seconds else "—",
     }
 
 
-def main() -> None:
-    estimate, provider = _photo_prices()
-    rows = []
+def run(turns: int) -> str:
+    lines = [
+        f"A tool-using agent, {turns} turns (a real source file as each tool result; an 800×600 photo every "
+        f"{PHOTO_EVERY}th turn; entry points in turn: sync, streamed, async), against the local provider serving "
+        f"{WINDOW:,} tokens where the profile says 128k ({GPT}) or 200k ({CLAUDE}).",
+        "",
+        "| framework | context handling | turns completed | rejections | tool runs per call | prompts kept "
+        "| written into history | window use once full | time per model call (ms) |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for framework in FRAMEWORKS:
         for guarded in (False, True):
-            rows.append(_row(framework, guarded))
-    lines = [
-        f"A tool-using agent, {TURNS} turns (a ~2,000-token tool result each; an 800×600 photo every "
-        f"{IMAGE_EVERY}th turn), local provider with a {WINDOW:,}-token window, model {MODEL}.",
-        "",
-        "| framework | context mechanism | turns completed | length errors | tool pairs broken "
-        "| window use once full | history past the window | photo priced (own count / provider) "
-        "| time per model call, median (ms) |",
-        "| --- | --- | ---: | ---: | ---: | ---: | --- | --- | ---: |",
-    ]
-    for row in rows:
-        price = (
-            f"{estimate:,} / {provider:,}"
-            if row["mechanism"] == "contextwindow adapter"
-            else f"{row['own_price']} / {provider:,}"
-        )
-        use = "—" if row["use"] is None else f"{row['use']:.0%}"
-        ms = "—" if row["ms_per_call"] is None else f"{row['ms_per_call']:.1f}"
-        lines.append(
-            f"| {row['framework']} | {row['mechanism']} | {row['turns']} / {TURNS} | {row['length_errors']} "
-            f"| {row['pairs_broken']} | {use} | {row['older']} | {price} | {ms} |"
-        )
+            row = _row(framework, guarded, turns)
+            lines.append(
+                f"| {row['framework']} | {row['mechanism']} | {row['turns']} | {row['rejections']} | {row['runs']} "
+                f"| {row['prompts']} | {row['written']} | {row['use']} | {row['ms']} |"
+            )
+            print(lines[-1], file=sys.stderr, flush=True)
     lines += [
         "",
-        f"Window use: the provider's input count over the window, mean over the calls it accepted from turn {FULL_FROM} on.",
-        "Photo priced: what the mechanism's own counter says the photo adds (pydantic-ai's and the Agents SDK's",
-        "mechanisms count messages or items, not tokens), beside the local provider's count (OpenAI's tile rule).",
-        "Time per model call includes the framework, the HTTP round trip and the provider; the contextwindow",
-        "rows include their summary calls.",
+        "Rejections for the adapters: the first call over the served window, which teaches it (the agent never sees it).",
+        "The SQLiteSession peer keeps only its last items, so its prompts kept is at most what those hold.",
+        "Time per model call: the agent's wall time over the calls the provider answered, framework, HTTP and",
+        "provider included; the adapter rows include their summary calls.",
     ]
-    table = "\n".join(lines)
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.integrations", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_TURNS} turns instead of {TURNS}")
+    args = parser.parse_args([] if argv is None else argv)
+    table = run(QUICK_TURNS if args.quick else TURNS)
     print(table)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "integrations.md").write_text("# integrations\n\n" + table + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

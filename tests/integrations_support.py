@@ -7,13 +7,14 @@ import asyncio
 import warnings
 from collections.abc import Iterator
 
-from benchmarks._agents import TURNS, WINDOW, Call, ObservedModel, notes, png, png_data_url
+from benchmarks._agents import TURNS, WINDOW, Call, ObservedModel, RereadingModel, notes, png, png_data_url
 
 __all__ = [
     "TURNS",
     "WINDOW",
     "Call",
     "ObservedModel",
+    "RereadingModel",
     "close_the_loop_left_open",
     "notes",
     "png",

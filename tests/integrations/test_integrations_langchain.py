@@ -40,6 +40,18 @@ def search_tool() -> Any:
     return search
 
 
+@cache
+def long_search_tool() -> Any:
+    from langchain_core.tools import tool
+
+    @tool
+    def search(query: str) -> str:
+        """Search the notes."""
+        return notes(query, 250)  # over the size past which an older result is archived
+
+    return search
+
+
 @pytest.fixture
 def model() -> ObservedModel:
     return ObservedModel()
@@ -183,3 +195,74 @@ class TestLangChainAgent:
         with pytest.raises(openai.APIStatusError) as raised:
             agent.invoke({"messages": [langchain_messages.HumanMessage("hello")]})
         assert raised.value.status_code >= 500  # the provider's own answer, not a rejection for size
+
+
+class TestLangChainOutputBound:
+    def test_a_max_tokens_that_cannot_fit_the_served_window_is_lowered_on_the_models_own_call(
+        self, server: LocalServer, model: ObservedModel
+    ) -> None:
+        from langchain_openai import ChatOpenAI
+
+        # gpt-4o's profile says 128k; 16k is served: 16,000 output tokens can never fit beside a request.
+        llm = ChatOpenAI(
+            model="gpt-4o", base_url=server.url + "/v1", api_key="local", max_retries=0, max_tokens=16_000
+        )
+        guard = adapter.ContextWindowMiddleware(store=":memory:")
+        agent = langchain_agents.create_agent(llm, [search_tool()], middleware=[guard])
+        messages = run(agent, 6)
+        assert sum(isinstance(m, langchain_messages.ToolMessage) for m in messages) == 6
+        assert len(model.rejections) == 1  # the first call, which taught the window
+        lowered = [e for e in guard.last_exchange.events if e.type == "max_tokens_lowered"]
+        assert lowered and lowered[0].asked == 16_000 and lowered[0].lowered < WINDOW // 2
+        assert guard.last_exchange.body["max_tokens"] == lowered[0].lowered
+
+
+class TestLangChainRereads:
+    def test_the_model_reads_an_archived_result_again_through_the_middlewares_tool(self) -> None:
+        from integrations_support import RereadingModel
+
+        model = RereadingModel()
+        with LocalServer(model) as server:
+            guard = adapter.ContextWindowMiddleware(store=":memory:", context_window=WINDOW)
+            agent = langchain_agents.create_agent(chat(server), [long_search_tool()], middleware=[guard])
+            messages = run(agent, 14)
+        assert model.rejections == []
+        assert model.rereads, "no archived result was named to the model"
+        rereads = [
+            m for m in messages if isinstance(m, langchain_messages.ToolMessage) and m.name == "read_archived"
+        ]
+        assert rereads and all(r.content.startswith("note on ") for r in rereads)  # the original results
+        searches = [
+            m for m in messages if isinstance(m, langchain_messages.ToolMessage) and m.name == "search"
+        ]
+        assert len(searches) == 14  # the agent's own tool ran once per turn
+
+    def test_without_a_placeholder_the_model_is_not_offered_the_tool(self, server: LocalServer) -> None:
+        recorder = recorder_class()()
+        guard = adapter.ContextWindowMiddleware(store=":memory:", context_window=WINDOW)
+        agent = langchain_agents.create_agent(chat(server), [search_tool()], middleware=[guard, recorder])
+        run(agent, 1)
+        assert [t.name for t in recorder.requests[-1].tools] == ["search"]
+
+    def test_the_tool_returns_an_attachment_as_its_bytes_and_an_unknown_id_as_an_error(
+        self, server: LocalServer
+    ) -> None:
+        guard = adapter.ContextWindowMiddleware(store=":memory:", context_window=WINDOW)
+        agent = langchain_agents.create_agent(chat(server), [], middleware=[guard])
+        photo = langchain_messages.HumanMessage(
+            content=[
+                {"type": "text", "text": "What is in this photo?"},
+                {"type": "image_url", "image_url": {"url": png_data_url(800, 600)}},
+            ]
+        )
+        agent.invoke({"messages": [photo]})
+        session = guard.bridge.store.session(guard.last_exchange.session_id)
+        [stored] = [m.message for m in session.messages() if m.message.role == "user"]
+        [image] = [b for b in stored.content if b.type == "image"]
+        [tool] = guard.tools
+        blocks = tool.invoke({"id": image.ref.id})
+        assert [b["type"] for b in blocks] == ["text", "image"]
+        assert blocks[1]["mime_type"] == "image/png"
+        assert blocks[1]["base64"] == png_data_url(800, 600).split(",", 1)[1]  # the bytes the agent sent
+        missing = guard.bridge.reread("tool-result-archive-0000")
+        assert missing.error and "no archived result" in missing.text

@@ -153,3 +153,43 @@ class TestGuardedLiteLLM:
 
     def test_litellm_reads_its_model_map_from_the_package(self) -> None:
         assert os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP") == "True"
+
+
+class TestGuardedLiteLLMBoundAndRereads:
+    def test_a_max_tokens_that_cannot_fit_the_served_window_is_sent_lowered(
+        self, server: LocalServer, model: ObservedModel
+    ) -> None:
+        llm = adapter.GuardedLiteLLM(store=":memory:")  # gpt-4o's profile says 128k; 16k is served
+        history: list[dict[str, Any]] = []
+        for turn in range(4):
+            history.append({"role": "user", "content": f"Turn {turn}: {notes(str(turn))}"})
+            response = llm.completion(**routing(server), messages=history, max_tokens=16_000)
+            history.append({"role": "assistant", "content": response.choices[0].message.content})
+        assert len(model.rejections) == 1  # the first call, which taught the window
+        assert llm.last_exchange is not None
+        lowered = [e for e in llm.last_exchange.events if e.type == "max_tokens_lowered"]
+        assert lowered and lowered[0].asked == 16_000 and lowered[0].lowered < WINDOW // 2
+        assert llm.last_exchange.body["max_tokens"] == lowered[0].lowered
+
+    def test_the_guard_answers_the_models_re_reads_and_the_agent_never_sees_them(self) -> None:
+        from contextwindow.content import ToolResult, ToolUse
+        from integrations_support import RereadingModel
+
+        model = RereadingModel()
+        with LocalServer(model) as server:
+            llm = adapter.GuardedLiteLLM(store=":memory:", context_window=WINDOW)
+            history = tool_loop(llm, server, 14, 250)
+        assert model.rejections == []
+        assert model.rereads, "no archived result was named to the model"
+        names = [c["function"]["name"] for m in history for c in m.get("tool_calls") or ()]
+        assert "read_archived" not in names  # the agent ran only its own tool
+        assert llm.last_exchange is not None
+        stored = [m.message for m in llm.store.session(llm.last_exchange.session_id).messages()]
+        ids = {
+            b.id for m in stored for b in m.content if isinstance(b, ToolUse) and b.name == "read_archived"
+        }
+        answers = [b for m in stored for b in m.content if isinstance(b, ToolResult) and b.tool_use_id in ids]
+        # The model's asks for an id a placeholder named (the local model also calls every tool it is
+        # offered with a made-up id, which is answered with an error result).
+        named = [a for a in answers if a.tool_use_id.startswith("toolu_reread_")]
+        assert named and all(str(a.content).startswith("note on ") for a in named)

@@ -60,13 +60,16 @@ async def run(
     hooks: bool = True,
     responses: bool = False,
     wrap: bool = False,
+    tools: list[Any] | None = None,
+    settings: Any = None,
 ) -> None:
     async with openai.AsyncOpenAI(base_url=server.url + "/v1", api_key="local", max_retries=0) as client:
         kind = agents.OpenAIResponsesModel if responses else agents.OpenAIChatCompletionsModel
         agent = agents.Agent(
             name="notes",
             instructions="You search notes.",
-            tools=[search_tool()],
+            tools=tools or [search_tool()],
+            model_settings=settings or agents.ModelSettings(),
             model=guard.wrap(kind(model="gpt-4o", openai_client=client))
             if wrap
             else kind(model="gpt-4o", openai_client=client),
@@ -226,3 +229,59 @@ class TestAgentsSDK:
         given, sent = seen[-1]
         assert sent[0] is given[0]
         assert [i.get("type") for i in sent] == [i.get("type") for i in given]
+
+
+@cache
+def long_search_tool() -> Any:
+    @agents.function_tool
+    def search(query: str) -> str:
+        """Search the notes."""
+        return notes(query, 250)  # over the size past which an older result is archived
+
+    return search
+
+
+def outputs_of(items: list[Any]) -> dict[str, list[Any]]:
+    """The run's tool outputs by the tool that made them."""
+    names = {i["call_id"]: i["name"] for i in items if i.get("type") == "function_call"}
+    out: dict[str, list[Any]] = {}
+    for item in items:
+        if item.get("type") == "function_call_output":
+            out.setdefault(names[item["call_id"]], []).append(item["output"])
+    return out
+
+
+class TestAgentsSDKOutputBoundAndRereads:
+    @pytest.mark.parametrize("responses", [False, True], ids=["chat-completions", "responses"])
+    def test_a_max_tokens_that_cannot_fit_the_served_window_is_lowered_on_the_wrapped_models_call(
+        self, server: LocalServer, model: ObservedModel, responses: bool
+    ) -> None:
+        guard = adapter.ContextWindowFilter(store=":memory:")  # 128k in the profile; 16k served
+        session = adapter.LedgerSession("run-bound", store=guard.store)
+        bound = agents.ModelSettings(max_tokens=16_000)
+        asyncio.run(run(server, guard, session, 6, responses=responses, wrap=True, settings=bound))
+        items = asyncio.run(session.get_items())
+        assert len(outputs_of(items)["search"]) == 6
+        assert len(model.rejections) == 1  # the first call, which taught the window
+        assert guard.last_exchange is not None
+        lowered = [e for e in guard.last_exchange.events if e.type == "max_tokens_lowered"]
+        assert lowered and lowered[0].asked == 16_000 and lowered[0].lowered < WINDOW // 2
+
+    @pytest.mark.parametrize("responses", [False, True], ids=["chat-completions", "responses"])
+    def test_the_model_reads_an_archived_result_again_through_the_guards_tool(self, responses: bool) -> None:
+        from integrations_support import RereadingModel
+
+        model = RereadingModel()
+        with LocalServer(model) as server:
+            guard = adapter.ContextWindowFilter(store=":memory:", context_window=WINDOW)
+            session = adapter.LedgerSession("run-rereads", store=guard.store)
+            tools = [long_search_tool(), *guard.tools]
+            asyncio.run(run(server, guard, session, 14, responses=responses, wrap=True, tools=tools))
+        items = asyncio.run(session.get_items())
+        assert model.rejections == []
+        assert model.rereads, "no archived result was named to the model"
+        outputs = outputs_of(items)
+        assert outputs.get("read_archived") and all(
+            o.startswith("note on ") for o in outputs["read_archived"]
+        )
+        assert len(outputs["search"]) == 14

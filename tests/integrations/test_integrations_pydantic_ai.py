@@ -185,3 +185,90 @@ class TestPydanticAIAgent:
         with pytest.raises(pydantic_ai.ModelHTTPError) as raised:
             running.run_sync("hello")
         assert raised.value.status_code >= 500
+
+
+def claude_agent(server: LocalServer, *capabilities: Any) -> Agent[None, str]:
+    import anthropic
+    import httpx2  # the Anthropic SDK's own HTTP client package
+    from pydantic_ai.models.anthropic import AnthropicModel
+    from pydantic_ai.providers.anthropic import AnthropicProvider
+
+    client = anthropic.AsyncAnthropic(
+        base_url=server.url,
+        api_key="local",
+        max_retries=0,
+        http_client=httpx2.AsyncClient(limits=httpx2.Limits(max_keepalive_connections=0)),
+    )
+    model = AnthropicModel("claude-sonnet-4-5", provider=AnthropicProvider(anthropic_client=client))
+    made: Agent[None, str] = pydantic_ai.Agent(
+        model, instructions="You search notes.", capabilities=list(capabilities)
+    )
+
+    @made.tool_plain
+    def search(query: str) -> str:
+        """Search the notes."""
+        return notes(query)
+
+    return made
+
+
+class TestPydanticAIOutputBound:
+    def test_the_anthropic_models_own_max_tokens_is_lowered_to_fit_the_served_window(
+        self, server: LocalServer, model: ObservedModel
+    ) -> None:
+        pytest.importorskip("anthropic")
+        # No max_tokens given: pydantic-ai sends the model's whole output (64,000) on a 16k window.
+        guard = adapter.ContextWindow(store=":memory:")
+        running = claude_agent(server, guard)
+        history: list[Any] = []
+        for turn in range(6):
+            history = running.run_sync(f"Turn {turn}.", message_history=history).all_messages()
+        calls, results = tool_pairs(history)
+        assert len(calls) == 6 and calls == results
+        assert len(model.rejections) == 1  # the first call, which taught the window
+        assert guard.last_exchange is not None
+        lowered = [e for e in guard.last_exchange.events if e.type == "max_tokens_lowered"]
+        assert lowered and lowered[0].asked == 64_000 and lowered[0].lowered < WINDOW // 2
+
+
+def long_search_agent(server: LocalServer, guard: Any) -> Agent[None, str]:
+    made = agent(server, guard, tools=False)
+
+    @made.tool_plain
+    def search(query: str) -> str:
+        """Search the notes."""
+        return notes(query, 250)  # over the size past which an older result is archived
+
+    return made
+
+
+class TestPydanticAIRereads:
+    def test_the_model_reads_an_archived_result_again_through_the_capabilitys_toolset(self) -> None:
+        from integrations_support import RereadingModel
+
+        model = RereadingModel()
+        with LocalServer(model) as server:
+            guard = adapter.ContextWindow(store=":memory:", context_window=WINDOW)
+            running = long_search_agent(server, guard)
+            history: list[Any] = []
+            for turn in range(14):
+                history = running.run_sync(f"Turn {turn}.", message_history=history).all_messages()
+        assert model.rejections == []
+        assert model.rereads, "no archived result was named to the model"
+        returns = [
+            p
+            for m in history
+            if isinstance(m, pydantic_ai.ModelRequest)
+            for p in m.parts
+            if isinstance(p, pydantic_ai.ToolReturnPart)
+        ]
+        rereads = [p for p in returns if p.tool_name == "read_archived"]
+        assert rereads and all(str(p.content).startswith("note on ") for p in rereads)
+        assert sum(p.tool_name == "search" for p in returns) == 14
+
+    def test_without_a_placeholder_the_model_is_not_offered_the_tool(self, server: LocalServer) -> None:
+        guard = adapter.ContextWindow(store=":memory:", context_window=WINDOW)
+        running = agent(server, guard)
+        running.run_sync("Turn 0.")
+        assert guard.last_exchange is not None
+        assert [t["function"]["name"] for t in guard.last_exchange.body["tools"]] == ["search"]

@@ -282,6 +282,37 @@ class GuardedAnthropic(_Guarded):
     def messages(self) -> Any:
         return _AnthropicMessages(self._inner.messages, self)
 
+    @property
+    def beta(self) -> Any:
+        """The SDK's ``beta`` with its ``messages`` guarded: ``create``, ``stream`` and the tool runner."""
+        return _AnthropicBeta(self._inner.beta, self)
+
+
+class _AnthropicBeta(_Proxy):
+    def __init__(self, inner: Any, owner: GuardedAnthropic) -> None:
+        super().__init__(inner)
+        self._owner = owner
+
+    @property
+    def messages(self) -> Any:
+        return _AnthropicBetaMessages(self._inner.messages, self._owner)
+
+
+class _RunnerClient(_Proxy):
+    """The client a tool runner is made on: the guarded ``beta.messages`` for its calls, and no
+    message threads (a conversation the server holds is one the guard cannot fit), so each turn
+    sends the whole history, which the guard fits to the window."""
+
+    _supports_message_threads = False
+
+    def __init__(self, owner: GuardedAnthropic) -> None:
+        super().__init__(owner._inner)
+        self._owner = owner
+
+    @property
+    def beta(self) -> Any:
+        return self._owner.beta
+
 
 class _AnthropicMessages(_Proxy):
     def __init__(self, inner: Any, owner: GuardedAnthropic) -> None:
@@ -360,6 +391,15 @@ class _AnthropicMessages(_Proxy):
         exchange = await run_async(self._owner.guard_core.request(body, count=True), self._aperform(options))
         self._owner.last_exchange = exchange
         return exchange.result
+
+
+class _AnthropicBetaMessages(_AnthropicMessages):
+    def tool_runner(self, **kwargs: Any) -> Any:
+        """``client.beta.messages.tool_runner(...)``: the SDK's own runner, its every call guarded
+        (made on :class:`_RunnerClient`)."""
+        host = _Proxy(self._inner)
+        host._client = _RunnerClient(self._owner)  # type: ignore[attr-defined]  # what the SDK's method reads
+        return type(self._inner).tool_runner(host, **kwargs)
 
 
 def _count_body(body: Mapping[str, Any]) -> dict[str, Any]:

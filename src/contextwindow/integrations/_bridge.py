@@ -17,9 +17,12 @@ from __future__ import annotations
 import json
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from ..errors import ContextOverflow, ContextWindowError
+from ..compile.reread import READ_ARCHIVED, READ_ARCHIVED_TOOL, read_archived
+from ..content import Document, Image, Text
+from ..errors import ContextOverflow, ContextWindowError, InvalidInput
 from ..formats import openai as openai_format
 from ..guard import Exchange, GuardCore, GuardOptions, Reply, Send, resolve_store, run_async, run_sync
 from ..guard.replies import openai_reply
@@ -28,16 +31,28 @@ from ..store import Store
 from ..usage.tracker import Usage
 
 __all__ = [
+    "REREAD_DESCRIPTION",
+    "REREAD_NAME",
+    "REREAD_SCHEMA",
     "ChatBridge",
     "Originals",
+    "Reread",
     "Stepper",
+    "fitted_max_tokens",
     "leading_system",
+    "names_reread",
     "read_overflow",
     "reply_from_wire",
     "usage_from_totals",
+    "without_reread",
 ]
 
 T = TypeVar("T")
+
+REREAD_NAME = READ_ARCHIVED
+"""The name of the re-read tool an adapter registers with its framework (the placeholders name it)."""
+REREAD_DESCRIPTION = READ_ARCHIVED_TOOL.description
+REREAD_SCHEMA: Mapping[str, Any] = READ_ARCHIVED_TOOL.input_schema
 
 _MAX_CHAIN = 8  # how deep to follow __cause__/__context__ for the provider's error
 
@@ -148,6 +163,44 @@ def leading_system(wire: Sequence[Mapping[str, Any]]) -> int:
     return n
 
 
+def fitted_max_tokens(asked: int | None, sent: Mapping[str, Any]) -> int | None:
+    """The output bound the guard sent in ``sent`` when it lowered the agent's ``asked`` to fit the
+    window (the guard's ``MaxTokensLowered``), for the adapter to give the framework's own call;
+    ``None`` when the agent's bound goes out as it asked."""
+    for key in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
+        value = sent.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and (asked is None or value < asked):
+            return value
+    return None
+
+
+_NAMED = f"call {READ_ARCHIVED} with"
+
+
+def names_reread(sent: Mapping[str, Any]) -> bool:
+    """Whether the compiled body ``sent`` holds a placeholder telling the model to call the re-read
+    tool: the adapter offers its framework's ``read_archived`` tool on that call only, as the guard
+    offers its own (a model is never told of a tool it has nothing to read with)."""
+    return _NAMED in json.dumps(sent.get("messages") or [], ensure_ascii=False)
+
+
+def without_reread(tools: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Chat Completions ``tools`` without the adapter's own re-read tool (what the guard prices and
+    compiles is the agent's tools; the re-read tool is the adapter's to offer)."""
+    return [t for t in tools if (t.get("function") or {}).get("name", t.get("name")) != READ_ARCHIVED]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Reread:
+    """What the re-read tool answers, for a framework to render as its tool's return: the text, and
+    the attachments as bytes (``(media_type, data)``)."""
+
+    text: str
+    media: tuple[tuple[str, bytes], ...] = ()
+    error: bool = False
+    """Whether the id named nothing in the session (the text says so)."""
+
+
 Send_ = Callable[[dict[str, Any]], Any]
 Summarize = Callable[[dict[str, Any]], Reply]
 
@@ -161,10 +214,35 @@ class ChatBridge:
     :meth:`run` the caller records the framework's answer with ``exchange.finish(reply)``.
     """
 
-    def __init__(self, options: GuardOptions) -> None:
-        self.core = GuardCore(resolve_store(options.store), "openai", overflow=read_overflow, options=options)
+    def __init__(self, options: GuardOptions, *, reply_of: Callable[[Any], Reply] | None = None) -> None:
+        self.core = GuardCore(
+            resolve_store(options.store), "openai", overflow=read_overflow, options=options, reply_of=reply_of
+        )
         self.last_exchange: Exchange | None = None
         """The latest call's :class:`~contextwindow.guard.Exchange` (session id, body sent, events)."""
+
+    def reread(self, ident: str) -> Reread:
+        """The re-read tool's answer for ``ident`` (the id a placeholder names), read from the ledger
+        session of the latest call: the original tool result or attachment, never an exception."""
+        exchange = self.last_exchange
+        if exchange is None or not exchange.session_id:
+            return Reread(text=f"nothing archived yet: no {ident!r} to read again", error=True)
+        session = self.core.store.session(exchange.session_id)
+        try:
+            content = read_archived(session, ident)
+        except InvalidInput as exc:
+            return Reread(text=str(exc), error=True)
+        if isinstance(content, str):
+            return Reread(text=content)
+        texts: list[str] = []
+        media: list[tuple[str, bytes]] = []
+        for block in content:
+            if isinstance(block, Text):
+                texts.append(block.text)
+            elif isinstance(block, Image | Document) and block.ref is not None:
+                media.append((block.ref.media_type, session.read_attachment(block.ref)))
+                texts.append(f"[{ident}: {block.ref.media_type}]")
+        return Reread(text="\n".join(texts), media=tuple(media))
 
     @property
     def store(self) -> Store:

@@ -21,6 +21,7 @@ request's model unless ``summarizer=`` names another chat model (``False``: no s
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,18 @@ from ..errors import UsageError
 from ..guard import Exchange, GuardOptions, Reply
 from ..store import Store
 from ..usage.tracker import Usage
-from ._bridge import ChatBridge, Originals, leading_system, reply_from_wire, usage_from_totals
+from ._bridge import (
+    REREAD_DESCRIPTION,
+    REREAD_NAME,
+    ChatBridge,
+    Originals,
+    fitted_max_tokens,
+    leading_system,
+    names_reread,
+    reply_from_wire,
+    usage_from_totals,
+    without_reread,
+)
 
 __all__ = ["ContextWindowMiddleware"]
 
@@ -56,7 +68,9 @@ class ContextWindowMiddleware(AgentMiddleware):
 
     ``model`` names the model profile to fit (default: the chat model's ``model_name`` or
     ``model``); the other options are ``guard()``'s: ``store``, ``session``, ``context_window``,
-    ``policy``, ``settings``, ``summary_model``.
+    ``policy``, ``settings``, ``summary_model``. With ``reread`` (the default) the middleware adds the
+    ``read_archived`` tool to the agent (``AgentMiddleware.tools``): the agent runs it like its own,
+    and it answers from the ledger what a placeholder took out of the request.
     """
 
     def __init__(
@@ -71,6 +85,7 @@ class ContextWindowMiddleware(AgentMiddleware):
         policy: Policy | None = None,
         settings: EngineSettings | None = None,
         on_event: EventHook | None = None,
+        reread: bool = True,
     ) -> None:
         super().__init__()
         if summarizer is True:
@@ -89,6 +104,27 @@ class ContextWindowMiddleware(AgentMiddleware):
                 on_event=on_event,
             )
         )
+        self.tools = [self._reread_tool()] if reread else []
+
+    def _reread_tool(self) -> Any:
+        from langchain_core.tools import StructuredTool
+
+        def read_archived(id: str) -> Any:
+            answer = self.bridge.reread(id)
+            if not answer.media:
+                return answer.text
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": answer.text}]
+            for media_type, data in answer.media:
+                blocks.append(
+                    {
+                        "type": "image" if media_type.startswith("image/") else "file",
+                        "base64": base64.b64encode(data).decode("ascii"),
+                        "mime_type": media_type,
+                    }
+                )
+            return blocks
+
+        return StructuredTool.from_function(read_archived, name=REREAD_NAME, description=REREAD_DESCRIPTION)
 
     @property
     def last_exchange(self) -> Exchange | None:
@@ -111,7 +147,7 @@ class ContextWindowMiddleware(AgentMiddleware):
             if len(converted) == 1:
                 pairs.append((converted[0], message))
         body: dict[str, Any] = {"model": model, "messages": wire}
-        tools = [convert_to_openai_tool(t) for t in request.tools if not _is_server_tool(t)]
+        tools = without_reread([convert_to_openai_tool(t) for t in request.tools if not _is_server_tool(t)])
         if tools:
             body["tools"] = tools
         max_tokens = _max_tokens(request)
@@ -125,7 +161,14 @@ class ContextWindowMiddleware(AgentMiddleware):
         wire = list(body["messages"])
         history = wire[leading_system(wire) :]
         messages = originals.restore(history, _from_wire)
-        return request.override(messages=messages)
+        changes: dict[str, Any] = {"messages": messages}
+        if not names_reread(body):
+            changes["tools"] = [t for t in request.tools if getattr(t, "name", None) != REREAD_NAME]
+        lowered = fitted_max_tokens(_max_tokens(request), body)
+        if lowered is not None:
+            # The guard lowered the agent's bound to fit the window: the model's call sends it.
+            changes["model_settings"] = {**request.model_settings, "max_tokens": lowered}
+        return request.override(**changes)
 
     def _summary_model(self, request: ModelRequest[Any]) -> BaseChatModel:
         return self.summarizer if isinstance(self.summarizer, BaseChatModel) else request.model

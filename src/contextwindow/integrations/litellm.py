@@ -17,6 +17,12 @@ second one is :class:`~contextwindow.errors.ContextOverflow`; every other error 
 Summaries go through the same model and routing. ``stream=True`` returns an iterator (an async one
 for ``acompletion``) over litellm's chunks; the reply is recorded when it ends.
 
+Re-reads are the guard's own, as under ``guard(client)``: when a placeholder in the compiled request
+names ``read_archived``, the call offers it beside the agent's tools; a reply that only re-reads is
+answered from the ledger and the model asked again, and the agent's copy of a reply that mixes them
+carries only its own calls (not on streamed calls). A ``max_tokens`` that cannot fit the window is
+sent lowered (the guard's ``max_tokens_lowered`` event).
+
 The model profile is litellm's model name without its provider prefix (``anthropic/claude-…`` is
 ``claude-…``); ``model=`` on :class:`GuardedLiteLLM` names another. litellm reads its model-cost map
 from the package (``LITELLM_LOCAL_MODEL_COST_MAP=True`` is set before it is imported, unless the
@@ -45,7 +51,7 @@ from ..engine.settings import EngineSettings
 from ..guard import Exchange, GuardOptions, Reply
 from ..guard.replies import OpenAIChunks, jsonable, openai_reply
 from ..store import Store
-from ._bridge import ChatBridge
+from ._bridge import REREAD_NAME, ChatBridge
 
 __all__ = ["GuardedLiteLLM"]
 
@@ -122,6 +128,7 @@ class GuardedLiteLLM:
         policy: Policy | None = None,
         settings: EngineSettings | None = None,
         on_event: EventHook | None = None,
+        reread: bool = True,
     ) -> None:
         self.model = model
         self.summary_model = summary_model
@@ -135,7 +142,9 @@ class GuardedLiteLLM:
                 policy=policy,
                 settings=settings,
                 on_event=on_event,
-            )
+                reread=reread,
+            ),
+            reply_of=openai_reply,
         )
 
     @property
@@ -157,6 +166,10 @@ class GuardedLiteLLM:
         for key in ("max_tokens", "max_completion_tokens"):
             if key in sent:
                 call[key] = sent[key]
+        own = [t for t in sent.get("tools") or () if (t.get("function") or {}).get("name") == REREAD_NAME]
+        if own:
+            # The guard offers its re-read tool on this call: beside the agent's tools as given.
+            call["tools"] = [*(kwargs.get("tools") or ()), *own]
         return call
 
     def _summary_call(self, kwargs: Mapping[str, Any], body: Mapping[str, Any]) -> dict[str, Any]:

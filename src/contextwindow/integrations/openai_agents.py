@@ -29,6 +29,8 @@ model's profile says; without the wrapper, give ``context_window`` so the first 
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
@@ -47,7 +49,19 @@ from ..engine.settings import EngineSettings
 from ..errors import UsageError
 from ..guard import Exchange, GuardOptions, Reply
 from ..store import Store
-from ._bridge import ChatBridge, Originals, Stepper, leading_system, reply_from_wire, usage_from_totals
+from ._bridge import (
+    REREAD_DESCRIPTION,
+    REREAD_NAME,
+    REREAD_SCHEMA,
+    ChatBridge,
+    Originals,
+    Stepper,
+    fitted_max_tokens,
+    leading_system,
+    names_reread,
+    reply_from_wire,
+    usage_from_totals,
+)
 
 __all__ = ["ContextWindowFilter", "LedgerSession"]
 
@@ -111,7 +125,10 @@ class ContextWindowFilter:
     """``RunConfig(call_model_input_filter=ContextWindowFilter())``: see the module docstring.
 
     ``model`` names the model profile to fit (default: the agent's model name). Summaries are
-    written through the agent's own model. The other options are ``guard()``'s.
+    written through the agent's own model. The other options are ``guard()``'s. :attr:`tools` is the
+    ``read_archived`` tool to give the agent (``Agent(tools=[*tools, *guard.tools])``); through
+    :meth:`wrap` it is offered only on calls whose input a placeholder names it in, and the
+    ``max_tokens`` the guard lowers to fit the window is the one the call sends.
     """
 
     def __init__(
@@ -140,6 +157,9 @@ class ContextWindowFilter:
         )
         self.hooks: RunHooks[Any] = _Hooks(self)
         """Pass as ``Runner.run(..., hooks=guard.hooks)`` to record each response's real usage."""
+        self.tools: list[Any] = [self._reread_tool()]
+        """The re-read tool, for the agent's tools: it answers from the ledger what a placeholder
+        took out of the input."""
         self._pending: Stepper | None = None
         self._originals: Originals[Any] = Originals([])
 
@@ -170,7 +190,11 @@ class ContextWindowFilter:
                 pairs.append((converted[0], item))
         wire = _merge_calls(wire)
         body: dict[str, Any] = {"model": model_name, "messages": wire}
-        tools = [_tool(t) for t in getattr(agent, "tools", ()) if hasattr(t, "params_json_schema")]
+        tools = [
+            _tool(t)
+            for t in getattr(agent, "tools", ())
+            if hasattr(t, "params_json_schema") and t.name != REREAD_NAME
+        ]
         if tools:
             body["tools"] = tools
         max_tokens = getattr(getattr(agent, "model_settings", None), "max_tokens", None)
@@ -182,6 +206,46 @@ class ContextWindowFilter:
         self._pending = stepper
         self._originals = Originals(pairs)
         return ModelInputData(input=self._input(step.body), instructions=instructions)
+
+    def _reread_tool(self) -> Any:
+        from agents import FunctionTool, ToolOutputImage, ToolOutputText
+
+        async def invoke(context: Any, arguments: str) -> Any:
+            await self._accepted(None)  # the call that asked for it was answered (without hooks too)
+            try:
+                ident = str(json.loads(arguments or "{}").get("id", ""))
+            except (ValueError, AttributeError):
+                ident = ""
+            answer = self.bridge.reread(ident)
+            if not answer.media:
+                return answer.text
+            images = [
+                ToolOutputImage(image_url=f"data:{kind};base64,{base64.b64encode(data).decode('ascii')}")
+                for kind, data in answer.media
+                if kind.startswith("image/")
+            ]
+            return [ToolOutputText(text=answer.text), *images]
+
+        return FunctionTool(
+            name=REREAD_NAME,
+            description=REREAD_DESCRIPTION,
+            params_json_schema={**REREAD_SCHEMA, "additionalProperties": False},
+            on_invoke_tool=invoke,
+        )
+
+    def _fit(self, model_settings: Any, tools: Any) -> tuple[Any, Any]:
+        """A call's settings and tools as the compiled body has them: the ``max_tokens`` the guard
+        lowered to fit the window, and the re-read tool only where a placeholder names it."""
+        step = self._pending.step if self._pending is not None else None
+        if step is None:
+            return model_settings, tools
+        asked = getattr(model_settings, "max_tokens", None)
+        lowered = fitted_max_tokens(asked if isinstance(asked, int) else None, step.body)
+        if lowered is not None and asked is not None:
+            model_settings = dataclasses.replace(model_settings, max_tokens=lowered)
+        if isinstance(tools, list) and not names_reread(step.body):
+            tools = [t for t in tools if getattr(t, "name", None) != REREAD_NAME]
+        return model_settings, tools
 
     def wrap(self, model: Model) -> Model:
         """``model`` with its rejections for size handed to this guard: the guard learns the window,
@@ -229,20 +293,28 @@ class _GuardedModel(Model):
         if name is not None:
             self.model = name  # the profile the filter fits, as the inner model names it
 
-    async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> Any:
+    async def get_response(
+        self, system_instructions: Any, input: Any, model_settings: Any, tools: Any, *args: Any, **kwargs: Any
+    ) -> Any:
         while True:
+            settings, offered = self.guard._fit(model_settings, tools)
             try:
-                return await self.inner.get_response(system_instructions, input, *args, **kwargs)
+                return await self.inner.get_response(
+                    system_instructions, input, settings, offered, *args, **kwargs
+                )
             except Exception as error:
                 input = await self.guard._retry(error)
 
     async def stream_response(
-        self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+        self, system_instructions: Any, input: Any, model_settings: Any, tools: Any, *args: Any, **kwargs: Any
     ) -> AsyncIterator[Any]:
         while True:
             started = False
+            settings, offered = self.guard._fit(model_settings, tools)
             try:
-                async for event in self.inner.stream_response(system_instructions, input, *args, **kwargs):
+                async for event in self.inner.stream_response(
+                    system_instructions, input, settings, offered, *args, **kwargs
+                ):
                     started = True
                     yield event
                 return

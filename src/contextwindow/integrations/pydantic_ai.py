@@ -55,6 +55,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import Model, ModelRequestContext, ModelRequestParameters
 from pydantic_ai.tools import RunContext
+from pydantic_ai.toolsets import FunctionToolset
 
 from ..compile import Policy
 from ..engine.observe import EventHook
@@ -62,7 +63,18 @@ from ..engine.settings import EngineSettings
 from ..errors import UsageError
 from ..guard import Exchange, GuardOptions, Reply
 from ..store import Store
-from ._bridge import ChatBridge, Originals, Stepper, leading_system, reply_from_wire, usage_from_totals
+from ._bridge import (
+    REREAD_DESCRIPTION,
+    REREAD_NAME,
+    ChatBridge,
+    Originals,
+    Stepper,
+    fitted_max_tokens,
+    leading_system,
+    names_reread,
+    reply_from_wire,
+    usage_from_totals,
+)
 
 __all__ = ["ContextWindow"]
 
@@ -72,7 +84,9 @@ class ContextWindow(AbstractCapability[Any]):
     """Keeps a pydantic-ai agent inside its model's window (see the module docstring).
 
     ``model`` names the model profile to fit (default: the request model's ``model_name``); the
-    other options are ``guard()``'s.
+    other options are ``guard()``'s. With ``reread`` (the default) the capability's toolset holds
+    ``read_archived``, offered on a request only when a placeholder in it names the tool: the agent
+    runs it like its own tools, and it answers from the ledger.
     """
 
     model: str | None = None
@@ -85,6 +99,7 @@ class ContextWindow(AbstractCapability[Any]):
     on_guard_event: EventHook | None = None
     """Called with every event the guard produces (``GuardOptions.on_event``; pydantic-ai's own
     ``on_event`` is its run events)."""
+    reread: bool = True
     bridge: ChatBridge = field(init=False, repr=False)
     _pending: dict[str | None, tuple[Stepper, _Restorer]] = field(
         init=False, repr=False, default_factory=dict
@@ -104,6 +119,20 @@ class ContextWindow(AbstractCapability[Any]):
                 on_event=self.on_guard_event,
             )
         )
+
+    def get_toolset(self) -> FunctionToolset[Any] | None:
+        if not self.reread:
+            return None
+
+        def read_archived(id: str) -> Any:
+            answer = self.bridge.reread(id)
+            if not answer.media:
+                return answer.text
+            return [answer.text, *(BinaryContent(data=data, media_type=kind) for kind, data in answer.media)]
+
+        toolset: FunctionToolset[Any] = FunctionToolset()
+        toolset.add_function(read_archived, name=REREAD_NAME, description=REREAD_DESCRIPTION)
+        return toolset
 
     @classmethod
     def get_serialization_name(cls) -> str | None:
@@ -133,7 +162,19 @@ class ContextWindow(AbstractCapability[Any]):
             self._pending[ctx.run_id] = (stepper, restorer)
             step = await stepper.start()
         request_context.messages = restorer.restore(step.body)
+        self._fit(request_context, step.body)
         return request_context
+
+    def _fit(self, request_context: ModelRequestContext, sent: Mapping[str, Any]) -> None:
+        """The request's settings and tools as the compiled body has them: the ``max_tokens`` the
+        guard lowered to fit the window, and the re-read tool only where a placeholder names it."""
+        lowered = fitted_max_tokens(_max_tokens(request_context), sent)
+        if lowered is not None:
+            request_context.model_settings = {**(request_context.model_settings or {}), "max_tokens": lowered}
+        params = request_context.model_request_parameters
+        if not names_reread(sent) and any(t.name == REREAD_NAME for t in params.function_tools):
+            kept = [t for t in params.function_tools if t.name != REREAD_NAME]
+            request_context.model_request_parameters = replace(params, function_tools=kept)
 
     async def after_model_request(
         self, ctx: RunContext[Any], *, request_context: ModelRequestContext, response: ModelResponse
@@ -173,7 +214,7 @@ class ContextWindow(AbstractCapability[Any]):
         wire.extend(restorer.head_wire)
         wire.extend(restorer.history_wire)
         body: dict[str, Any] = {"model": model, "messages": wire}
-        tools = [*params.function_tools, *params.output_tools]
+        tools = [t for t in (*params.function_tools, *params.output_tools) if t.name != REREAD_NAME]
         if tools:
             body["tools"] = [
                 {
@@ -186,11 +227,37 @@ class ContextWindow(AbstractCapability[Any]):
                 }
                 for t in tools
             ]
-        settings: Mapping[str, Any] = request_context.model_settings or {}
-        max_tokens = settings.get("max_tokens")
-        if isinstance(max_tokens, int) and max_tokens > 0:
+        max_tokens = _max_tokens(request_context)
+        if max_tokens is not None:
             body["max_tokens"] = max_tokens
         return body, restorer
+
+
+_ANTHROPIC_DEFAULT_MAX_TOKENS = 16384
+"""What pydantic-ai's ``AnthropicModel`` sends as ``max_tokens`` when neither the settings nor the
+model's profile (``anthropic_max_output_tokens``) give one (pydantic-ai 2.x, ``models/anthropic``)."""
+_ANTHROPIC_LEGACY_MAX_TOKENS = 4096
+"""Its default for a model whose profile says it refuses input plus ``max_tokens`` over the window."""
+
+
+def _max_tokens(request_context: ModelRequestContext) -> int | None:
+    """The output bound the request will go out with: its settings', else the one the model sends
+    by itself (Anthropic's API needs one: pydantic-ai sends the model's whole output, up to 64,000
+    tokens, which cannot fit a small window)."""
+    settings: Mapping[str, Any] = request_context.model_settings or {}
+    asked = settings.get("max_tokens")
+    if isinstance(asked, int) and not isinstance(asked, bool) and asked > 0:
+        return asked
+    model = request_context.model
+    if getattr(model, "system", None) != "anthropic":
+        return None
+    profile: Any = getattr(model, "profile", None) or {}
+    if not isinstance(profile, Mapping):
+        return _ANTHROPIC_DEFAULT_MAX_TOKENS
+    if profile.get("anthropic_rejects_max_tokens_beyond_context_window"):
+        return _ANTHROPIC_LEGACY_MAX_TOKENS
+    default = profile.get("anthropic_max_output_tokens")
+    return default if isinstance(default, int) and default > 0 else _ANTHROPIC_DEFAULT_MAX_TOKENS
 
 
 class _Restorer:
