@@ -141,11 +141,11 @@ class GuardCore:
         """Offer the model :data:`~contextwindow.compile.reread.READ_ARCHIVED` when a placeholder in the
         request names it, and answer its calls here (the agent never sees them); not on streams."""
         self.reply_of = reply_of
-        self.conversations = Conversations(store, options.session, tenant=tenant)
+        self.conversations = Conversations(store, options.session, tenant=tenant, wire=fmt)
         self.responses = ResponseIds()
         """The responses this core recorded, by id: what a ``previous_response_id`` continues."""
-        self.learned_windows: dict[str, int] = {}
-        """Per model without a registered profile, the window a rejection for size named."""
+        self.learned_windows = self.conversations.learned
+        """Per model, the window a rejection for size named: kept in the ledger, for every guard on it."""
 
     # -- the model ------------------------------------------------------------------------------------
 
@@ -325,6 +325,7 @@ class GuardCore:
                 try:
                     async for event in call.engine.recover(rejection):
                         call.events.append(event)
+                    call.conversation.learned_from(call.engine)
                 except OverBudget:
                     # The newest message alone does not fit the window the provider serves.
                     raise rejection from exc
