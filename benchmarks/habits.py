@@ -1,4 +1,4 @@
-"""Agents with the habits real agents have, through ``contextwindow.guard(client)`` (issue #26).
+"""Agents with the habits real agents have, through ``contextwindow.guard(client)``.
 
 Each agent is written here the way others write theirs, with the official ``anthropic`` and ``openai``
 clients, against the local provider over HTTP. The provider enforces a 16,000-token window while the
@@ -17,7 +17,7 @@ agent asks a question of about 400 words; the model answers in prose (about 150 
 
 The peer is the same agent on the bare client (no guard): it stops at its first error. Figures per
 row: turns done of ``TURNS``, errors that reached the agent, upstream requests per agent call (the
-provider's own count, summariser calls included) and how many it refused, ledger entries at the end and their ratio to the
+provider's own count, the summariser's calls left out and counted apart) and how many it refused, ledger entries at the end and their ratio to the
 plain guarded agent's, and the sessions the ledger holds. Rows run interleaved (one habit, guarded
 then bare, for each SDK), in one process.
 
@@ -59,14 +59,18 @@ class _Counted:
 
         self.calls = 0
         self.refused = 0
+        self.summaries = 0
         self._lock = threading.Lock()
         model = LocalModel(LocalSettings(effective_window=WINDOW, any_model=True))
         handle = model.handle
 
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            answer = handle(*args, **kwargs)
+        def counted(request: Any, *args: Any, **kwargs: Any) -> Any:
+            answer = handle(request, *args, **kwargs)
+            last = request.messages[-1] if request.messages else None
+            summary = last is not None and any("<transcript>" in getattr(b, "text", "") for b in last.content)
             with self._lock:
                 self.calls += 1
+                self.summaries += summary
                 self.refused += isinstance(answer, Rejection)
             return answer
 
@@ -167,7 +171,8 @@ def _run(sdk: str, habit: str, guarded: bool, turns: int) -> dict[str, Any]:
         "turns": done,
         "errors": errors,
         "first_error": first_error,
-        "per_call": provider.calls / calls if calls else 0.0,
+        "per_call": (provider.calls - provider.summaries) / calls if calls else 0.0,
+        "summaries": provider.summaries,
         "refused": provider.refused,
         "entries": entries,
         "sessions": sessions,
@@ -187,9 +192,9 @@ def main(argv: list[str] | None = None) -> None:
     lines = [
         f"Agents with real habits, {turns} turns, provider window {WINDOW:,} tokens, profiles say 200,000.",
         "",
-        "| sdk | habit | client | turns done | errors to agent | upstream requests per call | refused "
+        "| sdk | habit | client | turns done | errors to agent | upstream requests per call | refused | summary calls "
         "| ledger entries (× plain) | sessions |",
-        "| --- | --- | --- | ---: | --- | ---: | ---: | --- | ---: |",
+        "| --- | --- | --- | ---: | --- | ---: | ---: | ---: | --- | ---: |",
     ]
     for row in rows:
         errors = f"{row['errors']}" + (f" ({row['first_error']})" if row["first_error"] else "")
@@ -201,7 +206,7 @@ def main(argv: list[str] | None = None) -> None:
             ledger, sessions = "—", "—"
         lines.append(
             f"| {row['sdk']} | {row['habit']} | {'guard' if row['guarded'] else 'bare'} | {row['turns']} | "
-            f"{errors} | {row['per_call']:.2f} | {row['refused']} | {ledger} | {sessions} |"
+            f"{errors} | {row['per_call']:.2f} | {row['refused']} | {row['summaries']} | {ledger} | {sessions} |"
         )
     table = "\n".join(lines)
     print(table)

@@ -1,4 +1,4 @@
-"""An agent that edits its history: every field that reaches the provider is compared (issue #26 item 6).
+"""An agent that edits its history: every field that reaches the provider is compared.
 
 The guard is stepped by hand (no client, no server): each call's request is what the provider would get.
 """
@@ -109,3 +109,20 @@ class TestOpenAIEdits:
             assert out["name"] == edited["name"]
         else:
             assert out["content"][0]["image_url"]["detail"] == "high"
+
+
+class TestNotABranch:
+    def test_what_the_provider_never_sees_differently_is_the_same_conversation(self) -> None:
+        # An SDK's model_dump() extras (citations: None), key order and absent vs None fields.
+        store = contextwindow.open_store()
+        core = GuardCore(store, "anthropic", overflow=lambda exc: None)
+        body = {"model": CLAUDE, "max_tokens": 100, "messages": [{"role": "user", "content": "Hi"}]}
+        _call(core, body, "Hello.")
+        dumped = {"citations": None, "text": "Hello.", "type": "text"}
+        history = [
+            {"content": [{"text": "Hi", "type": "text"}], "role": "user"},
+            {"role": "assistant", "content": [dumped]},
+            {"role": "user", "content": "Go on."},
+        ]
+        _call(core, {**body, "messages": history})
+        assert len(store.sessions()) == 1

@@ -1,5 +1,5 @@
 """What a provider taught of its window is kept in the ledger: a new client per call, another guard
-on the same store, a branch of the conversation all start from it (issue #26 item 2)."""
+on the same store, a branch of the conversation all start from it."""
 
 from __future__ import annotations
 
@@ -66,3 +66,30 @@ class TestANewClientPerCall:
                 history.append({"role": "assistant", "content": response.content})
             assert _recovered(events) == 1
             client.store.close()
+
+
+class _Refusing:
+    """A summary client whose every call fails with the SDK's own error type (a 400 it raises)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.messages = self
+
+    def create(self, **body: Any) -> Any:
+        self.calls += 1
+        raise RuntimeError("Error code: 400 - prompt is too long: 15537 + 1417 > 16000")
+
+
+class TestTheSummariser:
+    def test_a_refused_summary_call_never_reaches_the_agent(self, server: LocalServer) -> None:
+        refusing = _Refusing()
+        with anthropic.Anthropic(api_key="local", base_url=server.url, max_retries=0) as raw:
+            client = contextwindow.guard(raw, store=":memory:")
+            client._summary_client = refusing  # the summariser's calls go through this client
+            history: list[dict[str, Any]] = []
+            for turn in range(24):
+                history.append({"role": "user", "content": f"Turn {turn}: {words(turn)}"})
+                response = client.messages.create(model=CLAUDE, max_tokens=1024, messages=history)
+                history.append({"role": "assistant", "content": response.content})
+            client.store.close()
+        assert refusing.calls > 0  # it did try to summarise, and the fold cut instead

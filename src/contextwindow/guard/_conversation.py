@@ -38,7 +38,7 @@ SYNC_ATTEMPTS = 4
 
 class LearnedWindows:
     """The window each model really serves, as a rejection for size taught it, kept in the ledger so
-    every conversation, guard, client and process on the store starts from it (issue #26 item 2).
+    every conversation, guard, client and process on the store starts from it.
 
     ``get(model)`` is the smallest window learned for ``model`` on this wire format (``None``: nothing
     learned); ``windows[model] = n`` records a lesson (only a smaller window is news). A model

@@ -38,9 +38,16 @@ from ..content import (
     ToolUse,
     Video,
 )
+from ..formats.responses import ITEM_IDS
 from ._own_calls import OWN_CALLS, is_own, own_ids
 
 __all__ = ["chain", "extend_chain", "longest_known", "message_key"]
+
+
+_UNSAID = frozenset({OWN_CALLS, ITEM_IDS})
+"""Metadata left out of the key: the guard's own calls, and the ids the provider gave its Responses
+output items (an agent that sends a reply back as a plain message, without them, continues the same
+conversation; the stored ids go out with it)."""
 
 
 def _ref_key(block: Image | GeneratedImage | Document | Audio | Video) -> list[Any]:
@@ -86,7 +93,7 @@ def _block_key(block: Block) -> list[Any] | None:
 
 def message_key(message: Message) -> bytes | None:
     """The bytes a message contributes to the chain: its role, content and what its metadata says
-    to the provider (an OpenAI ``name``, a system message met mid-history, the Responses items' ids),
+    to the provider (an OpenAI ``name``, a system message met mid-history; not the Responses items' ids),
     nothing the ledger adds and none of the guard's own calls; ``None`` for a message of the guard's
     own calls alone."""
     own = own_ids(message)
@@ -94,7 +101,7 @@ def message_key(message: Message) -> bytes | None:
     if own and not content:
         return None
     blocks = [k for k in (_block_key(b) for b in content) if k is not None]
-    said = {k: v for k, v in message.metadata.items() if k != OWN_CALLS} if message.metadata else {}
+    said = {k: v for k, v in message.metadata.items() if k not in _UNSAID} if message.metadata else {}
     text = json.dumps(
         [message.role, said, blocks],
         sort_keys=True,

@@ -12,9 +12,7 @@ through (maka's history-compact summariser):
 - a malformed reply (:func:`~contextwindow.engine.summary_rules.find_summary_defect`) gets one stricter repair;
   never more than two provider calls in all;
 - the summariser's own input must fit its window: when its estimate is over, or its provider rejects
-  the input for size, the result is ``input_too_large`` and the caller folds less (halves);
-- any other failure of the call, a client's own exception included (an SDK's ``BadRequestError``), is
-  a ``provider_error``: the caller cuts with a note, and the agent's request never fails of it.
+  the input for size, the result is ``input_too_large`` and the caller folds less (halves).
 """
 
 from __future__ import annotations
@@ -209,8 +207,6 @@ class Summarizer:
                 return FoldFailure("input_too_large", "the summariser's provider rejected the input")
             except ProviderError as exc:
                 return FoldFailure("provider_error", str(exc))
-            except Exception as exc:  # a client's own error (an SDK's refusal): never the agent's
-                return FoldFailure("provider_error", f"{type(exc).__name__}: {exc}")
             if output_limit_hit(reason):
                 if calls >= 2:
                     return FoldFailure("output_length", "cut at the output limit twice")
