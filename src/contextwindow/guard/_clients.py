@@ -28,7 +28,7 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
-from ..errors import ContextOverflow, UsageError
+from ..errors import ContextOverflow, ProviderError, UsageError
 from ..store import Store
 from ._core import Exchange, GuardCore
 from ._options import GuardOptions, resolve_store
@@ -157,6 +157,14 @@ _LAST_EXCHANGES: contextvars.ContextVar[dict[int, tuple[weakref.ref[Any], Exchan
 )
 """Per thread and asyncio task (a context), each guarded client's latest exchange, by the client's
 id; the weak reference tells a live client from one whose id was reused."""
+
+
+def _summary_failed(exc: Exception) -> ProviderError:
+    """The SDK's own error of a summary call as the summariser takes it (a ``provider_error``: the
+    fold cuts with a note), so the agent's request never fails of it."""
+    return ProviderError(
+        f"the summary call failed: {type(exc).__name__}: {exc}", status=getattr(exc, "status_code", None)
+    )
 
 
 class _Proxy:
@@ -324,7 +332,10 @@ class _AnthropicMessages(_Proxy):
 
         def perform(step: Send) -> Any:
             if step.purpose == "summary":
-                return anthropic_reply(summary.create(**step.body))
+                try:
+                    return anthropic_reply(summary.create(**step.body))
+                except Exception as exc:
+                    raise _summary_failed(exc) from exc
             if step.purpose == "count":
                 return self._inner.count_tokens(**_count_body(step.body), **options)
             return self._inner.create(**_merged(step.body, options))
@@ -336,7 +347,10 @@ class _AnthropicMessages(_Proxy):
 
         async def perform(step: Send) -> Any:
             if step.purpose == "summary":
-                return anthropic_reply(await summary.create(**step.body))
+                try:
+                    return anthropic_reply(await summary.create(**step.body))
+                except Exception as exc:
+                    raise _summary_failed(exc) from exc
             if step.purpose == "count":
                 return await self._inner.count_tokens(**_count_body(step.body), **options)
             return await self._inner.create(**_merged(step.body, options))
@@ -451,7 +465,10 @@ class _OpenAICompletions(_Proxy):
 
         def perform(step: Send) -> Any:
             if step.purpose == "summary":
-                return openai_reply(summary.create(**step.body))
+                try:
+                    return openai_reply(summary.create(**step.body))
+                except Exception as exc:
+                    raise _summary_failed(exc) from exc
             return self._inner.create(**step.body, **options)
 
         exchange = run_sync(self._owner.guard_core.request(body), perform)
@@ -460,7 +477,10 @@ class _OpenAICompletions(_Proxy):
     async def _acreate(self, body: dict[str, Any], options: dict[str, Any], summary: Any) -> Any:
         async def perform(step: Send) -> Any:
             if step.purpose == "summary":
-                return openai_reply(await summary.create(**step.body))
+                try:
+                    return openai_reply(await summary.create(**step.body))
+                except Exception as exc:
+                    raise _summary_failed(exc) from exc
             return await self._inner.create(**step.body, **options)
 
         exchange = await run_async(self._owner.guard_core.request(body), perform)
@@ -510,7 +530,10 @@ class _OpenAIResponses(_Proxy):
 
         def perform(step: Send) -> Any:
             if step.purpose == "summary":
-                return responses_reply(summary.create(**step.body))
+                try:
+                    return responses_reply(summary.create(**step.body))
+                except Exception as exc:
+                    raise _summary_failed(exc) from exc
             return self._inner.create(**step.body, **options)
 
         exchange = run_sync(self._core().request(body), perform)
@@ -519,7 +542,10 @@ class _OpenAIResponses(_Proxy):
     async def _acreate(self, body: dict[str, Any], options: dict[str, Any], summary: Any) -> Any:
         async def perform(step: Send) -> Any:
             if step.purpose == "summary":
-                return responses_reply(await summary.create(**step.body))
+                try:
+                    return responses_reply(await summary.create(**step.body))
+                except Exception as exc:
+                    raise _summary_failed(exc) from exc
             return await self._inner.create(**step.body, **options)
 
         exchange = await run_async(self._core().request(body), perform)

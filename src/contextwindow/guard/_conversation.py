@@ -21,14 +21,56 @@ from ..content import Message, ToolResult
 from ..engine.compiler import EngineCompiler
 from ..engine.loop import Engine
 from ..errors import StoreBusy
-from ..store import Session, Store
+from ..store import STORE_SESSIONS, LedgerSlot, Session, Store
 from ._match import extend_chain, longest_known
 
-__all__ = ["SYNC_ATTEMPTS", "Conversation", "Conversations"]
+__all__ = ["LEARNED_SESSION", "SYNC_ATTEMPTS", "Conversation", "Conversations", "LearnedWindows"]
+
+LEARNED_SESSION = STORE_SESSIONS + "learned"
+"""The ledger session that keeps what providers taught of their windows (``/tenant`` after it for a
+tenant's): one ``note`` entry per lesson, read back per wire format and model. A store's own session:
+:meth:`~contextwindow.store.Store.sessions` does not list it."""
 
 SYNC_ATTEMPTS = 4
 """How many times one call re-reads a session other processes keep appending to before it gives up
 (:class:`~contextwindow.errors.StoreBusy`): each attempt follows a real append by another writer."""
+
+
+class LearnedWindows:
+    """The window each model really serves, as a rejection for size taught it, kept in the ledger so
+    every conversation, guard, client and process on the store starts from it.
+
+    ``get(model)`` is the smallest window learned for ``model`` on this wire format (``None``: nothing
+    learned); ``windows[model] = n`` records a lesson (only a smaller window is news). A model
+    nothing was learned of is read from the store again on each ``get``, so a window another process
+    learned meanwhile is found."""
+
+    def __init__(self, store: Store, wire: str, *, tenant: str | None = None) -> None:
+        self.session = store.session(LEARNED_SESSION if tenant is None else f"{LEARNED_SESSION}/{tenant}")
+        self.wire = wire
+        self._known: dict[str, int] = {}
+
+    def _slot(self, model: str) -> LedgerSlot:
+        return LedgerSlot(
+            self.session, "note", match={"learned": "window", "wire": self.wire, "model": model}
+        )
+
+    def get(self, model: str, default: int | None = None) -> int | None:
+        known = self._known.get(model)
+        if known is None:
+            record = self._slot(model).load()
+            window = record.get("window") if record is not None else None
+            if not isinstance(window, int) or window <= 0:
+                return default
+            known = self._known[model] = window
+        return known if default is None else min(known, default)
+
+    def __setitem__(self, model: str, window: int) -> None:
+        known = self.get(model)
+        if known is not None and known <= window:
+            return
+        self._known[model] = window
+        self._slot(model).save({"window": window})
 
 
 class Conversation:
@@ -40,9 +82,11 @@ class Conversation:
     beyond. :meth:`moved` asks the store (one indexed read) whether anyone else appended;
     :meth:`sync` then reads what they appended."""
 
-    def __init__(self, session: Session, root: str) -> None:
+    def __init__(self, session: Session, root: str, learned: LearnedWindows | None = None) -> None:
         self.session = session
         self.root = root
+        self.learned = learned
+        """The windows learned on the whole store (``None``: only what this conversation learned)."""
         self.chain: list[str] = []
         self.turn_start: str | None = None
         """The id of the message that opened the current turn: the newest user message that is
@@ -52,13 +96,39 @@ class Conversation:
         self.last: Message | None = None
         """The newest stored message (its metadata may name calls of the guard's still unanswered)."""
         self.windows: dict[str, int] = {}
-        """Per model, the window its engine knew when it was dropped by :meth:`sync`."""
+        """Per model, the window its engines learned (kept when :meth:`sync` drops them)."""
         self.synced = 0
         """The session's length when this view last matched the store."""
         self._appended_at_sync = session.appended
         self._messages_at_sync = 0
         self._turn_start_at_sync: str | None = None
         self._last_at_sync: Message | None = None
+
+    def window_for(self, model: str, default: int) -> int:
+        """The window to guard ``model`` at: ``default`` unless a smaller one was learned."""
+        known = min(self.windows.get(model, default), default)
+        if self.learned is None:
+            return known
+        return self.learned.get(model, known) or known
+
+    def learned_from(self, engine: Engine) -> None:
+        """Keep what a rejection taught ``engine`` of the window, for every conversation on the store;
+        its summariser is fitted to it from now on."""
+        window = engine.window
+        if window is None:
+            return
+        summarizer = engine.summarizer
+        if summarizer is not None and summarizer.profile.context_window > window:
+            # The summariser's requests go to the same provider: fitted to what it serves, too.
+            summarizer.profile = summarizer.profile.with_(
+                context_window=window, max_output_tokens=min(summarizer.profile.max_output_tokens, window)
+            )
+            summarizer.max_output_tokens = min(summarizer.max_output_tokens, window)
+        for model, held in self.engines.items():
+            if held is engine:
+                self.windows[model] = min(window, self.windows.get(model, window))
+                if self.learned is not None:
+                    self.learned[model] = window
 
     def took(self, message: Message) -> None:
         """``message`` (stored, with its id) is now the newest of the session."""
@@ -99,7 +169,7 @@ class Conversation:
         self._mark(length)
         if self.engines:
             for model, engine in self.engines.items():
-                # What a rejection taught of the window is this process's, not the ledger's: kept.
+                # What a rejection taught of the window is kept (and on the store: learned_from).
                 if engine.window is not None:
                     self.windows[model] = engine.window
             self.engines.clear()
@@ -118,12 +188,15 @@ class Conversations:
     """The conversations one guard core keeps, by session id, and every chain hash they hold, by root.
 
     ``root`` is the session id the guard was given (``None``: each conversation's own, from its first
-    message); ``tenant`` prefixes every root (``tenant/root``), so that no two tenants share one."""
+    message); ``tenant`` prefixes every root (``tenant/root``), so that no two tenants share one, nor
+    what was learned of the windows (:class:`LearnedWindows`, per ``wire`` format)."""
 
-    def __init__(self, store: Store, root: str | None, *, tenant: str | None = None) -> None:
+    def __init__(self, store: Store, root: str | None, *, tenant: str | None = None, wire: str = "") -> None:
         self.store = store
         self.root = root
         self.tenant = tenant
+        self.learned = LearnedWindows(store, wire, tenant=tenant)
+        """The windows providers taught, on the whole store (per ``wire`` format and model)."""
         self._conversations: dict[str, Conversation] = {}
         self._hashes: dict[str, dict[str, tuple[Conversation, int]]] = {}
         """Per root, every stored chain hash: the conversation and how many messages it covers."""
@@ -146,7 +219,9 @@ class Conversations:
                 continue
             conversation = self._conversations.get(sid)
             if conversation is None:
-                conversation = self._conversations[sid] = Conversation(self.store.session(sid), root)
+                conversation = self._conversations[sid] = Conversation(
+                    self.store.session(sid), root, self.learned
+                )
                 self.learn(conversation, conversation.sync())
             elif (length := conversation.moved()) is not None:
                 self.learn(conversation, conversation.sync(length))
@@ -162,7 +237,7 @@ class Conversations:
         while sid in self._conversations or self.store.session(sid).length() > 0:
             n += 1
             sid = f"{root}.{n}"
-        conversation = Conversation(self.store.session(sid), root)
+        conversation = Conversation(self.store.session(sid), root, self.learned)
         self._conversations[sid] = conversation
         return conversation
 

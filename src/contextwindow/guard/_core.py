@@ -148,13 +148,13 @@ class GuardCore:
         """Offer the model :data:`~contextwindow.compile.reread.READ_ARCHIVED` when a placeholder in the
         request names it, and answer its calls here (the agent never sees them); not on streams."""
         self.reply_of = reply_of
-        self.conversations = Conversations(store, options.session, tenant=tenant)
+        self.conversations = Conversations(store, options.session, tenant=tenant, wire=fmt)
         self.responses = ResponseIds()
         """The responses this core recorded, by id: what a ``previous_response_id`` continues."""
         self.provider_windows: dict[str, int] = {}
         """Per model, the window a request sent with the provider's editing was refused at."""
-        self.learned_windows: dict[str, int] = {}
-        """Per model without a registered profile, the window a rejection for size named."""
+        self.learned_windows = self.conversations.learned
+        """Per model, the window a rejection for size named: kept in the ledger, for every guard on it."""
         self.measure = False
         """Estimate every agent request as written (:attr:`Exchange.asked_tokens`), not only when a
         log line or a span shows it: the proxy's access line and headers say it."""
@@ -386,6 +386,7 @@ class GuardCore:
                 try:
                     async for event in call.engine.recover(rejection):
                         call.events.append(event)
+                    call.conversation.learned_from(call.engine)
                 except OverBudget:
                     # The newest message alone does not fit the window the provider serves.
                     raise rejection from exc

@@ -72,7 +72,7 @@ def engine_for(
         return engine
     profile = profile or get_profile(model)
     window = options.context_window or profile.context_window
-    window = min(window, conversation.windows.get(model, window))
+    window = conversation.window_for(model, window)
     if window != profile.context_window:
         profile = profile.with_(
             context_window=window, max_output_tokens=min(profile.max_output_tokens, window)

@@ -37,7 +37,7 @@ from ._backend import Backend
 from ._budgets import DEFAULT_MEDIA_TYPES, Budgets
 from ._kinds import ENTRY_KINDS, FORMAT_VERSIONS, RECORD_KINDS
 from ._lazy import MessageLog
-from ._ledger import Session, Store
+from ._ledger import STORE_SESSIONS, Session, Store
 from ._migrations import SCHEMA_VERSION
 from ._values import Entry, Problem, Pruned, SessionInfo, StoredMessage, StoreSize
 from .slots import LedgerSlot, MemorySlot, StateSlot
@@ -48,6 +48,7 @@ __all__ = [
     "FORMAT_VERSIONS",
     "RECORD_KINDS",
     "SCHEMA_VERSION",
+    "STORE_SESSIONS",
     "Budgets",
     "Entry",
     "LedgerSlot",

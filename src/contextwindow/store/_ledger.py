@@ -40,7 +40,11 @@ from ._rows import AttachmentRow, NewEntry, SessionRow, new_id, now_iso
 from ._values import Entry, Problem, Pruned, SessionInfo, StoredMessage, StoreSize
 from ._verify import verify
 
-__all__ = ["Session", "Store"]
+__all__ = ["STORE_SESSIONS", "Session", "Store"]
+
+STORE_SESSIONS = "~contextwindow/"
+"""The prefix of the sessions a store keeps of its own (what was learned of the providers' windows,
+for every conversation on it): left out of :meth:`Store.sessions` and :meth:`Store.session_infos`."""
 
 _REF_FIELDS = ("width", "height", "duration_seconds", "pages", "token_estimate")
 MAX_SESSION_ID = 256
@@ -86,10 +90,15 @@ class Store:
 
     def sessions(self, prefix: str = "") -> list[str]:
         """The ids of every session with something in it, sorted; with ``prefix``, those whose id
-        starts with it (one pass over the sessions, none over their entries)."""
+        starts with it (one pass over the sessions, none over their entries). The store's own
+        sessions (:data:`STORE_SESSIONS`: what was learned of the providers) are listed only when
+        ``prefix`` names them."""
         if not isinstance(prefix, str):
             raise InvalidInput(f"must be a string, got {type(prefix).__name__}", path="prefix")
-        return self._backend().sessions(prefix)
+        found = self._backend().sessions(prefix)
+        if prefix.startswith(STORE_SESSIONS):
+            return found
+        return [sid for sid in found if not sid.startswith(STORE_SESSIONS)]
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -117,7 +126,11 @@ class Store:
     def session_infos(self) -> list[SessionInfo]:
         """Every session with an entry, sorted by id: entries per kind, first and newest entry times
         and payload size, from one grouped read (no payload is read or decoded)."""
-        return [_info(row) for row in self._backend().session_rows()]
+        return [
+            _info(row)
+            for row in self._backend().session_rows()
+            if not row.session_id.startswith(STORE_SESSIONS)
+        ]
 
     def size(self) -> StoreSize:
         """How much the store holds: sessions, entries, payload and attachment bytes (each
