@@ -54,6 +54,9 @@ class SessionSummary:
     """The latest request's input: the provider's count when it reported one, else the estimate."""
     max_tokens: int | None
     """The ``max_tokens`` the latest request was sent with (the output it reserved)."""
+    head_tokens: dict[str, int] | None = None
+    """What the latest request's ``system`` prompt and ``tools`` were estimated at (the ledger holds
+    the messages, not the system prompt and tools); ``None`` when its ledger does not say."""
     usage: Usage
     """Every call's usage, summed."""
     cost: Decimal | None
@@ -73,6 +76,7 @@ class SessionSummary:
             "learned_window": self.learned_window,
             "last_request_tokens": self.last_request_tokens,
             "max_tokens": self.max_tokens,
+            "head_tokens": self.head_tokens,
             "usage": {
                 "fresh_input": self.usage.fresh_input,
                 "cache_read": self.usage.cache_read,
@@ -106,6 +110,7 @@ def summarize_session(store: Store, info: SessionInfo) -> SessionSummary:
     windows: list[int] = []
     last_estimate: int | None = None
     max_tokens: int | None = None
+    head: dict[str, int] | None = None
     for entry in session.entries(["usage", "note"]):
         if entry.kind == "usage":
             usage = _usage(entry.payload)
@@ -124,6 +129,8 @@ def summarize_session(store: Store, info: SessionInfo) -> SessionSummary:
                 last_estimate, last_reported = estimate, None
             if isinstance(event.get("max_tokens"), int):
                 max_tokens = event["max_tokens"]
+            if isinstance(event.get("system_tokens"), int) and isinstance(event.get("tools_tokens"), int):
+                head = {"system": event["system_tokens"], "tools": event["tools_tokens"]}
     total = sum(calls, Usage())
     return SessionSummary(
         id=info.id,
@@ -137,6 +144,7 @@ def summarize_session(store: Store, info: SessionInfo) -> SessionSummary:
         learned_window=windows[-1] if windows and windows[-1] != windows[0] else None,
         last_request_tokens=last_reported if last_reported is not None else last_estimate,
         max_tokens=max_tokens,
+        head_tokens=head,
         usage=total,
         cost=_priced(calls, model),
     )

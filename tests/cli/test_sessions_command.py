@@ -132,6 +132,45 @@ class TestAGuardedRun:
         assert out["output_reserve"] == 1024
 
 
+class TestInspectShowsTheSystemAndTools:
+    def test_the_system_prompt_and_tools_the_last_request_held_are_in_the_makeup(
+        self, tmp_path: Path
+    ) -> None:
+        anthropic = pytest.importorskip("anthropic")
+        import contextwindow
+        from contextwindow.testing import LocalModel, LocalServer, LocalSettings
+
+        path = tmp_path / "guard.db"
+        system = "You are a careful assistant. " * 60
+        tools = [
+            {
+                "name": f"tool_{i}",
+                "description": "Reads a file of the project and returns its text. " * 5,
+                "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}},
+            }
+            for i in range(3)
+        ]
+        with LocalServer(LocalModel(LocalSettings(window=16_000))) as server:
+            raw = anthropic.Anthropic(api_key="local", base_url=server.url, max_retries=0)
+            client = contextwindow.guard(raw, store=str(path))
+            try:
+                history = [{"role": "user", "content": "hello"}]
+                client.messages.create(
+                    model="claude-sonnet-4-6", max_tokens=512, system=system, tools=tools, messages=history
+                )
+                session_id = client.last_exchange.session_id
+            finally:
+                client.store.close()
+                raw.close()
+        [row] = listed(str(path))
+        assert row["head_tokens"]["system"] > 300 and row["head_tokens"]["tools"] > 100
+        out = json.loads(runner.invoke(app, ["inspect", str(path), session_id, "--json"]).stdout)
+        assert out["makeup"]["system"] == row["head_tokens"]["system"]
+        assert out["makeup"]["tools"] == row["head_tokens"]["tools"]
+        assert out["from"]["head"] == "session"
+        assert out["estimated_tokens"] > out["makeup"]["system"] + out["makeup"]["tools"]
+
+
 class TestInspectSeesTheSessionAsTheGuardDoes:
     def test_the_sessions_own_model_learned_window_and_max_tokens(self, learned: Path) -> None:
         [row] = [r for r in listed(str(learned)) if r["id"] == "simulation"]
@@ -141,7 +180,12 @@ class TestInspectSeesTheSessionAsTheGuardDoes:
         assert out["model"] == "claude-sonnet-4-6"
         assert out["window"] == 7_000 and out["window_learned"] is True
         assert out["output_reserve"] == row["max_tokens"] and isinstance(row["max_tokens"], int)
-        assert out["from"] == {"model": "session", "window": "session", "reserve": "session"}
+        assert out["from"] == {
+            "model": "session",
+            "window": "session",
+            "reserve": "session",
+            "head": "session",
+        }
         assert out["estimated_tokens"] <= 7_000
 
     def test_an_option_overrides_what_the_ledger_says(self, learned: Path) -> None:
@@ -149,7 +193,7 @@ class TestInspectSeesTheSessionAsTheGuardDoes:
         out = json.loads(runner.invoke(app, [*args, "--reserve", "1234"]).stdout)
         assert (out["model"], out["window"], out["output_reserve"]) == ("gpt-4o", 50_000, 1_234)
         assert out["window_learned"] is False
-        assert out["from"] == {"model": "option", "window": "option", "reserve": "option"}
+        assert out["from"] == {"model": "option", "window": "option", "reserve": "option", "head": "session"}
 
     def test_the_table_says_the_window_was_learned_and_where_each_figure_came_from(
         self, learned: Path
@@ -166,7 +210,7 @@ class TestInspectSeesTheSessionAsTheGuardDoes:
             store.session("bare").append(Message.user("hi"))
         out = json.loads(runner.invoke(app, ["inspect", str(path), "bare", "--json"]).stdout)
         assert out["model"] == "claude-sonnet-4-6"
-        assert out["from"] == {"model": "default", "window": "model", "reserve": "policy"}
+        assert out["from"] == {"model": "default", "window": "model", "reserve": "policy", "head": "none"}
 
     def test_a_session_not_in_the_store_points_to_the_list_of_sessions(self, tmp_path: Path) -> None:
         path = tmp_path / "many.db"

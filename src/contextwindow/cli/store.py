@@ -7,7 +7,8 @@ archive and eviction records a live compile would append are not written) and sh
 segment against the window, for the session as the guard sees it: the model its anchors name, the
 window its last request was measured against (learned, when a provider served less) and the
 ``max_tokens`` that request was sent with, unless an option overrides them. The agent's system
-prompt and tools are not in the ledger, so the makeup has none. ``doctor`` runs the store's ``verify()`` and lists what is wrong.
+prompt and tools are not in the ledger, only what they were estimated at when its last request was
+sent: the makeup shows those figures (``from.head``: ``session``), or none. ``doctor`` runs the store's ``verify()`` and lists what is wrong.
 """
 
 from __future__ import annotations
@@ -93,8 +94,16 @@ def inspect(
         policy = Policy() if output is None else Policy(output_reserve=output)
         handle = opened.session(session)
         state = SessionCompiler(handle).state()
-        compiled = compile(state, profile, policy)
+        head = seen.head_tokens if seen is not None else None
+        # The messages get the window less what the system prompt and tools took when last sent.
+        room = profile.context_window - sum((head or {}).values())
+        compiled = compile(state, profile.with_(context_window=max(room, 1)), policy)
     decisions = compiled.decisions
+    makeup, estimated = dict(compiled.makeup), compiled.estimated_tokens
+    sources["head"] = "session" if head else "none"
+    for segment, tokens in (head or {}).items():
+        estimated += tokens - makeup.get(segment, 0)
+        makeup[segment] = tokens
     learned = seen is not None and seen.learned_window is not None and sources["window"] == "session"
     summary = {
         "session": session,
@@ -105,8 +114,8 @@ def inspect(
         "from": sources,
         "messages_stored": len(state.messages),
         "messages_sent": len(compiled.messages),
-        "estimated_tokens": compiled.estimated_tokens,
-        "makeup": dict(compiled.makeup),
+        "estimated_tokens": estimated,
+        "makeup": makeup,
         "evicted": [_plain(d) for d in decisions.evicted],
         "archived": [_plain(d) for d in decisions.archived],
         "truncated": [_plain(d) for d in decisions.truncated],
@@ -124,12 +133,12 @@ def inspect(
     table.add_column("segment")
     table.add_column("tokens", justify="right")
     table.add_column("share of window", justify="right")
-    for segment, tokens in compiled.makeup.items():
+    for segment, tokens in makeup.items():
         table.add_row(segment, f"{tokens:,}", f"{tokens / profile.context_window:.1%}")
     console.print(table)
     console.print(
         f"{len(compiled.messages)} of {len(state.messages)} stored messages sent; estimate "
-        f"{compiled.estimated_tokens:,} tokens; output reserve {summary['output_reserve']:,}; evicted "
+        f"{estimated:,} tokens; output reserve {summary['output_reserve']:,}; evicted "
         f"{len(decisions.evicted)}, archived {len(decisions.archived)}, truncated {len(decisions.truncated)}, "
         f"folded {len(decisions.folded)}, left out (older than the window holds) {len(decisions.omitted)}",
         soft_wrap=True,
@@ -141,7 +150,11 @@ def inspect(
         + _said(sources["window"])
         + ", output reserve from the "
         + _said(sources["reserve"])
-        + "; the ledger does not record the agent's system prompt and tools, so they are not in this makeup",
+        + (
+            "; system prompt and tools as the session's last request was estimated to hold them"
+            if head
+            else "; the ledger says nothing of the agent's system prompt and tools, so they are not in it"
+        ),
         soft_wrap=True,
     )
 

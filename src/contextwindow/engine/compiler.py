@@ -231,6 +231,7 @@ class RequestCompiler:
             output_reserve=compiled.output_reserve,
             multiplier=window.fit.multiplier(),
             omitted=tuple(compiled.decisions.omitted),
+            head_tokens=_head_tokens(compiled, extra),
         )
 
     def _uncounted(self, compiled: Compiled, estimated: int, anchored: dict[str, tuple[Block, ...]]) -> int:
@@ -251,3 +252,10 @@ class RequestCompiler:
         (:func:`~contextwindow.engine.live.shared`)."""
         fresh = [m for m in messages if not shared(counted, m)]
         return self.window_state.fit.live_estimator().messages(fresh) if fresh else 0
+
+
+def _head_tokens(compiled: Compiled, extra: int) -> tuple[int, int]:
+    """What ``compiled``'s system prompt and tools (with ``extra`` tokens of tools the engine added)
+    are estimated at, from its makeup (a compiler that gives none: zero)."""
+    makeup = getattr(compiled, "makeup", None) or {}
+    return int(makeup.get("system", 0)), int(makeup.get("tools", 0)) + extra

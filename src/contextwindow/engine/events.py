@@ -120,6 +120,10 @@ class RequestSent:
     counted: bool = False
     """True when ``estimated_tokens`` is the provider's own count of this request, made before it was
     sent (``EngineSettings.count_before_send``)."""
+    system_tokens: int | None = None
+    """What its system prompt was estimated at (the ledger holds messages, not the system prompt)."""
+    tools_tokens: int | None = None
+    """What its tool definitions were estimated at."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

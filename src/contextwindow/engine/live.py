@@ -32,6 +32,8 @@ class LiveRequest:
     correct, :mod:`~contextwindow.engine.precount`)."""
     counted: bool = False
     """``estimated_tokens`` is the provider's count of this very request (made before sending it)."""
+    head_tokens: tuple[int, int] = (0, 0)
+    """What its system prompt and its tools are estimated at (what ``request_sent`` records of them)."""
     rendered: dict[str, tuple[Block, ...]] = field(default_factory=dict)
     """The messages the request holds, by ledger id, as they render in it (what the next compile shares
     with it: the same id rendered otherwise, capped or archived, is not shared)."""

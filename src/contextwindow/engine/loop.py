@@ -365,13 +365,11 @@ class Engine:
 
     @property
     def request(self) -> Request:
-        """The request to send now (what :meth:`prepare`, :meth:`recover` or :meth:`add_round` left);
-        :class:`~contextwindow.errors.UsageError` before :meth:`prepare`."""
+        """The request to send now (as :meth:`prepare`, :meth:`recover` or :meth:`add_round` left it)."""
         return self._current().request(self.profile.name)
 
     def sending(self) -> RequestSent:
-        """:attr:`request` goes out now: recorded (a ``request_sent`` note), and the usage tracker
-        told whether it continues the previous call's stream. Returns the event to show."""
+        """:attr:`request` goes out now: recorded (``request_sent``), told to the usage tracker; the event."""
         live = self._current()
         event = self._record(
             RequestSent(
@@ -381,6 +379,8 @@ class Engine:
                 max_tokens=live.max_tokens,
                 recompiled=live.recompiled,
                 counted=live.counted,
+                system_tokens=live.head_tokens[0],
+                tools_tokens=live.head_tokens[1],
             )
         )
         self._sent = self.request
