@@ -59,11 +59,16 @@ class Unit:
     truncations: list[Truncation] = field(default_factory=list)
     kept: list[tuple[int, int]] = field(default_factory=list)
     """``(position, ordinal)`` of the media kept inline, newest first."""
-    media: bool = False
-    """Whether a message of the unit holds media (inline or not): its decisions read depth and budget."""
     forced: bool = False
     """Decided by the room left (media out of line for the budget, cut, archived to fit): a later
     compile decides it again rather than reusing it."""
+
+
+    @property
+    def media(self) -> bool:
+        """Whether the media budget decided any of the unit's media (kept or not): its decisions read
+        the depth and the budget's state."""
+        return bool(self.kept or self.evictions)
 
 
 _OLDER = Message.user("older")
@@ -102,7 +107,6 @@ def render_unit(
         evicted: set[int] = set()
         message = run.messages[position].message
         if base.media:
-            unit.media = True
             archived_tops = {i for i in base.results if result_id(message.content[i]) in archived}
             for top, _, item in reversed(base.media):
                 if top in archived_tops:

@@ -23,6 +23,7 @@ from ..engine.loop import Engine
 from ..errors import StoreBusy
 from ..store import Session, Store
 from ._match import extend_chain, longest_known
+from ._wire import WireMemo
 
 __all__ = ["SYNC_ATTEMPTS", "Conversation", "Conversations"]
 
@@ -48,6 +49,8 @@ class Conversation:
         """The id of the message that opened the current turn: the newest user message that is
         not only tool results (folds never cover it)."""
         self.compiler = EngineCompiler()
+        self.wire_memo = WireMemo()
+        """The wire items of the messages last sent (:class:`~._wire.WireMemo`)."""
         self.engines: dict[str, Engine] = {}
         self.last: Message | None = None
         """The newest stored message (its metadata may name calls of the guard's still unanswered)."""

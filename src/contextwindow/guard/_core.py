@@ -346,6 +346,7 @@ class GuardCore:
             call.conversation.session.read_attachment,
             extra_tools=(READ_ARCHIVED_TOOL,) if offer else (),
             max_tokens=call.max_tokens,
+            memo=call.conversation.wire_memo,
         )
 
     def _fit_max_tokens(self, call: _Call, window: int) -> bool:
