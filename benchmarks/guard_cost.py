@@ -157,7 +157,8 @@ import json, sys, time
 import psutil, anthropic
 import contextwindow
 from contextwindow.testing import LocalModel, LocalServer, LocalSettings
-count, cache_mb, store = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+count, store = int(sys.argv[1]), sys.argv[3]
+cache_mb = None if sys.argv[2] == "none" else float(sys.argv[2])
 proc = psutil.Process()
 rows = []
 with LocalServer(LocalModel(LocalSettings())) as server:
@@ -176,11 +177,16 @@ print(json.dumps(rows))
 """
 
 
-def measure_rss(count: int, cache_mb: float) -> list[tuple[int, int]]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent.parent / "src"), os.environ.get("PYTHONPATH", "")])}
+def measure_rss(count: int, cache_mb: float | None) -> list[tuple[int, int]]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            [str(Path(__file__).parent.parent / "src"), os.environ.get("PYTHONPATH", "")]
+        ),
+    }
     with tempfile.TemporaryDirectory() as tmp:
         done = subprocess.run(
-            [sys.executable, "-c", _RSS_CHILD, str(count), str(cache_mb), str(Path(tmp) / "ledger.db")],
+            [sys.executable, "-c", _RSS_CHILD, str(count), "none" if cache_mb is None else str(cache_mb), str(Path(tmp) / "ledger.db")],
             capture_output=True,
             text=True,
             env=env,
@@ -237,18 +243,18 @@ def main(argv: list[str] | None = None) -> None:
         f"| incremental (one append) | {speed['incremental']:.2f} | {speed['lc_incremental']:.1f} | "
         f"{speed['lc_incremental'] / speed['incremental']:.1f}× | ≥ 10× |",
     ]
-    rows = {mb: measure_rss(conversations, mb) for mb in (16.0, 0.0)}
+    rows = {mb: measure_rss(conversations, mb) for mb in (16.0, None)}
     mib = 1024 * 1024
     lines += [
         "",
         f"RSS (MB) of one process running {conversations} guarded conversations of 10 turns "
         "(anthropic SDK, SQLite ledger), with the guard's memory bound at 16 MB and unbounded "
-        "(`cache_mb=0`: no bound):",
+        "(`cache_mb=None`):",
         "",
         "| conversations | bound 16 MB | unbounded |",
         "| ---: | ---: | ---: |",
     ]
-    bounded, unbounded = rows[16.0], rows[0.0]
+    bounded, unbounded = rows[16.0], rows[None]
     for i, (count, rss) in enumerate(bounded):
         other = unbounded[i][1] / mib if i < len(unbounded) else float("nan")
         lines.append(f"| {count} | {rss / mib:.0f} | {other:.0f} |")

@@ -63,7 +63,6 @@ class Unit:
     """Decided by the room left (media out of line for the budget, cut, archived to fit): a later
     compile decides it again rather than reusing it."""
 
-
     @property
     def media(self) -> bool:
         """Whether the media budget decided any of the unit's media (kept or not): its decisions read

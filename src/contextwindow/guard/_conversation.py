@@ -22,6 +22,7 @@ from ..engine.compiler import EngineCompiler
 from ..engine.loop import Engine
 from ..errors import StoreBusy
 from ..store import Session, Store
+from ._bounded import Bound
 from ._match import extend_chain, longest_known
 from ._wire import WireMemo
 
@@ -121,10 +122,15 @@ class Conversations:
     """The conversations one guard core keeps, by session id, and every chain hash they hold, by root.
 
     ``root`` is the session id the guard was given (``None``: each conversation's own, from its first
-    message); ``tenant`` prefixes every root (``tenant/root``), so that no two tenants share one."""
+    message); ``tenant`` prefixes every root (``tenant/root``), so that no two tenants share one.
+    ``capacity`` bounds the bytes they hold in memory (:mod:`._bounded`; ``None``: no bound): the
+    least recently used are forgotten, and read back from the ledger when a request continues them."""
 
-    def __init__(self, store: Store, root: str | None, *, tenant: str | None = None) -> None:
+    def __init__(
+        self, store: Store, root: str | None, *, tenant: str | None = None, capacity: int | None = None
+    ) -> None:
         self.store = store
+        self.bound: Bound[Conversation] = Bound(capacity, self._forget)
         self.root = root
         self.tenant = tenant
         self._conversations: dict[str, Conversation] = {}
@@ -137,6 +143,24 @@ class Conversations:
         conversation.took(message)
         if conversation.chain:
             self.learn(conversation, len(conversation.chain) - 1)
+        self.grew(conversation, (message,))
+
+    def grew(self, conversation: Conversation, messages: Sequence[Message]) -> None:
+        """``conversation`` was used and holds ``messages`` more: the least recently used others are
+        forgotten while the bound is passed."""
+        if self._conversations.get(conversation.session.id) is not conversation:
+            return  # forgotten while a call of it was under way: its next request reads it back
+        self.bound.grew(conversation, messages)
+
+    def _forget(self, conversation: Conversation) -> None:
+        """Drop ``conversation`` from memory: its session, chain hashes and engines (the ledger keeps
+        all of it; a request that continues it finds it there again)."""
+        if self._conversations.get(conversation.session.id) is conversation:
+            del self._conversations[conversation.session.id]
+        known = self._hashes.get(conversation.root, {})
+        for h in conversation.chain:
+            if h in known and known[h][0] is conversation:
+                del known[h]
 
     def _load_root(self, root: str, *, again: bool = False) -> None:
         """Read the sessions of ``root`` from the store: once, or ``again`` to find those another

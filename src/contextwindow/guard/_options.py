@@ -53,6 +53,10 @@ class GuardOptions:
     reread: bool = True
     """Offer the model ``read_archived`` when a placeholder in the request names it, and answer its
     calls from the ledger without the agent seeing them (not on streamed calls)."""
+    cache_mb: float | None = 256.0
+    """The megabytes of conversation state a guard keeps in memory (an estimate: the proxy's
+    ``--cache-mb`` rule); past it the least recently used conversations are forgotten, and read back
+    from the ledger when a request continues one. ``None``: no bound."""
 
     @property
     def summarize(self) -> bool:
