@@ -184,7 +184,9 @@ def _reusable_count(run: Run, old: WalkLog, k: int, *, room: int) -> int:
     decided by the room left then is decided again)."""
     m = max(k, bisect_right(old.prefix, room, lo=k) - 1)
     if run.opening_room:
-        for j in range(k, m):
+        # Only the units whose prefix is within the opening's price of the room may lack room for it.
+        first = max(k, bisect_right(old.prefix, room - run.opening_room, lo=k) - 1)
+        for j in range(first, m):
             if old.prefix[j + 1] + run.opening_for(old.units[j].start) > room:
                 m = j
                 break
