@@ -186,7 +186,14 @@ def measure_rss(count: int, cache_mb: float | None) -> list[tuple[int, int]]:
     }
     with tempfile.TemporaryDirectory() as tmp:
         done = subprocess.run(
-            [sys.executable, "-c", _RSS_CHILD, str(count), "none" if cache_mb is None else str(cache_mb), str(Path(tmp) / "ledger.db")],
+            [
+                sys.executable,
+                "-c",
+                _RSS_CHILD,
+                str(count),
+                "none" if cache_mb is None else str(cache_mb),
+                str(Path(tmp) / "ledger.db"),
+            ],
             capture_output=True,
             text=True,
             env=env,
