@@ -141,6 +141,8 @@ class Conversations:
     def took(self, conversation: Conversation, message: Message) -> None:
         """``message`` (stored) is now the newest of ``conversation``; its chain hash is learnt."""
         conversation.took(message)
+        if self._conversations.get(conversation.session.id) is not conversation:
+            return  # forgotten while its call was under way (a stream): its next request reads it back
         if conversation.chain:
             self.learn(conversation, len(conversation.chain) - 1)
         self.grew(conversation, (message,))
@@ -148,9 +150,8 @@ class Conversations:
     def grew(self, conversation: Conversation, messages: Sequence[Message]) -> None:
         """``conversation`` was used and holds ``messages`` more: the least recently used others are
         forgotten while the bound is passed."""
-        if self._conversations.get(conversation.session.id) is not conversation:
-            return  # forgotten while a call of it was under way: its next request reads it back
-        self.bound.grew(conversation, messages)
+        if self._conversations.get(conversation.session.id) is conversation:
+            self.bound.grew(conversation, messages)
 
     def _forget(self, conversation: Conversation) -> None:
         """Drop ``conversation`` from memory: its session, chain hashes and engines (the ledger keeps
