@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Context", "WalkLog", "equivalent"]
+__all__ = ["Context", "WalkLog", "equivalent", "same_turns"]
 
 Context = tuple[int, int, tuple[Any, ...]]
 """``(turns, depth, media budget state)`` when the walk reaches a unit boundary."""
@@ -37,6 +37,9 @@ class WalkLog:
     forced: list[int]
     """Indices of the units whose media went out of line for the room left then (ascending): they are
     decided again, never reused."""
+    media: list[int]
+    """Indices of the units holding media (ascending): only they read the depth and the media budget,
+    so up to the next one a walk in another depth or media state decides every unit as this one did."""
     exhausted: bool
     """The walk reached the floor (no older unit was left), rather than the budget."""
     archives: dict[Any, Any]
@@ -58,10 +61,9 @@ def equivalent(
     ``depth_limit`` is ``policy.image_depth_tokens`` (0 = off). ``media_settled`` means both walks are
     past the depth limit, so the media budget's state no longer decides anything.
     """
-    new_turns, new_depth, new_media = new
-    old_turns, old_depth, old_media = old
-    both_stale = stale_turns is not None and new_turns >= stale_turns and old_turns >= stale_turns
-    if stale_turns is not None and new_turns != old_turns and not both_stale:
+    _, new_depth, new_media = new
+    _, old_depth, old_media = old
+    if not same_turns(new, old, stale_turns=stale_turns):
         return False, False
     settled = bool(depth_limit) and new_depth > depth_limit and old_depth > depth_limit
     if depth_limit and new_depth != old_depth and not settled:
@@ -69,3 +71,11 @@ def equivalent(
     if not settled and new_media != old_media:
         return False, False
     return True, settled
+
+
+def same_turns(new: Context, old: Context, *, stale_turns: int | None) -> bool:
+    """Whether the turns counted decide the same from these contexts: equal, or both past
+    ``stale_turns`` (``None``: nothing is archived, turns decide nothing)."""
+    if stale_turns is None or new[0] == old[0]:
+        return True
+    return new[0] >= stale_turns and old[0] >= stale_turns

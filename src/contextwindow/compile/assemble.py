@@ -16,7 +16,7 @@ from ._render import Rendered
 from ._run import Run
 from .head import Head, head_bytes
 from .media import manifest_text, shed_media
-from .pairing import enforce_tool_pairing
+from .pairing import enforce_tool_pairing, shape_of
 from .state import CompiledRequest, Decisions, Eviction, MediaWatermark
 from .unit import Evicted, Unit
 
@@ -137,7 +137,7 @@ def _emit(run: Run, units: list[Unit], summary: Message | None, opening: Opening
     message is its opener, and a covering fold would then take all but the newest round.
     """
     renders = [r[1] for u in reversed(units) for r in u.rendered]
-    final, stubbed, dropped = enforce_tool_pairing([r.message for r in renders])
+    final, stubbed, dropped = enforce_tool_pairing([r.message for r in renders], memo=run.cache.shapes)
     if summary is None and final and final[0].role != "user":
         final.insert(0, opening.message)
     if (
@@ -225,7 +225,9 @@ def _count_segments(
             inline.setdefault(ref.id, ref)
     # Selection priced earlier turns' thinking (erring high); the API strips it on some models, so
     # the request's estimate does not count it.
-    makeup["text"] = max(0, text - run.est.uncharged(final))
+    shapes = run.cache.shapes
+    thinking = any(shape_of(m, shapes).thinking for m in final)
+    makeup["text"] = max(0, text - run.est.uncharged(final)) if thinking else text
     makeup["tool_results"], makeup["images"], makeup["other_media"] = results, images, other
     return tuple(inline.values())
 

@@ -12,6 +12,7 @@ from typing import Any
 from ..models import ModelProfile
 from ._render import Base, Pricer, Rendered
 from ._walklog import WalkLog
+from .pairing import ShapeMemo
 from .state import PricedMessage
 
 __all__ = ["CompileCache", "make_estimator"]
@@ -36,6 +37,8 @@ class CompileCache:
         self.positions: dict[tuple[str, int], int] = {}
         self.head: dict[tuple[Any, ...], int] = {}
         self.walk: WalkLog | None = None
+        self.shapes: ShapeMemo = {}
+        """Each rendered message's :class:`~.pairing.Shape`, for tool pairing's check of the request."""
 
     def estimator(self, profile: ModelProfile, multiplier: float) -> Pricer:
         """The estimator for ``profile`` at ``multiplier``, kept while neither changes what it prices.
@@ -66,10 +69,13 @@ class CompileCache:
             self.plain.clear()
             self.positions.clear()
             self.head.clear()
+            self.shapes.clear()
             self.walk = None
             self._key = key
         if len(self.renders) > _MAX_RENDERS:
             self.renders.clear()
+        if len(self.shapes) > _MAX_RENDERS:
+            self.shapes.clear()
 
 
 def _pricing_key(profile: ModelProfile) -> tuple[Any, ...]:

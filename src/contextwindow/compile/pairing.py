@@ -15,11 +15,23 @@ https://github.com/anima-research/context-manager:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
+from typing import NamedTuple
 
-from ..content import Block, Message, Text, ToolResult, ToolUse
+from ..content import Block, Message, RedactedThinking, Text, Thinking, ToolResult, ToolUse
 
-__all__ = ["LOOKAHEAD", "OMITTED_CALL", "STUB", "enforce_tool_pairing", "result_ids", "unit_start", "use_ids"]
+__all__ = [
+    "LOOKAHEAD",
+    "OMITTED_CALL",
+    "STUB",
+    "Shape",
+    "ShapeMemo",
+    "enforce_tool_pairing",
+    "result_ids",
+    "shape_of",
+    "unit_start",
+    "use_ids",
+]
 
 STUB = "[tool result unavailable — omitted during context compression]"
 """The stub result for a call whose result is gone (Rule B)."""
@@ -61,26 +73,51 @@ def unit_start(messages: Sequence[Message], end: int, floor: int = 0) -> int:
         start = found
 
 
-def _already_paired(messages: Sequence[Message]) -> bool:
+class Shape(NamedTuple):
+    """What pairing reads of one message: the calls it makes, the calls it answers, whether its own
+    form is sendable (results first, no empty content or text), and whether it holds thinking."""
+
+    calls: tuple[str, ...]
+    answers: tuple[str, ...]
+    sendable: bool
+    thinking: bool
+
+
+ShapeMemo = MutableMapping[int, tuple[Message, Shape]]
+"""Shapes by ``id(message)``, the message kept beside its shape (a compile's memo, per session)."""
+
+
+def shape_of(message: Message, memo: ShapeMemo | None = None) -> Shape:
+    """The :class:`Shape` of ``message``, kept in ``memo`` (a message is immutable)."""
+    if memo is not None:
+        hit = memo.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+    content = message.content
+    calls = tuple(b.id for b in content if isinstance(b, ToolUse))
+    answers = tuple(b.tool_use_id for b in content if isinstance(b, ToolResult))
+    sendable = bool(content) and not any(isinstance(b, Text) and not b.text for b in content)
+    if answers and not all(isinstance(b, ToolResult) for b in content[: len(answers)]):
+        sendable = False  # results first, in call order
+    thinking = any(isinstance(b, Thinking | RedactedThinking) for b in content)
+    shape = Shape(calls, answers, sendable, thinking)
+    if memo is not None:
+        memo[id(message)] = (message, shape)
+    return shape
+
+
+def _already_paired(messages: Sequence[Message], memo: ShapeMemo | None = None) -> bool:
     """One pass: every call answered in the next message, every result answering the previous one."""
     previous: tuple[str, ...] = ()
     for message in messages:
-        calls: list[str] = []
-        answers: list[str] = []
-        for block in message.content:
-            if isinstance(block, ToolUse):
-                calls.append(block.id)
-            elif isinstance(block, ToolResult):
-                answers.append(block.tool_use_id)
-        if previous and (message.role != "user" or tuple(answers) != previous):
+        calls, answers, sendable, _ = shape_of(message, memo)
+        if not sendable:
+            return False  # the APIs refuse empty content and empty text blocks
+        if previous and (message.role != "user" or answers != previous):
             return False
         if answers and not previous:
             return False
-        if answers and not all(isinstance(b, ToolResult) for b in message.content[: len(answers)]):
-            return False  # results first, in call order
-        if not message.content or any(isinstance(b, Text) and not b.text for b in message.content):
-            return False  # the APIs refuse empty content and empty text blocks
-        previous = tuple(calls)
+        previous = calls
     return not previous
 
 
@@ -89,14 +126,14 @@ def _results_in(message: Message) -> dict[str, ToolResult]:
 
 
 def enforce_tool_pairing(
-    messages: Sequence[Message],
+    messages: Sequence[Message], *, memo: ShapeMemo | None = None
 ) -> tuple[list[Message], list[str], list[str]]:
     """``(messages, stubbed call ids, dropped result ids)`` with every call answered right after it.
 
     Messages that need no repair are returned as the very same objects, so a stable history keeps a
-    stable (cacheable) request.
+    stable (cacheable) request. ``memo`` keeps each message's :class:`Shape` across calls.
     """
-    if _already_paired(messages):
+    if _already_paired(messages, memo):
         return list(messages), [], []
     out = list(messages)
     stubbed = _answer_every_call(out)

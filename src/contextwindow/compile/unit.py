@@ -62,6 +62,8 @@ class Unit:
     forced: bool = False
     """Decided by the room left (media out of line for the budget, cut, archived to fit): a later
     compile decides it again rather than reusing it."""
+    media: bool = False
+    """A message of the unit holds media: its decisions read the depth and the media budget's state."""
 
 
 _OLDER = Message.user("older")
@@ -100,6 +102,7 @@ def render_unit(
         evicted: set[int] = set()
         message = run.messages[position].message
         if base.media:
+            unit.media = True
             archived_tops = {i for i in base.results if result_id(message.content[i]) in archived}
             for top, _, item in reversed(base.media):
                 if top in archived_tops:
@@ -114,8 +117,7 @@ def render_unit(
                     unit.evictions.append(
                         Evicted(position, item.ordinal, message.id or f"@{position}", item.ref, why)
                     )
-        frozen = frozenset(evicted)
-        rendered = run.render(position, archived, frozen, cap)
+        rendered = run.render(position, archived, frozen := frozenset(evicted), cap)
         if rendered.truncated:
             unit.truncations.append(
                 Truncation(

@@ -17,7 +17,7 @@ from typing import Any, overload
 from ..content import Message
 from ..errors import OverBudget
 from ._run import Run
-from ._walklog import Context, WalkLog, equivalent
+from ._walklog import Context, WalkLog, equivalent, same_turns
 from .fit_unit import fit_unit
 from .media import MediaBudget
 from .pairing import unit_start
@@ -138,10 +138,19 @@ def _reuse(run: Run, tail: _Tail, old: WalkLog, bounds: Bounds, media: MediaBudg
     same, settled = equivalent(
         tail.context, old.contexts[k], stale_turns=stale_turns, depth_limit=policy.image_depth_tokens
     )
-    if not same or _id_in(old.source, tail.end) != run.message_id(tail.end):
+    limit = len(old.units)
+    if not same:
+        # Depth and the media budget decide only units with media: the units before the next of
+        # those are decided as before whatever the depth, and leave the media budget as it is.
+        at = bisect_left(old.media, k)
+        limit = old.media[at] if at < len(old.media) else len(old.units)
+        if limit == k or not same_turns(tail.context, old.contexts[k], stale_turns=stale_turns):
+            return None
+        settled = True
+    if _id_in(old.source, tail.end) != run.message_id(tail.end):
         return None
     # Everything older is decided as before: take the old units that fit.
-    m = _reusable_count(run, old, k, room=bounds.budget - tail.total + old.prefix[k])
+    m = min(limit, _reusable_count(run, old, k, room=bounds.budget - tail.total + old.prefix[k]))
     taken = old.units[k:m]
     old_turns, old_depth, _ = old.contexts[k]
     dturns, ddepth = tail.turns - old_turns, tail.depth - old_depth
@@ -156,7 +165,7 @@ def _reuse(run: Run, tail: _Tail, old: WalkLog, bounds: Bounds, media: MediaBudg
         media.restore(after_media)
     tail.context = (tail.turns, tail.depth, media.snapshot())
     short = tail.total < policy.cut_to_fill_below * bounds.budget
-    if m < len(old.units) and (old.units[m].forced or old.units[m].kept or short or run.lazy):
+    if m < len(old.units) and (m == limit or old.units[m].forced or old.units[m].kept or short or run.lazy):
         # It did not fit (or was fitted by the room left then) with media that may go out of
         # line, or it may be cut or archived to fit: decide it afresh.
         tail.end = old.units[m].end
@@ -175,7 +184,9 @@ def _reusable_count(run: Run, old: WalkLog, k: int, *, room: int) -> int:
     decided by the room left then is decided again)."""
     m = max(k, bisect_right(old.prefix, room, lo=k) - 1)
     if run.opening_room:
-        for j in range(k, m):
+        # Only the units whose prefix is within the opening's price of the room may lack room for it.
+        first = max(k, bisect_right(old.prefix, room - run.opening_room, lo=k) - 1)
+        for j in range(first, m):
             if old.prefix[j + 1] + run.opening_for(old.units[j].start) > room:
                 m = j
                 break
@@ -222,6 +233,7 @@ def log_walk(run: Run, key: tuple[Any, ...], newest: int, tail: _Tail) -> WalkLo
         prefix=prefix,
         by_end={unit.end: index for index, unit in enumerate(units)},
         forced=[index for index, unit in enumerate(units) if unit.forced],
+        media=[index for index, unit in enumerate(units) if unit.media],
         exhausted=tail.exhausted,
         archives=dict(run.archived_by),
         source=run.messages,

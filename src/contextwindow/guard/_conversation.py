@@ -22,7 +22,9 @@ from ..engine.compiler import EngineCompiler
 from ..engine.loop import Engine
 from ..errors import StoreBusy
 from ..store import STORE_SESSIONS, LedgerSlot, Session, Store
+from ._bounded import Bound
 from ._match import extend_chain, longest_known
+from ._wire import WireMemo
 
 __all__ = ["LEARNED_SESSION", "SYNC_ATTEMPTS", "Conversation", "Conversations", "LearnedWindows"]
 
@@ -92,6 +94,8 @@ class Conversation:
         """The id of the message that opened the current turn: the newest user message that is
         not only tool results (folds never cover it)."""
         self.compiler = EngineCompiler()
+        self.wire_memo = WireMemo()
+        """The wire items of the messages last sent (:class:`~._wire.WireMemo`)."""
         self.engines: dict[str, Engine] = {}
         self.last: Message | None = None
         """The newest stored message (its metadata may name calls of the guard's still unanswered)."""
@@ -189,10 +193,21 @@ class Conversations:
 
     ``root`` is the session id the guard was given (``None``: each conversation's own, from its first
     message); ``tenant`` prefixes every root (``tenant/root``), so that no two tenants share one, nor
-    what was learned of the windows (:class:`LearnedWindows`, per ``wire`` format)."""
+    what was learned of the windows (:class:`LearnedWindows`, per ``wire`` format). ``capacity`` bounds
+    the bytes they hold in memory (:mod:`._bounded`; ``None``: no bound): the least recently used are
+    forgotten, and read back from the ledger when a request continues them."""
 
-    def __init__(self, store: Store, root: str | None, *, tenant: str | None = None, wire: str = "") -> None:
+    def __init__(
+        self,
+        store: Store,
+        root: str | None,
+        *,
+        tenant: str | None = None,
+        wire: str = "",
+        capacity: int | None = None,
+    ) -> None:
         self.store = store
+        self.bound: Bound[Conversation] = Bound(capacity, self._forget)
         self.root = root
         self.tenant = tenant
         self.learned = LearnedWindows(store, wire, tenant=tenant)
@@ -205,8 +220,27 @@ class Conversations:
     def took(self, conversation: Conversation, message: Message) -> None:
         """``message`` (stored) is now the newest of ``conversation``; its chain hash is learnt."""
         conversation.took(message)
+        if self._conversations.get(conversation.session.id) is not conversation:
+            return  # forgotten while its call was under way (a stream): its next request reads it back
         if conversation.chain:
             self.learn(conversation, len(conversation.chain) - 1)
+        self.grew(conversation, (message,))
+
+    def grew(self, conversation: Conversation, messages: Sequence[Message]) -> None:
+        """``conversation`` was used and holds ``messages`` more: the least recently used others are
+        forgotten while the bound is passed."""
+        if self._conversations.get(conversation.session.id) is conversation:
+            self.bound.grew(conversation, messages)
+
+    def _forget(self, conversation: Conversation) -> None:
+        """Drop ``conversation`` from memory: its session, chain hashes and engines (the ledger keeps
+        all of it; a request that continues it finds it there again)."""
+        if self._conversations.get(conversation.session.id) is conversation:
+            del self._conversations[conversation.session.id]
+        known = self._hashes.get(conversation.root, {})
+        for h in conversation.chain:
+            if h in known and known[h][0] is conversation:
+                del known[h]
 
     def _load_root(self, root: str, *, again: bool = False) -> None:
         """Read the sessions of ``root`` from the store: once, or ``again`` to find those another

@@ -148,7 +148,8 @@ class GuardCore:
         """Offer the model :data:`~contextwindow.compile.reread.READ_ARCHIVED` when a placeholder in the
         request names it, and answer its calls here (the agent never sees them); not on streams."""
         self.reply_of = reply_of
-        self.conversations = Conversations(store, options.session, tenant=tenant, wire=fmt)
+        capacity = None if options.cache_mb is None else int(options.cache_mb * 1024 * 1024)
+        self.conversations = Conversations(store, options.session, tenant=tenant, wire=fmt, capacity=capacity)
         self.responses = ResponseIds()
         """The responses this core recorded, by id: what a ``previous_response_id`` continues."""
         self.provider_windows: dict[str, int] = {}
@@ -408,6 +409,7 @@ class GuardCore:
             call.conversation.session.read_attachment,
             extra_tools=(READ_ARCHIVED_TOOL,) if offer else (),
             max_tokens=call.max_tokens,
+            memo=call.conversation.wire_memo,
         )
 
     def _fit_max_tokens(self, call: _Call, window: int) -> bool:
@@ -479,6 +481,7 @@ class GuardCore:
         for each in stored:
             conversation.took(each)
         self.conversations.learn(conversation, had)
+        self.conversations.grew(conversation, stored)
 
     def _answered(self, conversation: Conversation, engine: Engine, new: list[Message]) -> list[Message]:
         """``new`` with the guard's answers to its own calls in the stored reply the agent answered

@@ -65,6 +65,11 @@ class GuardOptions:
     requests sent, usage with its cost, windows learned, ``max_tokens`` lowered;
     :mod:`~contextwindow.engine.observe`); what it raises reaches the agent's call."""
 
+    cache_mb: float | None = 256.0
+    """The megabytes of conversation state a guard keeps in memory (an estimate: the proxy's
+    ``--cache-mb`` rule); past it the least recently used conversations are forgotten, and read back
+    from the ledger when a request continues one. ``None``: no bound."""
+
     def __post_init__(self) -> None:
         if self.compaction not in ("local", "provider", "auto"):
             from ..errors import InvalidInput

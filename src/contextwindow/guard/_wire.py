@@ -11,22 +11,52 @@ from call to call, so the provider's prompt cache keeps working).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, Protocol, TypeAlias
 
-from ..content import Message, Request, ToolSpec
+from ..content import Message, Request, ToolSpec, media_refs
 from ..formats import AttachmentLoader, ParsedRequest
 from ..formats import anthropic as anthropic_format
 from ..formats import openai as openai_format
 from ..formats import responses as responses_format
 
-__all__ = ["FORMATS", "GuardFormat", "WireAdapter"]
+__all__ = ["FORMATS", "GuardFormat", "WireAdapter", "WireMemo"]
 
 GuardFormat: TypeAlias = Literal["anthropic", "openai", "openai-responses"]
 
 _ANTHROPIC_BREAKPOINTS = 4
 """Anthropic allows at most four ``cache_control`` breakpoints per request
 (https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching)."""
+
+
+class WireMemo:
+    """Each message's wire items from the previous render of one conversation, by the message object:
+    a message compile hands back unchanged (the same object, as its memo keeps them) is not
+    rendered again. Messages with media are rendered each time (their bytes are not kept). Bounded
+    by one request: what a render did not use is dropped."""
+
+    def __init__(self) -> None:
+        self._items: dict[int, tuple[Message, list[dict[str, Any]]]] = {}
+
+    def render(
+        self, messages: Sequence[Message], one: Callable[[Message], list[dict[str, Any]]]
+    ) -> list[dict[str, Any]]:
+        """``messages`` as wire items, ``one`` rendering a message the previous render did not have."""
+        old = self._items
+        new: dict[int, tuple[Message, list[dict[str, Any]]]] = {}
+        out: list[dict[str, Any]] = []
+        for message in messages:
+            hit = old.get(id(message))
+            if hit is not None and hit[0] is message:
+                new[id(message)] = hit
+                out.extend(hit[1])
+                continue
+            wire = one(message)
+            if not media_refs(message.content):
+                new[id(message)] = (message, wire)
+            out.extend(wire)
+        self._items = new
+        return out
 
 
 class WireAdapter(Protocol):
@@ -44,8 +74,10 @@ class WireAdapter(Protocol):
         *,
         extra_tools: Sequence[ToolSpec] = (),
         max_tokens: int | None = None,
+        memo: WireMemo | None = None,
     ) -> dict[str, Any]:
-        """The agent's ``body`` with ``messages`` as its history (and ``extra_tools`` offered)."""
+        """The agent's ``body`` with ``messages`` as its history (and ``extra_tools`` offered);
+        ``memo``: the conversation's, so a message rendered before is not rendered again."""
         ...
 
     def summary(self, request: Request, *, model: str) -> dict[str, Any]:
@@ -75,16 +107,21 @@ class _Anthropic:
         *,
         extra_tools: Sequence[ToolSpec] = (),
         max_tokens: int | None = None,
+        memo: WireMemo | None = None,
     ) -> dict[str, Any]:
         out = dict(body)
-        rendered = anthropic_format.render_messages(list(messages), load)
+        if memo is None:
+            rendered = anthropic_format.render_messages(list(messages), load)
+        else:
+            rendered = memo.render(messages, lambda m: anthropic_format.render_messages([m], load))
         if extra_tools:
             out["tools"] = [*(body.get("tools") or []), *(_anthropic_tool(t) for t in extra_tools)]
         used = _count_breakpoints(out.get("system")) + _count_breakpoints(out.get("tools"))
         if rendered and used < _ANTHROPIC_BREAKPOINTS:
-            content = rendered[-1]["content"]
+            content = list(rendered[-1]["content"])  # a copy: the memo's items are shared
             if content:
                 content[-1] = {**content[-1], "cache_control": {"type": "ephemeral"}}
+                rendered[-1] = {**rendered[-1], "content": content}
         out["messages"] = rendered
         if max_tokens is not None:
             out["max_tokens"] = max_tokens
@@ -114,6 +151,7 @@ class _OpenAI:
         *,
         extra_tools: Sequence[ToolSpec] = (),
         max_tokens: int | None = None,
+        memo: WireMemo | None = None,
     ) -> dict[str, Any]:
         out = dict(body)
         wire = list(body.get("messages") or [])
@@ -124,7 +162,11 @@ class _OpenAI:
                 head.append(raw)
             else:
                 break
-        out["messages"] = [*head, *openai_format.render_messages(list(messages), load)]
+        if memo is None:
+            rendered = openai_format.render_messages(list(messages), load)
+        else:
+            rendered = memo.render(messages, lambda m: openai_format.render_messages([m], load))
+        out["messages"] = [*head, *rendered]
         if extra_tools:
             out["tools"] = [*(body.get("tools") or []), *(_openai_tool(t) for t in extra_tools)]
         if max_tokens is not None:
@@ -163,6 +205,7 @@ class _Responses:
         *,
         extra_tools: Sequence[ToolSpec] = (),
         max_tokens: int | None = None,
+        memo: WireMemo | None = None,
     ) -> dict[str, Any]:
         out = dict(body)
         raw = body.get("input")

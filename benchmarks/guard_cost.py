@@ -1,0 +1,275 @@
+"""The guard's own CPU per call, flat in the history; compile against ``trim_messages``; bounded RSS.
+
+Three measurements in one run:
+
+1. **Guard CPU per call** with both official SDK clients (``anthropic``, ``openai``) against the local
+   provider over HTTP, at a window large enough that nothing folds, so what is measured is the guard
+   alone: the CPU time of the agent's thread in the guarded ``create`` less the CPU time inside the
+   SDK's own call (request building, HTTP, parsing). Conversations of ~10, ~100, ~400 and ~2,000
+   messages are primed, then each call appends one user message and records the reply. Calls are
+   interleaved round-robin over every (SDK, size, variant): variant A is the guard as it is
+   (incremental compile); variant B drops compile's per-session memo before each call, so every call
+   compiles the whole history cold (what each call cost when the walk was not reused).
+2. **Compile against LangChain's ``trim_messages``** on the 10,000-message session with 1,000 images
+   of :mod:`benchmarks.compile` (cold: open + compile; incremental: one append, then compile).
+3. **RSS of a process running many guarded conversations** (10 turns each) with the guard's memory
+   bound (``GuardOptions.cache_mb``): RSS after each tenth of them, in a fresh process.
+
+Run: ``PYTHONPATH=src python -m benchmarks.guard_cost [--quick]``. Prints markdown and writes
+``benchmarks/results/guard_cost.md``. Never fails on a timing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks._paths import RESULTS
+
+SIZES = (10, 100, 400, 2_000)
+CLAUDE = "claude-haiku-4-5"
+GPT = "gpt-4o"
+SYSTEM = "You are terse."
+MAX_TOKENS = 512
+
+
+def _text(i: int) -> str:
+    return f"Message {i}: the build step {i} failed on module m{i % 37}; please check the logs and retry."
+
+
+class _Conversation:
+    """One guarded agent: its client, its whole history, and the CPU inside the SDK's own call."""
+
+    def __init__(self, kind: str, size: int, url: str, full: bool) -> None:
+        import anthropic
+        import openai
+
+        import contextwindow
+
+        self.kind, self.size, self.full = kind, size, full
+        self.sdk_cpu = 0.0
+        if kind == "anthropic":
+            raw: Any = anthropic.Anthropic(api_key="local", base_url=url, max_retries=0)
+            resource = raw.messages
+        else:
+            raw = openai.OpenAI(api_key="local", base_url=url + "/v1", max_retries=0)
+            resource = raw.chat.completions
+        inner = resource.create
+
+        def create(**kwargs: Any) -> Any:
+            cpu = time.thread_time()
+            try:
+                return inner(**kwargs)
+            finally:
+                self.sdk_cpu += time.thread_time() - cpu
+
+        resource.create = create
+        self.client = contextwindow.guard(raw, store=":memory:", summarizer=False)
+        tag = f"{kind}-{size}-{'B' if full else 'A'}"
+        self.history: list[dict[str, Any]] = [
+            {"role": "user" if i % 2 == 0 else "assistant", "content": f"[{tag}] " + _text(i)}
+            for i in range(size - 1)
+        ]
+        self.turn = 0
+
+    def call(self) -> float:
+        """One call: the guard's own CPU time (seconds)."""
+        self.history.append({"role": "user", "content": _text(10_000 + self.turn)})
+        self.turn += 1
+        if self.full:
+            _FULL[0] = True
+        self.sdk_cpu = 0.0
+        cpu = time.thread_time()
+        try:
+            if self.kind == "anthropic":
+                response = self.client.messages.create(
+                    model=CLAUDE, max_tokens=MAX_TOKENS, system=SYSTEM, messages=self.history
+                )
+                text = response.content[0].text
+            else:
+                response = self.client.chat.completions.create(
+                    model=GPT,
+                    max_tokens=MAX_TOKENS,
+                    messages=[{"role": "system", "content": SYSTEM}, *self.history],
+                )
+                text = response.choices[0].message.content
+        finally:
+            _FULL[0] = False
+        own = time.thread_time() - cpu - self.sdk_cpu
+        self.history.append({"role": "assistant", "content": text})
+        return own
+
+
+_FULL = [False]
+
+
+def _cold_compiles() -> None:
+    """Variant B: compile's per-session memo dropped before each compile of a call marked full."""
+    from contextwindow.compile import CompileCache, SessionCompiler
+
+    compile_once = SessionCompiler.compile
+
+    def compile_cold(self: SessionCompiler, **kwargs: Any) -> Any:
+        if _FULL[0]:
+            self.cache = CompileCache()
+        return compile_once(self, **kwargs)
+
+    SessionCompiler.compile = compile_cold  # type: ignore[method-assign]
+
+
+def measure_calls(calls: int) -> dict[tuple[str, int, bool], list[float]]:
+    """Guard CPU per call, by (SDK, size, full), interleaved round-robin."""
+    from contextwindow.testing import LocalModel, LocalServer, LocalSettings
+
+    _cold_compiles()
+    samples: dict[tuple[str, int, bool], list[float]] = {}
+    with LocalServer(LocalModel(LocalSettings())) as server:
+        conversations = [
+            _Conversation(kind, size, server.url, full)
+            for size in SIZES
+            for kind in ("anthropic", "openai")
+            for full in (False, True)
+        ]
+        for conversation in conversations:  # prime: the first call appends the whole history
+            conversation.call()
+            conversation.call()
+        for _ in range(calls):
+            for conversation in conversations:
+                key = (conversation.kind, conversation.size, conversation.full)
+                samples.setdefault(key, []).append(conversation.call())
+    return samples
+
+
+def _p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+
+
+_RSS_CHILD = r"""
+import json, sys, time
+import psutil, anthropic
+import contextwindow
+from contextwindow.testing import LocalModel, LocalServer, LocalSettings
+count, store = int(sys.argv[1]), sys.argv[3]
+cache_mb = None if sys.argv[2] == "none" else float(sys.argv[2])
+proc = psutil.Process()
+rows = []
+with LocalServer(LocalModel(LocalSettings())) as server:
+    raw = anthropic.Anthropic(api_key="local", base_url=server.url, max_retries=0)
+    client = contextwindow.guard(raw, store=store, summarizer=False, cache_mb=cache_mb)
+    rows.append((0, proc.memory_info().rss))
+    for c in range(count):
+        history = []
+        for turn in range(10):
+            history.append({"role": "user", "content": f"conversation {c} turn {turn}: " + "why did the build fail? " * 40})
+            reply = client.messages.create(model="claude-haiku-4-5", max_tokens=256, messages=history)
+            history.append({"role": "assistant", "content": reply.content[0].text})
+        if (c + 1) % max(1, count // 10) == 0:
+            rows.append((c + 1, proc.memory_info().rss))
+print(json.dumps(rows))
+"""
+
+
+def measure_rss(count: int, cache_mb: float | None) -> list[tuple[int, int]]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            [str(Path(__file__).parent.parent / "src"), os.environ.get("PYTHONPATH", "")]
+        ),
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                _RSS_CHILD,
+                str(count),
+                "none" if cache_mb is None else str(cache_mb),
+                str(Path(tmp) / "ledger.db"),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+    if done.returncode != 0:
+        print(done.stderr[-2000:], file=sys.stderr)
+        return []
+    return [tuple(row) for row in json.loads(done.stdout.strip().splitlines()[-1])]
+
+
+def measure_compile() -> dict[str, float]:
+    from benchmarks.compile import build, measure_speed
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "big.db"
+        build(path, messages=10_000, images=1_000)
+        return measure_speed(path)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    quick = "--quick" in args
+    calls = 15 if quick else 60
+    conversations = 200 if quick else 1_000
+    samples = measure_calls(calls)
+    lines = [
+        "# Guard cost",
+        "",
+        f"Guard CPU per call (ms), median / p95 over {calls} calls each, interleaved; local provider, "
+        "window large enough that nothing folds. A: the guard; B: every call compiles cold.",
+        "",
+        "| SDK | history | A median | A p95 | B median | B p95 | B / A | goal |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for size in SIZES:
+        for kind in ("anthropic", "openai"):
+            a, b = samples[(kind, size, False)], samples[(kind, size, True)]
+            ma, mb = statistics.median(a) * 1000, statistics.median(b) * 1000
+            lines.append(
+                f"| {kind} | ~{size} | {ma:.2f} | {_p95(a) * 1000:.2f} | {mb:.2f} | {_p95(b) * 1000:.2f} "
+                f"| {mb / ma:.1f}× | ≤ 2 / ≤ 5 |"
+            )
+    speed = measure_compile()
+    lines += [
+        "",
+        "Compile, 10,000-message SQLite session with 1,000 images (benchmarks/compile.py's), against "
+        "LangChain `trim_messages` on the same history in memory:",
+        "",
+        "| case | contextwindow (ms) | trim_messages (ms) | ratio | goal |",
+        "| --- | ---: | ---: | ---: | --- |",
+        f"| cold (open + compile) | {speed['cold']:.1f} | {speed['lc_full']:.1f} | "
+        f"{speed['lc_full'] / speed['cold']:.1f}× | ≤ 150 ms |",
+        f"| incremental (one append) | {speed['incremental']:.2f} | {speed['lc_incremental']:.1f} | "
+        f"{speed['lc_incremental'] / speed['incremental']:.1f}× | ≥ 10× |",
+    ]
+    rows = {mb: measure_rss(conversations, mb) for mb in (16.0, None)}
+    mib = 1024 * 1024
+    lines += [
+        "",
+        f"RSS (MB) of one process running {conversations} guarded conversations of 10 turns "
+        "(anthropic SDK, SQLite ledger), with the guard's memory bound at 16 MB and unbounded "
+        "(`cache_mb=None`):",
+        "",
+        "| conversations | bound 16 MB | unbounded |",
+        "| ---: | ---: | ---: |",
+    ]
+    bounded, unbounded = rows[16.0], rows[None]
+    for i, (count, rss) in enumerate(bounded):
+        other = unbounded[i][1] / mib if i < len(unbounded) else float("nan")
+        lines.append(f"| {count} | {rss / mib:.0f} | {other:.0f} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "guard_cost.md").write_text(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""A compile after an append decides afresh only what is new: the units it walks do not grow with the
+history, with or without media in it, and the request stays byte for byte a cold compile's."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_compile_incremental import _append, _bytes, steps
+
+from contextwindow.compile import Policy, SessionCompiler
+from contextwindow.compile import walk as walk_module
+from contextwindow.models import ModelProfile
+from contextwindow.pricing import Estimator
+from contextwindow.store import open_store
+
+LARGE = ModelProfile(
+    name="test-model", provider="other", context_window=400_000, max_output_tokens=500, tokenizer="unknown"
+)
+
+
+def _units_decided_after_an_append(history: int, monkeypatch: pytest.MonkeyPatch, *, shots: bool) -> int:
+    """How many units the compile after one append decides afresh, on a session of ``history`` steps
+    that all fit (the guard's case: a large window, no folding)."""
+    est = Estimator(LARGE, preset="seed-store")
+    with open_store(":memory:") as store:
+        session = store.session("s")
+        for n in range(history):
+            kind = "shot" if shots and n % 25 == 0 else ("prose" if n % 2 else "reply")
+            _append(session, est, (kind, 10), n)
+        live = SessionCompiler(session, estimator=est)
+        live.compile(model=LARGE, policy=Policy())
+        _append(session, est, ("reply", 5), history)
+        _append(session, est, ("prose", 5), history + 1)
+        decided = 0
+        take_next = walk_module._take_next
+
+        def counted(*args: object) -> bool:
+            nonlocal decided
+            decided += 1
+            return take_next(*args)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(walk_module, "_take_next", counted)
+        live.compile(model=LARGE, policy=Policy())
+        monkeypatch.setattr(walk_module, "_take_next", take_next)
+        return decided
+
+
+class TestAnAppendWalksOnlyWhatIsNew:
+    def test_a_text_history_ten_times_longer_decides_no_more_units(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        short = _units_decided_after_an_append(40, monkeypatch, shots=False)
+        long = _units_decided_after_an_append(400, monkeypatch, shots=False)
+        assert long == short <= 6
+
+    def test_with_media_shallower_than_the_depth_limit_only_the_media_units_are_decided_again(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # Every unit with an image reads the depth, which grows with each append: those are
+        # decided again, the text between them is not.
+        long = _units_decided_after_an_append(400, monkeypatch, shots=True)
+        assert long <= 6 + 400 // 25
+
+
+class TestIncrementalMatchesColdInALargeWindow:
+    @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(
+        history=st.lists(steps, min_size=1, max_size=40),
+        appends=st.lists(st.lists(steps, min_size=1, max_size=3), min_size=1, max_size=6),
+        depth=st.sampled_from([0, 3_000, 30_000]),
+        images=st.integers(0, 8),
+    )
+    def test_each_incremental_compile_equals_a_cold_compile(
+        self, history: list[tuple[str, int]], appends: list[list[tuple[str, int]]], depth: int, images: int
+    ) -> None:
+        policy = Policy(image_depth_tokens=depth, max_inline_images=images)
+        est = Estimator(LARGE, preset="seed-store")
+        with open_store(":memory:") as store:
+            session = store.session("s")
+            for n, step in enumerate(history):
+                _append(session, est, step, n)
+            live = SessionCompiler(session, estimator=est)
+            live.compile(model=LARGE, policy=policy, system="be brief")
+            n = len(history)
+            for batch in appends:
+                for step in batch:
+                    _append(session, est, step, n)
+                    n += 1
+                incremental = live.compile(model=LARGE, policy=policy, system="be brief")
+                cold = SessionCompiler(session, estimator=est).compile(
+                    model=LARGE, policy=policy, system="be brief"
+                )
+                assert _bytes(incremental) == _bytes(cold)
+                assert incremental == cold

@@ -1,0 +1,44 @@
+"""The conversation's wire memo renders a message once: every body is what a render without it
+gives, byte for byte, and an earlier body is never changed by a later one (the cache breakpoint
+moves to the newest message)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from contextwindow.content import Message, Text, ToolResult, ToolUse
+from contextwindow.guard._wire import FORMATS, WireMemo
+
+
+def _no_media(ref: Any) -> bytes:
+    raise AssertionError(ref)
+
+
+def _history(n: int) -> list[Message]:
+    out: list[Message] = []
+    for i in range(n):
+        if i % 3 == 2:
+            out.append(Message.assistant(ToolUse(id=f"t{i}", name="read", input={"i": i})))
+            out.append(Message.user(ToolResult(tool_use_id=f"t{i}", content=f"row {i}")))
+        else:
+            out.append(Message.user(f"ask {i}") if i % 3 == 0 else Message.assistant(Text(text=f"ok {i}")))
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "openai", "openai-responses"])
+def test_each_body_rendered_with_the_memo_is_the_body_rendered_without_it(fmt: str) -> None:
+    wire = FORMATS[fmt]  # type: ignore[index]
+    body: dict[str, Any] = {"model": "m", "max_tokens": 100}
+    memo = WireMemo()
+    history = _history(30)
+    bodies = []
+    for end in range(5, len(history) + 1, 4):
+        messages = history[:end]
+        with_memo = wire.render(body, messages, _no_media, memo=memo)
+        bodies.append((json.dumps(with_memo, sort_keys=True), with_memo))
+        assert with_memo == wire.render(body, messages, _no_media)
+    for text, sent in bodies:
+        assert json.dumps(sent, sort_keys=True) == text  # no later render changed it
