@@ -162,13 +162,15 @@ def render_message(
     est: Pricer,
     multiplier: float,
     framing: int,
+    reread: bool = True,
 ) -> Rendered:
     """Apply archive placeholders (by tool-use id) and media placeholders (by media ordinal) to the
-    stored content, cut it to ``cap`` (chars/4 units, 0 = none), and price what is sent."""
+    stored content, cut it to ``cap`` (chars/4 units, 0 = none), and price what is sent;
+    ``reread``: the placeholders say to call the re-read tool (``Policy.reread_tool``)."""
     message = pm.message
     content = message.content
     if archived or evicted:
-        content = _apply(content, base, archived, evicted)
+        content = _apply(content, base, archived, evicted, reread=reread)
     cut = False
     if cap:
         before = content
@@ -203,6 +205,8 @@ def _apply(
     base: Base,
     archived: Mapping[str, ArchiveRecord],
     evicted: frozenset[int],
+    *,
+    reread: bool,
 ) -> tuple[Block, ...]:
     top_ordinal = {top: item.ordinal for top, nested, item in base.media if nested < 0}
     nested_ordinal = {(top, nested): item.ordinal for top, nested, item in base.media if nested >= 0}
@@ -212,7 +216,7 @@ def _apply(
         if isinstance(block, ToolResult):
             record = archived.get(block.tool_use_id)
             if record is not None:
-                out.append(placeholder_result(block, record))
+                out.append(placeholder_result(block, record, reread=reread))
                 changed = True
                 continue
             if evicted and not isinstance(block.content, str):
@@ -221,7 +225,7 @@ def _apply(
                 for nested, inner in enumerate(block.content):
                     ordinal = nested_ordinal.get((index, nested))
                     if ordinal is not None and ordinal in evicted and isinstance(inner, MEDIA_TYPES):
-                        inner_blocks.append(placeholder(inner))
+                        inner_blocks.append(placeholder(inner, reread=reread))
                         inner_changed = True
                     else:
                         inner_blocks.append(inner)
@@ -236,7 +240,7 @@ def _apply(
             continue
         ordinal = top_ordinal.get(index)
         if ordinal is not None and ordinal in evicted and isinstance(block, MEDIA_TYPES):
-            out.append(placeholder(block))
+            out.append(placeholder(block, reread=reread))
             changed = True
             continue
         out.append(block)

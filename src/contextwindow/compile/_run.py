@@ -100,6 +100,7 @@ class Run:
             est=self.est,
             multiplier=self.m,
             framing=self.framing,
+            reread=self.policy.reread_tool,
         )
 
     def fresh(self, message: Message) -> Rendered:

@@ -90,11 +90,13 @@ def archive_record(
     )
 
 
-def placeholder_result(result: ToolResult, record: ArchiveRecord) -> ToolResult:
-    """The result as shown once archived: same call id (pairing holds), a text naming the artifact."""
+def placeholder_result(result: ToolResult, record: ArchiveRecord, *, reread: bool = True) -> ToolResult:
+    """The result as shown once archived: same call id (pairing holds), a text naming the artifact;
+    with ``reread`` (``Policy.reread_tool``) it says to call :data:`READ_ARCHIVED` with its id."""
     media = f", with attachments {', '.join(record.media_ids)}" if record.media_ids else ""
+    how = f"; call {READ_ARCHIVED} with this id to read it again" if reread else ""
     text = (
         f"[tool result archived as {record.artifact_id}: {record.tool_name or 'tool'} output of about "
-        f"{record.original_estimated_tokens} tokens{media}; call {READ_ARCHIVED} with this id to read it again]"
+        f"{record.original_estimated_tokens} tokens{media}{how}]"
     )
     return ToolResult(tool_use_id=result.tool_use_id, content=text, is_error=result.is_error)

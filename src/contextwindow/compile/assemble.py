@@ -119,7 +119,11 @@ def _fit_manifest(run: Run, head: Head, units: list[Unit], opening: Opening) -> 
     policy, est, budget = run.policy, run.est, head.bounds.budget
     while True:
         entries = [e.ref for u in units for e in u.evictions if e.ref is not None]
-        manifest = manifest_text(entries, max_entries=policy.manifest_max_entries) if entries else ""
+        manifest = (
+            manifest_text(entries, max_entries=policy.manifest_max_entries, reread=policy.reread_tool)
+            if entries
+            else ""
+        )
         manifest_tokens = est.block(Text(text=manifest)) if manifest else 0
         tail = sum(u.tokens for u in units)
         if head.summary is None and units and units[-1].rendered[0][1].message.role != "user":
@@ -188,7 +192,7 @@ def _shed(
     for index, message in enumerate(out):
         if request_bytes <= wall:
             break
-        replaced, freed, refs = shed_media(message, request_bytes - wall)
+        replaced, freed, refs = shed_media(message, request_bytes - wall, reread=run.policy.reread_tool)
         if not refs:
             continue
         request_bytes -= freed

@@ -81,7 +81,7 @@ def _media_out_of_line(fitting: _Fitting, unit: Unit, *, archive_new: bool, cut:
     """The unit with the fewest of its inline media out of line (oldest first) that let it fit, a
     bisection since each one more out only lowers the price; else cut (``cut``); else all out."""
     inline = list(reversed(unit.kept))
-    max_entries = fitting.run.policy.manifest_max_entries
+    max_entries, reread = fitting.run.policy.manifest_max_entries, fitting.run.policy.reread_tool
     est = fitting.run.est
 
     def without(count: int) -> Rendering:
@@ -91,7 +91,7 @@ def _media_out_of_line(fitting: _Fitting, unit: Unit, *, archive_new: bool, cut:
         # What it puts out of line is listed in the manifest, which the request carries too.
         taken = without(count)[0]
         refs = [e.ref for e in taken.evictions if e.ref is not None]
-        listed = manifest_text(refs, max_entries=max_entries) if refs else ""
+        listed = manifest_text(refs, max_entries=max_entries, reread=reread) if refs else ""
         return taken.tokens + (est.block(Text(text=listed)) if listed else 0) <= fitting.room
 
     high = len(inline)

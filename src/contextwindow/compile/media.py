@@ -49,15 +49,15 @@ def is_image(block: Block) -> bool:
     return isinstance(block, Image | GeneratedImage)
 
 
-def placeholder(block: MediaBlock) -> Text:
-    """The short text that stands for a media item left out of line; it names the attachment id."""
+def placeholder(block: MediaBlock, *, reread: bool = True) -> Text:
+    """The short text that stands for a media item left out of line; it names the attachment id, and
+    with ``reread`` (``Policy.reread_tool``) says to call :data:`READ_ARCHIVED` with it."""
     ref = block.ref
     what = "image" if isinstance(block, GeneratedImage) else block.type
     if ref is None:
         return Text(text=f"[{what} dropped from live context]")
-    return Text(
-        text=f"[{what} {ref.id} dropped from live context; call {READ_ARCHIVED} with its id to see it again]"
-    )
+    how = f"; call {READ_ARCHIVED} with its id to see it again" if reread else ""
+    return Text(text=f"[{what} {ref.id} dropped from live context{how}]")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -159,10 +159,12 @@ class MediaBudget:
         return reason
 
 
-def shed_media(message: Message, excess: int) -> tuple[Message, int, list[AttachmentRef]]:
+def shed_media(
+    message: Message, excess: int, *, reread: bool = True
+) -> tuple[Message, int, list[AttachmentRef]]:
     """Replace inline media in ``message`` in reading order, nested tool-result media included, until
     ``excess`` encoded bytes are freed (``shedImagesToFitByteBudget`` of https://github.com/antra-tess/membrane). Returns the
-    message, the bytes freed and the refs shed."""
+    message, the bytes freed and the refs shed; ``reread`` as for :func:`placeholder`."""
     freed = 0
     shed: list[AttachmentRef] = []
 
@@ -171,7 +173,7 @@ def shed_media(message: Message, excess: int) -> tuple[Message, int, list[Attach
         if freed < excess and isinstance(block, MEDIA_TYPES) and block.ref is not None:
             freed += encoded_size(block.ref.size_bytes)
             shed.append(block.ref)
-            return placeholder(block)
+            return placeholder(block, reread=reread)
         return block
 
     content: list[Block] = []
@@ -210,15 +212,14 @@ def hysteresis_limits(
     return new_cap, math.floor(ratio * byte_budget), True
 
 
-def manifest_text(entries: Sequence[AttachmentRef], *, max_entries: int) -> str:
+def manifest_text(entries: Sequence[AttachmentRef], *, max_entries: int, reread: bool = True) -> str:
     """The ``<attachments>`` manifest: the not-inline attachments by id, newest first, so the model
-    can ask for one again. It names no ledger message id: those are random, minted at
+    can ask for one again (with ``reread``, ``Policy.reread_tool``, it says to call
+    :data:`READ_ARCHIVED`). It names no ledger message id: those are random, minted at
     append, and would make two runs of the same session send different bytes; the attachment id
     (a content hash) is what the model asks by, and the compile decisions keep the message ids."""
-    lines = [
-        "<attachments>",
-        f"Not inline in this request; call {READ_ARCHIVED} with an id to see one again:",
-    ]
+    how = f"; call {READ_ARCHIVED} with an id to see one again" if reread else ""
+    lines = ["<attachments>", f"Not inline in this request{how}:"]
     seen: set[str] = set()
     shown = 0
     hidden = 0

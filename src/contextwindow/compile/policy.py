@@ -103,6 +103,11 @@ class Policy:
     manifest_max_entries: int = 100
     """How many not-inline attachments the manifest lists by id (newest first); the rest are counted."""
 
+    reread_tool: bool = True
+    """The host offers the model the re-read tool (``read_archived``): the archive and media
+    placeholders and the manifest tell it to call the tool with the id they name. ``False``: no tool
+    can be offered, so they say what was left out (what it was, its size, its id) and name no tool."""
+
     def __post_init__(self) -> None:
         _check_int("output_reserve", self.output_reserve, optional=True)
         _check_int("max_message_tokens", self.max_message_tokens, optional=True)

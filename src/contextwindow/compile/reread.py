@@ -2,7 +2,8 @@
 
 Compile replaces stale tool results with a placeholder naming an artifact id
 (``tool-result-archive-…``, :mod:`.archive`) and media out of line with one naming the attachment id
-(``att_…``, :mod:`.media`); both placeholders say to call :data:`READ_ARCHIVED` with that id.
+(``att_…``, :mod:`.media`); both placeholders say to call :data:`READ_ARCHIVED` with that id, unless
+``Policy.reread_tool`` says no tool can be offered (then they only name what was left out).
 :data:`READ_ARCHIVED_TOOL` is the tool's definition, for a host (the guard, the Engine) to offer;
 :func:`read_archived` is what it returns: the original result's content, or the attachment itself,
 read from the ledger, where nothing is ever deleted.

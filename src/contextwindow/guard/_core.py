@@ -147,6 +147,10 @@ class GuardCore:
         self.reread = options.reread and reply_of is not None
         """Offer the model :data:`~contextwindow.compile.reread.READ_ARCHIVED` when a placeholder in the
         request names it, and answer its calls here (the agent never sees them); not on streams."""
+        self.host_rereads = False
+        """The host offers the re-read tool itself (a framework adapter's tool), so placeholders name
+        it where this core does not offer it; set by the adapter, per call if need be. Where no tool
+        is offered, placeholders name none (``Policy.reread_tool``)."""
         self.reply_of = reply_of
         capacity = None if options.cache_mb is None else int(options.cache_mb * 1024 * 1024)
         self.conversations = Conversations(store, options.session, tenant=tenant, wire=fmt, capacity=capacity)
@@ -318,7 +322,10 @@ class GuardCore:
         compiler = call.conversation.compiler
         compiler.system = canonical.system
         compiler.tools = canonical.tools
-        compiler.policy = self.policy
+        own = any(t.name == READ_ARCHIVED for t in canonical.tools)
+        offerable = self.reread and not body.get("stream") and not own
+        named = offerable or own or self.host_rereads
+        compiler.policy = self.policy if named else self.policy.with_(reread_tool=False)
         estimator = call.engine.fit.live_estimator()
         call.smallest = estimator.request(dataclasses.replace(canonical, messages=canonical.messages[-1:]))
         if self.measure or call.engine.observer.watched:
@@ -334,12 +341,7 @@ class GuardCore:
             if self._provider_fits(chained, call.engine, call.new):
                 call.written = dict(body)
             call.shown = {k: v for k, v in call.shown.items() if k != "previous_response_id"}
-        call.offers_reread = (
-            self.reread
-            and call.written is None
-            and not body.get("stream")
-            and all(t.name != READ_ARCHIVED for t in canonical.tools)
-        )
+        call.offers_reread = offerable and call.written is None
 
     async def _send_rounds(self, call: _Call) -> Exchange:
         """Send ``call``; a reply that only re-reads archived results is a round of the guard's own,

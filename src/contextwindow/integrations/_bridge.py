@@ -212,12 +212,21 @@ class ChatBridge:
     ``send(body)`` makes the agent's call with the framework (and returns whatever the framework
     returns); ``summarize(body)`` makes a summariser's call and returns its :class:`Reply`. After
     :meth:`run` the caller records the framework's answer with ``exchange.finish(reply)``.
+    ``host_rereads``: the adapter offers its framework's re-read tool, so placeholders tell the model
+    to call it (else they name no tool, unless the core answers re-reads itself).
     """
 
-    def __init__(self, options: GuardOptions, *, reply_of: Callable[[Any], Reply] | None = None) -> None:
+    def __init__(
+        self,
+        options: GuardOptions,
+        *,
+        reply_of: Callable[[Any], Reply] | None = None,
+        host_rereads: bool = False,
+    ) -> None:
         self.core = GuardCore(
             resolve_store(options.store), "openai", overflow=read_overflow, options=options, reply_of=reply_of
         )
+        self.core.host_rereads = host_rereads
         self.last_exchange: Exchange | None = None
         """The latest call's :class:`~contextwindow.guard.Exchange` (session id, body sent, events)."""
 

@@ -102,7 +102,8 @@ class ContextWindowMiddleware(AgentMiddleware):
                 policy=policy,
                 settings=settings,
                 on_event=on_event,
-            )
+            ),
+            host_rereads=reread,
         )
         self.tools = [self._reread_tool()] if reread else []
 

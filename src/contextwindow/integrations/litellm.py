@@ -20,7 +20,7 @@ for ``acompletion``) over litellm's chunks; the reply is recorded when it ends.
 Re-reads are the guard's own, as under ``guard(client)``: when a placeholder in the compiled request
 names ``read_archived``, the call offers it beside the agent's tools; a reply that only re-reads is
 answered from the ledger and the model asked again, and the agent's copy of a reply that mixes them
-carries only its own calls (not on streamed calls). A ``max_tokens`` that cannot fit the window is
+carries only its own calls (not on streamed calls, where no placeholder names the tool). A ``max_tokens`` that cannot fit the window is
 sent lowered (the guard's ``max_tokens_lowered`` event).
 
 The model profile is litellm's model name without its provider prefix (``anthropic/claude-…`` is

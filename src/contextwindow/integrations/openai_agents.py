@@ -128,7 +128,8 @@ class ContextWindowFilter:
     written through the agent's own model. The other options are ``guard()``'s. :attr:`tools` is the
     ``read_archived`` tool to give the agent (``Agent(tools=[*tools, *guard.tools])``); through
     :meth:`wrap` it is offered only on calls whose input a placeholder names it in, and the
-    ``max_tokens`` the guard lowers to fit the window is the one the call sends.
+    ``max_tokens`` the guard lowers to fit the window is the one the call sends. An agent without it
+    gets placeholders that say what was left out and name no tool.
     """
 
     def __init__(
@@ -190,11 +191,10 @@ class ContextWindowFilter:
                 pairs.append((converted[0], item))
         wire = _merge_calls(wire)
         body: dict[str, Any] = {"model": model_name, "messages": wire}
-        tools = [
-            _tool(t)
-            for t in getattr(agent, "tools", ())
-            if hasattr(t, "params_json_schema") and t.name != REREAD_NAME
-        ]
+        agent_tools = list(getattr(agent, "tools", ()))
+        tools = [_tool(t) for t in agent_tools if hasattr(t, "params_json_schema") and t.name != REREAD_NAME]
+        # Placeholders tell the model to call the re-read tool only when the agent holds it (guard.tools).
+        self.bridge.core.host_rereads = any(getattr(t, "name", None) == REREAD_NAME for t in agent_tools)
         if tools:
             body["tools"] = tools
         max_tokens = getattr(getattr(agent, "model_settings", None), "max_tokens", None)

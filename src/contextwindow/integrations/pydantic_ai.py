@@ -117,7 +117,8 @@ class ContextWindow(AbstractCapability[Any]):
                 policy=self.policy,
                 settings=self.settings,
                 on_event=self.on_guard_event,
-            )
+            ),
+            host_rereads=self.reread,
         )
 
     def get_toolset(self) -> FunctionToolset[Any] | None:
