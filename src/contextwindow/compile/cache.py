@@ -25,11 +25,14 @@ class CompileCache:
     """Memo of per-message work across compiles of one session. Never changes a result.
 
     Entries are keyed by message id (and position), so an append-only ledger keeps them valid; a
-    change of estimator, multiplier or policy clears them.
+    change of estimator (other than its multiplier) or policy clears them. Bases and renders keep
+    their blocks' raw prices, so a step of the calibration multiplier only calibrates them again
+    (:func:`._render.recalibrated`); the walk, whose decisions read calibrated prices, is dropped.
     """
 
     def __init__(self) -> None:
         self._key: tuple[Any, ...] | None = None
+        self._calibration: tuple[float, int] | None = None
         self._estimator: tuple[ModelProfile, float, Pricer] | None = None
         self.bases: dict[tuple[Any, int], tuple[PricedMessage, Base]] = {}
         self.renders: dict[tuple[Any, ...], Rendered] = {}
@@ -56,9 +59,20 @@ class CompileCache:
         self._estimator = (profile, multiplier, est)
         return est
 
-    def bind(self, key: tuple[Any, ...]) -> None:
-        """Keep the memo for compiles under ``key`` (estimator, multiplier, policy, session); clear it
-        when the key changes."""
+    def pricing(self, est: Pricer) -> Any:
+        """What of ``est`` the raw prices depend on: the profile's pricing for the estimator this cache
+        made (whatever its multiplier), else ``est`` itself."""
+        if self._estimator is not None and self._estimator[2] is est:
+            return ("estimator", _pricing_key(self._estimator[0]))
+        return est
+
+    def bind(self, key: tuple[Any, ...], *, calibration: tuple[float, int] = (1.0, 0)) -> None:
+        """Keep the memo for compiles under ``key`` (raw pricing, policy, session); clear it when the
+        key changes. A change of ``calibration`` (multiplier, per-message framing) drops only the
+        walk: bases and renders are calibrated again where they are read."""
+        if self._calibration != calibration:
+            self._calibration = calibration
+            self.walk = None
         if (
             self._key is None
             or len(self._key) != len(key)
