@@ -101,7 +101,7 @@ class TestIncrementalMatchesColdAcrossMultiplierSteps:
     each compile still equals a cold one at the same multiplier, with the caller's estimator or the
     ones compile makes per multiplier."""
 
-    @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(
         history=st.lists(steps, min_size=1, max_size=30),
         appends=st.lists(

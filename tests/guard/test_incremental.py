@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import contextwindow
 from contextwindow import Message, ToolUse
 from contextwindow.compile import CompileCache, SessionCompiler
+from contextwindow.errors import OverBudget
 from contextwindow.guard import GuardCore, GuardOptions, Reply, Send, run_sync
 from contextwindow.usage import Usage
 
@@ -37,7 +38,11 @@ def _drive(core: GuardCore, turns: list[tuple[int, bool]], ratios: Sequence[floa
 
     def call(reply: Message) -> None:
         body = {"model": CLAUDE, "max_tokens": 200, "system": "be brief", "messages": history}
-        exchange = run_sync(core.request(body), perform)
+        try:
+            exchange = run_sync(core.request(body), perform)
+        except OverBudget as exc:  # a learned window too small for the newest message: both alike
+            sent.append(f"over budget: {exc}")
+            return
         usage = None
         if ratios:
             ratio = ratios[len(sent) % len(ratios)]
@@ -113,7 +118,7 @@ class TestIncrementalIsColdAcrossCalibration:
     @given(
         turns=st.lists(st.tuples(st.integers(1, 150), st.booleans()), min_size=3, max_size=12),
         window=st.sampled_from([None, 3_000, 6_000]),
-        ratios=st.lists(st.sampled_from([0.6, 0.9, 1.0, 1.3, 1.7, 2.5]), min_size=1, max_size=4),
+        ratios=st.lists(st.sampled_from([0.8, 0.9, 1.0, 1.15, 1.3]), min_size=1, max_size=4),
     )
     def test_each_request_is_what_a_cold_compile_sends(
         self, turns: list[tuple[int, bool]], window: int | None, ratios: list[float]
@@ -134,5 +139,5 @@ class TestIncrementalIsColdAcrossCalibration:
 
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(SessionCompiler, "compile", spy)
-            _drive(_core(None), [(40, True)] * 6, [1.7, 2.5])
+            _drive(_core(None), [(40, True)] * 6, [1.3, 0.8])
         assert len(set(multipliers)) > 2

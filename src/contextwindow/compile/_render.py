@@ -344,7 +344,14 @@ def rebased(base: Base, multiplier: float) -> Base:
     """``base`` with its stored price calibrated at ``multiplier``."""
     if base.multiplier == multiplier:
         return base
-    return replace(base, tokens=sum(calibrated(p, multiplier) for p in base.raw), multiplier=multiplier)
+    return Base(
+        raw=base.raw,
+        tokens=sum(calibrated(p, multiplier) for p in base.raw),
+        media=base.media,
+        results=base.results,
+        human=base.human,
+        multiplier=multiplier,
+    )
 
 
 def _wire_text(block: Block) -> int:

@@ -46,7 +46,7 @@ class Run:
         self.messages = state.messages
         self.framing = est.message(Message(role="user", content=()))
         if bind:
-            cache.bind((cache.pricing(est), policy, state.session_id), calibration=(self.m, self.framing))
+            cache.bind((cache.pricing(est), policy, state.session_id))
         self.request_framing = est.request(Request())
         self.archived_by: dict[tuple[str | None, str], ArchiveRecord] = {
             (r.message_id, r.tool_use_id): r for r in state.archives

@@ -27,12 +27,11 @@ class CompileCache:
     Entries are keyed by message id (and position), so an append-only ledger keeps them valid; a
     change of estimator (other than its multiplier) or policy clears them. Bases and renders keep
     their blocks' raw prices, so a step of the calibration multiplier only calibrates them again
-    (:func:`._render.recalibrated`); the walk, whose decisions read calibrated prices, is dropped.
+    (:func:`._render.recalibrated`), and the last walk's figures are summed again.
     """
 
     def __init__(self) -> None:
         self._key: tuple[Any, ...] | None = None
-        self._calibration: tuple[float, int] | None = None
         self._estimator: tuple[ModelProfile, float, Pricer] | None = None
         self.bases: dict[tuple[Any, int], tuple[PricedMessage, Base]] = {}
         self.renders: dict[tuple[Any, ...], Rendered] = {}
@@ -66,13 +65,11 @@ class CompileCache:
             return ("estimator", _pricing_key(self._estimator[0]))
         return est
 
-    def bind(self, key: tuple[Any, ...], *, calibration: tuple[float, int] = (1.0, 0)) -> None:
+    def bind(self, key: tuple[Any, ...]) -> None:
         """Keep the memo for compiles under ``key`` (raw pricing, policy, session); clear it when the
-        key changes. A change of ``calibration`` (multiplier, per-message framing) drops only the
-        walk: bases and renders are calibrated again where they are read."""
-        if self._calibration != calibration:
-            self._calibration = calibration
-            self.walk = None
+        key changes. A step of the multiplier keeps it: bases, renders and the last walk are
+        calibrated again where they are read (:func:`._render.recalibrated`,
+        :func:`.walk.recalibrated_log`)."""
         if (
             self._key is None
             or len(self._key) != len(key)
