@@ -10,6 +10,7 @@ from test_compile_incremental import _append, _bytes, steps
 
 from contextwindow.compile import Policy, SessionCompiler
 from contextwindow.compile import walk as walk_module
+from contextwindow.errors import OverBudget
 from contextwindow.models import ModelProfile
 from contextwindow.pricing import Estimator
 from contextwindow.store import open_store
@@ -90,6 +91,65 @@ class TestIncrementalMatchesColdInALargeWindow:
                 incremental = live.compile(model=LARGE, policy=policy, system="be brief")
                 cold = SessionCompiler(session, estimator=est).compile(
                     model=LARGE, policy=policy, system="be brief"
+                )
+                assert _bytes(incremental) == _bytes(cold)
+                assert incremental == cold
+
+
+class TestIncrementalMatchesColdAcrossMultiplierSteps:
+    """A step of the calibration multiplier calibrates the memo's prices again (it is not dropped):
+    each compile still equals a cold one at the same multiplier, with the caller's estimator or the
+    ones compile makes per multiplier."""
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(
+        history=st.lists(steps, min_size=1, max_size=30),
+        appends=st.lists(
+            st.tuples(st.lists(steps, max_size=2), st.sampled_from([0.5, 0.98, 1.0, 1.02, 1.37, 3.0])),
+            min_size=1,
+            max_size=6,
+        ),
+        depth=st.sampled_from([0, 3_000]),
+        images=st.integers(0, 4),
+        own=st.booleans(),
+        window=st.sampled_from([400_000, 6_000]),
+    )
+    def test_each_compile_after_a_step_equals_a_cold_compile(
+        self,
+        history: list[tuple[str, int]],
+        appends: list[tuple[list[tuple[str, int]], float]],
+        depth: int,
+        images: int,
+        own: bool,
+        window: int,
+    ) -> None:
+        policy = Policy(image_depth_tokens=depth, max_inline_images=images)
+        profile = LARGE.with_(context_window=window)
+        est = Estimator(profile, preset="seed-store")
+        with open_store(":memory:") as store:
+            session = store.session("s")
+            for n, step in enumerate(history):
+                _append(session, est, step, n)
+            live = SessionCompiler(session, estimator=est if own else None)
+            live.compile(model=profile, policy=policy, system="be brief")
+            n = len(history)
+            for batch, multiplier in appends:
+                for step in batch:
+                    _append(session, est, step, n)
+                    n += 1
+                try:
+                    incremental = live.compile(
+                        model=profile, policy=policy, system="be brief", multiplier=multiplier
+                    )
+                except OverBudget as exc:
+                    with pytest.raises(OverBudget) as cold_exc:
+                        SessionCompiler(session, estimator=est if own else None).compile(
+                            model=profile, policy=policy, system="be brief", multiplier=multiplier
+                        )
+                    assert cold_exc.value.makeup == exc.makeup
+                    continue
+                cold = SessionCompiler(session, estimator=est if own else None).compile(
+                    model=profile, policy=policy, system="be brief", multiplier=multiplier
                 )
                 assert _bytes(incremental) == _bytes(cold)
                 assert incremental == cold

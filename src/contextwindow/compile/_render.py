@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from ..content import (
@@ -38,10 +38,25 @@ from .media import MediaItem, encoded_size, is_image, placeholder
 from .state import ArchiveRecord, PricedMessage
 from .truncate import truncate_content
 
-__all__ = ["Base", "Pricer", "Rendered", "base_of", "calibrated", "price_blocks", "render_message"]
+__all__ = [
+    "Base",
+    "Pricer",
+    "Rendered",
+    "base_of",
+    "calibrated",
+    "price_blocks",
+    "rebased",
+    "recalibrated",
+    "render_message",
+]
 
 # Segment slots in a price vector, in the order of state.SEGMENTS' message segments.
 TEXT, TOOL_RESULTS, IMAGES, OTHER_MEDIA = 0, 1, 2, 3
+_MIXED_RESULT = 4
+"""A tool result holding media: its price is split between results, images and other media."""
+Part = tuple[int, float, float, float]
+"""One top-level block's raw (pre-multiplier) price: ``(slot, raw, media raw, image raw)``; the last
+two only for a tool result holding media (slot ``_MIXED_RESULT``)."""
 # JSON framing per block/message on the wire; an estimate for the byte wall only.
 _BLOCK_OVERHEAD = 40
 _MESSAGE_OVERHEAD = 30
@@ -84,6 +99,8 @@ class Base:
     """Top-level indexes of tool results."""
     human: bool
     """A user message with something besides tool results: a turn starts here."""
+    multiplier: float = 1.0
+    """The multiplier ``tokens`` was calibrated at (:func:`recalibrated` moves it to another)."""
 
 
 def base_of(pm: PricedMessage, position: int, est: Pricer, multiplier: float) -> Base:
@@ -130,6 +147,7 @@ def base_of(pm: PricedMessage, position: int, est: Pricer, multiplier: float) ->
         media=tuple(media),
         results=tuple(results),
         human=human and message.role == "user",
+        multiplier=multiplier,
     )
 
 
@@ -150,6 +168,10 @@ class Rendered:
     inline: tuple[AttachmentRef, ...]
     truncated: bool = False
     """The per-message cap cut this message."""
+    parts: tuple[Part, ...] = ()
+    """Each top-level block's raw price, so the memo can calibrate it again (:func:`recalibrated`)."""
+    priced_at: tuple[float, int] = (1.0, 0)
+    """``(multiplier, framing)`` the prices were calibrated with."""
 
 
 def render_message(
@@ -189,14 +211,7 @@ def render_message(
     stored = {id(b): raw for b, raw in zip(message.content, base.raw, strict=True)}
     priced = price_blocks(rendered, stored, est, multiplier, framing)
     if cut:
-        priced = Rendered(
-            message=priced.message,
-            tokens=priced.tokens,
-            segments=priced.segments,
-            wire_bytes=priced.wire_bytes,
-            inline=priced.inline,
-            truncated=True,
-        )
+        priced = replace(priced, truncated=True)
     return priced
 
 
@@ -252,19 +267,17 @@ def price_blocks(
 ) -> Rendered:
     """Price a rendered message block by block — the stored raw price for a stored block, a fresh one
     otherwise — plus the estimator's per-message framing (counted as text)."""
-    text = framing
-    results = images = other = 0
     wire = _MESSAGE_OVERHEAD
     inline: list[AttachmentRef] = []
+    parts: list[Part] = []
     for block in message.content:
         raw = stored.get(id(block))
         if raw is None:
             raw = est.raw_block(block)
-        price = calibrated(raw, multiplier)
         wire += _BLOCK_OVERHEAD
         if isinstance(block, ToolResult):
             if isinstance(block.content, str):
-                results += price
+                parts.append((TOOL_RESULTS, raw, 0.0, 0.0))
                 wire += len(block.content.encode())
             else:
                 media_raw = 0.0
@@ -280,30 +293,68 @@ def price_blocks(
                             wire += encoded_size(inner.ref.size_bytes) + _BLOCK_OVERHEAD
                     elif isinstance(inner, Text):
                         wire += len(inner.text.encode()) + _BLOCK_OVERHEAD
-                media_part = min(price, calibrated(media_raw, multiplier))
-                image_part = min(media_part, calibrated(media_images, multiplier))
-                images += image_part
-                other += media_part - image_part
-                results += price - media_part
+                parts.append((_MIXED_RESULT, raw, media_raw, media_images))
         elif isinstance(block, Image | GeneratedImage):
-            images += price
+            parts.append((IMAGES, raw, 0.0, 0.0))
             if block.ref is not None:
                 inline.append(block.ref)
                 wire += encoded_size(block.ref.size_bytes)
         elif isinstance(block, Document | Audio | Video):
-            other += price
+            parts.append((OTHER_MEDIA, raw, 0.0, 0.0))
             if block.ref is not None:
                 inline.append(block.ref)
                 wire += encoded_size(block.ref.size_bytes)
         else:
-            text += price
+            parts.append((TEXT, raw, 0.0, 0.0))
             wire += _wire_text(block)
+    segments = _segments(parts, multiplier, framing)
     return Rendered(
         message=message,
-        tokens=text + results + images + other,
-        segments=(text, results, images, other),
+        tokens=sum(segments),
+        segments=segments,
         wire_bytes=wire,
         inline=tuple(inline),
+        parts=tuple(parts),
+        priced_at=(multiplier, framing),
+    )
+
+
+def _segments(parts: Sequence[Part], multiplier: float, framing: int) -> tuple[int, int, int, int]:
+    """The price by segment of blocks whose raw prices are ``parts``, each rounded after ``multiplier``."""
+    slots = [framing, 0, 0, 0]
+    for slot, raw, media_raw, media_images in parts:
+        price = calibrated(raw, multiplier)
+        if slot != _MIXED_RESULT:
+            slots[slot] += price
+            continue
+        media_part = min(price, calibrated(media_raw, multiplier))
+        image_part = min(media_part, calibrated(media_images, multiplier))
+        slots[IMAGES] += image_part
+        slots[OTHER_MEDIA] += media_part - image_part
+        slots[TOOL_RESULTS] += price - media_part
+    return slots[0], slots[1], slots[2], slots[3]
+
+
+def recalibrated(rendered: Rendered, multiplier: float, framing: int) -> Rendered:
+    """``rendered`` priced at another multiplier and framing: the same message (the same object), its
+    blocks' raw prices calibrated again, exactly as :func:`price_blocks` would price it afresh."""
+    if rendered.priced_at == (multiplier, framing):
+        return rendered
+    segments = _segments(rendered.parts, multiplier, framing)
+    return replace(rendered, tokens=sum(segments), segments=segments, priced_at=(multiplier, framing))
+
+
+def rebased(base: Base, multiplier: float) -> Base:
+    """``base`` with its stored price calibrated at ``multiplier``."""
+    if base.multiplier == multiplier:
+        return base
+    return Base(
+        raw=base.raw,
+        tokens=sum(calibrated(p, multiplier) for p in base.raw),
+        media=base.media,
+        results=base.results,
+        human=base.human,
+        multiplier=multiplier,
     )
 
 

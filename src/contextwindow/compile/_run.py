@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..content import Message, Request, ToolResult, ToolUse
 from ..models import ModelProfile
-from ._render import Base, Pricer, Rendered, base_of, price_blocks, render_message
+from ._render import Base, Pricer, Rendered, base_of, price_blocks, rebased, recalibrated, render_message
 from .archive import archive_record, event_ref, is_candidate
 from .cache import CompileCache
 from .policy import Policy
@@ -43,10 +43,10 @@ class Run:
         self.cache = cache
         self.bound = bind
         """Whether ``cache`` is the caller's (kept across compiles), so the walk is logged in it."""
-        if bind:
-            cache.bind((est, self.m, policy, state.session_id))
         self.messages = state.messages
         self.framing = est.message(Message(role="user", content=()))
+        if bind:
+            cache.bind((cache.pricing(est), policy, state.session_id))
         self.request_framing = est.request(Request())
         self.archived_by: dict[tuple[str | None, str], ArchiveRecord] = {
             (r.message_id, r.tool_use_id): r for r in state.archives
@@ -62,7 +62,9 @@ class Run:
         key = (pm.message.id if pm.message.id is not None else id(pm), position)
         hit = self.cache.bases.get(key)
         if hit is not None and (hit[0] is pm or pm.message.id is not None):
-            return hit[1]
+            if hit[1].multiplier != self.m:  # priced before a step of the multiplier
+                self.cache.bases[key] = (hit[0], rebased(hit[1], self.m))
+            return self.cache.bases[key][1]
         base = base_of(pm, position, self.est, self.m)
         self.cache.bases[key] = (pm, base)
         return base
@@ -78,11 +80,15 @@ class Run:
             if plain is None or (pm.message.id is None and plain.message is not pm.message):
                 plain = self._render(position, archived={}, evicted=frozenset(), cap=cap)
                 self.cache.plain[plain_key] = plain
+            elif plain.priced_at != (self.m, self.framing):  # priced before a step of the multiplier
+                plain = self.cache.plain[plain_key] = recalibrated(plain, self.m, self.framing)
             return plain
         ident = pm.message.id if pm.message.id is not None else id(pm)
         key = (ident, position, tuple(sorted(r.artifact_id for r in archived.values())), evicted, cap)
         hit = self.cache.renders.get(key)
         if hit is not None and (pm.message.id is not None or hit.message is pm.message):
+            if hit.priced_at != (self.m, self.framing):  # priced before a step of the multiplier
+                hit = self.cache.renders[key] = recalibrated(hit, self.m, self.framing)
             return hit
         rendered = self._render(position, archived=archived, evicted=evicted, cap=cap)
         self.cache.renders[key] = rendered

@@ -46,6 +46,8 @@ class WalkLog:
     """The archive records in force then, by (message id, tool-use id)."""
     source: Any
     """The messages walked, to check a unit end is still the same message before reusing it."""
+    calibration: tuple[float, int] = (1.0, 0)
+    """``(multiplier, framing)`` its prices were calibrated with (:func:`.walk.recalibrated_log`)."""
 
 
 def equivalent(

@@ -25,7 +25,9 @@ class CompileCache:
     """Memo of per-message work across compiles of one session. Never changes a result.
 
     Entries are keyed by message id (and position), so an append-only ledger keeps them valid; a
-    change of estimator, multiplier or policy clears them.
+    change of estimator (other than its multiplier) or policy clears them. Bases and renders keep
+    their blocks' raw prices, so a step of the calibration multiplier only calibrates them again
+    (:func:`._render.recalibrated`), and the last walk's figures are summed again.
     """
 
     def __init__(self) -> None:
@@ -56,9 +58,18 @@ class CompileCache:
         self._estimator = (profile, multiplier, est)
         return est
 
+    def pricing(self, est: Pricer) -> Any:
+        """What of ``est`` the raw prices depend on: the profile's pricing for the estimator this cache
+        made (whatever its multiplier), else ``est`` itself."""
+        if self._estimator is not None and self._estimator[2] is est:
+            return ("estimator", _pricing_key(self._estimator[0]))
+        return est
+
     def bind(self, key: tuple[Any, ...]) -> None:
-        """Keep the memo for compiles under ``key`` (estimator, multiplier, policy, session); clear it
-        when the key changes."""
+        """Keep the memo for compiles under ``key`` (raw pricing, policy, session); clear it when the
+        key changes. A step of the multiplier keeps it: bases, renders and the last walk are
+        calibrated again where they are read (:func:`._render.recalibrated`,
+        :func:`.walk.recalibrated_log`)."""
         if (
             self._key is None
             or len(self._key) != len(key)

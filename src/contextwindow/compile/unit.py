@@ -64,6 +64,8 @@ class Unit:
     compile decides it again rather than reusing it."""
     media: bool = False
     """A message of the unit holds media: its decisions read the depth and the media budget's state."""
+    repaired: bool = False
+    """Tool pairing changes the unit (:func:`repair_price` may be more than 0 at any multiplier)."""
 
 
 _OLDER = Message.user("older")
@@ -149,6 +151,7 @@ def repair_price(run: Run, unit: Unit) -> int:
     final, stubbed, dropped = enforce_tool_pairing([_OLDER, *(r.message for r in renders)])
     if not stubbed and not dropped and len(final) == len(renders) + 1:
         return 0
+    unit.repaired = True
     by_message = {id(r.message): r.tokens for r in renders}
     repaired = sum(by_message.get(id(m)) or run.fresh(m).tokens for m in final[1:])
     return max(0, repaired - sum(by_message.values()))

@@ -11,18 +11,19 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, overload
 
 from ..content import Message
 from ..errors import OverBudget
+from ._render import recalibrated
 from ._run import Run
 from ._walklog import Context, WalkLog, equivalent, same_turns
 from .fit_unit import fit_unit
 from .media import MediaBudget
 from .pairing import unit_start
 from .state import PricedMessage
-from .unit import Spot, Unit
+from .unit import Spot, Unit, repair_price
 
 __all__ = ["Bounds", "walk"]
 
@@ -65,6 +66,8 @@ def walk(run: Run, bounds: Bounds, media: MediaBudget, makeup: dict[str, int]) -
     newest = len(run.messages) - 1
     key = (bounds.floor, bounds.cap, media.count_cap, media.byte_budget, media.watermark, media.contiguous)
     old = run.cache.walk
+    if old is not None and old.calibration != (run.m, run.framing):
+        old = recalibrated_log(run, old)
     reuse_below = reusable_below(run, old, key)
     tail = _Tail(end=newest, total=bounds.head, view=_MessageView(run.messages))
     while tail.end >= bounds.floor:
@@ -237,6 +240,48 @@ def log_walk(run: Run, key: tuple[Any, ...], newest: int, tail: _Tail) -> WalkLo
         exhausted=tail.exhausted,
         archives=dict(run.archived_by),
         source=run.messages,
+        calibration=(run.m, run.framing),
+    )
+
+
+def recalibrated_log(run: Run, old: WalkLog) -> WalkLog:
+    """``old`` priced at this compile's multiplier: its units' renders calibrated again (the same
+    decisions, the same messages), their prices, cuts' figures, the depths and prefix sums summed
+    again. A unit with media read the old depth, so it is marked ``forced``: decided again."""
+    units: list[Unit] = []
+    contexts: list[Context] = []
+    depth = old.contexts[0][1] if old.contexts else 0
+    for unit, (turns, _, state) in zip(old.units, old.contexts, strict=False):
+        contexts.append((turns, depth, state))
+        rendered = [(p, recalibrated(r, run.m, run.framing), ev, ar) for p, r, ev, ar in unit.rendered]
+        cuts = iter(unit.truncations)
+        truncations = [
+            replace(
+                next(cuts),
+                original_tokens=run.render(p, ar, ev, 0).tokens,
+                rendered_tokens=r.tokens,
+            )
+            for p, r, ev, ar in rendered
+            if r.truncated
+        ]
+        again = replace(unit, rendered=rendered, truncations=truncations, forced=unit.forced or unit.media)
+        again.tokens = sum(r.tokens for _, r, _, _ in rendered)
+        if unit.repaired:  # pairing is the same at any multiplier; only what it adds is priced again
+            again.tokens += repair_price(run, again)
+        units.append(again)
+        depth += sum(run.base(p).tokens for p in range(unit.start, unit.end + 1))
+    turns, _, state = old.contexts[len(old.units)]
+    contexts.append((turns, depth, state))
+    prefix = [0]
+    for unit in units:
+        prefix.append(prefix[-1] + unit.tokens)
+    return replace(
+        old,
+        units=units,
+        contexts=contexts,
+        prefix=prefix,
+        forced=[index for index, unit in enumerate(units) if unit.forced],
+        calibration=(run.m, run.framing),
     )
 
 
