@@ -393,7 +393,7 @@ def _calls(model: RecordingModel) -> int:
 
 
 class TestCountsOnlyWhereTheyPay:
-    """Issue #30 item 3: a request far from the window is not counted however much of it is new; one
+    """A request far from the window is not counted however much of it is new; one
     the uncounted part's error could push over still is."""
 
     @pytest.mark.parametrize("usage", ["per-call", "none"])
