@@ -4,7 +4,7 @@ from the count as from a reported prompt; a counter that fails leaves the turn o
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -47,7 +47,7 @@ class TestCountReason:
             ("cold", 5_000, 2_000, 1.0, False, False, None),
             ("cold", 5_000, 2_000, 1.0, True, False, None),
             ("cold", 5_000, 2_000, 1.0, False, True, "retry"),
-            ("auto", 5_000, 2_000, 1.0, False, False, "large_change"),
+            ("auto", 5_000, 2_000, 1.0, False, False, None),
             ("auto", 10_000, round(10_000 * CHANGED_SHARE) - 1, 1.0, False, False, None),
             ("auto", 10_000, 1_500, 1.0, True, False, "near_budget"),
         ],
@@ -60,7 +60,7 @@ class TestCountReason:
             "calibrated-cold-stops",
             "cold-ignores-the-budget",
             "retry-after-a-rejection",
-            "auto-large-change",
+            "auto-large-change-far-from-the-window",
             "auto-small-change",
             "auto-near-the-budget",
         ],
@@ -386,3 +386,57 @@ class TestWhatACountCovers:
         assert not _shared(counted, message("the tool said", "m1"))
         assert not _shared(counted, message("the tool said a great deal", "m2"))
         assert not _shared(counted, message("the tool said a great deal", None))  # no ledger id
+
+
+def _calls(model: RecordingModel) -> int:
+    return len(model.calls)
+
+
+class TestCountsOnlyWhereTheyPay:
+    """A request far from the window is not counted however much of it is new; one
+    the uncounted part's error could push over still is."""
+
+    @pytest.mark.parametrize("usage", ["per-call", "none"])
+    def test_a_session_whose_estimate_is_good_counts_at_most_10_per_100_calls(self, usage: UsageMode) -> None:
+        engine, model, provider = _engine(
+            "auto",
+            usage=usage,
+            rounds=3,
+            result_chars=6_000,
+            window=200_000,
+            tokenizer=PROVIDER_TOKENIZER,
+            scale=1.0,
+            text=lambda chars, seed: _near(1.0, chars, seed),
+        )
+        _turn(engine)
+        for turn in range(12):
+            model.enqueue(*_script(3))
+            _turn(engine, f"turn {turn}: read more")
+        assert _calls(model) >= 40
+        assert provider.counts <= 0.1 * _calls(model), (provider.counts, _calls(model))
+        assert model.rejected == 0
+
+    def test_a_session_whose_estimate_drifts_still_counts_and_is_never_sent_over_the_window(self) -> None:
+        # The rule prices the later tool results further and further under the provider's count.
+        for window in range(9_000, 12_000, 500):
+            drift = iter(1.0 + 0.02 * step for step in range(1_000))
+
+            def drifting(chars: int, seed: str, drift: Iterator[float] = drift) -> str:
+                return _near(min(1.12, next(drift)), chars, seed)
+
+            engine, model, provider = _engine(
+                "auto",
+                usage="none",
+                rounds=2,
+                result_chars=2_500,
+                window=window,
+                tokenizer=PROVIDER_TOKENIZER,
+                scale=1.0,
+                text=drifting,
+            )
+            _turn(engine)
+            for turn in range(6):
+                model.enqueue(*_script(2))
+                _turn(engine, f"turn {turn}: read them again")
+            assert model.rejected == 0, window
+            assert provider.counts > 1, window

@@ -225,7 +225,7 @@ class TestCountsInTheReplay:
         self, usage: str
     ) -> None:
         sink = io.StringIO()
-        result = simulate_sync(_scenario(), model="claude-sonnet-4-5", window=8_000, usage=usage, record=sink)
+        result = simulate_sync(_scenario(), model="claude-sonnet-4-5", window=6_000, usage=usage, record=sink)
         counted = [r for r in result.records if r.counted]
         assert counted and result.summary["counts"] >= len(counted) == result.summary["counted"]
         assert result.summary["counts_per_100_calls"] == round(

@@ -12,11 +12,13 @@ decision depends on the answer (``EngineSettings.count_before_send``):
   summary, a fresh compile with no anchor) is large enough to move the estimate by more than about
   3%: the estimator's rule can be a quarter off on a session's content until the provider has counted
   something of size, so a share of :data:`COLD_SHARE` of the request is enough;
-- ``"auto"``: as ``cold``, and once calibrated a request whose uncounted part is :data:`CHANGED_SHARE`
-  of it or more, and a request whose uncounted part, priced with the uncounted margin,
-  would not fit the window beside its ``max_tokens`` (:func:`near_budget`): whether it fits is then
-  the estimator's error, and the count decides it. Compile may then fit to the ordinary fit margin
-  even before the provider has counted anything (:meth:`~contextwindow.engine.fit.WindowFit.margin`);
+- ``"auto"``: as ``cold``, and once calibrated a request whose uncounted part could plausibly push
+  it over the window beside its ``max_tokens`` (:func:`near_budget`): the uncounted part priced at
+  the uncounted margin, or the higher error the session's own counts showed on uncounted parts
+  (:meth:`PrecountState.plausible`), no longer fits. Whether it fits is then the
+  estimator's error, and the count decides it; a request far from the window is not counted however
+  much of it is new. Compile may then fit to the ordinary fit margin even before the provider has
+  counted anything (:meth:`~contextwindow.engine.fit.WindowFit.margin`);
 - both: the retry after a rejection for size (a second rejection ends the turn), and the first
   request of a session nothing has counted yet (no usage reported, no count, no anchor) once it is
   of a calibration sample's size (:data:`~contextwindow.usage.calibration.MIN_SAMPLE_TOKENS`): all
@@ -32,7 +34,8 @@ shows the request over the window makes the engine fit by it and compile again, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from typing import Literal
 
 from ..usage.calibration import FULL_SAMPLE_TOKENS, MIN_SAMPLE_TOKENS
@@ -41,6 +44,8 @@ __all__ = [
     "CHANGED_SHARE",
     "COLD_SHARE",
     "COUNT_MODES",
+    "ERROR_HEADROOM",
+    "ERROR_SAMPLES",
     "MIN_COUNTED_TOKENS",
     "CountMode",
     "PrecountState",
@@ -57,33 +62,59 @@ COLD_SHARE = 0.12
 to move it by about 3%; the measurement: "Count before sending" in ``docs/concepts.md``)."""
 
 CHANGED_SHARE = 0.2
-"""Once calibrated, a request is counted (``"auto"``) when its uncounted part is at least this share
-of its estimate (the measurement: "Count before sending" in ``docs/concepts.md``)."""
+"""Once calibrated, a request whose uncounted part is at least this share of its estimate is counted
+(``"auto"``) only when it could push the request over the window (:func:`near_budget`); kept for
+callers that read it."""
+
+ERROR_SAMPLES = 8
+"""How many of the latest counts' errors on the uncounted part :meth:`PrecountState.plausible` reads."""
+
+ERROR_HEADROOM = 1.5
+"""The plausible error on an uncounted part is the worst of the latest ones times this."""
 
 MIN_COUNTED_TOKENS = FULL_SAMPLE_TOKENS // 2
 """An uncounted part under this many tokens is never counted: calibration takes a sample that small at
 half weight or less, and its error is a few dozen tokens."""
 
-Reason = Literal["first", "cold", "large_change", "near_budget", "retry"]
+Reason = Literal["first", "cold", "near_budget", "retry"]
 
 
 @dataclass(slots=True)
 class PrecountState:
-    """What the engine knows of counting in this turn: whether the counter failed (then it is not
-    asked again until the next turn) and how many counts were made."""
+    """What the engine knows of counting: whether the counter failed in this turn (then it is not
+    asked again until the next turn), how many counts were made, and how far the latest counts found
+    the estimate of a request's uncounted part under the count (:meth:`observe`)."""
 
     failed: bool = False
     counts: int = 0
+    errors: deque[float] = field(default_factory=lambda: deque(maxlen=ERROR_SAMPLES))
+    """The latest counts' ``(count − estimate) / uncounted``, floored at 0 (an estimate over the count
+    never pushes a request over)."""
 
     def start_turn(self) -> None:
         self.failed = False
+
+    def observe(self, *, estimate: int, counted: int, uncounted: int) -> None:
+        """The provider counted a request estimated at ``estimate`` with ``uncounted`` tokens of it no
+        earlier count covered: the estimate's error, all of it put on the uncounted part."""
+        if uncounted >= MIN_COUNTED_TOKENS:
+            self.errors.append(max(0.0, (counted - estimate) / uncounted))
+
+    def plausible(self, prior: float) -> float:
+        """The error an uncounted part may plausibly have: ``prior`` (the uncounted margin), or the
+        worst of the latest counts' times :data:`ERROR_HEADROOM` when that is higher (a session whose
+        estimate drifts counts more; one whose estimate holds never counts less than the prior says:
+        a drift no count has seen yet is what the prior is for)."""
+        worst = max(self.errors, default=0.0)
+        return max(prior, ERROR_HEADROOM * worst)
 
 
 def near_budget(
     *, estimate: int, uncounted: int, max_tokens: int, window: int | None, uncounted_margin: float
 ) -> bool:
     """Whether the request fits beside ``max_tokens`` only if the estimator's error on its ``uncounted``
-    part is under ``uncounted_margin``: the part a count covers is exact, the rest errs."""
+    part is under ``uncounted_margin`` (the error it may plausibly have): the part a count covers is
+    exact, the rest errs."""
     if window is None:
         return False
     return estimate + uncounted * uncounted_margin + max_tokens > window
@@ -112,8 +143,6 @@ def count_reason(
         return "retry"
     if evidence < 1 and uncounted >= COLD_SHARE * estimate:
         return "cold"
-    if mode == "auto" and uncounted >= CHANGED_SHARE * estimate:
-        return "large_change"
     if mode == "auto" and near:
         return "near_budget"
     return None

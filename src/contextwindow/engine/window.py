@@ -186,7 +186,7 @@ class WindowState:
                 uncounted=live.uncounted,
                 max_tokens=live.max_tokens,
                 window=self.window,
-                uncounted_margin=self.fit.uncounted_margin,
+                uncounted_margin=self.precount.plausible(self.fit.uncounted_margin),
             ),
             retry=retry,
             counted=self.fit.counted,
@@ -247,6 +247,7 @@ class WindowState:
     def learn_from_count(self, counted: int, live: LiveRequest) -> None:
         """The provider counted ``live`` before it was sent: the count sets the composition factor
         (when calibration would believe its ratio) and is the request's one calibration sample."""
+        self.precount.observe(estimate=live.estimated_tokens, counted=counted, uncounted=live.uncounted)
         low, high = self.calibrator.band
         if live.local_estimate > 0 and low <= counted / live.local_estimate <= high:
             self.fit.observe(prompt=counted, local_estimate=live.local_estimate, multiplier=live.multiplier)
