@@ -19,6 +19,9 @@ The peers, each set up as its documentation suggests and told the window, since 
 - the Anthropic SDK's tool runner (``client.beta.messages.tool_runner``): the bare runner (the SDK's
   compaction needs the server's compaction beta, which the local provider does not serve).
 
+LangChain, pydantic-ai and the Agents SDK are also run bare, with no context handling at all (the
+framework as it comes; the litellm and tool-runner peers are bare already): what the adapter replaces.
+
 Columns, per row:
 
 - turns completed of the turns run (a turn whose call raised counts as not completed; the agent goes on);
@@ -138,7 +141,7 @@ class Run:
 # -- one runner per framework: (server url, guarded, turns) -> Run ----------------------------------------
 
 
-def _langchain(url: str, guarded: bool, turns: int) -> Run:
+def _langchain(url: str, guarded: bool | None, turns: int) -> Run:
     from langchain.agents import create_agent
     from langchain.agents.middleware import SummarizationMiddleware
     from langchain_core.messages import HumanMessage
@@ -162,7 +165,9 @@ def _langchain(url: str, guarded: bool, turns: int) -> Run:
         if guarded
         else SummarizationMiddleware(chat, trigger=("tokens", int(0.75 * WINDOW)), keep=("messages", KEEP))
     )
-    agent = create_agent(chat, [read], system_prompt=SYSTEM, middleware=[middleware])
+    agent = create_agent(
+        chat, [read], system_prompt=SYSTEM, middleware=[] if guarded is None else [middleware]
+    )
     messages: list[Any] = []
     for turn in range(turns):
         now[0] = turn
@@ -189,7 +194,7 @@ def _langchain(url: str, guarded: bool, turns: int) -> Run:
     return run
 
 
-def _pydantic_ai(url: str, guarded: bool, turns: int) -> Run:
+def _pydantic_ai(url: str, guarded: bool | None, turns: int) -> Run:
     import httpx
     import openai
     from pydantic_ai import Agent, BinaryContent
@@ -215,7 +220,7 @@ def _pydantic_ai(url: str, guarded: bool, turns: int) -> Run:
     agent: Agent[None, str] = Agent(
         OpenAIChatModel(GPT, provider=OpenAIProvider(openai_client=client)),
         instructions=SYSTEM,
-        capabilities=[capability],
+        capabilities=[] if guarded is None else [capability],
         model_settings={"max_tokens": MAX_TOKENS},
     )
 
@@ -253,7 +258,7 @@ def _pydantic_ai(url: str, guarded: bool, turns: int) -> Run:
     return run
 
 
-def _openai_agents(url: str, guarded: bool, turns: int, responses: bool) -> Run:
+def _openai_agents(url: str, guarded: bool | None, turns: int, responses: bool) -> Run:
     import openai
     from agents import (
         Agent,
@@ -284,7 +289,7 @@ def _openai_agents(url: str, guarded: bool, turns: int, responses: bool) -> Run:
     session: Any = (
         LedgerSession("bench", store=guard.store)
         if guarded
-        else SQLiteSession("bench", session_settings=SessionSettings(limit=KEEP))
+        else SQLiteSession("bench", session_settings=SessionSettings(limit=None if guarded is None else KEEP))
     )
     config = RunConfig(call_model_input_filter=guard) if guarded else RunConfig()
 
@@ -457,7 +462,7 @@ def _tool_runner(url: str, guarded: bool, turns: int) -> Run:
     return run
 
 
-Runner = Callable[[str, bool, int], Run]
+Runner = Callable[[str, bool | None, int], Run]
 FRAMEWORKS: dict[str, tuple[str, Runner]] = {
     "LangChain create_agent": ("SummarizationMiddleware (75% of the window, keep 20)", _langchain),
     "pydantic-ai": ("history processor, last 20 messages", _pydantic_ai),
@@ -472,6 +477,17 @@ FRAMEWORKS: dict[str, tuple[str, Runner]] = {
     "litellm": ("trim_messages to the window", _litellm),
     "Anthropic tool runner": ("the bare runner", _tool_runner),
 }
+
+
+BARE = frozenset(
+    {
+        "LangChain create_agent",
+        "pydantic-ai",
+        "OpenAI Agents SDK, Chat Completions",
+        "OpenAI Agents SDK, Responses",
+    }
+)
+"""The frameworks shown also bare (no history handling at all: ``guarded=None``); the other two's peer is bare."""
 
 
 class _AskingModel(ObservedModel):
@@ -489,7 +505,7 @@ class _AskingModel(ObservedModel):
         return answer
 
 
-def _row(framework: str, guarded: bool, turns: int) -> dict[str, Any]:
+def _row(framework: str, guarded: bool | None, turns: int) -> dict[str, Any]:
     from contextwindow.testing import LocalServer, LocalSettings
 
     mechanism, runner = FRAMEWORKS[framework]
@@ -499,7 +515,7 @@ def _row(framework: str, guarded: bool, turns: int) -> dict[str, Any]:
     run.calls = model.asked
     run.loop.close()
     for error in dict.fromkeys(run.errors):
-        print(f"{framework}, {'adapter' if guarded else 'peer'}: {error}", file=sys.stderr)
+        print(f"{framework}, {_kind(guarded)}: {error}", file=sys.stderr)
     full = [
         c.input_tokens for c in model.calls[len(model.calls) * FULL_FROM // max(turns, 1) :] if c.input_tokens
     ]
@@ -508,7 +524,9 @@ def _row(framework: str, guarded: bool, turns: int) -> dict[str, Any]:
     prompts = sum(any(f"Turn {t}:" in h for h in run.history) for t in range(turns))
     return {
         "framework": framework,
-        "mechanism": "contextwindow adapter, not told the window" if guarded else mechanism,
+        "mechanism": "contextwindow adapter, not told the window"
+        if guarded
+        else ("none (the bare framework)" if guarded is None else mechanism),
         "turns": f"{sum(ok for ok, _ in run.turns)} / {turns}",
         "rejections": len(model.rejections),
         "runs": f"{run.runs / run.calls:.2f}" if run.calls else "—",
@@ -517,6 +535,10 @@ def _row(framework: str, guarded: bool, turns: int) -> dict[str, Any]:
         "use": f"{statistics.fmean(full) / WINDOW:.0%}" if full else "—",
         "ms": f"{1000 * sum(seconds) / answered:.0f}" if seconds else "—",
     }
+
+
+def _kind(guarded: bool | None) -> str:
+    return "adapter" if guarded else ("bare" if guarded is None else "peer")
 
 
 def run(turns: int) -> str:
@@ -530,7 +552,7 @@ def run(turns: int) -> str:
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for framework in FRAMEWORKS:
-        for guarded in (False, True):
+        for guarded in (None, False, True) if framework in BARE else (False, True):
             row = _row(framework, guarded, turns)
             lines.append(
                 f"| {row['framework']} | {row['mechanism']} | {row['turns']} | {row['rejections']} | {row['runs']} "
