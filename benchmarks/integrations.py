@@ -128,6 +128,21 @@ class Run:
     def wait(self, work: Any) -> Any:
         return self.loop.run_until_complete(work)
 
+    def close(self) -> None:
+        """Close the loop as ``asyncio.run`` does: the tasks a framework left on it (litellm's logging
+        worker) are cancelled and finished first (left pending, CPython 3.11 crashed collecting them at
+        exit)."""
+        pending = asyncio.all_tasks(self.loop)
+        for task in pending:
+            task.cancel()
+
+        async def finished() -> None:
+            await asyncio.gather(*pending, return_exceptions=True)
+            await self.loop.shutdown_asyncgens()
+
+        self.loop.run_until_complete(finished())
+        self.loop.close()
+
     def turn(self, work: Callable[[], Any]) -> None:
         started = time.perf_counter()
         try:
@@ -513,7 +528,7 @@ def _row(framework: str, guarded: bool | None, turns: int) -> dict[str, Any]:
     with LocalServer(model) as server:
         run = runner(server.url, guarded, turns)
     run.calls = model.asked
-    run.loop.close()
+    run.close()
     for error in dict.fromkeys(run.errors):
         print(f"{framework}, {_kind(guarded)}: {error}", file=sys.stderr)
     full = [
