@@ -6,28 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from contextwindow.content import Message, ToolResult, ToolSpec, ToolUse
 from contextwindow.replay.report import SUMMARY_ROWS, format_value
-from contextwindow.replay.scenario import ScenarioBuilder
+from contextwindow.replay.scenario import Scenario
 from contextwindow.replay.simulate import simulate_sync
+from replay_support import coding_scenario
 
 
-def _scenario(turns: int = 4) -> object:
-    b = ScenarioBuilder(name="small")
-    b.system("You are a careful coding agent.")
-    b.tools([ToolSpec(name="read", description="read a file")])
-    for t in range(turns):
-        b.user(Message.user(f"Turn {t}: audit the module and report."))
-        for r in range(4):
-            call = f"t{t}r{r}"
-            b.assistant(
-                Message.assistant(f"Reading part {r}.", ToolUse(id=call, name="read", input={"part": r}))
-            )
-            b.tool_result(
-                ToolResult(tool_use_id=call, content=f"part {r} of turn {t}\n" + "lorem ipsum " * 400)
-            )
-        b.assistant(Message.assistant(f"Turn {t} done."))
-    return b.build()
+def _scenario(turns: int = 4) -> Scenario:
+    return coding_scenario(turns, result="lorem ipsum " * 400)
 
 
 class TestSummaryFigures:
@@ -44,7 +30,7 @@ class TestSummaryFigures:
         pytest.importorskip("matplotlib")
         from contextwindow.replay.report import write_report
 
-        result = simulate_sync(_scenario(), model="claude-sonnet-4-5", window=8_000)  # type: ignore[arg-type]
+        result = simulate_sync(_scenario(), model="claude-sonnet-4-5", window=8_000)
         result.summary["counts_per_100_calls"] = 25.0
         page = write_report(result.records, result.summary, tmp_path, title="t", subtitle="s").read_text()
         assert "2500.0%" not in page and "<td>25.0</td>" in page
@@ -53,7 +39,7 @@ class TestSummaryFigures:
 class TestWindowAsKnown:
     def test_each_record_is_against_the_window_as_known_when_it_was_sent(self) -> None:
         result = simulate_sync(
-            _scenario(),  # type: ignore[arg-type]
+            _scenario(),
             model="claude-sonnet-4-5",
             window=12_000,
             provider_window=9_000,

@@ -178,24 +178,9 @@ class TestRenderedInChromium:
 
 
 def _small_scenario(turns: int = 3) -> Any:
-    from contextwindow.content import Message, ToolResult, ToolSpec, ToolUse
-    from contextwindow.replay.scenario import ScenarioBuilder
+    from replay_support import coding_scenario
 
-    b = ScenarioBuilder(name="small")
-    b.system("You are a careful coding agent.")
-    b.tools([ToolSpec(name="read", description="read a file")])
-    for t in range(turns):
-        b.user(Message.user(f"Turn {t}: audit the module and report."))
-        for r in range(4):
-            call = f"t{t}r{r}"
-            b.assistant(
-                Message.assistant(f"Reading part {r}.", ToolUse(id=call, name="read", input={"part": r}))
-            )
-            b.tool_result(
-                ToolResult(tool_use_id=call, content=f"part {r} of turn {t}\n" + "lorem ipsum " * 300)
-            )
-        b.assistant(Message.assistant(f"Turn {t} done."))
-    return b.build()
+    return coding_scenario(turns, result="lorem ipsum " * 300)
 
 
 class TestSimulateAndDemoWriteThePage:

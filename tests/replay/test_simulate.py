@@ -11,14 +11,14 @@ from typer.testing import CliRunner
 
 from contextwindow.cli import app
 from contextwindow.compile import SEGMENTS
-from contextwindow.content import Image, Message, ToolResult, ToolSpec, ToolUse
+from contextwindow.content import Message, ToolResult, ToolSpec, ToolUse
 from contextwindow.formats import loader_from, parse_any
 from contextwindow.models import get_profile
-from contextwindow.replay import synthetic_media
 from contextwindow.replay.scenario import Scenario, ScenarioBuilder
 from contextwindow.replay.scenario_file import dump_scenario
 from contextwindow.replay.simulate import simulate_sync
 from contextwindow.testing.counting import count_request
+from replay_support import coding_scenario
 
 runner = CliRunner()
 PROSE = "The agent reads a file, thinks about it and writes down what it found. " * 40
@@ -26,24 +26,7 @@ PROSE = "The agent reads a file, thinks about it and writes down what it found. 
 
 def _scenario(turns: int = 3, reads: int = 6) -> Scenario:
     """A small coding-agent script: each turn reads files (long tool results) and takes a screenshot."""
-    b = ScenarioBuilder(name="small")
-    b.system("You are a careful coding agent.")
-    b.tools(
-        [ToolSpec(name="read", description="read a file"), ToolSpec(name="screenshot", description="look")]
-    )
-    for t in range(turns):
-        b.user(Message.user(f"Turn {t}: audit the module and report."))
-        for r in range(reads):
-            call = f"t{t}r{r}"
-            b.assistant(
-                Message.assistant(f"Reading part {r}.", ToolUse(id=call, name="read", input={"part": r}))
-            )
-            b.tool_result(ToolResult(tool_use_id=call, content=f"part {r} of turn {t}\n" + PROSE))
-        shot = b.add_generated(lambda t=t: synthetic_media.screenshot(320, 200, seed=t), "image/png")
-        b.assistant(Message.assistant("Looking.", ToolUse(id=f"t{t}s", name="screenshot", input={})))
-        b.tool_result(ToolResult(tool_use_id=f"t{t}s", content=(Image(ref=shot),)))
-        b.assistant(Message.assistant(f"Turn {t} done."))
-    return b.build()
+    return coding_scenario(turns, reads=reads, result=PROSE, screenshots=True)
 
 
 class TestSimulate:
