@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,17 +22,6 @@ MODEL = "claude-sonnet-4-5"
 @pytest.fixture(autouse=True)
 def _anthropic() -> None:
     pytest.importorskip("anthropic")
-
-
-@pytest.fixture
-def model() -> ObservedModel:
-    return ObservedModel()
-
-
-@pytest.fixture
-def server(model: ObservedModel) -> Iterator[LocalServer]:
-    with LocalServer(model) as running:
-        yield running
 
 
 def prompt(turn: int) -> dict[str, Any]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -50,17 +49,6 @@ def long_search_tool() -> Any:
         return notes(query, 250)  # over the size past which an older result is archived
 
     return search
-
-
-@pytest.fixture
-def model() -> ObservedModel:
-    return ObservedModel()
-
-
-@pytest.fixture
-def server(model: ObservedModel) -> Iterator[LocalServer]:
-    with LocalServer(model) as running:
-        yield running
 
 
 def chat(server: LocalServer) -> ChatOpenAI:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -42,17 +41,6 @@ close_the_loop = pytest.fixture(autouse=True)(close_the_loop_left_open)  # litel
 def _litellm() -> None:
     pytest.importorskip("litellm")
     adapter.GuardedLiteLLM  # noqa: B018 (the adapter's import sets litellm's model map up)
-
-
-@pytest.fixture
-def model() -> ObservedModel:
-    return ObservedModel()
-
-
-@pytest.fixture
-def server(model: ObservedModel) -> Iterator[LocalServer]:
-    with LocalServer(model) as running:
-        yield running
 
 
 def routing(server: LocalServer) -> dict[str, Any]:

@@ -5,7 +5,6 @@ store."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,17 +38,6 @@ def search_tool() -> Any:
         return notes(query)
 
     return search
-
-
-@pytest.fixture
-def model() -> ObservedModel:
-    return ObservedModel()
-
-
-@pytest.fixture
-def server(model: ObservedModel) -> Iterator[LocalServer]:
-    with LocalServer(model) as running:
-        yield running
 
 
 async def run(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -30,17 +29,6 @@ def _pydantic_ai() -> None:
 
 
 close_the_loop = pytest.fixture(autouse=True)(close_the_loop_left_open)  # run_sync keeps one open
-
-
-@pytest.fixture
-def model() -> ObservedModel:
-    return ObservedModel()
-
-
-@pytest.fixture
-def server(model: ObservedModel) -> Iterator[LocalServer]:
-    with LocalServer(model) as running:
-        yield running
 
 
 @cache
