@@ -252,7 +252,8 @@ class GuardCore:
             self.options.context_window or profile.context_window,
             self.provider_windows.get(canonical.model or "", profile.context_window),
         )
-        reserve = canonical.max_tokens or profile.max_output_tokens
+        # The agent's reserve, else the one the engine would keep (a third of a small window).
+        reserve = canonical.max_tokens or self.policy.reserve_for(window, profile.max_output_tokens)
         estimator = Estimator(profile)
         return guarded_body(
             body,
