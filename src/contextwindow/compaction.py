@@ -469,11 +469,13 @@ def per_call_dollars(
     growth: int,
     whole: int,
     cleared: int | None = None,
+    output: int = 0,
 ) -> dict[str, float] | None:
     """The dollars per agent call of each strategy once a conversation is full, at ``model``'s prices
     with cache reads and writes (:mod:`contextwindow.cost`); ``None`` without prices. ``head``: the
     system prompt and tools; ``growth``: what each call adds; ``whole``: the request's count now;
-    ``cleared``: what Anthropic's clearing leaves of it (Anthropic only).
+    ``cleared``: what Anthropic's clearing leaves of it (Anthropic only); ``output``: the agent's own
+    output per call (the same for both: it changes no choice, only the figures).
 
     - **local** (the engine's fold, as :func:`~contextwindow.engine.folding.fold_step.fold_tail_share`
       sizes it): the summariser reads the span it folds (not cached: its request is a transcript of
@@ -508,22 +510,23 @@ def per_call_dollars(
         Usage(fresh_input=max(0, whole - kept), output=SUMMARY_TOKENS),
         Usage(cache_read=head, cache_write=max(0, kept - head)),
     )
-    between = dollars(Usage(cache_read=(kept + room) // 2, cache_write=growth))
+    between = dollars(Usage(cache_read=(kept + room) // 2, cache_write=growth, output=output))
     if fold is None or between is None:
         return None
     out = {"local": fold / span + between}
     if wire == "anthropic":
         left = whole if cleared is None else cleared
-        provider = dollars(Usage(cache_read=min(head, left), cache_write=max(0, left - head)))
+        provider = dollars(Usage(cache_read=min(head, left), cache_write=max(0, left - head), output=output))
     else:
         threshold = int(room * PROVIDER_TRIGGER)
         item = int(threshold * OPENAI_COMPACTED_SHARE)
         calls = max(1, (threshold - head - item) // growth)
+        # The compaction pass reads what crossed the threshold (all but the newest growth cached).
         compacted = dollars(
-            Usage(cache_read=max(0, whole - growth), fresh_input=growth, output=item),
+            Usage(cache_read=threshold, fresh_input=growth, output=item),
             Usage(cache_read=head, fresh_input=item + growth),
         )
-        grown = dollars(Usage(cache_read=(head + item + threshold) // 2, fresh_input=growth))
+        grown = dollars(Usage(cache_read=(head + item + threshold) // 2, fresh_input=growth, output=output))
         provider = None if compacted is None or grown is None else compacted / calls + grown
     if provider is None:
         return None
