@@ -350,8 +350,9 @@ def _check(rows: list[tuple[Run, Run, dict[str, float] | None]]) -> list[str]:
     for local, provider, predicted in rows:
         groups.setdefault((local.wire, local.window), []).append((local, provider, predicted))
     for (wire, window), group in sorted(groups.items()):
+        # The sessions both strategies filled (a fold, an applied edit or a compaction each).
         priced = [
-            (loc, prov, p) for loc, prov, p in group if p is not None and loc.accepted and prov.accepted
+            (loc, prov, p) for loc, prov, p in group if p is not None and loc.full_calls and prov.full_calls
         ]
         if not priced:
             continue
@@ -441,7 +442,8 @@ def main(argv: Sequence[str] | None = None) -> str:
     lines += [
         "",
         "auto's cost model against the measured dollars per agent call once full, per session (predicted /",
-        "measured: median and range), and how often it picks the strategy that measured cheaper:",
+        "measured: median and range), and how often it picks the strategy that measured cheaper, over the",
+        "sessions both strategies filled:",
         "",
         "| wire | window | local: predicted / measured | provider: predicted / measured | picks the cheaper |",
         "|---|---|---|---|---|",
