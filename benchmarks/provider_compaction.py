@@ -1,30 +1,38 @@
-"""The providers' own context editing beside local folding, on the real Claude Code sessions.
+"""The providers' own compaction beside local folding, on the real Claude Code sessions.
 
 Each session (``../shared/data/claude-code-sessions``, imported by
-:func:`contextwindow.replay.importers.import_claude_code`) is replayed twice against the local provider
-with its prompt cache on (Anthropic ``cache_control`` breakpoints as
-:class:`~contextwindow.providers.anthropic.AnthropicProvider` marks them: the system prompt and tools,
-the newest message), at a hard window of 16k and 32k tokens, on the Anthropic wire:
+:func:`contextwindow.replay.importers.import_claude_code`) is replayed against the local provider with
+its prompt cache on, at a hard window of 16k and 32k tokens, each strategy on the same session and
+window one after the other (A/B interleaved). Every agent call is answered with the session's own
+assistant message (the same output in every row). Rows:
 
-* **local**: ``contextwindow simulate``'s own loop (:func:`contextwindow.replay.simulate.simulate`:
-  the engine folds, a summariser on the same local model);
-* **provider**: the agent's whole history sent on every call, with the ``context_management`` the
-  guard's ``compaction="provider"`` sends (:func:`contextwindow.compaction.anthropic_context_management`:
+* **local**, Anthropic wire (the session's Claude model) and OpenAI wire (:data:`OPENAI_MODEL`):
+  ``contextwindow simulate``'s own loop (:func:`contextwindow.replay.simulate.simulate`: the engine
+  folds, a summariser on the same local model);
+* **anthropic clearing**: the agent's whole history sent on every call, with the ``context_management``
+  the guard's ``compaction="provider"`` sends (:func:`contextwindow.compaction.anthropic_context_management`:
   ``clear_tool_uses_20250919`` from 80% of the room for input, the newest 3 tool uses kept, at least a
   tenth of the trigger cleared). A call whose history the edits cannot bring under the window is what
-  the guard folds locally: counted as a *fallback* and left out of the other columns.
+  the guard folds locally: counted as a *fallback* and left out of the other columns;
+* **anthropic compaction** (``compact_20260112``): not applicable at these windows (its trigger is at
+  least 50,000 tokens, over both windows): the row says so;
+* **openai compaction**: Responses with ``context_management`` compaction from 80% of the room, the
+  input since the newest ``compaction`` item (what the guard sends:
+  :func:`contextwindow.compaction.guarded_body`), the local provider compacting as OpenAI documents it
+  (:mod:`contextwindow.testing.openai_compaction`: both passes billed);
+* **auto**, each wire: per session, the strategy ``"auto"``'s cost model
+  (:func:`contextwindow.compaction.per_call_dollars`, at the session's own head and growth per call)
+  prices cheaper, at that strategy's measured cost. Below the table, the model is checked against the
+  measured dollars per agent call, session by session: its ratio to the measured figure per strategy
+  (median, range) and how often it picks the strategy that measured cheaper.
 
-Columns, per strategy and window: *window use once full* (the provider's count of each accepted
-request over the window, mean and smallest, over the calls from the strategy's first fold or first
-applied edit on), *cached share once full* (cache reads over input on those calls), *dollars per
-session* (every accepted call, summariser's included, priced by genai-prices at the session's model
-with cache reads and writes: :mod:`contextwindow.cost`; a provider fallback, which the guard would fold
-locally, is not priced, so the provider's dollars per session are a lower bound; *dollars / 1,000 agent
-calls* divides by the agent's answered calls, the summariser's cost included on the local side), *calls* per session (provider calls, summariser's
-included), *fallbacks* per 100 calls (provider only).
-
-The OpenAI wires are not measured: Chat Completions has no provider compaction, and the local
-provider does not write Responses ``compaction`` items yet.
+Columns, per row: *window use once full* (the provider's count of each accepted agent request over the
+window, mean and smallest, from the strategy's first fold, applied edit or compaction on), *cached share
+once full* (cache reads over input on those calls), *dollars per session* (every accepted call,
+summariser's and compaction passes included, priced by genai-prices at the row's model with cache reads
+and writes: :mod:`contextwindow.cost`; a fallback, which the guard would fold locally, is not priced),
+*dollars / 100 agent calls*, *compactions / 100 calls* (folds, applied edits or compaction items per 100
+agent calls once full), *fallbacks / 100 calls*.
 
 ``python -m benchmarks.provider_compaction [--quick] [--sessions N]`` from the repo root with
 ``PYTHONPATH=src``; writes ``benchmarks/results/provider_compaction.md``. ``--quick``: 4 sessions, 16k.
@@ -38,12 +46,18 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from contextwindow import cost
-from contextwindow.compaction import ANTHROPIC_CONTEXT_BETA, anthropic_context_management
+from contextwindow.compaction import (
+    ANTHROPIC_CONTEXT_BETA,
+    COMPACTION_MINIMUM_TRIGGER,
+    PROVIDER_TRIGGER,
+    anthropic_context_management,
+    per_call_dollars,
+)
 from contextwindow.content import Message, Request, ToolResult
 from contextwindow.formats import loader_from
 from contextwindow.models import get_profile
@@ -52,6 +66,8 @@ from contextwindow.replay.importers import import_claude_code
 from contextwindow.replay.scenario import Scenario
 from contextwindow.testing import LocalModel, LocalReply, LocalSettings
 from contextwindow.testing.caching import provider_breakpoints
+from contextwindow.testing.openai_compaction import compacting_call
+from contextwindow.testing.responses import ResponsesMemory
 from contextwindow.usage.tracker import Usage
 
 from ._paths import CLAUDE_SESSIONS, RESULTS
@@ -60,6 +76,8 @@ __all__ = ["main"]
 
 WINDOWS = (16_000, 32_000)
 FALLBACK_MODEL = "claude-sonnet-4-5"
+OPENAI_MODEL = "gpt-5"
+"""The model of the OpenAI rows (o200k: the local tokenizer is its own, no count scale)."""
 OUT = RESULTS / "provider_compaction.md"
 LOAD = loader_from({})
 
@@ -68,14 +86,26 @@ LOAD = loader_from({})
 class Run:
     strategy: str
     window: int
+    wire: str = "anthropic"
     calls: int = 0
     fallbacks: int = 0
+    compactions: int = 0
+    full_calls: int = 0
     use: list[float] = field(default_factory=list)
     read: int = 0
     input: int = 0
     dollars: float = 0.0
     accepted: int = 0
     """The agent's calls answered (the summariser's not counted)."""
+    growth: list[int] = field(default_factory=list)
+    """Each agent call's growth over the one before (the provider's count), for the cost model."""
+    full_dollars: float = 0.0
+    """The dollars of the calls once full (a fold's summariser call, a compaction pass included)."""
+
+    @property
+    def per_call(self) -> float:
+        """Dollars per agent call once full: what ``"auto"``'s cost model predicts."""
+        return self.full_dollars / self.full_calls if self.full_calls else 0.0
 
 
 def _model(scenario: Scenario) -> str:
@@ -106,7 +136,7 @@ class _Recording(simulate_module.RecordingModel):
         return outcome
 
 
-def _local(scenario: Scenario, model: str, window: int, scale: float) -> Run:
+def _local(scenario: Scenario, model: str, window: int, scale: float, wire: str) -> Run:
     replies: list[tuple[str, LocalReply]] = []
     original = simulate_module.RecordingModel
 
@@ -118,31 +148,47 @@ def _local(scenario: Scenario, model: str, window: int, scale: float) -> Run:
     try:
         result = asyncio.run(
             simulate_module.simulate(
-                scenario, model=model, window=window, count_scale=scale, prompt_cache=True
+                scenario,
+                model=model,
+                window=window,
+                count_scale=scale,
+                prompt_cache=True,
+                wire=wire,  # type: ignore[arg-type]
             )
         )
     finally:
         simulate_module.RecordingModel = original  # type: ignore[misc]
-    run = Run(strategy="local", window=window)
+    run = Run(strategy="local", window=window, wire=wire)
     folded_at = next((r.call for r in result.records if "compacted" in r.events), None)
+    run.compactions = sum("compacted" in r.events for r in result.records)
+    previous = None
     for i, (session, reply) in enumerate(replies):
+        if session != "default":
+            continue
+        if previous is not None and reply.input_tokens > previous:
+            run.growth.append(reply.input_tokens - previous)
+        previous = reply.input_tokens
         # From the first fold on (the record's call index counts the summariser's calls too).
-        if session == "default" and folded_at is not None and i >= folded_at:
+        if folded_at is not None and i >= folded_at:
+            run.full_calls += 1
             run.use.append(reply.input_tokens / window)
             run.read += reply.cache.read
             run.input += reply.input_tokens
-    for session, reply in replies:
+    for i, (session, reply) in enumerate(replies):
         run.calls += 1
         run.accepted += session == "default"
-        run.dollars += _dollars(reply.reported or Usage(), model)
+        priced = _dollars(reply.reported or Usage(), model)
+        run.dollars += priced
+        if folded_at is not None and i >= folded_at:
+            run.full_dollars += priced
     return run
 
 
-def _agent_calls(scenario: Scenario) -> list[tuple[Message, ...]]:
-    """The history before each scripted assistant reply: the requests an agent makes."""
+def _agent_calls(scenario: Scenario) -> list[tuple[tuple[Message, ...], Message]]:
+    """The history before each scripted assistant reply, and that reply: the requests an agent makes."""
     history: list[Message] = []
     pending: list[ToolResult] = []
-    calls: list[tuple[Message, ...]] = []
+    calls: list[tuple[tuple[Message, ...], Message]] = []
     for turn in scenario.turns:
         history.append(turn.user)
         for step in turn.steps:
@@ -152,7 +198,7 @@ def _agent_calls(scenario: Scenario) -> list[tuple[Message, ...]]:
                 if pending:
                     history.append(Message(role="user", content=tuple(pending)))
                     pending = []
-                calls.append(tuple(history))
+                calls.append((tuple(history), step.message))
                 history.append(step.message)
         if pending:
             history.append(Message(role="user", content=tuple(pending)))
@@ -160,7 +206,19 @@ def _agent_calls(scenario: Scenario) -> list[tuple[Message, ...]]:
     return calls
 
 
-def _provider(scenario: Scenario, model: str, window: int, scale: float) -> Run:
+def _accepted(run: Run, reply: LocalReply, model: str, *, acted: bool) -> None:
+    run.accepted += 1
+    priced = _dollars(reply.reported or Usage(), model)
+    run.dollars += priced
+    if acted:
+        run.full_calls += 1
+        run.full_dollars += priced
+        run.use.append(reply.input_tokens / run.window)
+        run.read += reply.cache.read
+        run.input += reply.input_tokens
+
+
+def _anthropic(scenario: Scenario, model: str, window: int, scale: float) -> Run:
     local = LocalModel(
         LocalSettings(
             window=window, prompt_cache=True, count_scale=scale, default_model=model, clock=lambda: 0.0
@@ -168,10 +226,10 @@ def _provider(scenario: Scenario, model: str, window: int, scale: float) -> Run:
     )
     reserve = min(4_096, window // 8)
     room = window - reserve
-    management = anthropic_context_management(int(room * 0.8))
-    run = Run(strategy="provider", window=window)
+    management = anthropic_context_management(int(room * PROVIDER_TRIGGER))
+    run = Run(strategy="anthropic clearing", window=window)
     acted = False
-    for messages in _agent_calls(scenario):
+    for messages, answer in _agent_calls(scenario):
         request = Request(
             model=model,
             system=scenario.system,
@@ -179,44 +237,139 @@ def _provider(scenario: Scenario, model: str, window: int, scale: float) -> Run:
             messages=messages,
             params={"context_management": management, "betas": [ANTHROPIC_CONTEXT_BETA]},
         )
+        local.enqueue(answer)
         reply = local.handle(
             request,
             wire="anthropic",
             max_tokens=reserve,
-            load=LOAD,
+            load=scenario.load_attachment,
             breakpoints=provider_breakpoints(request),
         )
         run.calls += 1
         if not isinstance(reply, LocalReply):
             run.fallbacks += 1  # the guard folds this one locally
+            local.discard_script(0)
             continue
-        run.accepted += 1
         acted = acted or bool(reply.applied_edits)
-        if acted:
-            run.use.append(reply.input_tokens / window)
-            run.read += reply.cache.read
-            run.input += reply.input_tokens
-        run.dollars += _dollars(reply.reported or Usage(), model)
+        run.compactions += bool(reply.applied_edits)
+        _accepted(run, reply, model, acted=acted)
     return run
 
 
-def _row(strategy: str, window: int, runs: Sequence[Run], sessions: int) -> str:
+def _openai(scenario: Scenario, model: str, window: int) -> Run:
+    local = LocalModel(
+        LocalSettings(window=window, prompt_cache=True, default_model=model, clock=lambda: 0.0)
+    )
+    memory = ResponsesMemory()
+    reserve = min(4_096, window // 8)
+    threshold = int((window - reserve) * PROVIDER_TRIGGER)
+    run = Run(strategy="openai compaction", window=window, wire="openai")
+    kept: list[Message] = []
+    seen = 0
+    acted = False
+    calls = _agent_calls(scenario)
+    for n, (messages, answer) in enumerate(calls):
+        kept.extend(messages[seen:])
+        seen = len(messages)
+        request = Request(
+            model=model,
+            system=scenario.system,
+            tools=scenario.tools,
+            messages=tuple(kept),
+            max_tokens=reserve,
+        )
+        local.enqueue(answer)
+        reply, item, pruned = compacting_call(
+            local, memory, request, threshold=threshold, load=scenario.load_attachment, session="default"
+        )
+        run.calls += 1
+        if not isinstance(reply, LocalReply):
+            # What is left since the newest compaction item is over the window: the guard folds
+            # locally, and goes on folding (a naive agent's input has no newer compaction item).
+            run.fallbacks += len(calls) - n
+            run.calls += len(calls) - n - 1
+            break
+        if item is not None:
+            acted = True
+            run.compactions += 1
+            kept = list(pruned.messages)  # the agent appends the item; the guard drops what precedes it
+        kept.append(answer)
+        seen += 1
+        _accepted(run, reply, model, acted=acted)
+    return run
+
+
+def _auto(
+    local: Run, provider: Run, model: str, head: int, output: int
+) -> tuple[Run, dict[str, float] | None]:
+    """The strategy ``"auto"``'s cost model prices cheaper for this session, and the model's figures."""
+    growth = int(statistics.median(local.growth)) if local.growth else 1
+    room = local.window - min(4_096, local.window // 8)
+    wire = "anthropic" if local.wire == "anthropic" else "openai-responses"
+    # What the clearing leaves is known when the guard decides (its plan): here, as measured.
+    cleared = provider.input // provider.full_calls if provider.full_calls else None
+    predicted = per_call_dollars(
+        model,
+        wire=wire,
+        room=room,
+        head=head,
+        growth=max(1, growth),
+        whole=room,
+        cleared=cleared,
+        output=output,
+    )
+    pick = provider if predicted is not None and predicted["provider"] < predicted["local"] else local
+    return pick, predicted
+
+
+def _row(strategy: str, wire: str, window: int, runs: Sequence[Run], sessions: int) -> str:
     use = [u for r in runs for u in r.use]
     read = sum(r.read for r in runs)
     total = sum(r.input for r in runs)
     calls = sum(r.calls for r in runs)
     fallbacks = sum(r.fallbacks for r in runs)
+    full = sum(r.full_calls for r in runs)
     mean = f"{statistics.fmean(use):.0%}" if use else "–"
     least = f"{min(use):.0%}" if use else "–"
     cached = f"{read / total:.0%}" if total else "–"
-    fall = f"{100 * fallbacks / calls:.1f}" if strategy == "provider" and calls else "–"
+    fall = f"{100 * fallbacks / calls:.1f}" if calls and strategy != "local" else "–"
     dollars = sum(r.dollars for r in runs)
     accepted = sum(r.accepted for r in runs)
-    per_call = f"${1000 * dollars / accepted:.2f}" if accepted else "–"
+    per_100 = f"${100 * dollars / accepted:.3f}" if accepted else "–"
+    compactions = f"{100 * sum(r.compactions for r in runs) / full:.1f}" if full else "–"
     return (
-        f"| {strategy} | {window // 1000}k | {mean} | {least} | {cached} | ${dollars / sessions:.3f} | "
-        f"{per_call} | {calls / sessions:.1f} | {fall} |"
+        f"| {strategy} | {wire} | {window // 1000}k | {mean} | {least} | {cached} | ${dollars / sessions:.3f} | "
+        f"{per_100} | {compactions} | {fall} |"
     )
+
+
+def _check(rows: list[tuple[Run, Run, dict[str, float] | None]]) -> list[str]:
+    """The cost model against the measured dollars per agent call, per wire and window."""
+    out = []
+    groups: dict[tuple[str, int], list[tuple[Run, Run, dict[str, float] | None]]] = {}
+    for local, provider, predicted in rows:
+        groups.setdefault((local.wire, local.window), []).append((local, provider, predicted))
+    for (wire, window), group in sorted(groups.items()):
+        # The sessions both strategies filled (a fold, an applied edit or a compaction each).
+        priced = [
+            (loc, prov, p) for loc, prov, p in group if p is not None and loc.full_calls and prov.full_calls
+        ]
+        if not priced:
+            continue
+        local_ratio = [p["local"] / loc.per_call for loc, _, p in priced if loc.per_call]
+        provider_ratio = [p["provider"] / prov.per_call for _, prov, p in priced if prov.per_call]
+        agree = sum((p["provider"] < p["local"]) == (prov.per_call < loc.per_call) for loc, prov, p in priced)
+
+        def span(values: list[float]) -> str:
+            if not values:
+                return "–"
+            return f"{statistics.median(values):.2f} ({min(values):.2f}–{max(values):.2f})"
+
+        out.append(
+            f"| {wire} | {window // 1000}k | {span(local_ratio)} | {span(provider_ratio)} | "
+            f"{agree}/{len(priced)} |"
+        )
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> str:
@@ -224,6 +377,8 @@ def main(argv: Sequence[str] | None = None) -> str:
     parser.add_argument("--quick", action="store_true", help="4 sessions at 16k")
     parser.add_argument("--sessions", type=int, default=None)
     args = parser.parse_args(list(argv) if argv is not None else [])
+    from contextwindow.pricing import Estimator
+
     from ._claude_sessions import recorded_scale
 
     files = sorted(CLAUDE_SESSIONS.rglob("*.jsonl"))
@@ -234,26 +389,66 @@ def main(argv: Sequence[str] | None = None) -> str:
     files = files[:count]
     windows = WINDOWS[:1] if args.quick else WINDOWS
     started = time.perf_counter()
-    runs: dict[tuple[str, int], list[Run]] = {}
+    runs: dict[tuple[str, str, int], list[Run]] = {}
+    checks: list[tuple[Run, Run, dict[str, float] | None]] = []
     for path in files:
         scenario = import_claude_code(str(path))
         model = _model(scenario)
         scale = recorded_scale(Path(path), model)
+        answers = [answer for _, answer in _agent_calls(scenario)]
+        output = (
+            int(statistics.fmean(Estimator(get_profile(model)).messages([a]) for a in answers))
+            if answers
+            else 0
+        )
         for window in windows:
-            # A/B interleaved: both strategies on the same session and window, one after the other.
-            runs.setdefault(("local", window), []).append(_local(scenario, model, window, scale))
-            runs.setdefault(("provider", window), []).append(_provider(scenario, model, window, scale))
+            # A/B interleaved: every strategy on the same session and window, one after the other.
+            for wire, name in (("anthropic", model), ("openai", OPENAI_MODEL)):
+                local = _local(scenario, name, window, scale if wire == "anthropic" else 1.0, wire)
+                if wire == "anthropic":
+                    provider = _anthropic(scenario, name, window, scale)
+                else:
+                    provider = _openai(scenario, name, window)
+                head = Estimator(get_profile(name)).request(
+                    Request(model=name, system=scenario.system, tools=scenario.tools)
+                )
+                pick, predicted = _auto(local, provider, name, head, output)
+                checks.append((local, provider, predicted))
+                runs.setdefault(("local", wire, window), []).append(local)
+                runs.setdefault((provider.strategy, wire, window), []).append(provider)
+                runs.setdefault(("auto", wire, window), []).append(replace(pick))
     lines = [
-        f"{len(files)} real sessions, Anthropic wire, prompt cache on; {time.perf_counter() - started:.0f} s",
+        f"{len(files)} real sessions, prompt cache on; Anthropic rows at each session's Claude model, OpenAI "
+        f"rows at {OPENAI_MODEL}; {time.perf_counter() - started:.0f} s",
         "",
-        "| strategy | window | window use once full (mean) | smallest | cached share once full | "
-        "dollars / session (accepted calls) | dollars / 1,000 agent calls | calls / session | "
+        "| strategy | wire | window | window use once full (mean) | smallest | cached share once full | "
+        "dollars / session | dollars / 100 agent calls | compactions / 100 calls once full | "
         "fallbacks / 100 calls |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for window in windows:
-        for strategy in ("local", "provider"):
-            lines.append(_row(strategy, window, runs[(strategy, window)], len(files)))
+        for wire, strategies in (
+            ("anthropic", ("local", "anthropic clearing", "anthropic compaction", "auto")),
+            ("openai", ("local", "openai compaction", "auto")),
+        ):
+            for strategy in strategies:
+                if strategy == "anthropic compaction":
+                    lines.append(
+                        f"| {strategy} | {wire} | {window // 1000}k | n/a: its trigger is at least "
+                        f"{COMPACTION_MINIMUM_TRIGGER:,} tokens, over the window | | | | | | |"
+                    )
+                    continue
+                lines.append(_row(strategy, wire, window, runs[(strategy, wire, window)], len(files)))
+    lines += [
+        "",
+        "auto's cost model against the measured dollars per agent call once full, per session (predicted /",
+        "measured: median and range), and how often it picks the strategy that measured cheaper, over the",
+        "sessions both strategies filled:",
+        "",
+        "| wire | window | local: predicted / measured | provider: predicted / measured | picks the cheaper |",
+        "|---|---|---|---|---|",
+        *_check(checks),
+    ]
     table = "\n".join(lines)
     print(table)
     OUT.parent.mkdir(parents=True, exist_ok=True)

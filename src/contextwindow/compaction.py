@@ -25,10 +25,17 @@ The wire semantics are the providers' own, as documented:
 - Anthropic server-side compaction (https://platform.claude.com/docs/en/build-with-claude/compaction):
   beta header ``compact-2026-01-12``, edit ``compact_20260112`` with an ``input_tokens`` trigger of at
   least 50,000 (default 150,000). Never useful below a 50k window: the guard does not send it there.
-- OpenAI Responses compaction
-  (https://developers.openai.com/api/docs/guides/context-management): ``context_management=[{"type":
-  "compaction", "compact_threshold": N}]`` on ``responses.create``, or ``POST /responses/compact``;
-  the output carries an opaque ``compaction`` item.
+- OpenAI Responses compaction (https://developers.openai.com/api/docs/guides/compaction):
+  ``context_management=[{"type": "compaction", "compact_threshold": N}]`` on ``responses.create``: once
+  the rendered input crosses N the server compacts it, the output starts with an opaque
+  ``compaction`` item (``encrypted_content``) and inference goes on from the pruned context; or
+  ``POST /responses/compact``, whose output is the input's user messages and one compaction item.
+  The agent appends the output to its input as usual. The docs let the client drop the items before
+  the newest compaction item, and it must: OpenAI does not ignore them, it reads and bills them
+  (a live probe, pydantic/pydantic-ai#7224). The guard drops them (keeping the leading
+  system/developer items, the agent's instructions) and sends :func:`openai_context_management`.
+- Chat Completions has no provider compaction: ``"provider"`` there folds locally, and says so once
+  on the ``contextwindow.guard`` logger (``"auto"`` folds locally without a word).
 
 :func:`apply_anthropic_edits` is the one implementation of what Anthropic's edits leave: the guard
 uses it to know, before sending, whether the provider's edits make the request fit; the local
@@ -37,11 +44,13 @@ provider (:mod:`contextwindow.testing.context_management`) uses it to serve them
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from .content import Message, RedactedThinking, Request, Text, Thinking, ToolResult, ToolUse
+from .formats.responses import COMPACTION_ITEM
 
 __all__ = [
     "ANTHROPIC_CONTEXT_BETA",
@@ -52,6 +61,7 @@ __all__ = [
     "COMPACTION_MINIMUM_TRIGGER",
     "COMPACTION_MODES",
     "COMPACT_BETA",
+    "OPENAI_COMPACTION",
     "AppliedEdit",
     "CompactionMode",
     "ProviderPlan",
@@ -60,8 +70,14 @@ __all__ = [
     "auto_choice",
     "cheaper",
     "guarded_body",
+    "merged_betas",
+    "merged_headers",
     "on_the_wire",
+    "openai_choice",
+    "openai_context_management",
+    "per_call_dollars",
     "provider_plan",
+    "since_compaction",
 ]
 
 CompactionMode = Literal["local", "provider", "auto"]
@@ -79,6 +95,8 @@ CLEAR_THINKING = "clear_thinking_20251015"
 """The edit that clears thinking blocks of older assistant turns."""
 COMPACT = "compact_20260112"
 """The edit that has the server summarise older context into a ``compaction`` block."""
+OPENAI_COMPACTION = "compaction"
+"""The one ``context_management`` entry type OpenAI's Responses API takes, and its output item's type."""
 COMPACTION_MINIMUM_TRIGGER = 50_000
 """The smallest ``input_tokens`` trigger ``compact_20260112`` accepts (the docs' parameter table)."""
 DEFAULT_CLEAR_TRIGGER = 100_000
@@ -269,18 +287,28 @@ def guarded_body(
     room: int,
     count: Callable[[Request], int],
 ) -> dict[str, Any] | None:
-    """The body the guard sends with the provider's own editing attached, or ``None`` to fold
-    locally: ``mode`` is ``"local"``, the wire has no provider editing the guard can use (only the
-    Anthropic wire here), the edits cannot bring the request into ``room`` (the window less the
-    output reserve), or (``"auto"``) folding locally costs no more (:func:`auto_choice`)."""
-    if mode == "local" or wire != "anthropic":
+    """The body the guard sends with the provider's own compaction attached, or ``None`` to fold
+    locally: ``mode`` is ``"local"``; the wire has no provider compaction (Chat Completions: a warning
+    once for ``"provider"``); there is nothing for the provider to do yet (the guard's own path sends
+    a request that fits as it is, and keeps the ledger); what the provider would have to read cannot
+    fit ``room`` (the window less the output reserve); or (``"auto"``) folding locally costs no more
+    (:func:`auto_choice`)."""
+    if mode == "local":
+        return None
+    if wire == "openai-responses":
+        return _responses_body(body, request, mode=mode, room=room, count=count)
+    if wire != "anthropic":
+        if mode == "provider":
+            _say_once(
+                f"compaction='provider': the {wire} wire has no provider compaction (only Anthropic "
+                "Messages and OpenAI Responses have one): folded locally"
+            )
         return None
     plan = provider_plan(
         request, trigger=int(room * PROVIDER_TRIGGER), limit=int(room * ESTIMATE_MARGIN), count=count
     )
     if not plan.fits or not plan.applied:
-        # Nothing for the provider to clear (the guard's own path sends a request that fits as it
-        # is, and keeps the ledger), or clearing cannot make it fit: folded locally.
+        # Nothing for the provider to clear, or clearing cannot make it fit: folded locally.
         return None
     if mode == "auto":
         whole = count(request)
@@ -288,53 +316,222 @@ def guarded_body(
             return None
     extra_body = {**dict(body.get("extra_body") or {}), **plan.extra_body}
     headers = dict(body.get("extra_headers") or {})
-    betas = [b for b in (headers.get("anthropic-beta") or "").split(",") if b.strip()]
-    if ANTHROPIC_CONTEXT_BETA not in betas:
-        betas.append(ANTHROPIC_CONTEXT_BETA)
-    headers["anthropic-beta"] = ",".join(betas)
+    headers["anthropic-beta"] = merged_betas(headers.get("anthropic-beta"), ANTHROPIC_CONTEXT_BETA)
     return {**body, "extra_body": extra_body, "extra_headers": headers}
+
+
+def openai_context_management(threshold: int) -> list[dict[str, Any]]:
+    """The ``context_management`` the guard sends on the Responses wire: compact once the rendered
+    input crosses ``threshold`` tokens."""
+    return [{"type": OPENAI_COMPACTION, "compact_threshold": threshold}]
+
+
+def _head(items: Sequence[Any]) -> int:
+    """How many leading items of a Responses ``input`` are system/developer messages (the agent's
+    instructions)."""
+    n = 0
+    for item in items:
+        if not (
+            isinstance(item, Mapping)
+            and item.get("type", "message") == "message"
+            and item.get("role") in ("system", "developer")
+        ):
+            break
+        n += 1
+    return n
+
+
+def since_compaction(request: Request) -> Request:
+    """``request`` from its newest ``compaction`` item on (all of it when it has none): what the
+    provider needs of it (see the module docstring)."""
+    marks = [i for i, m in enumerate(request.messages) if COMPACTION_ITEM in m.metadata]
+    return replace(request, messages=request.messages[marks[-1] :]) if marks else request
+
+
+def _responses_body(
+    body: Mapping[str, Any],
+    request: Request,
+    *,
+    mode: CompactionMode,
+    room: int,
+    count: Callable[[Request], int],
+) -> dict[str, Any] | None:
+    """:func:`guarded_body` on the Responses wire: the items before the newest compaction item
+    dropped (the leading instructions kept), and ``context_management`` from
+    :data:`PROVIDER_TRIGGER` of the room. ``None`` when nothing is dropped and the input is under
+    the threshold (nothing for the provider to do), or when what is left cannot fit the room (the
+    compaction pass reads it all: folded locally instead)."""
+    items = body.get("input")
+    if not isinstance(items, list):
+        return None
+    newest = max((i for i, it in enumerate(items) if _is_compaction(it)), default=None)
+    head = _head(items)
+    kept = items if newest is None else [*items[:head], *items[newest:]]
+    left = count(since_compaction(request))
+    threshold = int(room * PROVIDER_TRIGGER)
+    if left > int(room * ESTIMATE_MARGIN) or (left < threshold and len(kept) == len(items)):
+        return None
+    if mode == "auto" and openai_choice(request, left=left, room=room, count=count) == "local":
+        return None
+    return {**body, "input": kept, "context_management": openai_context_management(threshold)}
+
+
+def _is_compaction(item: Any) -> bool:
+    return isinstance(item, Mapping) and item.get("type") == OPENAI_COMPACTION
+
+
+def merged_betas(given: str | None, *betas: str) -> str:
+    """An ``anthropic-beta`` header value: ``given``'s betas, then each of ``betas`` it lacks."""
+    names = [b.strip() for b in (given or "").split(",") if b.strip()]
+    names.extend(b for b in betas if b not in names)
+    return ",".join(names)
+
+
+def merged_headers(agent: Mapping[str, str], added: Mapping[str, str]) -> dict[str, str]:
+    """The agent's own headers with the ones a provider body adds (:func:`on_the_wire`): the added
+    ``anthropic-beta`` betas join the agent's (a header's name read in any case)."""
+    out = dict(agent)
+    for name, value in added.items():
+        same = [k for k in out if k.lower() == name.lower()]
+        if name.lower() == "anthropic-beta":
+            value = merged_betas(",".join(out[k] for k in same), *value.split(","))
+        for k in same:
+            del out[k]
+        out[name] = value
+    return out
+
+
+_log = logging.getLogger("contextwindow.guard")
+_said: set[str] = set()
+
+
+def _say_once(message: str) -> None:
+    """``message`` as a warning on the ``contextwindow.guard`` logger, once per process."""
+    if message not in _said:
+        _said.add(message)
+        _log.warning(message)
 
 
 def auto_choice(
     request: Request, plan: ProviderPlan, *, whole: int, room: int, count: Callable[[Request], int]
 ) -> Literal["local", "provider"]:
-    """``"auto"``: the provider's editing or a local fold, whichever costs less per call, in dollars
-    at the model's prices with cache reads and writes (:mod:`contextwindow.cost`; without prices,
-    local). The conversation is taken to grow by its newest message each call.
+    """``"auto"`` on the Anthropic wire: the provider's clearing or a local fold, whichever costs
+    less per call (:func:`per_call_dollars`; without prices, local). ``whole`` is the request's count
+    before the edits."""
+    head, growth = _shape(request, count)
+    dollars = per_call_dollars(
+        request.model,
+        wire="anthropic",
+        room=room,
+        head=head,
+        growth=growth,
+        whole=whole,
+        cleared=plan.input_tokens,
+    )
+    if dollars is None:
+        return "local"
+    return cheaper(dollars["local"], dollars["provider"])
 
-    - Provider: the agent sends its whole history every call, so once it is past the trigger the
-      edits apply on every call, and each new tool use moves the clearing one result on. Anthropic
-      reads the cache only at a breakpoint it wrote before: every call reads the system prompt and
-      tools and writes the rest (measured on the real sessions: 4% of the input read from the cache,
-      ``benchmarks/provider_compaction.py``).
-    - Local: the summariser reads what it folds and writes a summary (:data:`SUMMARY_TOKENS`), the
-      folded request (about half the room) is written to the cache, and the next fold is due when
-      the growth has filled the room back to the trigger; between folds each call reads its prefix
-      and writes its growth.
 
-    Clearing wins where each call adds so much that a fold would be due again at once."""
+def openai_choice(
+    request: Request, *, left: int, room: int, count: Callable[[Request], int]
+) -> Literal["local", "provider"]:
+    """``"auto"`` on the Responses wire: OpenAI's compaction or a local fold, whichever costs less per
+    call (:func:`per_call_dollars`; without prices, local). ``left`` is the count of what the provider
+    reads."""
+    head, growth = _shape(request, count)
+    dollars = per_call_dollars(
+        request.model, wire="openai-responses", room=room, head=head, growth=growth, whole=left
+    )
+    if dollars is None:
+        return "local"
+    return cheaper(dollars["local"], dollars["provider"])
+
+
+def _shape(request: Request, count: Callable[[Request], int]) -> tuple[int, int]:
+    """The request's system prompt and tools (its head), and its growth per call, taken as its newest
+    message."""
+    head = count(replace(request, messages=()))
+    return head, max(1, count(replace(request, messages=request.messages[-1:])) - head)
+
+
+OPENAI_COMPACTED_SHARE = 0.1
+"""What an OpenAI compaction item costs as input, as a share of the threshold it was made at (the
+local provider's compaction summary is written to this target)."""
+
+
+def per_call_dollars(
+    model: str | None,
+    *,
+    wire: str,
+    room: int,
+    head: int,
+    growth: int,
+    whole: int,
+    cleared: int | None = None,
+    output: int = 0,
+) -> dict[str, float] | None:
+    """The dollars per agent call of each strategy once a conversation is full, at ``model``'s prices
+    with cache reads and writes (:mod:`contextwindow.cost`); ``None`` without prices. ``head``: the
+    system prompt and tools; ``growth``: what each call adds; ``whole``: the request's count now;
+    ``cleared``: what Anthropic's clearing leaves of it (Anthropic only); ``output``: the agent's own
+    output per call (the same for both: it changes no choice, only the figures).
+
+    - **local** (the engine's fold, as :func:`~contextwindow.engine.folding.fold_step.fold_tail_share`
+      sizes it): the summariser reads the span it folds (not cached: its request is a transcript of
+      its own) and writes :data:`SUMMARY_TOKENS`; the folded request (the kept tail and the summary)
+      is written to the cache; the next fold is due when the growth has filled the room again;
+      between folds each call reads its prefix and writes its growth.
+    - **provider**, Anthropic clearing: the agent sends its whole history every call, so past the
+      trigger the edits apply on every call and each new tool use moves the clearing one result on;
+      Anthropic reads the cache only at a breakpoint it wrote before, so every call reads the system
+      prompt and tools and writes the rest (measured on the real sessions: 4–7% of the input read
+      from the cache, ``benchmarks/provider_compaction.py``).
+    - **provider**, OpenAI compaction: once the input crosses the threshold the server reads it (its
+      prefix from the cache: the call before sent it) and writes a compaction item
+      (:data:`OPENAI_COMPACTED_SHARE` of the threshold), and the reply is made from the instructions,
+      the item and the newest items (not cached yet); the next compaction is due when the growth has
+      filled it back to the threshold, each call between reading its prefix from the cache."""
     from . import cost
+    from .engine.folding.fold_step import fold_tail_share
+    from .engine.settings import EngineSettings
     from .usage.tracker import Usage
 
-    model = request.model
     if model is None or not cost.available():
-        return "local"
-    head = count(replace(request, messages=()))
-    growth = max(1, count(replace(request, messages=request.messages[-1:])) - head)
-    trigger = int(room * PROVIDER_TRIGGER)
-    folded = room // 2
-    calls = max(1, (trigger - folded) // growth)
-    fold = cost.price_all(
-        [Usage(fresh_input=max(0, whole - folded), output=SUMMARY_TOKENS), Usage(cache_write=folded)], model
+        return None
+
+    def dollars(*usages: Usage) -> float | None:
+        priced = cost.price_all(usages, model)
+        return None if priced is None else float(priced.total)
+
+    kept = int(room * fold_tail_share(EngineSettings().cover_tail_ratio, room, growth)) + SUMMARY_TOKENS
+    span = max(1, (room - kept) // growth)
+    fold = dollars(
+        Usage(fresh_input=max(0, whole - kept), output=SUMMARY_TOKENS),
+        Usage(cache_read=head, cache_write=max(0, kept - head)),
     )
-    between = cost.price(Usage(cache_read=(folded + trigger) // 2, cache_write=growth), model)
-    cleared = cost.price(
-        Usage(cache_read=min(head, plan.input_tokens), cache_write=max(0, plan.input_tokens - head)), model
-    )
-    if fold is None or between is None or cleared is None:
-        return "local"
-    local = float(fold.total) / calls + float(between.total)
-    return cheaper(local, float(cleared.total))
+    between = dollars(Usage(cache_read=(kept + room) // 2, cache_write=growth, output=output))
+    if fold is None or between is None:
+        return None
+    out = {"local": fold / span + between}
+    if wire == "anthropic":
+        left = whole if cleared is None else cleared
+        provider = dollars(Usage(cache_read=min(head, left), cache_write=max(0, left - head), output=output))
+    else:
+        threshold = int(room * PROVIDER_TRIGGER)
+        item = int(threshold * OPENAI_COMPACTED_SHARE)
+        calls = max(1, (threshold - head - item) // growth)
+        # The compaction pass reads what crossed the threshold (all but the newest growth cached).
+        compacted = dollars(
+            Usage(cache_read=threshold, fresh_input=growth, output=item),
+            Usage(cache_read=head, fresh_input=item + growth),
+        )
+        grown = dollars(Usage(cache_read=(head + item + threshold) // 2, fresh_input=growth, output=output))
+        provider = None if compacted is None or grown is None else compacted / calls + grown
+    if provider is None:
+        return None
+    out["provider"] = provider
+    return out
 
 
 def on_the_wire(body: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:

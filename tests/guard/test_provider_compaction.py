@@ -187,3 +187,41 @@ class TestAuto:
         json_body, headers = on_the_wire(sent)
         assert json_body["context_management"] == sent["extra_body"]["context_management"]
         assert "extra_body" not in json_body and headers == {"anthropic-beta": ANTHROPIC_CONTEXT_BETA}
+
+
+class TestLearnedFromTheProvidersPath:
+    def test_a_window_a_provider_call_was_refused_at_is_kept_in_the_ledger(
+        self, server: LocalServer, tmp_path: Any
+    ) -> None:
+        # Results of about 6k tokens: the newest three the clearing keeps are over the 16k window.
+        big = FILE * 2
+        history: list[dict[str, Any]] = [{"role": "user", "content": "Read every file."}]
+        for i in range(12):
+            history.append(
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": f"toolu_{i}", "name": "read_file", "input": {}}],
+                }
+            )
+            history.append(
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": f"{i} {big}"}
+                    ],
+                }
+            )
+        store = str(tmp_path / "ledger.db")
+        with anthropic.Anthropic(api_key="local", base_url=server.url, max_retries=0) as raw:
+            first = contextwindow.guard(raw, store=store, compaction="provider", context_window=64_000)
+            first.messages.create(model=CLAUDE, max_tokens=1024, tools=TOOLS, messages=history)
+            assert "extra_body" not in first.last_exchange.body  # refused with the edits: folded locally
+            first.store.close()
+            # Another guard on the same ledger knows the window: the provider's edits fit it at once.
+            second = contextwindow.guard(raw, store=store, compaction="provider")
+            response = second.messages.create(
+                model=CLAUDE, max_tokens=1024, tools=TOOLS, messages=tool_rounds(8)
+            )
+            assert "extra_body" in second.last_exchange.body
+            assert response.usage.input_tokens + 1024 <= WINDOW
+            second.store.close()

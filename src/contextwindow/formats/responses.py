@@ -22,6 +22,11 @@ Mapping (both directions):
   its reasoning item);
 - ``function_call_output`` items are ``ToolResult`` blocks of a user message (consecutive ones share
   it);
+- a ``compaction`` item (OpenAI's opaque summary of what came before it:
+  https://developers.openai.com/api/docs/guides/compaction) is a user message of its own holding its
+  ``encrypted_content`` as one ``Text`` block, marked in its metadata (:data:`COMPACTION_ITEM`, with the
+  item's ``id`` when it had one); rendering writes it back as the same item. Its text is what the
+  engine estimates it by (more than the summary it stands for costs: an estimate that errs high);
 - other item kinds (a built-in tool's calls) are not carried.
 """
 
@@ -48,7 +53,11 @@ from ..errors import InvalidInput
 from . import openai as chat
 from ._wire import AttachmentLoader, ParsedRequest, Sink, expect
 
-__all__ = ["parse_request", "render_items", "render_request"]
+__all__ = ["COMPACTION_ITEM", "compaction_item", "parse_request", "render_items", "render_request"]
+
+COMPACTION_ITEM = "response_compaction"
+"""The metadata key marking a message that is a Responses ``compaction`` item: ``{"id": ...}`` (the id
+absent when the item had none)."""
 
 _KNOWN_TOP = frozenset({"model", "input", "instructions", "tools", "max_output_tokens"})
 
@@ -121,6 +130,8 @@ def parse_request(data: Mapping[str, Any]) -> ParsedRequest:
                 messages[-1] = Message(role="user", content=(*last.content, result))
             else:
                 messages.append(Message(role="user", content=(result,)))
+        elif kind == "compaction":
+            messages.append(_compaction(item, path))
         # other items: not carried (see the module docstring)
     specs = (_tool(t, f"tools[{i}]") for i, t in enumerate(expect(data.get("tools", []), list, "tools")))
     tools = tuple(t for t in specs if t is not None)
@@ -197,6 +208,27 @@ def _reasoning(item: Mapping[str, Any], path: str) -> tuple[Thinking, ...]:
     )
 
 
+def _compaction(item: Mapping[str, Any], path: str) -> Message:
+    sealed = expect(item.get("encrypted_content"), str, f"{path}.encrypted_content")
+    ident = item.get("id")
+    if ident is not None:
+        expect(ident, str, f"{path}.id")
+    said = {"id": ident} if ident else {}
+    return Message(role="user", content=(Text(text=sealed),), metadata={COMPACTION_ITEM: said})
+
+
+def compaction_item(message: Message) -> dict[str, Any] | None:
+    """``message`` as the Responses ``compaction`` item it was read from, or ``None`` when it is not one."""
+    said = message.metadata.get(COMPACTION_ITEM)
+    if not isinstance(said, Mapping):
+        return None
+    item: dict[str, Any] = {"type": "compaction"}
+    if isinstance(said.get("id"), str):
+        item["id"] = said["id"]
+    item["encrypted_content"] = "".join(b.text for b in message.content if isinstance(b, Text))
+    return item
+
+
 def _tool(tool: Any, path: str) -> ToolSpec | None:
     expect(tool, dict, path, "a tool object")
     if tool.get("type", "function") != "function":
@@ -266,6 +298,10 @@ def render_items(messages: Sequence[Message], load: AttachmentLoader) -> list[di
     for original in messages:
         if original.role == "assistant":
             items.extend(_output_items(original, load))
+            continue
+        compacted = compaction_item(original)
+        if compacted is not None:
+            items.append(compacted)
             continue
         for message in chat.carried([original]):
             role = message.metadata.get("wire_role") or message.role

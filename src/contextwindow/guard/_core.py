@@ -251,8 +251,11 @@ class GuardCore:
             profile.context_window,
             self.options.context_window or profile.context_window,
             self.provider_windows.get(canonical.model or "", profile.context_window),
+            # A window learned on the ledger (by any guard on the store) bounds the edits too.
+            self.learned_windows.get(canonical.model or "") or profile.context_window,
         )
-        reserve = canonical.max_tokens or profile.max_output_tokens
+        # The agent's reserve, else the one the engine would keep (a third of a small window).
+        reserve = canonical.max_tokens or self.policy.reserve_for(window, profile.max_output_tokens)
         estimator = Estimator(profile)
         return guarded_body(
             body,
@@ -271,6 +274,8 @@ class GuardCore:
             raise exc
         if rejection.limit is not None and model is not None:
             self.provider_windows[model] = rejection.limit
+            # Kept in the ledger too, for every guard on the store (the call itself is not recorded).
+            self.learned_windows[model] = rejection.limit
 
     def _sync(
         self, body: Mapping[str, Any], read: Read, model: str, chained: RecordedResponse | None

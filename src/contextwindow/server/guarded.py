@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 
 import anyio.to_thread
 
+from ..compaction import CompactionMode, merged_headers, on_the_wire
 from ..engine.events import (
     AttachmentsEvicted,
     Compacted,
@@ -85,6 +86,17 @@ class UpstreamRefused(Exception):
         return UpstreamReply.of_bytes(self.status, self.headers, self.body)
 
 
+async def _send(upstream: Upstream, call: ProxyCall, body: Mapping[str, Any], path: str) -> UpstreamReply:
+    """``body`` upstream as the SDKs send it (:func:`~contextwindow.compaction.on_the_wire`): a
+    provider body's ``extra_body`` in the JSON, its ``extra_headers`` beside the agent's (its betas
+    joining the agent's ``anthropic-beta``)."""
+    if "extra_body" not in body and "extra_headers" not in body:
+        return await upstream.send(call, body, path=path)
+    json_body, headers = on_the_wire(body)
+    content = json.dumps(json_body, separators=(",", ":")).encode()
+    return await upstream.forward("POST", path, merged_headers(call.headers, headers), content)
+
+
 def _overflow_of(provider: str) -> Any:
     def read(exc: BaseException) -> ContextOverflow | None:
         if not isinstance(exc, UpstreamRefused):
@@ -113,8 +125,12 @@ class GuardTransform:
         summarize: bool = True,
         tenants: Tenants | None = None,
         cache_bytes: int = DEFAULT_CACHE_MB * MIB,
+        compaction: CompactionMode = "local",
     ) -> None:
         self.store = store
+        self.compaction: CompactionMode = compaction
+        """Who makes a long conversation fit (:mod:`contextwindow.compaction`): the provider's own
+        compaction goes upstream as its JSON fields and headers (:func:`_send`)."""
         self.context_window = context_window
         self.summarize = summarize
         self.tenants = tenants or Tenants(secrets.token_bytes(32))
@@ -142,6 +158,7 @@ class GuardTransform:
                 session=session,
                 context_window=window,
                 summarizer=None if self.summarize else False,
+                compaction=self.compaction,
             ),
             tenant=tenant,
         )
@@ -219,7 +236,7 @@ class GuardTransform:
             if step.purpose == "request":
                 started = time.monotonic()
                 try:
-                    return await _accepted(await upstream.send(call, step.body, path=messages_path))
+                    return await _accepted(await _send(upstream, call, step.body, messages_path))
                 finally:
                     upstream_ms[0] += (time.monotonic() - started) * 1000
             if step.purpose == "count":

@@ -8,6 +8,9 @@
   ``stream_options.include_usage``;
 - ``POST /v1/responses`` — OpenAI Responses, JSON or SSE, with stored responses for
   ``previous_response_id`` and reasoning items (:mod:`contextwindow.testing.responses`);
+- ``POST /v1/responses/compact`` — OpenAI's standalone compaction, ``{"object": "response.compaction",
+  "output": [...]}`` (:mod:`contextwindow.testing.openai_compaction`, which also serves the
+  ``context_management`` compaction of ``/v1/responses``);
 - ``POST /v1/responses/input_tokens`` — OpenAI's Responses input count, ``{"object":
   "response.input_tokens", "input_tokens": N}``, counted as the equivalent Chat Completions request;
 - ``POST /v1beta/models/{model}:countTokens`` (and ``/v1/…``, as the SDK's ``api_version`` says) — Gemini's input count, ``{"totalTokens": N}``, of a
@@ -42,6 +45,7 @@ from ..testing.caching import breakpoints_in
 from ..testing.context_management import betas_of
 from ..testing.counting import tokenizer_for
 from ..testing.model import LocalModel, Rejection
+from ..testing.openai_compaction import compact_response, compacting_call, compaction_threshold, expanded
 from ..testing.responses import ResponsesMemory, Stored, response_events, response_object
 from ..testing.wire import (
     anthropic_events,
@@ -71,6 +75,7 @@ def local_app(model: LocalModel, limits: ServerLimits | None = None) -> HttpApp:
     async def post(request: Request) -> Response:
         path = request.url.path.rstrip("/")
         responses = path.endswith("/responses")
+        compact = path.endswith("/responses/compact")
         responses_count = path.endswith("/responses/input_tokens")
         openai = path.endswith("/chat/completions") or responses or responses_count
         wire: WireFormat = "openai" if openai else "anthropic"
@@ -78,7 +83,7 @@ def local_app(model: LocalModel, limits: ServerLimits | None = None) -> HttpApp:
             data = parse_json(raw, app.limits)
             stream, include_usage = stream_flags(data)
             if responses_count:
-                data = chat_from_responses(dict(data))
+                data = chat_from_responses(dict(data), memory.unseal)
             if model.settings.delay_seconds:
                 await asyncio.sleep(model.settings.delay_seconds)
             session = request.headers.get(SESSION_HEADER) or "default"
@@ -88,6 +93,8 @@ def local_app(model: LocalModel, limits: ServerLimits | None = None) -> HttpApp:
             # A small body is parsed and counted in well under a millisecond or two: on the event
             # loop, which is faster than handing it to a worker thread and back. A large one would
             # hold every other connection up: off the event loop.
+            if compact:
+                return await anyio.to_thread.run_sync(_compact, model, memory, data)
             if responses:
                 respond = (model, memory, data, stream, session)
                 if inline:
@@ -119,6 +126,7 @@ def local_app(model: LocalModel, limits: ServerLimits | None = None) -> HttpApp:
             Route("/v1/chat/completions", post, methods=["POST"]),
             Route("/v1/responses", post, methods=["POST"]),
             Route("/v1/responses/input_tokens", post, methods=["POST"]),
+            Route("/v1/responses/compact", post, methods=["POST"]),
         ]
     )
     return app
@@ -251,12 +259,17 @@ def _respond(
         return json_response(refusal.status, dict(refusal.body), tokenizer)
     attachments = {**earlier.attachments, **parsed.attachments}
     request = replace(parsed.request, messages=(*earlier.messages, *parsed.request.messages))
+    request = expanded(request, memory.unseal)
     load = loader_from(attachments)
-    outcome = model.handle(request, wire="openai", max_tokens=request.max_tokens, load=load, session=session)
+    outcome, item, request = compacting_call(
+        model, memory, request, threshold=compaction_threshold(data), load=load, session=session
+    )
     if isinstance(outcome, Rejection):
         return json_response(outcome.status, dict(outcome.body), {**outcome.headers, **tokenizer})
     message = memory.name(outcome)
     body = response_object(outcome, message, request=data, load=load)
+    if item is not None:
+        body["output"].insert(0, item)
     if data.get("store") is not False:
         memory.keep(
             body["id"], Stored(messages=(*request.messages, message), attachments=attachments), body["output"]
@@ -273,3 +286,27 @@ def _respond(
             media_type="text/event-stream",
         )
     return json_response(200, body, headers)
+
+
+def _compact(model: LocalModel, memory: ResponsesMemory, data: Mapping[str, Any]) -> Response:
+    """``POST /responses/compact`` (:func:`~contextwindow.testing.openai_compaction.compact_response`)."""
+    fields = {k: data[k] for k in ("model", "input", "instructions") if k in data}
+    parsed, name = _parsed(
+        model, lambda: responses_format.parse_request(fields), f"model: {data.get('model')}"
+    )
+    tokenizer = {"x-contextwindow-tokenizer": name}
+    earlier = Stored(messages=())
+    if data.get("previous_response_id") is not None:
+        found = memory.history(data["previous_response_id"])
+        if isinstance(found, Rejection):
+            return json_response(found.status, dict(found.body), tokenizer)
+        earlier = found
+    refusal = memory.check(data) if model.settings.strict else None
+    if refusal is not None:
+        return json_response(refusal.status, dict(refusal.body), tokenizer)
+    request = replace(parsed.request, messages=(*earlier.messages, *parsed.request.messages))
+    load = loader_from({**earlier.attachments, **parsed.attachments})
+    answer = compact_response(model, memory, data, expanded(request, memory.unseal), load)
+    if isinstance(answer, Rejection):
+        return json_response(answer.status, dict(answer.body), tokenizer)
+    return json_response(200, answer, tokenizer)

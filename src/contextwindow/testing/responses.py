@@ -15,7 +15,8 @@ Like OpenAI's (https://platform.openai.com/docs/api-reference/responses):
   function call; for a stored response, that item with its own id) — 400 "…was provided without its
   required following item"; a stored response's item named by its id without the reasoning item it
   came with right before it — 400 "…was provided without its required 'reasoning' item"; ``encrypted_content``
-  this server did not seal — 400 ``invalid_encrypted_content``; and one without ``encrypted_content``
+  this server did not seal — 400 ``invalid_encrypted_content`` (so is a ``compaction`` item's:
+  :mod:`.openai_compaction`); and one without ``encrypted_content``
   whose id it does not hold (never issued, or issued with ``store: false``) — 404 "Item with id … not
   found".
 - **Answers** as a ``response`` object or, with ``stream: true``, the SSE events OpenAI sends:
@@ -136,6 +137,14 @@ class ResponsesMemory:
         tag = hmac.new(self._key, payload, hashlib.sha256).digest()
         return base64.b64encode(tag + payload).decode("ascii")
 
+    def unseal(self, sealed: str) -> str | None:
+        """The summary a compaction item's ``encrypted_content`` seals (:meth:`seal`), or ``None`` when
+        this server did not seal it."""
+        if not self._sealed(sealed):
+            return None
+        payload = json.loads(base64.b64decode(sealed.encode("ascii"))[32:])
+        return "\n".join(payload.get("summary") or ())
+
     def _sealed(self, sealed: str) -> bool:
         try:
             raw = base64.b64decode(sealed.encode("ascii"), validate=True)
@@ -170,6 +179,17 @@ class ResponsesMemory:
                         "invalid_request_error",
                         param="input",
                     )
+            if item.get("type") == "compaction":
+                sealed = item.get("encrypted_content")
+                if isinstance(sealed, str) and not self._sealed(sealed):
+                    return _openai_error(
+                        400,
+                        f"The encrypted content for item {item.get('id')} could not be verified.",
+                        "invalid_request_error",
+                        param=f"input[{i}].encrypted_content",
+                        code="invalid_encrypted_content",
+                    )
+                continue
             if item.get("type") != "reasoning":
                 continue
             ident = item.get("id")
@@ -351,6 +371,14 @@ def response_events(response: Mapping[str, Any]) -> Iterator[bytes]:
                     yield event("response.reasoning_summary_text.delta", **where, delta=piece)
                 yield event("response.reasoning_summary_text.done", **where, text=part["text"])
                 yield event("response.reasoning_summary_part.done", **where, part=part)
+        elif kind == "compaction":
+            # The item arrives whole: the server says it is compacting, then hands it over.
+            yield event(
+                "response.output_item.added",
+                output_index=index,
+                item={"type": "compaction", "id": ident, "encrypted_content": ""},
+            )
+            yield event("response.compaction.compacting", item_id=ident, output_index=index)
         elif kind == "function_call":
             yield event(
                 "response.output_item.added",

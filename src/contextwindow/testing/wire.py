@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..content import Text, Thinking, ToolUse
@@ -245,12 +245,16 @@ def openai_chunks(reply: LocalReply, *, include_usage: bool) -> Iterator[bytes]:
     yield sse("[DONE]")
 
 
-def chat_from_responses(data: dict[str, Any]) -> dict[str, Any]:
+def chat_from_responses(
+    data: dict[str, Any], unseal: Callable[[str], str | None] | None = None
+) -> dict[str, Any]:
     """A Responses API ``input_tokens`` body (``model``, ``input``, ``instructions``, ``tools``) as
     the Chat Completions request it stands for, so the local provider counts both alike:
     ``input_text`` / ``output_text`` parts become text, ``input_image`` an ``image_url`` part,
     ``function_call`` items the assistant's ``tool_calls`` and ``function_call_output`` a tool
-    message. Shapes it does not know are left for the Chat Completions parser to refuse."""
+    message, a ``compaction`` item a user message of the summary it seals (``unseal``; its sealed text
+    when this server did not seal it). Shapes it does not know are left for the Chat Completions parser
+    to refuse."""
     messages: list[dict[str, Any]] = []
     if isinstance(data.get("instructions"), str):
         messages.append({"role": "system", "content": data["instructions"]})
@@ -272,6 +276,10 @@ def chat_from_responses(data: dict[str, Any]) -> dict[str, Any]:
                 messages[-1]["tool_calls"].append(call)
             else:
                 messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == "compaction":
+            sealed = str(item.get("encrypted_content") or "")
+            summary = unseal(sealed) if unseal is not None else None
+            messages.append({"role": "user", "content": sealed if summary is None else summary})
         elif kind == "function_call_output":
             messages.append(
                 {"role": "tool", "tool_call_id": item.get("call_id"), "content": item.get("output")}
