@@ -325,6 +325,14 @@ class Session:
             raise InvalidInput("a session cannot branch from itself", path="parent")
         self._store._backend().fork(self.id, parent_id, at)
 
+    def position_of(self, entry_id: str) -> int | None:
+        """The position of one entry of this session (of its prefix too, for a branch), or ``None``
+        when it holds no entry of that id: one indexed read."""
+        if not isinstance(entry_id, str):
+            raise InvalidInput(f"must be an entry id, got {shown(entry_id)}", path="entry_id")
+        found = self._store._backend().locate(self.id, [entry_id])
+        return found[entry_id][0] if entry_id in found else None
+
     @property
     def parent(self) -> tuple[str, int] | None:
         """``(parent session id, fork position)`` when this session is a branch (:meth:`branch_from`);

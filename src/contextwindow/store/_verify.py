@@ -39,11 +39,17 @@ def verify(backend: Backend) -> list[Problem]:
     for session_id in sorted(set(backend.sessions()) | linked):
         view = backend.entries(session_id, None)
         views = {row.id: row for row in backend.attachments(session_id)}
+        rows = [row for row in view if row.session_id == session_id]
         start, prefix = 0, GENESIS
         fork = forks.get(session_id)
         if fork is not None:
-            start, prefix = fork[1], _fork_point(session_id, fork, view, heads, problems)
-        rows = [row for row in view if row.session_id == session_id]
+            start, found = fork[1], _fork_point(session_id, fork, view, heads, problems)
+            if found is not None:
+                prefix = found
+            elif rows:  # what the first entry chains from is gone: the rest is checked from it
+                start, prefix, rows = start + 1, rows[0].digest, rows[1:]
+            else:
+                prefix = heads.get(session_id, (0, GENESIS))[1]
         earlier = {row.id: row.position for row in view if row.kind == "message" and row.position < start}
         problems.extend(_chain(session_id, rows, heads.get(session_id), start=start, prev=prefix))
         problems.extend(_payloads(session_id, rows, views, earlier))
@@ -72,8 +78,9 @@ def _fork_point(
     view: list[EntryRow],
     heads: dict[str, tuple[int, str]],
     problems: list[Problem],
-) -> str:
-    """The digest a branch's first entry chains from: its parent's entry before the fork position."""
+) -> str | None:
+    """The digest a branch's first entry chains from: its parent's entry before the fork position
+    (``None``, and a problem, when the parent does not hold it)."""
     parent, at = fork
     before = next((row for row in view if row.position == at - 1 and row.session_id != session_id), None)
     if parent not in heads or heads[parent][0] < at or before is None:
@@ -84,12 +91,17 @@ def _fork_point(
                 session_id=session_id,
             )
         )
-        return GENESIS
+        return None
     return before.digest
 
 
 def _chain(
-    session_id: str, rows: list[EntryRow], head: tuple[int, str] | None, *, start: int = 0, prev: str = GENESIS
+    session_id: str,
+    rows: list[EntryRow],
+    head: tuple[int, str] | None,
+    *,
+    start: int = 0,
+    prev: str = GENESIS,
 ) -> list[Problem]:
     problems = []
     for index, row in enumerate(rows, start=start):
@@ -122,7 +134,9 @@ def _chain(
     elif head != expected:
         problems.append(
             Problem(
-                "head_mismatch", f"head says {head[0]} entries, found {start + len(rows)}", session_id=session_id
+                "head_mismatch",
+                f"head says {head[0]} entries, found {start + len(rows)}",
+                session_id=session_id,
             )
         )
     return problems
