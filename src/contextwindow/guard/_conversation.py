@@ -288,16 +288,16 @@ class Conversations:
         self._conversations[sid] = conversation
         return conversation
 
-    def _branch(self, root: str, parent: Conversation, count: int) -> Conversation:
+    def _branch(self, root: str, parent: Conversation, count: int) -> Conversation | None:
         """A new session that shares ``parent``'s entries up to its ``count``-th message of the chain
         (exclusive of the first one that differs), with what was learned of them: the newest
         checkpoint recorded after the fork that covers only shared messages, and the newest
         calibration records, are carried over (a few entries; the prefix itself is not copied).
-        :class:`~contextwindow.errors.SessionMoved` when another process took the id meanwhile."""
-        first_new = parent.ids[count] if count < len(parent.ids) else None
-        at = parent.session.position_of(first_new) if first_new is not None else None
+        :class:`~contextwindow.errors.SessionMoved` when another process took the id meanwhile;
+        ``None`` when the ledger holds no such message of ``parent``'s."""
+        at = _fork_position(parent, count)
         if at is None:
-            return self._new_conversation(root)  # nothing to share that the ledger can point at
+            return None  # nothing to share that the ledger can point at
         session = self.store.session(self._free_id(root))
         with self.store.batch():
             session.branch_from(parent.session, at)
@@ -342,15 +342,43 @@ class Conversations:
                 if diverged is None:
                     return self._new_conversation(root), 0
                 try:
-                    return self._branch(root, *diverged), n
+                    branch = self._branch(root, *diverged)
                 except SessionMoved:
-                    pass  # another process made a session of that id meanwhile: look again
+                    branch = None  # another process made a session of that id meanwhile: look again
+                else:
+                    if branch is None:
+                        return self._new_conversation(root), 0
+                if branch is not None:
+                    return branch, n
             reloaded = True
             self._load_root(root, again=True)  # sessions another process started since
         raise StoreBusy(f"the sessions of {root!r} kept moving under other writers; try the call again")
 
 
 _CARRIED = ("checkpoint", "calibration")
+
+
+def _fork_position(parent: Conversation, count: int) -> int | None:
+    """The ledger position of the message at place ``count`` of ``parent``'s chain (the first one a
+    diverging history does not share), or ``None``. Replies are taken without their ledger ids, so
+    it is read from the nearest earlier message whose id is known (an indexed read, then the
+    messages after it)."""
+    if count < len(parent.ids) and parent.ids[count] is not None:
+        return parent.session.position_of(str(parent.ids[count]))
+    known = next((j for j in range(count - 1, -1, -1) if parent.ids[j] is not None), None)
+    after = None if known is None else parent.session.position_of(str(parent.ids[known]))
+    if known is not None and after is None:
+        return None
+    previous = "" if known is None else parent.chain[known]
+    place = 0 if known is None else known + 1
+    for stored in parent.session.messages(after=after):
+        extended = extend_chain(previous, stored.message)
+        if extended is None:
+            continue
+        if place == count:
+            return stored.position
+        previous, place = extended, place + 1
+    return None
 
 
 def _carried(parent: Session, at: int) -> list[Entry]:
