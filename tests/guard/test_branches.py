@@ -75,7 +75,7 @@ class TestAnEditedHistoryIsABranchOfTheStoredOne:
         parent, at = store.session(branch).parent or ("", 0)
         assert parent == root and 0 < at < store.session(root).length()
         assert _texts(store, branch) == [*(m["content"] for m in rewound), "another answer"]
-        own = [info for info in store.session_infos() if info.id == branch][0]
+        own = next(info for info in store.session_infos() if info.id == branch)
         assert own.kinds["message"] == 2  # the new question and its answer; the prefix is the parent's
 
     def test_a_checkpoint_of_the_shared_prefix_recorded_later_stays_with_the_branch(self) -> None:
