@@ -264,3 +264,15 @@ class TestSchemaTwoStores:
             conversation(store, turns=1)
         with open_store(path, read_only=True) as looked:
             assert texts(looked, "root") == ["question 0", "answer 0"] and looked.verify() == []
+
+
+class TestABranchMadeAgain:
+    def test_a_removed_branch_made_again_from_another_parent_reads_the_new_one(self, store: Store) -> None:
+        conversation(store, "first", turns=2)
+        store.session("second").append(Message.user("another start"))
+        branch = store.session("b")
+        branch.branch_from("first", 3)
+        assert texts(store, "b") == ["question 0", "answer 0"]
+        assert store._backend().delete_sessions({"b": 3}) == (["b"], [])
+        branch.branch_from("second", 1)
+        assert texts(store, "b") == ["another start"] and branch.parent == ("second", 1)

@@ -53,6 +53,8 @@ _ANCESTORS = (
     "SELECT id, parent, forked_at FROM up WHERE parent IS NOT NULL"
 )
 """The forks on a session's way up to its root, in one read (``UNION``: a damaged cycle ends)."""
+_LINEAGES_KEPT = 4096
+"""How many branches' lineages a backend keeps in memory before it reads them afresh."""
 
 
 class Cursor(Protocol):
@@ -109,6 +111,8 @@ class SqlBackend(abc.ABC):
         """Serialise concurrent migrators (SQLite: ``BEGIN IMMEDIATE`` already does)."""
 
     read_only: bool = False
+    _lineages: dict[tuple[str, str], list[Segment]]
+    """Branches' lineages by (session id, head row's creation time): see :meth:`_segments`."""
     _payload_bytes_sql = "OCTET_LENGTH(payload)"
     """The UTF-8 size of a payload in this dialect."""
 
@@ -229,13 +233,29 @@ class SqlBackend(abc.ABC):
             row = cur.fetchone()
         return 0 if row is None else int(row[0])
 
-    def _segments(self, cur: Cursor, session_id: str) -> list[Segment]:
-        """The lineage of ``session_id`` (:mod:`._lineage`): itself, then the ancestors it reads."""
+    def _segments(self, cur: Cursor, session_id: str, after: int | None = None) -> list[Segment]:
+        """The lineage of ``session_id`` (:mod:`._lineage`): itself, then the ancestors it reads.
+
+        One indexed read of the session's head row decides: a session of its own, or a read past a
+        branch's fork position, reads its own rows. A branch's lineage is read once (a fork never
+        changes) and kept by the head row's creation time, so a session removed and made again is
+        read afresh."""
         if self.schema_version < _BRANCHES:
             return [Segment(session_id, None)]
-        cur.execute(self._q(_ANCESTORS), (session_id,))
-        forks = {row[0]: (row[1], int(row[2])) for row in cur.fetchall()}
-        return lineage(session_id, forks)
+        cur.execute(self._q("SELECT parent, forked_at, created_at FROM sessions WHERE id = ?"), (session_id,))
+        head = cur.fetchone()
+        if head is None or head[0] is None or (after is not None and after + 1 >= int(head[1])):
+            return [Segment(session_id, None)]
+        key = (session_id, head[2])
+        known = self._lineages.get(key)
+        if known is None:
+            cur.execute(self._q(_ANCESTORS), (session_id,))
+            forks = {row[0]: (row[1], int(row[2])) for row in cur.fetchall()}
+            known = lineage(session_id, forks)
+            if len(self._lineages) >= _LINEAGES_KEPT:
+                self._lineages.clear()
+            self._lineages[key] = known
+        return alive(known, after)
 
     def entries(
         self, session_id: str, kinds: Sequence[str] | None, *, after: int | None = None
@@ -243,7 +263,7 @@ class SqlBackend(abc.ABC):
         if kinds is not None and not kinds:
             return []
         with self._read() as cur:
-            rows, params = where(alive(self._segments(cur, session_id), after))
+            rows, params = where(self._segments(cur, session_id, after))
             query = f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE {rows}"
             if after is not None:
                 query += " AND position > ?"
