@@ -137,3 +137,26 @@ class TestABranchKeepsWhatWasLearned:
         edited = _summaries(server, 14, edits=True)
         assert plain > 0  # the window is met: the conversation folds
         assert edited <= plain + 1  # the branches start from the folds of the prefix they share
+
+
+class TestARemovedThinkingBlock:
+    def test_is_a_branch_at_the_reply_it_was_removed_from(self) -> None:
+        from contextwindow.content import Thinking
+
+        store = contextwindow.open_store()
+        core = GuardCore(store, "anthropic", overflow=lambda exc: None)
+        history: list[dict[str, Any]] = [{"role": "user", "content": "question 0"}]
+        exchange = run_sync(
+            core.request({"model": CLAUDE, "max_tokens": 100, "messages": history}), lambda step: {}
+        )
+        thought = Message.assistant(Thinking(thinking="let me see", signature="sig"), Text(text="answer 0"))
+        exchange.finish(Reply(message=thought, stop_reason="end_turn"))
+        root = store.sessions()[0]
+        history += [{"role": "assistant", "content": "answer 0"}, {"role": "user", "content": "question 1"}]
+        _call(core, history, "answer 1")
+        [branch] = [sid for sid in store.sessions() if sid != root]
+        parent, at = store.session(branch).parent or ("", 0)
+        assert parent == root and at == store.session(root).position_of(
+            str(store.session(root).messages()[1].message.id)
+        )
+        assert _texts(store, branch) == ["question 0", "answer 0", "question 1", "answer 1"]
