@@ -126,3 +126,73 @@ class TestNotABranch:
         ]
         _call(core, {**body, "messages": history})
         assert len(store.sessions()) == 1
+
+
+class TestNotABranchOnOpenAI:
+    def test_an_sdk_dumped_reply_with_its_extras_is_the_same_conversation(self) -> None:
+        # ChatCompletionMessage.model_dump(): refusal, annotations, audio, function_call, tool_calls.
+        store = contextwindow.open_store()
+        core = GuardCore(store, "openai", overflow=lambda exc: None)
+        _call(core, {"model": GPT, "messages": [{"role": "user", "content": "Hi"}]}, "Hello.")
+        dumped = {
+            "content": "Hello.",
+            "refusal": None,
+            "role": "assistant",
+            "annotations": [],
+            "audio": None,
+            "function_call": None,
+            "tool_calls": None,
+        }
+        history = [
+            {"content": "Hi", "role": "user", "name": None},
+            dumped,
+            {"role": "user", "content": "Go on."},
+        ]
+        _call(core, {"model": GPT, "messages": history})
+        assert len(store.sessions()) == 1
+
+    def test_text_as_a_string_or_as_one_text_part_is_the_same_conversation(self) -> None:
+        store = contextwindow.open_store()
+        core = GuardCore(store, "openai", overflow=lambda exc: None)
+        _call(core, {"model": GPT, "messages": [{"role": "user", "content": "Hi"}]}, "Hello.")
+        history = [
+            {"role": "user", "content": [{"type": "text", "text": "Hi"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "Hello."}]},
+            {"role": "user", "content": "Go on."},
+        ]
+        _call(core, {"model": GPT, "messages": history})
+        assert len(store.sessions()) == 1
+
+
+class TestNotABranchOnAnthropic:
+    def test_a_dumped_tool_use_and_a_moved_cache_control_on_a_result_are_the_same_conversation(self) -> None:
+        store = contextwindow.open_store()
+        core = GuardCore(store, "anthropic", overflow=lambda exc: None)
+        use = {"type": "tool_use", "id": "toolu_1", "name": "read", "input": {"path": "a.py", "lines": 10}}
+        result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "print(1)"}
+        body = {"model": CLAUDE, "max_tokens": 100}
+        opening = [
+            {"role": "user", "content": "Read a.py"},
+            {"role": "assistant", "content": [use]},
+            {"role": "user", "content": [{**result, "cache_control": {"type": "ephemeral"}}]},
+        ]
+        _call(core, {**body, "messages": opening}, "Done.")
+        # What the SDK's ToolUseBlock.model_dump() gives back (keys reordered, no cache_control).
+        dumped_use = {
+            "id": "toolu_1",
+            "input": {"lines": 10, "path": "a.py"},
+            "name": "read",
+            "type": "tool_use",
+        }
+        history = [
+            opening[0],
+            {"role": "assistant", "content": [dumped_use]},
+            {"role": "user", "content": [result]},
+            {"role": "assistant", "content": [{"citations": None, "text": "Done.", "type": "text"}]},
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "Thanks", "cache_control": {"type": "ephemeral"}}],
+            },
+        ]
+        _call(core, {**body, "messages": history})
+        assert len(store.sessions()) == 1

@@ -3,9 +3,14 @@
 An agent's history only grows, so a request is matched to a stored session by its prefix
 (:mod:`._match`): the longest prefix of the request that ends where a stored session ends is that
 session, and the rest of the request is appended to it. A request that diverges from what was stored
-(an agent that edited or dropped earlier messages) becomes a new session, named after its root with a
-``.N`` suffix. The root is the ``session`` id given to the guard, or ``guard-`` and the chain hash of
-the first message, so a new process finds the sessions an earlier one stored.
+(an agent that edited, cleared or dropped earlier messages) becomes a **branch**: a new session, named
+after its root with a ``.N`` suffix, that shares the stored session's entries up to the first message
+that differs (:meth:`~contextwindow.store.Session.branch_from`: nothing is copied) and stores only
+what is new. What was learned of the shared prefix stays: its checkpoints (and the newest one
+recorded later that covers only shared messages), the calibration, the windows a rejection taught.
+A history that shares no message with any stored one is a new session. The root is the ``session``
+id given to the guard, or ``guard-`` and the chain hash of the first message, so a new process finds
+the sessions an earlier one stored.
 
 Several processes may serve one store at once: on each call the session's length in the store says
 whether another one appended since (then what it appended is read first), and a call's new messages
@@ -20,8 +25,8 @@ from collections.abc import Sequence
 from ..content import Message, ToolResult
 from ..engine.compiler import EngineCompiler
 from ..engine.loop import Engine
-from ..errors import StoreBusy
-from ..store import STORE_SESSIONS, LedgerSlot, Session, Store
+from ..errors import SessionMoved, StoreBusy
+from ..store import STORE_SESSIONS, Entry, LedgerSlot, Session, Store
 from ._bounded import Bound
 from ._match import extend_chain, longest_known
 from ._wire import WireMemo
@@ -90,6 +95,8 @@ class Conversation:
         self.learned = learned
         """The windows learned on the whole store (``None``: only what this conversation learned)."""
         self.chain: list[str] = []
+        self.ids: list[str | None] = []
+        """The ledger id of the message at each place of :attr:`chain` (where a branch forks)."""
         self.turn_start: str | None = None
         """The id of the message that opened the current turn: the newest user message that is
         not only tool results (folds never cover it)."""
@@ -141,6 +148,7 @@ class Conversation:
         if extended is None:
             return  # the guard's own calls alone: the agent never sees them
         self.chain.append(extended)
+        self.ids.append(message.id)
         if message.role == "user" and not all(isinstance(b, ToolResult) for b in message.content):
             self.turn_start = message.id
 
@@ -165,6 +173,7 @@ class Conversation:
         length = self.session.length() if length is None else length
         kept = self._messages_at_sync
         del self.chain[kept:]
+        del self.ids[kept:]
         self.turn_start = self._turn_start_at_sync
         self.last = self._last_at_sync
         for stored in self.session.messages(after=self.synced - 1 if self.synced else None):
@@ -266,13 +275,38 @@ class Conversations:
         for n, h in enumerate(conversation.chain[start:], start=start + 1):
             known.setdefault(h, (conversation, n))
 
-    def _new_conversation(self, root: str) -> Conversation:
+    def _free_id(self, root: str) -> str:
         sid, n = root, 0
         while sid in self._conversations or self.store.session(sid).length() > 0:
             n += 1
             sid = f"{root}.{n}"
+        return sid
+
+    def _new_conversation(self, root: str) -> Conversation:
+        sid = self._free_id(root)
         conversation = Conversation(self.store.session(sid), root, self.learned)
         self._conversations[sid] = conversation
+        return conversation
+
+    def _branch(self, root: str, parent: Conversation, count: int) -> Conversation | None:
+        """A new session that shares ``parent``'s entries up to its ``count``-th message of the chain
+        (exclusive of the first one that differs), with what was learned of them: the newest
+        checkpoint recorded after the fork that covers only shared messages, and the newest
+        calibration records, are carried over (a few entries; the prefix itself is not copied).
+        :class:`~contextwindow.errors.SessionMoved` when another process took the id meanwhile;
+        ``None`` when the ledger holds no such message of ``parent``'s."""
+        at = _fork_position(parent, count)
+        if at is None:
+            return None  # nothing to share that the ledger can point at
+        session = self.store.session(self._free_id(root))
+        with self.store.batch():
+            session.branch_from(parent.session, at)
+            for entry in _carried(parent.session, at):
+                session.record(entry.kind, entry.payload)
+        conversation = Conversation(session, root, self.learned)
+        conversation.windows = dict(parent.windows)
+        self._conversations[session.id] = conversation
+        self.learn(conversation, conversation.sync())
         return conversation
 
     def match(self, hashes: Sequence[str]) -> tuple[Conversation, int]:
@@ -293,6 +327,7 @@ class Conversations:
         for _ in range(SYNC_ATTEMPTS):
             known = self._hashes.setdefault(root, {})
             n = longest_known(hashes, known)
+            diverged: tuple[Conversation, int] | None = None
             if n > 0:
                 conversation, count = known[hashes[n - 1]]
                 if count <= len(conversation.chain) and conversation.chain[count - 1] == hashes[n - 1]:
@@ -302,8 +337,62 @@ class Conversations:
                         continue  # what another process appended may hold more of this history
                     if count == len(conversation.chain):
                         return conversation, n
+                    diverged = (conversation, count)
             if reloaded:
-                return self._new_conversation(root), 0
+                if diverged is None:
+                    return self._new_conversation(root), 0
+                try:
+                    branch = self._branch(root, *diverged)
+                except SessionMoved:
+                    branch = None  # another process made a session of that id meanwhile: look again
+                else:
+                    if branch is None:
+                        return self._new_conversation(root), 0
+                if branch is not None:
+                    return branch, n
             reloaded = True
             self._load_root(root, again=True)  # sessions another process started since
         raise StoreBusy(f"the sessions of {root!r} kept moving under other writers; try the call again")
+
+
+_CARRIED = ("checkpoint", "calibration")
+
+
+def _fork_position(parent: Conversation, count: int) -> int | None:
+    """The ledger position of the message at place ``count`` of ``parent``'s chain (the first one a
+    diverging history does not share), or ``None``. Replies are taken without their ledger ids, so
+    it is read from the nearest earlier message whose id is known (an indexed read, then the
+    messages after it)."""
+    if count < len(parent.ids) and parent.ids[count] is not None:
+        return parent.session.position_of(str(parent.ids[count]))
+    known = next((j for j in range(count - 1, -1, -1) if parent.ids[j] is not None), None)
+    after = None if known is None else parent.session.position_of(str(parent.ids[known]))
+    if known is not None and after is None:
+        return None
+    previous = "" if known is None else parent.chain[known]
+    place = 0 if known is None else known + 1
+    for stored in parent.session.messages(after=after):
+        extended = extend_chain(previous, stored.message)
+        if extended is None:
+            continue
+        if place == count:
+            return stored.position
+        previous, place = extended, place + 1
+    return None
+
+
+def _carried(parent: Session, at: int) -> list[Entry]:
+    """What ``parent`` learned after position ``at`` that still holds for a branch forked there: its
+    newest checkpoint that covers only messages before ``at``, and its newest calibration record of
+    each slot (calibration is of the model and connection, not of the messages)."""
+    checkpoint: Entry | None = None
+    calibrations: dict[str, Entry] = {}
+    for entry in parent.entries(_CARRIED, after=at - 1):
+        if entry.kind == "calibration":
+            calibrations[repr(entry.payload.get("slot"))] = entry
+            continue
+        last = parent.position_of(str(entry.payload.get("last_id")))
+        if last is not None and last < at:
+            checkpoint = entry
+    carried = sorted(calibrations.values(), key=lambda entry: entry.position)
+    return [*carried, checkpoint] if checkpoint is not None else carried

@@ -21,6 +21,8 @@ objects; NaN and infinities are refused. Old payload formats are upgraded when r
 across processes; attachment metadata reads never touch bytes, bytes are read one attachment at a
 time and only by sessions that attached them; bytes are stored once, but the metadata and stamps of an
 attachment belong to each session's link to them; :meth:`Store.verify` lists any broken invariant.
+**Branches**: :meth:`Session.branch_from` starts a session as the first entries of another one,
+stored as the parent and the fork position (nothing copied); every read sees the whole conversation.
 **Retention**: entries are never removed from a session; :meth:`Store.prune` removes whole sessions
 (older than a time, or oldest first down to a size) and the attachments no other session links, and
 :meth:`Store.size` says how much the store holds. Every driver error is mapped into :mod:`contextwindow.errors` (``StoreError``, ``StoreBusy``,

@@ -26,6 +26,12 @@ guarantee:
   the caller read (a session appended to since is kept), with their entries, head rows and
   attachment links, and then every attachment (row and bytes) no session links any more, all in one
   transaction. A session removed and written again starts afresh at position 0.
+- ``fork`` starts a new session as a branch of another one (:mod:`._lineage`): its head row says
+  the parent and how many of its entries it shares, its length and head digest are the parent's
+  at that position, and nothing is copied. Every read that takes a ``session_id`` then sees the
+  session's lineage: its own rows and its ancestors' below the fork positions, and the attachments
+  linked to any of them (the nearest link's metadata). ``delete_sessions`` never removes a session
+  another remaining session branches from.
 - Every driver error that escapes is a :class:`~contextwindow.errors.StoreError`.
 """
 
@@ -55,6 +61,20 @@ class Backend(Protocol):
     ) -> list[EntryRow]: ...
 
     def length(self, session_id: str) -> int: ...
+
+    def fork(self, session_id: str, parent_id: str, at: int) -> None:
+        """Start ``session_id`` (which must not exist: else ``SessionMoved``) as the first ``at``
+        entries of ``parent_id`` (``0 < at <=`` its length, else ``InvalidInput``), in one
+        transaction. The fork is recorded on the nearest ancestor that stores entry ``at - 1``."""
+        ...
+
+    def fork_of(self, session_id: str) -> tuple[str, int] | None:
+        """``(parent, fork position)`` of a branch; ``None`` for a session of its own."""
+        ...
+
+    def forks(self) -> dict[str, tuple[str, int]]:
+        """Every branch: ``{session: (parent, fork position)}``."""
+        ...
 
     def batch(self) -> AbstractContextManager[None]: ...
 

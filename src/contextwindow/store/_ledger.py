@@ -147,7 +147,9 @@ class Store:
     ) -> Pruned:
         """Remove whole sessions: every one whose newest entry is older than ``last_before`` (an
         aware datetime), then, with ``max_bytes``, the next oldest until the rest hold no more than
-        that (:attr:`StoreSize.bytes`). A session goes with all its entries and attachment links;
+        that (:attr:`StoreSize.bytes`). A session a remaining branch reads its prefix from
+        (:meth:`Session.branch_from`) is kept, and goes once its branches go (in the same prune
+        when they qualify too). A session goes with all its entries and attachment links;
         attachments no remaining session links go with their bytes. One transaction: the store
         verifies clean afterwards, and a session appended to since the plan was read is kept.
 
@@ -186,6 +188,7 @@ def _info(row: SessionRow) -> SessionInfo:
         created_at=datetime.fromisoformat(row.first_at),
         last_at=datetime.fromisoformat(row.last_at),
         payload_bytes=row.payload_bytes,
+        parent=row.parent,
     )
 
 
@@ -300,6 +303,42 @@ class Session:
         another writer appended meanwhile.
         """
         return self._store._backend().length(self.id)
+
+    def branch_from(self, parent: Session | str, at: int) -> None:
+        """Start this session, which must be new, as the first ``at`` entries of ``parent``: a branch.
+
+        Nothing is copied: the branch stores its parent and the fork position, and what is appended
+        to it from then on (its entries take the positions from ``at`` on). Every read sees the whole
+        conversation: :meth:`length` is ``at`` at once, :meth:`messages`, :meth:`entries`,
+        :meth:`latest` and :meth:`attachments` read the parent's first ``at`` entries (and what the
+        parent may read) before the branch's own. ``at`` counts entries of every kind, as
+        :meth:`length` does, from 1 to the parent's length. A session that exists already is
+        :class:`~contextwindow.errors.SessionMoved` (nothing written); a branch of a branch reads
+        through both. A parent is kept by :meth:`Store.prune` while a branch of it remains.
+        """
+        parent_id = parent.id if isinstance(parent, Session) else parent
+        if not isinstance(parent_id, str) or not parent_id:
+            raise InvalidInput(f"must be a session or its id, got {shown(parent)}", path="parent")
+        if isinstance(at, bool) or not isinstance(at, int):
+            raise InvalidInput(f"must be a number of entries, got {shown(at)}", path="at")
+        if parent_id == self.id:
+            raise InvalidInput("a session cannot branch from itself", path="parent")
+        self._store._backend().fork(self.id, parent_id, at)
+
+    def position_of(self, entry_id: str) -> int | None:
+        """The position of one entry of this session (of its prefix too, for a branch), or ``None``
+        when it holds no entry of that id: one indexed read."""
+        if not isinstance(entry_id, str):
+            raise InvalidInput(f"must be an entry id, got {shown(entry_id)}", path="entry_id")
+        found = self._store._backend().locate(self.id, [entry_id])
+        return found[entry_id][0] if entry_id in found else None
+
+    @property
+    def parent(self) -> tuple[str, int] | None:
+        """``(parent session id, fork position)`` when this session is a branch (:meth:`branch_from`);
+        ``None`` for a session of its own. The fork is recorded on the nearest ancestor that stores
+        the entry before the fork position."""
+        return self._store._backend().fork_of(self.id)
 
     def _check_refs(self, backend: Backend, refs: list[AttachmentRef]) -> None:
         stored: list[AttachmentRef] = []

@@ -12,7 +12,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 
-from ..errors import SessionMoved
+from ..errors import InvalidInput, SessionMoved, StoreError
+from ._lineage import alive, lineage
 from ._rows import GENESIS, AttachmentRow, EntryRow, NewEntry, SessionRow, entry_digest, now_iso
 
 __all__ = ["MemoryBackend"]
@@ -32,6 +33,10 @@ class MemoryBackend:
         self._blobs: dict[str, bytes] = {}
         self._links: dict[str, dict[str, AttachmentRow]] = {}
         """``{session: {attachment id: the session's own view}}``: metadata lives on the link."""
+        self._forks: dict[str, tuple[str, int]] = {}
+        """``{branch: (parent, fork position)}`` (:mod:`._lineage`)."""
+        self._created: dict[str, str] = {}
+        """When each branch was made (its head row's time)."""
 
     def append(
         self, session_id: str, entries: Sequence[NewEntry], *, expect: int | None = None
@@ -65,7 +70,7 @@ class MemoryBackend:
         # What a transaction would undo: the rows are only ever added, so remembering how much of
         # each table there was is enough to put it back.
         with self._lock:
-            heads = dict(self._heads)
+            heads, forks, created = dict(self._heads), dict(self._forks), dict(self._created)
             # The lists themselves, not copies: appends only extend them, and a delete drops the
             # dictionary's reference, so the lists and their lengths then are what to put back.
             entries = dict(self._entries)
@@ -75,7 +80,7 @@ class MemoryBackend:
             try:
                 yield
             except BaseException:
-                self._heads = heads
+                self._heads, self._forks, self._created = heads, forks, created
                 self._entries = {sid: rows[: lengths[sid]] for sid, rows in entries.items()}
                 self._attachments, self._blobs, self._links = attachments, blobs, links
                 raise
@@ -84,13 +89,21 @@ class MemoryBackend:
         with self._lock:
             return self._heads.get(session_id, (0, GENESIS))[0]
 
+    def _rows(self, session_id: str, after: int | None = None) -> list[EntryRow]:
+        """The rows of ``session_id``'s lineage after ``after``, in position order (under the lock)."""
+        out: list[EntryRow] = []
+        for segment in reversed(alive(lineage(session_id, self._forks), after)):
+            rows = self._entries.get(segment.session_id, ())
+            out.extend(row for row in rows if segment.below is None or row.position < segment.below)
+        if after is not None:
+            out = [row for row in out if row.position > after]
+        return out
+
     def entries(
         self, session_id: str, kinds: Sequence[str] | None, *, after: int | None = None
     ) -> list[EntryRow]:
         with self._lock:
-            rows = list(self._entries.get(session_id, ()))
-        if after is not None:
-            rows = [row for row in rows if row.position > after]
+            rows = self._rows(session_id, after)
         if kinds is None:
             return rows
         wanted = set(kinds)
@@ -98,14 +111,44 @@ class MemoryBackend:
 
     def latest(self, session_id: str, kind: str) -> EntryRow | None:
         with self._lock:
-            rows = self._entries.get(session_id, ())
+            rows = self._rows(session_id)
             return next((row for row in reversed(rows) if row.kind == kind), None)
 
     def locate(self, session_id: str, entry_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
         wanted = set(entry_ids)
         with self._lock:
-            rows = self._entries.get(session_id, ())
+            rows = self._rows(session_id)
             return {row.id: (row.position, row.kind) for row in rows if row.id in wanted}
+
+    def fork(self, session_id: str, parent_id: str, at: int) -> None:
+        with self._lock:
+            if parent_id not in self._heads:
+                raise InvalidInput(f"no session {parent_id!r} to branch from", path="parent")
+            length = self._heads[parent_id][0]
+            if not 0 < at <= length:
+                raise InvalidInput(f"must be 1 to the parent's length {length}, got {at}", path="at")
+            if session_id in self._heads:
+                raise SessionMoved(session_id, expected=0, found=self._heads[session_id][0])
+            owner = parent_id
+            while (fork := self._forks.get(owner)) is not None and at <= fork[1]:
+                owner = fork[0]
+            row = next((r for r in self._entries.get(owner, ()) if r.position == at - 1), None)
+            if row is None:
+                raise StoreError(f"session {owner!r} has no entry at position {at - 1} (run verify)")
+            self._heads[session_id] = (at, row.digest)
+            self._forks[session_id] = (owner, at)
+            self._created[session_id] = now_iso()
+
+    def fork_of(self, session_id: str) -> tuple[str, int] | None:
+        with self._lock:
+            return self._forks.get(session_id)
+
+    def forks(self) -> dict[str, tuple[str, int]]:
+        with self._lock:
+            return dict(self._forks)
+
+    def _readers(self, session_id: str) -> list[str]:
+        return [segment.session_id for segment in lineage(session_id, self._forks)]
 
     def put_attachment(self, session_id: str, row: AttachmentRow, data: bytes) -> AttachmentRow:
         with self._lock:
@@ -131,17 +174,24 @@ class MemoryBackend:
         with self._lock:
             if attachment_id not in self._attachments:
                 return None
-            return self._links.get(session_id, {}).get(attachment_id)
+            for reader in self._readers(session_id):
+                found = self._links.get(reader, {}).get(attachment_id)
+                if found is not None:
+                    return found
+            return None
 
     def attachments(self, session_id: str) -> list[AttachmentRow]:
         with self._lock:
-            linked = self._links.get(session_id, {}).values()
-            ordered = sorted(linked, key=lambda row: (row.created_at, row.id))
+            nearest: dict[str, AttachmentRow] = {}
+            for reader in self._readers(session_id):
+                for att, row in self._links.get(reader, {}).items():
+                    nearest.setdefault(att, row)
+            ordered = sorted(nearest.values(), key=lambda row: (row.created_at, row.id))
             return [row for row in ordered if row.id in self._attachments]
 
     def read_blob(self, session_id: str, attachment_id: str) -> bytes | None:
         with self._lock:
-            if attachment_id not in self._links.get(session_id, {}):
+            if not any(attachment_id in self._links.get(r, {}) for r in self._readers(session_id)):
                 return None
             return self._blobs.get(attachment_id)
 
@@ -172,35 +222,43 @@ class MemoryBackend:
     def session_rows(self) -> list[SessionRow]:
         with self._lock:
             out = []
-            for session_id, rows in sorted(self._entries.items()):
-                if not rows:
+            for session_id in sorted(set(self._entries) | set(self._forks)):
+                rows = self._entries.get(session_id, [])
+                parent = self._forks.get(session_id, (None, 0))[0]
+                if not rows and parent is None:
                     continue
                 kinds: dict[str, int] = {}
                 for row in rows:
                     kinds[row.kind] = kinds.get(row.kind, 0) + 1
+                made = self._created.get(session_id)
+                times = [row.created_at for row in rows] or [made or now_iso()]
                 out.append(
                     SessionRow(
                         session_id=session_id,
                         length=self._heads.get(session_id, (len(rows), GENESIS))[0],
                         kinds=kinds,
-                        first_at=min(row.created_at for row in rows),
-                        last_at=max(row.created_at for row in rows),
+                        first_at=min(times),
+                        last_at=max(times),
                         payload_bytes=sum(len(row.payload.encode()) for row in rows),
+                        parent=parent,
                     )
                 )
             return out
 
     def delete_sessions(self, lengths: dict[str, int]) -> tuple[list[str], list[str]]:
         with self._lock:
-            removed = [
-                sid
-                for sid, length in sorted(lengths.items())
-                if sid in self._heads and self._heads[sid][0] == length
-            ]
-            for session_id in removed:
-                del self._heads[session_id]
-                self._entries.pop(session_id, None)
-                self._links.pop(session_id, None)
+            removed = []
+            for sid in sorted(lengths, key=lambda s: (-len(lineage(s, self._forks)), s)):
+                held = any(parent == sid for parent, _ in self._forks.values())
+                if sid not in self._heads or self._heads[sid][0] != lengths[sid] or held:
+                    continue
+                removed.append(sid)
+                del self._heads[sid]
+                self._entries.pop(sid, None)
+                self._links.pop(sid, None)
+                self._forks.pop(sid, None)
+                self._created.pop(sid, None)
+            removed.sort()
             linked = {att for atts in self._links.values() for att in atts}
             gone = sorted(att for att in self._attachments if att not in linked)
             for att in gone:

@@ -74,6 +74,15 @@ SQLITE: Final[tuple[Migration, ...]] = (
             )
         ),
     ),
+    (
+        "branches: a session may start as the first forked_at entries of its parent session "
+        "(NULL parent: a session of its own from position 0)",
+        (
+            "ALTER TABLE sessions ADD COLUMN parent TEXT",
+            "ALTER TABLE sessions ADD COLUMN forked_at INTEGER",
+            "CREATE INDEX sessions_by_parent ON sessions (parent)",
+        ),
+    ),
 )
 
 POSTGRES: Final[tuple[Migration, ...]] = (
@@ -125,6 +134,14 @@ POSTGRES: Final[tuple[Migration, ...]] = (
             "ALTER TABLE session_attachments ADD COLUMN media_type TEXT, ADD COLUMN width INTEGER, "
             "ADD COLUMN height INTEGER, ADD COLUMN duration_seconds DOUBLE PRECISION, "
             "ADD COLUMN pages INTEGER, ADD COLUMN token_estimate DOUBLE PRECISION, ADD COLUMN meta TEXT",
+        ),
+    ),
+    (
+        "branches: a session may start as the first forked_at entries of its parent session "
+        "(NULL parent: a session of its own from position 0)",
+        (
+            "ALTER TABLE sessions ADD COLUMN parent TEXT, ADD COLUMN forked_at BIGINT",
+            "CREATE INDEX sessions_by_parent ON sessions (parent)",
         ),
     ),
 )

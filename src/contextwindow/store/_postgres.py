@@ -70,6 +70,7 @@ class PostgresBackend(SqlBackend):
         self.schema = schema
         self.durability = durability
         self._lock = threading.RLock()
+        self._lineages = {}
         self._closed = False
         try:
             self._db = self._pg.connect(url, autocommit=True, connect_timeout=max(1, int(connect_timeout)))

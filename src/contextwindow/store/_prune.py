@@ -6,6 +6,11 @@ by id, so a plan is the same every time): ``last_before`` takes every session wh
 older than that; ``max_bytes`` then takes the next oldest until what the rest hold (their payloads
 and the attachments they link, each counted once) is no more than that. The plan is made from one
 grouped read; the delete then keeps any session that was appended to since it was read.
+
+A branch reads its prefix from the session it branches from (:mod:`._lineage`), so that session is
+**kept while a branch of it remains**: it is taken only once every branch of it is taken, in the
+same plan (then after them), and the delete refuses it again if a branch was made since the plan.
+Sizes count what each session stores itself: a branch's shared prefix is counted once, in its parent.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ def size(backend: Backend) -> StoreSize:
     attachments = backend.all_attachments()
     return StoreSize(
         sessions=len(rows),
-        entries=sum(row.length for row in rows),
+        entries=sum(row.stored for row in rows),
         payload_bytes=sum(row.payload_bytes for row in rows),
         attachments=len(attachments),
         attachment_bytes=sum(row.size_bytes for row in attachments),
@@ -56,7 +61,7 @@ def prune(
     if dry_run:
         after = StoreSize(
             sessions=before.sessions - len(chosen),
-            entries=before.entries - sum(row.length for row in chosen),
+            entries=before.entries - sum(row.stored for row in chosen),
             payload_bytes=before.payload_bytes - sum(row.payload_bytes for row in chosen),
             attachments=before.attachments - len(freed),
             attachment_bytes=before.attachment_bytes
@@ -91,18 +96,42 @@ def plan(
         linked.setdefault(session_id, set()).add(attachment_id)
         holders[attachment_id] = holders.get(attachment_id, 0) + 1
     held = sum(row.payload_bytes for row in rows) + sum(sizes.get(att, 0) for att in holders)
+    branches: dict[str, set[str]] = {}
+    for row in rows:
+        if row.parent is not None:
+            branches.setdefault(row.parent, set()).add(row.session_id)
     chosen: list[SessionRow] = []
+    taken: set[str] = set()
+    waiting: list[SessionRow] = []
+    """Sessions that qualify but are kept for a branch not taken (yet)."""
     freed: set[str] = set()
-    for row in oldest_first:
-        too_old = last_before is not None and datetime.fromisoformat(row.last_at) < last_before
-        too_big = max_bytes is not None and held > max_bytes
-        if not (too_old or too_big):
-            break  # oldest first: no later session is older, and what is held only shrinks
+
+    def take(row: SessionRow) -> None:
+        nonlocal held
         chosen.append(row)
+        taken.add(row.session_id)
         held -= row.payload_bytes
         for attachment_id in linked.get(row.session_id, ()):
             holders[attachment_id] -= 1
             if holders[attachment_id] == 0:
                 freed.add(attachment_id)
                 held -= sizes.get(attachment_id, 0)
+
+    def qualifies(row: SessionRow) -> bool:
+        too_old = last_before is not None and datetime.fromisoformat(row.last_at) < last_before
+        return too_old or (max_bytes is not None and held > max_bytes)
+
+    for row in oldest_first:
+        if not qualifies(row):
+            break  # oldest first: no later session is older, and what is held only shrinks
+        if branches.get(row.session_id, set()) - taken:
+            waiting.append(row)
+            continue
+        take(row)
+        # A parent kept for its branches goes once the last of them went (if it still qualifies).
+        while ready := [w for w in waiting if not branches.get(w.session_id, set()) - taken]:
+            for parent in ready:
+                waiting.remove(parent)
+                if qualifies(parent):
+                    take(parent)
     return chosen, freed

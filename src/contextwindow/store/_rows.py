@@ -126,7 +126,14 @@ class SessionRow:
     last_at: str
     """The ledger time of its newest entry."""
     payload_bytes: int
-    """The UTF-8 size of its entries' payloads."""
+    """The UTF-8 size of its entries' payloads (its own: a branch's prefix is its parent's)."""
+    parent: str | None = None
+    """The session it branches from (``None``: a session of its own from position 0)."""
+
+    @property
+    def stored(self) -> int:
+        """How many entries it stores itself (a branch's shared prefix is stored once, in its parent)."""
+        return sum(self.kinds.values())
 
 
 def now_iso() -> str:

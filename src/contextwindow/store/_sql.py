@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from ..errors import SchemaTooNew, SessionMoved, StoreError, UsageError
+from ..errors import InvalidInput, SchemaTooNew, SessionMoved, StoreError, UsageError
+from ._lineage import Segment, alive, lineage, where
 from ._migrations import SCHEMA_VERSION, Migration
 from ._rows import GENESIS, AttachmentRow, EntryRow, NewEntry, SessionRow, entry_digest, now_iso
 
@@ -43,6 +44,17 @@ everything else from the session's own link."""
 _SCHEMA_ONE_COLUMNS = _ATTACHMENT_COLUMNS.replace("a.created_at", "l.created_at")
 """The same view in a schema-1 database opened read-only (links had no metadata of their own)."""
 _NOT_A_LEDGER = "not a contextwindow store (no ledger tables in it)"
+_BRANCHES = 3
+"""The schema version from which sessions may branch (the head rows' ``parent`` and ``forked_at``)."""
+_ANCESTORS = (
+    "WITH RECURSIVE up(id, parent, forked_at) AS ("
+    "SELECT id, parent, forked_at FROM sessions WHERE id = ? "
+    "UNION SELECT s.id, s.parent, s.forked_at FROM sessions s JOIN up ON s.id = up.parent) "
+    "SELECT id, parent, forked_at FROM up WHERE parent IS NOT NULL"
+)
+"""The forks on a session's way up to its root, in one read (``UNION``: a damaged cycle ends)."""
+_LINEAGES_KEPT = 4096
+"""How many branches' lineages a backend keeps in memory before it reads them afresh."""
 
 
 class Cursor(Protocol):
@@ -99,6 +111,8 @@ class SqlBackend(abc.ABC):
         """Serialise concurrent migrators (SQLite: ``BEGIN IMMEDIATE`` already does)."""
 
     read_only: bool = False
+    _lineages: dict[tuple[str, str], list[Segment]]
+    """Branches' lineages by (session id, head row's creation time): see :meth:`_segments`."""
     _payload_bytes_sql = "OCTET_LENGTH(payload)"
     """The UTF-8 size of a payload in this dialect."""
 
@@ -219,27 +233,52 @@ class SqlBackend(abc.ABC):
             row = cur.fetchone()
         return 0 if row is None else int(row[0])
 
+    def _segments(self, cur: Cursor, session_id: str, after: int | None = None) -> list[Segment]:
+        """The lineage of ``session_id`` (:mod:`._lineage`): itself, then the ancestors it reads.
+
+        One indexed read of the session's head row decides: a session of its own, or a read past a
+        branch's fork position, reads its own rows. A branch's lineage is read once (a fork never
+        changes) and kept by the head row's creation time, so a session removed and made again is
+        read afresh."""
+        if self.schema_version < _BRANCHES:
+            return [Segment(session_id, None)]
+        cur.execute(self._q("SELECT parent, forked_at, created_at FROM sessions WHERE id = ?"), (session_id,))
+        head = cur.fetchone()
+        if head is None or head[0] is None or (after is not None and after + 1 >= int(head[1])):
+            return [Segment(session_id, None)]
+        key = (session_id, head[2])
+        known = self._lineages.get(key)
+        if known is None:
+            cur.execute(self._q(_ANCESTORS), (session_id,))
+            forks = {row[0]: (row[1], int(row[2])) for row in cur.fetchall()}
+            known = lineage(session_id, forks)
+            if len(self._lineages) >= _LINEAGES_KEPT:
+                self._lineages.clear()
+            self._lineages[key] = known
+        return alive(known, after)
+
     def entries(
         self, session_id: str, kinds: Sequence[str] | None, *, after: int | None = None
     ) -> list[EntryRow]:
-        query = f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE session_id = ?"
-        params: list[Any] = [session_id]
-        if after is not None:
-            query += " AND position > ?"
-            params.append(after)
-        if kinds is not None:
-            if not kinds:
-                return []
-            query += f" AND kind IN ({', '.join('?' for _ in kinds)})"
-            params.extend(kinds)
+        if kinds is not None and not kinds:
+            return []
         with self._read() as cur:
+            rows, params = where(self._segments(cur, session_id, after))
+            query = f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE {rows}"
+            if after is not None:
+                query += " AND position > ?"
+                params.append(after)
+            if kinds is not None:
+                query += f" AND kind IN ({', '.join('?' for _ in kinds)})"
+                params.extend(kinds)
             cur.execute(self._q(query + " ORDER BY position"), params)
             return [_entry(row) for row in cur.fetchall()]
 
     def latest(self, session_id: str, kind: str) -> EntryRow | None:
-        query = f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE session_id = ? AND kind = ? ORDER BY position DESC LIMIT 1"
         with self._read() as cur:
-            cur.execute(self._q(query), (session_id, kind))
+            rows, params = where(self._segments(cur, session_id))
+            query = f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE {rows} AND kind = ? ORDER BY position DESC LIMIT 1"
+            cur.execute(self._q(query), [*params, kind])
             row = cur.fetchone()
         return None if row is None else _entry(row)
 
@@ -248,11 +287,61 @@ class SqlBackend(abc.ABC):
             return {}
         marks = ", ".join("?" for _ in entry_ids)
         with self._read() as cur:
+            rows, params = where(self._segments(cur, session_id))
             cur.execute(
-                self._q(f"SELECT id, position, kind FROM entries WHERE session_id = ? AND id IN ({marks})"),
-                [session_id, *entry_ids],
+                self._q(f"SELECT id, position, kind FROM entries WHERE {rows} AND id IN ({marks})"),
+                [*params, *entry_ids],
             )
             return {row[0]: (int(row[1]), row[2]) for row in cur.fetchall()}
+
+    def fork(self, session_id: str, parent_id: str, at: int) -> None:
+        self._check_writable()
+        with self._write() as cur:
+            head_row = self._head(cur, parent_id)
+            if head_row is None:
+                raise InvalidInput(f"no session {parent_id!r} to branch from", path="parent")
+            if not 0 < at <= int(head_row[0]):
+                raise InvalidInput(
+                    f"must be 1 to the parent's length {int(head_row[0])}, got {at}", path="at"
+                )
+            owner = parent_id
+            while (fork := self._fork_of(cur, owner)) is not None and at <= fork[1]:
+                owner = fork[0]
+                self._head(cur, owner)  # locked too: a prune waits for (or precedes) this branch
+            cur.execute(
+                self._q("SELECT digest FROM entries WHERE session_id = ? AND position = ?"), (owner, at - 1)
+            )
+            found = cur.fetchone()
+            if found is None:
+                raise StoreError(f"session {owner!r} has no entry at position {at - 1} (run verify)")
+            cur.execute(
+                self._q(
+                    "INSERT INTO sessions (id, length, head, created_at, parent, forked_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+                ),
+                (session_id, at, found[0], now_iso(), owner, at),
+            )
+            if not self._rowcount(cur):
+                cur.execute(self._q("SELECT length FROM sessions WHERE id = ?"), (session_id,))
+                raise SessionMoved(session_id, expected=0, found=int(cur.fetchone()[0]))
+
+    def _fork_of(self, cur: Cursor, session_id: str) -> tuple[str, int] | None:
+        if self.schema_version < _BRANCHES:
+            return None
+        cur.execute(self._q("SELECT parent, forked_at FROM sessions WHERE id = ?"), (session_id,))
+        row = cur.fetchone()
+        return None if row is None or row[0] is None else (row[0], int(row[1]))
+
+    def fork_of(self, session_id: str) -> tuple[str, int] | None:
+        with self._read() as cur:
+            return self._fork_of(cur, session_id)
+
+    def forks(self) -> dict[str, tuple[str, int]]:
+        if self.schema_version < _BRANCHES:
+            return {}
+        with self._read() as cur:
+            cur.execute("SELECT id, parent, forked_at FROM sessions WHERE parent IS NOT NULL")
+            return {row[0]: (row[1], int(row[2])) for row in cur.fetchall()}
 
     def put_attachment(self, session_id: str, row: AttachmentRow, data: bytes) -> AttachmentRow:
         self._check_writable()
@@ -303,37 +392,44 @@ class SqlBackend(abc.ABC):
     def _rowcount(cur: Cursor) -> int:
         return int(getattr(cur, "rowcount", 0))
 
+    def _linked(self, cur: Cursor, session_id: str, attachment_id: str | None) -> list[AttachmentRow]:
+        """The attachments ``session_id`` may read (one, or all): those linked to it or to an
+        ancestor of its lineage, each with the nearest link's metadata, in the order first linked."""
+        order = [segment.session_id for segment in self._segments(cur, session_id)]
+        query = (
+            f"SELECT {self._view}, l.session_id FROM attachments a JOIN session_attachments l "
+            f"ON l.attachment_id = a.id WHERE l.session_id IN ({', '.join('?' for _ in order)})"
+        )
+        params: list[Any] = list(order)
+        if attachment_id is not None:
+            query += " AND a.id = ?"
+            params.append(attachment_id)
+        cur.execute(self._q(query), params)
+        nearest: dict[str, tuple[int, AttachmentRow]] = {}
+        for row in cur.fetchall():
+            depth = order.index(row[-1])
+            if row[0] not in nearest or depth < nearest[row[0]][0]:
+                nearest[row[0]] = (depth, _attachment(row))
+        return sorted((row for _, row in nearest.values()), key=lambda row: (row.created_at, row.id))
+
     def attachment(self, session_id: str, attachment_id: str) -> AttachmentRow | None:
         with self._read() as cur:
-            cur.execute(
-                self._q(
-                    f"SELECT {self._view} FROM attachments a JOIN session_attachments l "
-                    "ON l.attachment_id = a.id WHERE l.session_id = ? AND a.id = ?"
-                ),
-                (session_id, attachment_id),
-            )
-            row = cur.fetchone()
-        return None if row is None else _attachment(row)
+            found = self._linked(cur, session_id, attachment_id)
+        return found[0] if found else None
 
     def attachments(self, session_id: str) -> list[AttachmentRow]:
         with self._read() as cur:
-            cur.execute(
-                self._q(
-                    f"SELECT {self._view} FROM attachments a JOIN session_attachments l "
-                    "ON l.attachment_id = a.id WHERE l.session_id = ? ORDER BY l.created_at, a.id"
-                ),
-                (session_id,),
-            )
-            return [_attachment(row) for row in cur.fetchall()]
+            return self._linked(cur, session_id, None)
 
     def read_blob(self, session_id: str, attachment_id: str) -> bytes | None:
         with self._read() as cur:
+            readers = [segment.session_id for segment in self._segments(cur, session_id)]
             cur.execute(
                 self._q(
                     "SELECT b.data FROM attachment_blobs b JOIN session_attachments l ON l.attachment_id = b.id "
-                    "WHERE l.session_id = ? AND b.id = ?"
+                    f"WHERE l.session_id IN ({', '.join('?' for _ in readers)}) AND b.id = ? LIMIT 1"
                 ),
-                (session_id, attachment_id),
+                [*readers, attachment_id],
             )
             row = cur.fetchone()
         return None if row is None else bytes(row[0])
@@ -384,6 +480,15 @@ class SqlBackend(abc.ABC):
                 "LEFT JOIN sessions s ON s.id = e.session_id GROUP BY e.session_id, e.kind ORDER BY 1, 2"
             )
             grouped = cur.fetchall()
+            bare: list[Any] = []
+            if self.schema_version >= _BRANCHES:
+                # A branch that has added nothing yet holds no entry of its own, only its head row.
+                cur.execute(
+                    "SELECT s.id, s.length, s.created_at FROM sessions s WHERE s.parent IS NOT NULL "
+                    "AND NOT EXISTS (SELECT 1 FROM entries e WHERE e.session_id = s.id)"
+                )
+                bare = cur.fetchall()
+        forks = self.forks()
         out: dict[str, SessionRow] = {}
         for session_id, kind, count, first_at, last_at, size, length in grouped:
             seen = out.get(session_id)
@@ -395,17 +500,30 @@ class SqlBackend(abc.ABC):
                 first_at=min(seen.first_at, first_at) if seen else first_at,
                 last_at=max(seen.last_at, last_at) if seen else last_at,
                 payload_bytes=(seen.payload_bytes if seen else 0) + int(size or 0),
+                parent=forks.get(session_id, (None, 0))[0],
             )
-        return list(out.values())
+        for session_id, length, created_at in bare:
+            out[session_id] = SessionRow(
+                session_id, int(length), {}, created_at, created_at, 0, forks[session_id][0]
+            )
+        return sorted(out.values(), key=lambda row: row.session_id)
 
     def delete_sessions(self, lengths: dict[str, int]) -> tuple[list[str], list[str]]:
         self._check_writable()
         removed: list[str] = []
         with self._write() as cur:
-            for session_id, length in sorted(lengths.items()):
+            for session_id in _branches_first(lengths, self.forks()):
                 # The head row is the session's lock: deleting it only at the length read means an
                 # append that came in between keeps the session (and waits for, or follows, this).
-                cur.execute(self._q("DELETE FROM sessions WHERE id = ? AND length = ?"), (session_id, length))
+                # A session another one still branches from is kept: that branch reads its prefix.
+                # (A writable store is at the current schema: its head rows say their parent.)
+                cur.execute(
+                    self._q(
+                        "DELETE FROM sessions WHERE id = ? AND length = ? "
+                        "AND NOT EXISTS (SELECT 1 FROM sessions c WHERE c.parent = ?)"
+                    ),
+                    (session_id, lengths[session_id], session_id),
+                )
                 if not self._rowcount(cur):
                     continue
                 cur.execute(self._q("DELETE FROM entries WHERE session_id = ?"), (session_id,))
@@ -424,10 +542,20 @@ class SqlBackend(abc.ABC):
             cur.execute(
                 "DELETE FROM attachments WHERE id NOT IN (SELECT attachment_id FROM session_attachments)"
             )
-        return removed, gone
+        return sorted(removed), gone
 
     def reclaim(self) -> None:  # noqa: B027 - PostgreSQL's autovacuum reclaims on its own
         """Nothing to do by default (PostgreSQL's autovacuum reuses the space)."""
 
     def file_bytes(self) -> int | None:
         return None
+
+
+def _branches_first(lengths: dict[str, int], forks: dict[str, tuple[str, int]]) -> list[str]:
+    """The sessions of ``lengths`` with every branch before the session it branches from (deepest
+    first, then by id): a parent removed in the same delete as its branches goes after them."""
+
+    def depth(session_id: str) -> int:
+        return len(lineage(session_id, forks))
+
+    return sorted(lengths, key=lambda sid: (-depth(sid), sid))

@@ -59,6 +59,7 @@ class SqliteBackend(SqlBackend):
         self.url = f"sqlite:///{self.path}"
         self.durability = durability
         self._lock = threading.RLock()
+        self._lineages = {}
         self._batches = 0
         """How deep in :meth:`batch` this connection is (0: each write is its own transaction)."""
         self._closed = False

@@ -77,15 +77,19 @@ class SessionInfo:
 
     id: str
     entries: int
-    """How many entries it holds, every kind."""
+    """How many entries it holds, every kind (a branch: its shared prefix included, as
+    :meth:`Session.length` says)."""
     kinds: Mapping[str, int]
-    """How many of each kind (``message``, ``usage``, ``note``, …)."""
+    """How many of each kind (``message``, ``usage``, ``note``, …) it stores itself (a branch's
+    shared prefix is counted in the session it branches from)."""
     created_at: datetime
     """When its first entry was written (the ledger's clock, UTC)."""
     last_at: datetime
     """When its newest entry was written."""
     payload_bytes: int
-    """The size of its entries' payloads (attachments not included)."""
+    """The size of its entries' payloads (attachments not included; its own, for a branch)."""
+    parent: str | None = None
+    """The session it branches from (:meth:`Session.branch_from`); ``None`` for one of its own."""
 
     @property
     def messages(self) -> int:

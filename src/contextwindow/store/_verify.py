@@ -5,7 +5,9 @@ before (so an edited, dropped, reordered or half-written entry shows); the sessi
 with the last entry; every payload reads back at the current format (messages parse, prices fit);
 media refer to attachments linked to the session with the hash, type and size of the session's own
 view of them; each session's attachment metadata (kept on its link) reads back valid; checkpoint
-ranges name earlier messages in order. Per attachment: the id derives from the hash, the bytes
+ranges name earlier messages in order. A branch (:mod:`._lineage`) is checked over what it stores
+itself: its parent exists and holds the fork position, its first entry chains from the parent's
+entry before the fork, and its checkpoints may name the messages of the prefix. Per attachment: the id derives from the hash, the bytes
 exist, hash to it and have the stored size. Bytes are read one attachment at a time.
 """
 
@@ -33,11 +35,24 @@ def verify(backend: Backend) -> list[Problem]:
     links = set(backend.links())
     heads = backend.heads()
     linked = {session_id for session_id, _ in links}
+    forks = backend.forks()
     for session_id in sorted(set(backend.sessions()) | linked):
-        rows = backend.entries(session_id, None)
+        view = backend.entries(session_id, None)
         views = {row.id: row for row in backend.attachments(session_id)}
-        problems.extend(_chain(session_id, rows, heads.get(session_id)))
-        problems.extend(_payloads(session_id, rows, views))
+        rows = [row for row in view if row.session_id == session_id]
+        start, prefix = 0, GENESIS
+        fork = forks.get(session_id)
+        if fork is not None:
+            start, found = fork[1], _fork_point(session_id, fork, view, heads, problems)
+            if found is not None:
+                prefix = found
+            elif rows:  # what the first entry chains from is gone: the rest is checked from it
+                start, prefix, rows = start + 1, rows[0].digest, rows[1:]
+            else:
+                prefix = heads.get(session_id, (0, GENESIS))[1]
+        earlier = {row.id: row.position for row in view if row.kind == "message" and row.position < start}
+        problems.extend(_chain(session_id, rows, heads.get(session_id), start=start, prev=prefix))
+        problems.extend(_payloads(session_id, rows, views, earlier))
         problems.extend(_views(session_id, views.values()))
     for row in attachments.values():
         problems.extend(_attachment(backend, row))
@@ -57,10 +72,39 @@ def verify(backend: Backend) -> list[Problem]:
     return problems
 
 
-def _chain(session_id: str, rows: list[EntryRow], head: tuple[int, str] | None) -> list[Problem]:
+def _fork_point(
+    session_id: str,
+    fork: tuple[str, int],
+    view: list[EntryRow],
+    heads: dict[str, tuple[int, str]],
+    problems: list[Problem],
+) -> str | None:
+    """The digest a branch's first entry chains from: its parent's entry before the fork position
+    (``None``, and a problem, when the parent does not hold it)."""
+    parent, at = fork
+    before = next((row for row in view if row.position == at - 1 and row.session_id != session_id), None)
+    if parent not in heads or heads[parent][0] < at or before is None:
+        problems.append(
+            Problem(
+                "missing_parent",
+                f"branches from {parent!r} at {at}, which that session does not hold",
+                session_id=session_id,
+            )
+        )
+        return None
+    return before.digest
+
+
+def _chain(
+    session_id: str,
+    rows: list[EntryRow],
+    head: tuple[int, str] | None,
+    *,
+    start: int = 0,
+    prev: str = GENESIS,
+) -> list[Problem]:
     problems = []
-    prev = GENESIS
-    for index, row in enumerate(rows):
+    for index, row in enumerate(rows, start=start):
         if row.position != index:
             problems.append(
                 Problem(
@@ -83,21 +127,28 @@ def _chain(session_id: str, rows: list[EntryRow], head: tuple[int, str] | None) 
                 )
             )
         prev = row.digest
-    expected = (len(rows), prev)
+    expected = (start + len(rows), prev)
     if head is None:
         if rows:
             problems.append(Problem("missing_head", "entries without a session head", session_id=session_id))
     elif head != expected:
         problems.append(
-            Problem("head_mismatch", f"head says {head[0]} entries, found {len(rows)}", session_id=session_id)
+            Problem(
+                "head_mismatch",
+                f"head says {head[0]} entries, found {start + len(rows)}",
+                session_id=session_id,
+            )
         )
     return problems
 
 
-def _payloads(session_id: str, rows: list[EntryRow], views: dict[str, AttachmentRow]) -> list[Problem]:
-    """Each payload readable; media refer to this session's own view of an attachment."""
+def _payloads(
+    session_id: str, rows: list[EntryRow], views: dict[str, AttachmentRow], earlier: dict[str, int]
+) -> list[Problem]:
+    """Each payload readable; media refer to this session's own view of an attachment; checkpoints
+    name earlier messages (``earlier``: those of a branch's prefix)."""
     problems = []
-    messages: dict[str, int] = {}
+    messages: dict[str, int] = dict(earlier)
     for row in rows:
 
         def problem(code: str, detail: str, row: EntryRow = row) -> Problem:

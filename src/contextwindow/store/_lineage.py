@@ -1,0 +1,73 @@
+"""Branches: a session that starts as a prefix of another one and goes on with entries of its own.
+
+A branch is stored as its parent, the fork position (how many of the parent's entries it shares) and
+its own entries, which take the positions from the fork position on and chain their digests from the
+parent's entry before it. Nothing of the prefix is copied: storage grows with what the branch adds,
+never with the history it shares. A parent may itself be a branch, so a session's entries are read
+from its **lineage**: the session's own rows, then each ancestor's rows below the smallest fork
+position met on the way up. Every read of a session (its entries, newest of a kind, ids, attachment
+links) goes through the lineage, so a branch reads as the whole conversation it is.
+
+A fork position never changes once written, and an ancestor's rows below it never change either (the
+ledger is append-only), so a branch's view of its prefix is fixed when it is made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Segment", "alive", "lineage", "where"]
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """The rows one session of a lineage contributes: its own, at positions below ``below``
+    (``None``: all of them; the session being read)."""
+
+    session_id: str
+    below: int | None
+
+
+def lineage(session_id: str, forks: Mapping[str, tuple[str, int]]) -> list[Segment]:
+    """The segments of ``session_id``, itself first, from ``forks`` (``{branch: (parent, at)}``).
+
+    A fork cycle cannot be written (a branch is made before anything can branch from it); one read
+    from a damaged store stops where it would repeat."""
+    out = [Segment(session_id, None)]
+    seen = {session_id}
+    bound: int | None = None
+    current = session_id
+    while (fork := forks.get(current)) is not None:
+        parent, at = fork
+        bound = at if bound is None else min(bound, at)
+        if parent in seen:
+            break
+        seen.add(parent)
+        out.append(Segment(parent, bound))
+        current = parent
+    return out
+
+
+def alive(segments: Sequence[Segment], after: int | None) -> list[Segment]:
+    """The segments that hold a position after ``after`` (all of them when ``after`` is ``None``):
+    an incremental read past the fork position reads the branch's own rows only."""
+    if after is None:
+        return list(segments)
+    return [s for s in segments if s.below is None or s.below > after + 1]
+
+
+def where(segments: Sequence[Segment]) -> tuple[str, list[Any]]:
+    """The SQL condition on ``entries`` (``?`` placeholders) that selects the rows of ``segments``,
+    and its parameters."""
+    parts: list[str] = []
+    params: list[Any] = []
+    for segment in segments:
+        if segment.below is None:
+            parts.append("session_id = ?")
+            params.append(segment.session_id)
+        else:
+            parts.append("(session_id = ? AND position < ?)")
+            params.extend((segment.session_id, segment.below))
+    return "(" + " OR ".join(parts) + ")", params
