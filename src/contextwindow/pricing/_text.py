@@ -42,6 +42,7 @@ __all__ = [
     "cjk_share",
     "exact_text",
     "fitted_rule",
+    "punctuation_bytes",
     "rule_tokens",
     "structure_for",
 ]
@@ -156,6 +157,10 @@ class Structure:
     tool_spec: float
     """Per tool definition, beyond the JSON of its name, description and schema."""
     media_block: float
+    tool_param: float | None = None
+    """Per parameter of a tool call's input, when the provider renders a call as its parameters
+    (each one's name and value, a string as it is, any other value as JSON: Claude's function-call
+    format) rather than as the JSON of the input; ``None``: priced as the JSON (OpenAI)."""
 
 
 # OpenAI chat framing: 3 tokens per message, 3 to prime the reply (OpenAI cookbook convention,
@@ -199,12 +204,25 @@ def structure_for(family: TokenizerFamily) -> Structure:
         tool_result=claude["tool_result"],
         tool_spec=claude["tool_use"],
         media_block=0,  # rounds with media were left out of the fit: no framing was measured
+        tool_param=claude["tool_param"],
     )
 
 
-def _rule(family: str, scale: float, cjk_scale: float | None = None) -> Callable[[str], float]:
+_NOT_PUNCTUATION = bytes(b for b in range(256) if not (33 <= b < 127 and not chr(b).isalnum()))
+
+
+def punctuation_bytes(raw: bytes) -> int:
+    """How many of a text's UTF-8 bytes are ASCII punctuation (one C pass)."""
+    return len(raw.translate(None, _NOT_PUNCTUATION))
+
+
+def _rule(
+    family: str, scale: float, cjk_scale: float | None = None, punctuation: float = 0.0
+) -> Callable[[str], float]:
     """The vocabulary rule of ``family`` times ``scale``; ``cjk_scale`` applies instead to the share
-    of the text's bytes that are CJK (a generation whose tokenizer changed on other text only)."""
+    of the text's bytes that are CJK (a generation whose tokenizer changed on other text only);
+    ``punctuation`` tokens are added per ASCII punctuation byte (a tokenizer that merges punctuation
+    less than the vocabulary's)."""
     vocab = vocabulary(family)
     k = scale * _scales()[family if family in FAMILIES else "o200k"]
     k_cjk = None if cjk_scale is None else cjk_scale * _scales()["o200k"]
@@ -214,7 +232,10 @@ def _rule(family: str, scale: float, cjk_scale: float | None = None) -> Callable
             return 0.0
         raw = text.encode("utf-8", "surrogatepass")
         factor = k if k_cjk is None or text.isascii() else k + (k_cjk - k) * cjk_share(raw)
-        return max(rule_tokens(raw, vocab) * factor, 1.0)  # non-empty text is at least one token
+        tokens = rule_tokens(raw, vocab) * factor
+        if punctuation:
+            tokens += punctuation * punctuation_bytes(raw)
+        return max(tokens, 1.0)  # non-empty text is at least one token
 
     return price
 
@@ -229,7 +250,7 @@ def fitted_rule(family: TokenizerFamily) -> Callable[[str], float]:
         ratio = data["claude_ratio"][family]
         same = _CJK_AS_OLDER.get(family)
         cjk = data["claude_ratio"].get(same) if same else None
-        return _rule("o200k", ratio, cjk)
+        return _rule("o200k", ratio, cjk, data["claude_punctuation"][family])
     return _rule("o200k", _MARGIN_FAMILIES.get(family, _MARGIN_FAMILIES["unknown"]))
 
 
