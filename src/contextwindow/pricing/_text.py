@@ -9,12 +9,15 @@ C; the others are split in Python, on a sample of at most :data:`SPLIT_SAMPLE` o
 their bytes. A text longer than :data:`SAMPLE_ABOVE` bytes is read on :data:`WINDOWS` fixed windows
 cut at piece boundaries and scaled by its bytes. Deterministic: fixed windows, fixed strides.
 
-Claude's tokenizer is not public, so a Claude family prices text as the o200k rule times a ratio
-fitted per generation against real Claude usage (``benchmarks/fit_claude_rule.py``); Gemini and
+Claude's tokenizer is not public, so a Claude family prices text as the o200k rule times a ratio,
+plus a figure per ASCII punctuation byte (Claude merges punctuation less than o200k), both fitted
+per generation against real Claude usage (``benchmarks/fit_claude_rule.py``); Gemini and
 other families without an offline tokenizer use the o200k rule with a margin, so they err high.
 
 The :class:`Structure` of a family is the per-message, per-block and per-request framing tokens
-the provider adds around content; ``Estimator.message`` and ``Estimator.request`` include it.
+the provider adds around content; ``Estimator.message`` and ``Estimator.request`` include it. Claude
+renders a tool call as its parameters, so a Claude call is priced per parameter (its name, its value
+as it is when a string, else as JSON) rather than as the JSON of its input.
 """
 
 from __future__ import annotations
