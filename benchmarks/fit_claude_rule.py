@@ -23,8 +23,11 @@ value as compact JSON; tool-result content), ``punctuation`` its ASCII punctuati
 not as the JSON of its input: the output counts show about 15 tokens per parameter beyond its name
 and value, which a per-call figure on compact JSON cannot carry (it priced calls with several
 parameters 20% low). The fit is non-negative and minimises relative error, as ``fit_text_rule.py``
-does. It rewrites the Claude part (``claude_ratio``, ``claude_punctuation``, ``claude_structure``) of
-the ``coefficients`` table in ``src/contextwindow/pricing/data/``.
+does. The same fit without the punctuation term gives the ratio the share of a text that is not ASCII is
+priced at (``claude_other_ratio``: the sessions hold almost none of it, so it keeps the whole-content
+ratio rather than the lower one the punctuation term leaves). It rewrites the Claude part
+(``claude_ratio``, ``claude_punctuation``, ``claude_other_ratio``, ``claude_structure``) of the
+``coefficients`` table in ``src/contextwindow/pricing/data/``.
 """
 
 from __future__ import annotations
@@ -128,6 +131,14 @@ def main() -> None:
         )
         print("  " + ", ".join(f"{n}={v:.3f}" for n, v in zip(NAMES, beta, strict=True)))
         fitted[family] = dict(zip(NAMES, (float(b) for b in beta), strict=True))
+        # the ratio without the punctuation term: what text the fit holds almost none of (not ASCII) keeps
+        if family in SCALED:
+            other = scales[0] * fitted[SCALED[family]]["other"]
+        else:
+            keep = [i for i, n in enumerate(NAMES) if n != "punctuation"]
+            other = float(nnls_relative(x[:, keep], y)[0])
+        fitted[family]["other"] = other
+        print(f"  ratio without the punctuation term (text that is not ASCII): {other:.3f}")
     write(fitted)
 
 
@@ -138,6 +149,7 @@ def write(fitted: dict[str, dict[str, float]]) -> None:
     data = dict(table("coefficients"))
     data["claude_ratio"] = {f: round(c["ratio"], 4) for f, c in fitted.items()}
     data["claude_punctuation"] = {f: round(c["punctuation"], 4) for f, c in fitted.items()}
+    data["claude_other_ratio"] = {f: round(c["other"], 4) for f, c in fitted.items()}
     data["claude_structure"] = {f: {k: round(c[k], 2) for k in NAMES[2:]} for f, c in fitted.items()}
     write_table("coefficients", data)
 

@@ -70,6 +70,19 @@ class TestPunctuation:
 
         assert raised("claude-sonnet-4-5") > 1.1 * raised("gpt-4o")
 
+    def test_text_that_is_not_ascii_keeps_the_whole_content_ratio(self) -> None:
+        # the sessions hold almost no such text: the punctuation fit's lower ratio does not reach it
+        from contextwindow.pricing._tables import table
+
+        words = "Привет мир как дела сегодня " * 30
+        ratio = Estimator("claude-sonnet-4-5").raw_text(words) / Estimator("gpt-4o", exact=False).raw_text(
+            words
+        )
+        data = table("coefficients")
+        other, plain = data["claude_other_ratio"]["claude"], data["claude_ratio"]["claude"]
+        assert other > plain
+        assert plain + 0.8 * (other - plain) < ratio <= other  # the spaces are ASCII
+
 
 class TestRealSessions:
     """Anthropic's own counts on the held-out half of the real sessions."""
