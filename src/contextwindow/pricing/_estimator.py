@@ -262,7 +262,7 @@ class Estimator:
             return self._json(dict(block.input))
         text = self._text
         return sum(
-            per + text(name) + (text(value) if isinstance(value, str) else text(js_json(value)))
+            per + text(str(name)) + (text(value) if isinstance(value, str) else text(js_json(value)))
             for name, value in block.input.items()
         )
 
