@@ -65,6 +65,9 @@ class Round:
     """Why the log shows Claude Code added content it does not record (see :func:`explained`)."""
     added: tuple[str, ...] = ()
     """Unlogged content rebuilt from the log's own evidence and included in ``messages``."""
+    output: int = 0
+    """The first call's ``output_tokens`` as its last logged line reports it: what the assistant
+    message of ``messages`` cost to generate (Claude Code logs a placeholder of 1–3 on some lines)."""
 
     @property
     def chars(self) -> int:
@@ -201,8 +204,10 @@ def file_rounds(path: Path, todo_rule: _claude_todo.Rule | None = _claude_todo.R
         kind = entry.get("type")
         message = entry.get("message") or {}
         if kind == "assistant" and message.get("usage"):
+            output = int(message["usage"].get("output_tokens") or 0)
             if calls and calls[-1]["id"] == message.get("id"):
                 calls[-1]["assistant"].append(message.get("content"))
+                calls[-1]["output"] = max(calls[-1]["output"], output)
                 continue
             calls.append(
                 {
@@ -213,6 +218,7 @@ def file_rounds(path: Path, todo_rule: _claude_todo.Rule | None = _claude_todo.R
                     "assistant": [message.get("content")],
                     "users": [],
                     "hook": False,
+                    "output": output,
                 }
             )
         elif calls and kind == "user":
@@ -270,16 +276,18 @@ def file_rounds(path: Path, todo_rule: _claude_todo.Rule | None = _claude_todo.R
                 (call["line"], following["line"]),
                 tuple(injected),
                 tuple(added),
+                call["output"],
             )
         )
     return out
 
 
-def rounds(which: str) -> list[Round]:
+def rounds(which: str, held_out_every: int = 3) -> list[Round]:
     """Every priceable round of the files assigned to ``which`` (``fit``, ``holdout`` or ``all``).
 
-    Within each tokenizer generation, files are ordered by a hash of their path and every third is
-    held out, so both generations have held-out sessions.
+    Within each tokenizer generation, files are ordered by a hash of their path and one in
+    ``held_out_every`` is held out (every third; 2: half the sessions), so both generations have
+    held-out sessions.
     """
     by_generation: dict[str, list[tuple[bytes, list[Round]]]] = {}
     for path in sorted(ROOT.rglob("*.jsonl")):
@@ -293,7 +301,7 @@ def rounds(which: str) -> list[Round]:
     out: list[Round] = []
     for files in by_generation.values():
         for i, (_, found) in enumerate(sorted(files, key=lambda f: f[0])):
-            held = i % 3 == 1
+            held = i % held_out_every == 1
             if which == "all" or (which == "holdout") == held:
                 out.extend(found)
     return out

@@ -11,9 +11,14 @@ median and p95 absolute relative error against ``o200k_base``, ``cl100k_base`` a
 (``exact=False``: what Claude and Gemini are priced with), the previous rule (the commit in
 ``_previous.BASE``), ``chars/4``, LangChain's ``count_tokens_approximately`` and litellm's
 ``token_counter``.
-Claude: the held-out sessions' appended rounds of ≥ 500 tokens, priced with ``Estimator.messages``
-against Anthropic's real prompt delta; median and p90 relative error, with the previous rule,
-``chars/4``, the seed-store rates and litellm beside it.
+Claude: the appended rounds of ≥ 500 tokens of the half of the sessions the Claude fit never read,
+of the half it read, and of all of them, priced with ``Estimator.messages`` against Anthropic's real
+prompt delta; p50 / p90 / p95 / max relative error, with main's rule before this fit (``BEFORE``), the
+previous rule, ``chars/4``, the seed-store rates and litellm beside it. Then each assistant message
+alone against the ``output_tokens`` Anthropic reported for it. ``--claude`` prints only the Claude
+tables (``results/pricing_accuracy_claude.md``)::
+
+    PYTHONPATH=src python -m benchmarks.pricing_accuracy --claude
 """
 
 from __future__ import annotations
@@ -25,9 +30,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from benchmarks import _claude_sessions as sessions
-from benchmarks import _corpus, _languages, _previous
+from benchmarks import _corpus, _languages, _previous, fit_claude_rule
 from benchmarks._paths import TOKENIZERS
-from contextwindow.content import Text, ToolResult, ToolUse
+from contextwindow.content import Message, Text, ToolResult, ToolUse
 from contextwindow.pricing import Estimator, seed_estimate_text
 
 RESULTS = Path(__file__).resolve().parent / "results" / "pricing_accuracy.md"
@@ -183,18 +188,36 @@ def _round_text(r: sessions.Round) -> str:
     return "\n".join(parts)
 
 
+BEFORE = "4072772"
+"""The commit whose Claude rule is "main before": the rule this fit replaced (compact JSON tool
+inputs with one per-call figure, no punctuation term)."""
+HALVES = ("fit", "holdout", "all")
+
+
+def _quantiles(signed: list[float]) -> str:
+    errs = [abs(s) for s in signed]
+    return (
+        f"{statistics.median(errs):.1%} / {_pct(errs, 0.90):.1%} / {_pct(errs, 0.95):.1%} /"
+        f" {max(errs):.1%} ({statistics.median(signed):+.1%})"
+    )
+
+
 def claude_table() -> str:
-    held = [r for r in sessions.rounds("holdout") if r.delta >= 500]
+    every = fit_claude_rule.HELD_OUT_EVERY
+    halves = {h: [r for r in sessions.rounds(h, held_out_every=every) if r.delta >= 500] for h in HALVES}
+    held = halves["all"]
     lo, hi = sessions.EXPLAINED_CHARS_PER_TOKEN
     injected = {reason: sum(reason in r.injected for r in held) for reason in sessions.INJECTIONS}
     band = sum(not r.injected and not sessions.explained(r) for r in held)
     rebuilt = sum("todo reminder" in r.added for r in held)
-    previous_jobs = [("messages", r.model, [r.messages]) for r in held]
-    previous = _previous.prices(previous_jobs)
+    before = _previous.prices([("messages", r.model, [r.messages]) for r in held], rev=BEFORE)
+    previous = _previous.prices([("messages", r.model, [r.messages]) for r in held])
     ll = _litellm("claude-sonnet-4-5")
     methods: dict[str, Callable[[int, sessions.Round], float]] = {
         "default rule": lambda i, r: float(Estimator(r.model).messages(r.messages)),
     }
+    if before is not None:
+        methods[f"main {BEFORE}"] = lambda i, r: (before[i] or [float("nan")])[0]
     if previous is not None:
         methods["previous rule"] = lambda i, r: (previous[i] or [float("nan")])[0]
     methods["chars/4"] = lambda i, r: r.chars / 4
@@ -202,61 +225,105 @@ def claude_table() -> str:
     if ll is not None:
         methods["litellm token_counter"] = lambda i, r: ll(_round_text(r))
     prices = {name: [fn(i, r) for i, r in enumerate(held)] for name, fn in methods.items()}
+    index = {(r.source, r.lines): i for i, r in enumerate(held)}
     lines = [
-        "### Claude: held-out appended rounds ≥ 500 tokens, |relative error| median / p90 (signed median)",
+        "### Claude: appended rounds ≥ 500 tokens, |relative error| p50 / p90 / p95 / max (signed median)",
         "",
-        "*all*: every held-out round. *explained*: the same rounds for every method, minus those where the"
-        " log shows Claude Code injected content it does not record ("
+        f"Session files split per generation, one in {every} held out of the Claude fit"
+        " (``fit_claude_rule.py``): *fit* is the half the coefficients were fitted on, *holdout* the"
+        " half they never saw, *all* every session. *all rounds*: every round; *explained*: the same"
+        " rounds for every method, minus those where the log shows Claude Code injected content it"
+        " does not record ("
         + ", ".join(f"{reason}: {n}" for reason, n in injected.items())
         + f") and those whose logged characters per real token lie outside ({lo}, {hi}) ({band});"
         " see ``_claude_sessions.explained``. Claude Code's unlogged TodoWrite reminder is rebuilt by its"
-        f" rule (``_claude_todo``, chosen on the fit half) in {rebuilt} of these rounds.",
+        f" rule (``_claude_todo``) in {rebuilt} rounds.",
         "",
-        "| generation | rounds | " + " | ".join(methods) + " |",
-        "|---|---|" + "---|" * len(methods),
+        "| half | rounds | kind | " + " | ".join(methods) + " |",
+        "|---|---|---|" + "---|" * len(methods),
     ]
-    for family, subset in (
-        ("claude", "all"),
-        ("claude", "explained"),
-        ("claude-2026", "all"),
-        ("claude-2026", "explained"),
-        ("all generations", "all"),
-        ("all generations", "explained"),
-    ):
-        found = [
-            i
-            for i, r in enumerate(held)
-            if family in ("all generations", sessions.generation(r.model))
-            and (subset == "all" or sessions.explained(r))
-        ]
-        if not found:
-            continue
-        cells = []
-        for name in methods:
-            signed = [(prices[name][i] - held[i].delta) / held[i].delta for i in found]
-            errs = [abs(s) for s in signed]
-            cells.append(
-                f"{statistics.median(errs):.1%} / {_pct(errs, 0.90):.1%} ({statistics.median(signed):+.1%})"
-            )
-        lines.append(f"| {family}, {subset} | {len(found)} | " + " | ".join(cells) + " |")
+    for half in HALVES:
+        for generation in ("claude", "claude-2026", "all generations"):
+            for subset in ("all rounds", "explained"):
+                found = [
+                    index[r.source, r.lines]
+                    for r in halves[half]
+                    if generation in ("all generations", sessions.generation(r.model))
+                    and (subset == "all rounds" or sessions.explained(r))
+                ]
+                if not found:
+                    continue
+                cells = [
+                    _quantiles([(prices[name][i] - held[i].delta) / held[i].delta for i in found])
+                    for name in methods
+                ]
+                lines.append(
+                    f"| {half} | {len(found)} | {generation}, {subset} | " + " | ".join(cells) + " |"
+                )
     tail = sorted((abs(prices["default rule"][i] - r.delta) / r.delta, i) for i, r in enumerate(held))[
         int(0.9 * len(held)) :
     ]
     flagged = sum(1 for _, i in tail if held[i].injected or not sessions.explained(held[i]))
     lines += [
         "",
-        f"Of the {len(tail)} rounds in the default rule's worst 10%, {flagged} are rounds where the log shows"
-        " unlogged injected content or whose logged characters per real token are outside the band.",
+        f"Of the {len(tail)} rounds in the default rule's worst 10% (all sessions), {flagged} are rounds"
+        " where the log shows unlogged injected content or whose logged characters per real token are"
+        " outside the band.",
         "",
+        output_table(),
     ]
     return "\n".join(lines)
 
 
-def main() -> None:
-    table = "## Pricing accuracy\n\n" + text_tables() + "\n" + claude_table()
+def output_table() -> str:
+    """The assistant message alone against the ``output_tokens`` Anthropic reported for it."""
+    every = fit_claude_rule.HELD_OUT_EVERY
+    lines = [
+        "### Claude: the assistant message against its own output count, |relative error| p50 / p90 /"
+        " p95 / max (signed median)",
+        "",
+        "Calls whose last logged line carries a real ``output_tokens`` (``fit_claude_rule.real_output``):"
+        " the text and tool calls the model generated, priced as they are sent back, less the"
+        " per-message framing (an output count has none).",
+        "",
+        f"| half | calls | default rule | main {BEFORE} |",
+        "|---|---|---|---|",
+    ]
+    empty = (Message(role="assistant", content=()),)
+    for half in HALVES:
+        found = [r for r in sessions.rounds(half, held_out_every=every) if fit_claude_rule.real_output(r)]
+        if not found:
+            continue
+        now = [
+            (Estimator(r.model).messages(r.messages[:1]) - Estimator(r.model).messages(empty) - r.output)
+            / r.output
+            for r in found
+        ]
+        cells = [_quantiles(now)]
+        before = _previous.prices([("messages", r.model, [r.messages[:1], empty]) for r in found], rev=BEFORE)
+        if before is not None:
+            cells.append(
+                _quantiles(
+                    [
+                        (p[0] - p[1] - r.output) / r.output if p else float("nan")
+                        for p, r in zip(before, found, strict=True)
+                    ]
+                )
+            )
+        lines.append(f"| {half} | {len(found)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``--claude``: the Claude tables only (about a minute; the text tables take longer)."""
+    import sys
+
+    claude_only = "--claude" in (sys.argv[1:] if argv is None else argv)
+    table = "## Pricing accuracy\n\n" + ("" if claude_only else text_tables() + "\n") + claude_table()
     print(table)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(table)
+    out = RESULTS.with_name("pricing_accuracy_claude.md") if claude_only else RESULTS
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(table)
 
 
 if __name__ == "__main__":

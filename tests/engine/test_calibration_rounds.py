@@ -118,7 +118,7 @@ class TestRoundSamples:
         record = slot.history[-1]
         assert set(record) == {"multiplier", "at", "pricing"}
         # Learning from rounds changes no block's price: the epoch stays where the text rule left it.
-        assert record["pricing"] == CALIBRATION_PRICING_EPOCH == 7
+        assert record["pricing"] == CALIBRATION_PRICING_EPOCH == 8
         assert Calibrator(slot, model=MODEL).multiplier == pytest.approx(learned)
 
 

@@ -212,7 +212,17 @@ class TestPydanticAIOutputBound:
         for turn in range(6):
             history = running.run_sync(f"Turn {turn}.", message_history=history).all_messages()
         calls, results = tool_pairs(history)
-        assert len(calls) == 6 and calls == results
+        assert calls == results
+        # one search a turn; where the guard archived an old result instead of folding (which one
+        # it does depends on the estimate), the local model also reads it again through read_archived
+        names = [
+            p.tool_name
+            for m in history
+            if isinstance(m, pydantic_ai.ModelResponse)
+            for p in m.parts
+            if isinstance(p, pydantic_ai.ToolCallPart)
+        ]
+        assert names.count("search") == 6 and set(names) <= {"search", "read_archived"}
         assert len(model.rejections) == 1  # the first call, which taught the window
         assert guard.last_exchange is not None
         lowered = [e for e in guard.last_exchange.events if e.type == "max_tokens_lowered"]

@@ -210,7 +210,11 @@ class TestCountsInTheReplay:
         sink = io.StringIO()
         result = simulate_sync(_scenario(), model="claude-sonnet-4-5", window=6_000, usage=usage, record=sink)
         counted = [r for r in result.records if r.counted]
-        assert counted and result.summary["counts"] >= len(counted) == result.summary["counted"]
+        # with usage reported, auto counts only a request whose uncounted part could push it over the
+        # window: on this script that happened once, by the margin of one round, under the Claude rule
+        # before pricing epoch 8, and no longer does (its estimate error p95 went from 21% to 14%)
+        assert counted or usage == "per-call"
+        assert result.summary["counts"] >= len(counted) == result.summary["counted"]
         assert result.summary["counts_per_100_calls"] == round(
             100 * result.summary["counts"] / len(result.records), 1
         )

@@ -223,10 +223,9 @@ class Estimator:
                 return float(MEDIA_FLAT_TOKENS)
             return video_tokens(self._profile, block.ref) + s.media_block
         if isinstance(block, ToolUse):
-            body = self._json(dict(block.input))
             if seed:
-                return body + TOOL_USE_OVERHEAD
-            return body + self.raw_text(block.name, path="name") + s.tool_use
+                return self._json(dict(block.input)) + TOOL_USE_OVERHEAD
+            return self._tool_input(block) + self.raw_text(block.name, path="name") + s.tool_use
         if isinstance(block, ToolResult):
             return self._tool_result(block)
         if isinstance(block, Thinking):
@@ -254,6 +253,18 @@ class Estimator:
             return float(IMAGE_TOKEN_ESTIMATE)
         detail = block.detail if isinstance(block, Image) else None
         return ref_image_tokens(self._profile.image_rule, ref, detail)
+
+    def _tool_input(self, block: ToolUse) -> float:
+        """A tool call's input: its JSON, or its parameters where the family renders a call that way
+        (``Structure.tool_param``: each name and value, a string as it is, any other value as JSON)."""
+        per = self._structure.tool_param
+        if per is None:
+            return self._json(dict(block.input))
+        text = self._text
+        return sum(
+            per + text(str(name)) + (text(value) if isinstance(value, str) else text(js_json(value)))
+            for name, value in block.input.items()
+        )
 
     def _tool_result(self, block: ToolResult) -> float:
         content = block.content

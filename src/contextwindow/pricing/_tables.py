@@ -10,7 +10,10 @@ and the check, never a silently wrong price. Nothing is read at import: the firs
 
 Tables (what the payload holds):
 
-- ``coefficients``: ``{"claude_ratio": {family: ratio}, "claude_structure": {family: {item: tokens}}}``;
+- ``coefficients``: ``{"claude_ratio": {family: ratio}, "claude_punctuation": {family: tokens per
+  ASCII punctuation byte}, "claude_other_ratio": {family: ratio of the text that is not ASCII},
+  "claude_structure": {family: {item: tokens}}}`` (items: ``message``, ``text_block``, ``tool_use``,
+  ``tool_param``, ``tool_result``);
 - ``textrule``: ``{"scale": {family: factor}}``, the fitted scale of each family's vocabulary rule;
 - ``vocabulary-<family>``: ``{"tokens": {length: concatenated tokens}}``, every token of the family's
   tokenizer grouped by its length in bytes, each group one Latin-1 string (a character per byte).

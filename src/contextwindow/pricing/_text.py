@@ -9,12 +9,17 @@ C; the others are split in Python, on a sample of at most :data:`SPLIT_SAMPLE` o
 their bytes. A text longer than :data:`SAMPLE_ABOVE` bytes is read on :data:`WINDOWS` fixed windows
 cut at piece boundaries and scaled by its bytes. Deterministic: fixed windows, fixed strides.
 
-Claude's tokenizer is not public, so a Claude family prices text as the o200k rule times a ratio
-fitted per generation against real Claude usage (``benchmarks/fit_claude_rule.py``); Gemini and
+Claude's tokenizer is not public, so a Claude family prices text as the o200k rule times a ratio,
+plus a figure per ASCII punctuation byte (Claude merges punctuation less than o200k), both fitted
+per generation against real Claude usage (``benchmarks/fit_claude_rule.py``); the share of a text's
+bytes that are not ASCII keeps the ratio fitted without the punctuation term (the sessions hold
+almost no such text, so the rule does not price it lower than before that term); Gemini and
 other families without an offline tokenizer use the o200k rule with a margin, so they err high.
 
 The :class:`Structure` of a family is the per-message, per-block and per-request framing tokens
-the provider adds around content; ``Estimator.message`` and ``Estimator.request`` include it.
+the provider adds around content; ``Estimator.message`` and ``Estimator.request`` include it. Claude
+renders a tool call as its parameters, so a Claude call is priced per parameter (its name, its value
+as it is when a string, else as JSON) rather than as the JSON of its input.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ __all__ = [
     "cjk_share",
     "exact_text",
     "fitted_rule",
+    "punctuation_bytes",
     "rule_tokens",
     "structure_for",
 ]
@@ -156,6 +162,10 @@ class Structure:
     tool_spec: float
     """Per tool definition, beyond the JSON of its name, description and schema."""
     media_block: float
+    tool_param: float | None = None
+    """Per parameter of a tool call's input, when the provider renders a call as its parameters
+    (each one's name and value, a string as it is, any other value as JSON: Claude's function-call
+    format) rather than as the JSON of the input; ``None``: priced as the JSON (OpenAI)."""
 
 
 # OpenAI chat framing: 3 tokens per message, 3 to prime the reply (OpenAI cookbook convention,
@@ -199,22 +209,52 @@ def structure_for(family: TokenizerFamily) -> Structure:
         tool_result=claude["tool_result"],
         tool_spec=claude["tool_use"],
         media_block=0,  # rounds with media were left out of the fit: no framing was measured
+        tool_param=claude["tool_param"],
     )
 
 
-def _rule(family: str, scale: float, cjk_scale: float | None = None) -> Callable[[str], float]:
-    """The vocabulary rule of ``family`` times ``scale``; ``cjk_scale`` applies instead to the share
-    of the text's bytes that are CJK (a generation whose tokenizer changed on other text only)."""
+_NOT_PUNCTUATION = bytes(b for b in range(256) if not (33 <= b < 127 and not chr(b).isalnum()))
+
+
+def punctuation_bytes(raw: bytes) -> int:
+    """How many of a text's UTF-8 bytes are ASCII punctuation (one C pass)."""
+    return len(raw.translate(None, _NOT_PUNCTUATION))
+
+
+_ASCII = bytes(range(128))
+
+
+def _rule(
+    family: str,
+    scale: float,
+    cjk_scale: float | None = None,
+    punctuation: float = 0.0,
+    other_scale: float | None = None,
+) -> Callable[[str], float]:
+    """The vocabulary rule of ``family`` times ``scale``, plus ``punctuation`` tokens per ASCII
+    punctuation byte (a tokenizer that merges punctuation less than the vocabulary's).
+
+    ``other_scale`` applies instead to the share of the text's bytes that are not ASCII (text the
+    punctuation fit saw almost none of keeps the ratio fitted without that term), and ``cjk_scale``
+    to the share that is CJK (a generation whose tokenizer changed on other text only)."""
     vocab = vocabulary(family)
     k = scale * _scales()[family if family in FAMILIES else "o200k"]
+    k_other = k if other_scale is None else other_scale * _scales()["o200k"]
     k_cjk = None if cjk_scale is None else cjk_scale * _scales()["o200k"]
 
     def price(text: str) -> float:
         if not text:
             return 0.0
         raw = text.encode("utf-8", "surrogatepass")
-        factor = k if k_cjk is None or text.isascii() else k + (k_cjk - k) * cjk_share(raw)
-        return max(rule_tokens(raw, vocab) * factor, 1.0)  # non-empty text is at least one token
+        factor = k
+        if not text.isascii() and (k_other != k or k_cjk is not None):
+            other = len(raw.translate(None, _ASCII)) / len(raw)  # the bytes that are not ASCII
+            cjk = cjk_share(raw) if k_cjk is not None else 0.0
+            factor = k + (k_other - k) * (other - cjk) + ((k_cjk or k) - k) * cjk
+        tokens = rule_tokens(raw, vocab) * factor
+        if punctuation:
+            tokens += punctuation * punctuation_bytes(raw)
+        return max(tokens, 1.0)  # non-empty text is at least one token
 
     return price
 
@@ -227,9 +267,10 @@ def fitted_rule(family: TokenizerFamily) -> Callable[[str], float]:
     data = _coefficients()
     if family in data["claude_ratio"]:
         ratio = data["claude_ratio"][family]
+        other = data["claude_other_ratio"]
         same = _CJK_AS_OLDER.get(family)
-        cjk = data["claude_ratio"].get(same) if same else None
-        return _rule("o200k", ratio, cjk)
+        cjk = other.get(same) if same else None
+        return _rule("o200k", ratio, cjk, data["claude_punctuation"][family], other[family])
     return _rule("o200k", _MARGIN_FAMILIES.get(family, _MARGIN_FAMILIES["unknown"]))
 
 

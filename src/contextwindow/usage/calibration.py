@@ -82,7 +82,7 @@ __all__ = [
     "stored_prices_unchanged",
 ]
 
-CALIBRATION_PRICING_EPOCH = 7
+CALIBRATION_PRICING_EPOCH = 8
 """The pricing rules' epoch: a multiplier learned under other rules is discarded on load. Bump it
 whenever pricing changes what a block costs (the epochs so far: ``docs/concepts.md``, "Pricing
 epoch")."""
