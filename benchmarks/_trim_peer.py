@@ -154,13 +154,23 @@ def from_lc(kept: Sequence[BaseMessage], history: Sequence[Message]) -> list[Mes
     return out
 
 
+def _in_call_order(results: Sequence[ToolResult], reply: Message | None) -> tuple[ToolResult, ...]:
+    """``results`` in the order of ``reply``'s tool uses, as LangChain's ``ToolNode`` returns them
+    (a session records parallel tools in the order they finished; the Anthropic API wants the
+    order of the uses); results of no use in ``reply`` keep their place after them."""
+    order = {b.id: i for i, b in enumerate(reply.content if reply else ()) if isinstance(b, ToolUse)}
+    return tuple(sorted(results, key=lambda r: order.get(r.tool_use_id, len(order))))
+
+
 def history_messages(scenario: Scenario) -> list[tuple[Message, bool]]:
-    """The scripted history as sent: ``(message, is_reply)``; results of one reply in one message."""
+    """The scripted history as sent: ``(message, is_reply)``; results of one reply in one message, in
+    the order of its tool uses."""
     out: list[tuple[Message, bool]] = []
     for turn in scenario.turns:
         out.append((turn.user, False))
         pending: list[ToolResult] = []
         injected: list[Message] = []
+        reply: Message | None = None
         for step in turn.steps:
             if isinstance(step, ToolResultStep):
                 pending.append(step.result)
@@ -170,13 +180,14 @@ def history_messages(scenario: Scenario) -> list[tuple[Message, bool]]:
                 continue
             assert isinstance(step, AssistantStep)
             if pending:
-                out.append((Message(role="user", content=tuple(pending)), False))
+                out.append((Message(role="user", content=_in_call_order(pending, reply)), False))
                 pending = []
             out.extend((m, False) for m in injected)
             injected = []
             out.append((step.message, True))
+            reply = step.message
         if pending:
-            out.append((Message(role="user", content=tuple(pending)), False))
+            out.append((Message(role="user", content=_in_call_order(pending, reply)), False))
         out.extend((m, False) for m in injected)
     return out
 

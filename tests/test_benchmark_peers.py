@@ -52,3 +52,22 @@ class TestSummarizationMiddlewarePeer:
         assert late.sent is not None and late.sent + RESERVE <= WINDOW
         first = run.summarized_before.index(True)
         assert run.calls[first].dropped > 0  # the summarised messages are not sent
+
+
+class TestPeerHistory:
+    def test_results_of_parallel_tools_are_sent_in_the_order_of_the_uses(self) -> None:
+        from benchmarks._trim_peer import history_messages
+
+        b = ScenarioBuilder(name="parallel")
+        b.user(Message.user("Read both."))
+        b.assistant(
+            Message.assistant(
+                "Reading.", ToolUse(id="a", name="read", input={}), ToolUse(id="b", name="read", input={})
+            )
+        )
+        b.tool_result(ToolResult(tool_use_id="b", content="second finished first"))
+        b.tool_result(ToolResult(tool_use_id="a", content="first"))
+        b.assistant(Message.assistant("Done."))
+        messages = [m for m, _ in history_messages(b.build())]
+        results = messages[2].content
+        assert [r.tool_use_id for r in results if isinstance(r, ToolResult)] == ["a", "b"]
