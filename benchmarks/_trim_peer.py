@@ -42,7 +42,18 @@ from contextwindow.testing.model import LocalReply, Rejection
 
 from ._recount import recount
 
-__all__ = ["PeerCall", "PeerRun", "run_trim_peer"]
+__all__ = [
+    "PeerCall",
+    "PeerRun",
+    "PeerSend",
+    "from_lc",
+    "history_messages",
+    "peer_provider",
+    "run_trim_peer",
+    "send_peer_call",
+    "to_lc",
+    "whole_count",
+]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -85,7 +96,7 @@ def _lc_blocks(blocks: Sequence[Any]) -> list[str | dict[str, Any]]:
     return out
 
 
-def _to_lc(message: Message, index: int) -> list[BaseMessage]:
+def to_lc(message: Message, index: int) -> list[BaseMessage]:
     if message.role == "assistant":
         calls = [
             {"name": b.name, "args": dict(b.input), "id": b.id, "type": "tool_call"}
@@ -106,14 +117,17 @@ def _to_lc(message: Message, index: int) -> list[BaseMessage]:
     return out
 
 
-def _from_lc(kept: Sequence[BaseMessage], history: Sequence[Message]) -> list[Message]:
+def from_lc(kept: Sequence[BaseMessage], history: Sequence[Message]) -> list[Message]:
     """The canonical messages (or the parts of one) the kept LangChain messages came from, in order."""
     parts: dict[int, set[str]] = {}
-    order: list[int] = []
+    order: list[int | BaseMessage] = []
     for message in kept:
         if isinstance(message, SystemMessage):
             continue
-        index, part = str(message.id).split(":")
+        index, _, part = str(message.id).partition(":")
+        if not index.isdigit():  # a message the peer wrote itself (a summary): its text, as the user's
+            order.append(message)
+            continue
         i = int(index)
         if i not in parts:
             parts[i] = set()
@@ -121,6 +135,9 @@ def _from_lc(kept: Sequence[BaseMessage], history: Sequence[Message]) -> list[Me
         parts[i].add(part)
     out: list[Message] = []
     for i in order:
+        if isinstance(i, BaseMessage):
+            out.append(Message(role="user", content=(Text(text=str(i.text)),)))
+            continue
         message = history[i]
         if message.role == "assistant":
             out.append(message)
@@ -137,13 +154,23 @@ def _from_lc(kept: Sequence[BaseMessage], history: Sequence[Message]) -> list[Me
     return out
 
 
-def _history_messages(scenario: Scenario) -> list[tuple[Message, bool]]:
-    """The scripted history as sent: ``(message, is_reply)``; results of one reply in one message."""
+def _in_call_order(results: Sequence[ToolResult], reply: Message | None) -> tuple[ToolResult, ...]:
+    """``results`` in the order of ``reply``'s tool uses, as LangChain's ``ToolNode`` returns them
+    (a session records parallel tools in the order they finished; the Anthropic API wants the
+    order of the uses); results of no use in ``reply`` keep their place after them."""
+    order = {b.id: i for i, b in enumerate(reply.content if reply else ()) if isinstance(b, ToolUse)}
+    return tuple(sorted(results, key=lambda r: order.get(r.tool_use_id, len(order))))
+
+
+def history_messages(scenario: Scenario) -> list[tuple[Message, bool]]:
+    """The scripted history as sent: ``(message, is_reply)``; results of one reply in one message, in
+    the order of its tool uses."""
     out: list[tuple[Message, bool]] = []
     for turn in scenario.turns:
         out.append((turn.user, False))
         pending: list[ToolResult] = []
         injected: list[Message] = []
+        reply: Message | None = None
         for step in turn.steps:
             if isinstance(step, ToolResultStep):
                 pending.append(step.result)
@@ -153,15 +180,95 @@ def _history_messages(scenario: Scenario) -> list[tuple[Message, bool]]:
                 continue
             assert isinstance(step, AssistantStep)
             if pending:
-                out.append((Message(role="user", content=tuple(pending)), False))
+                out.append((Message(role="user", content=_in_call_order(pending, reply)), False))
                 pending = []
             out.extend((m, False) for m in injected)
             injected = []
             out.append((step.message, True))
+            reply = step.message
         if pending:
-            out.append((Message(role="user", content=tuple(pending)), False))
+            out.append((Message(role="user", content=_in_call_order(pending, reply)), False))
         out.extend((m, False) for m in injected)
     return out
+
+
+def peer_provider(
+    scenario: Scenario, *, model: str, window: int, served: int | None, count_scale: float
+) -> LocalModel:
+    """The local provider a peer sends to: the window (``served``: what it really serves), the
+    session's model, the count scale, and the prompt cache on."""
+    del scenario
+    return LocalModel(
+        LocalSettings(
+            window=window,
+            effective_window=served,
+            default_model=model,
+            count_scale=count_scale,
+            prompt_cache=True,
+        )
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PeerSend:
+    """What one peer call sends through: the provider, the wire, the call's output bound, how the
+    attachments load and how a request renders for the recount."""
+
+    provider: LocalModel
+    wire: WireFormat
+    reserve: int
+    load: Callable[[AttachmentRef], bytes]
+    render: Callable[[Request], dict[str, Any]]
+    count_scale: float
+
+
+def send_peer_call(
+    send: PeerSend, scenario: Scenario, model: str, messages: Sequence[Message], *, full: int, history: int
+) -> PeerCall:
+    """Send ``messages`` (what the peer kept of a ``history`` of that many messages, whose whole
+    request the provider counts ``full``) and record the call's outcome, counts and cache use."""
+    dropped = history - len(messages)
+    if not messages:
+        return PeerCall(
+            full=full, sent=None, recounted=None, outcome="empty", dropped=dropped, history=history
+        )
+    request = Request(
+        model=model,
+        system=scenario.system,
+        tools=scenario.tools,
+        messages=tuple(messages),
+        max_tokens=send.reserve,
+    )
+    try:
+        reply = send.provider.handle(request, wire=send.wire, max_tokens=send.reserve, load=send.load)
+    except ContextWindowError:
+        reply = None
+    counted = send.provider.count(request, send.load).input_tokens
+    if reply is None:
+        outcome = "refused"
+    elif isinstance(reply, Rejection):
+        size = "too long" in reply.message or "context limit" in reply.message
+        outcome = "size" if size else "refused"
+    else:
+        outcome = "ok"
+    done = isinstance(reply, LocalReply)
+    return PeerCall(
+        full=full,
+        sent=counted,
+        recounted=recount(send.render(request), send.count_scale),
+        outcome=outcome,
+        dropped=dropped,
+        history=history,
+        cache_read=reply.cache.read if done else 0,
+        cache_write=reply.cache.write if done else 0,
+        output=reply.output_tokens if done else 0,
+    )
+
+
+def whole_count(send: PeerSend, scenario: Scenario, model: str, history: Sequence[Message]) -> int:
+    """The provider's count of the whole ``history`` (what an untrimmed request holds)."""
+    whole = Request(model=model, system=scenario.system, tools=scenario.tools, messages=tuple(history))
+    return send.provider.count(whole, send.load).input_tokens
 
 
 def run_trim_peer(
@@ -182,14 +289,9 @@ def run_trim_peer(
     (:func:`~contextwindow.testing.caching.provider_breakpoints`: a LangChain user who adds
     ``cache_control`` to the system and the newest message), on Chat Completions by the provider's
     automatic prefix cache."""
-    provider = LocalModel(
-        LocalSettings(
-            window=window,
-            effective_window=served,
-            default_model=model,
-            count_scale=count_scale,
-            prompt_cache=True,
-        )
+    provider = peer_provider(scenario, model=model, window=window, served=served, count_scale=count_scale)
+    send = PeerSend(
+        provider=provider, wire=wire, reserve=reserve, load=load, render=render, count_scale=count_scale
     )
     run = PeerRun()
     lc: list[BaseMessage] = []
@@ -197,12 +299,8 @@ def run_trim_peer(
     if system:
         lc.append(SystemMessage(content=system))
     history: list[Message] = []
-    for message, is_reply in _history_messages(scenario):
+    for message, is_reply in history_messages(scenario):
         if is_reply:
-            whole = Request(
-                model=model, system=scenario.system, tools=scenario.tools, messages=tuple(history)
-            )
-            full = provider.count(whole, load).input_tokens
             kept = trim_messages(
                 lc,
                 max_tokens=window - reserve,
@@ -212,52 +310,10 @@ def run_trim_peer(
                 start_on="human",
                 end_on=("human", "tool"),
             )
-            messages = _from_lc(kept, history)
-            dropped = len(history) - len(messages)
-            if not messages:
-                run.calls.append(
-                    PeerCall(
-                        full=full,
-                        sent=None,
-                        recounted=None,
-                        outcome="empty",
-                        dropped=dropped,
-                        history=len(history),
-                    )
-                )
-            else:
-                request = Request(
-                    model=model,
-                    system=scenario.system,
-                    tools=scenario.tools,
-                    messages=tuple(messages),
-                    max_tokens=reserve,
-                )
-                try:
-                    reply = provider.handle(request, wire=wire, max_tokens=reserve, load=load)
-                except ContextWindowError:
-                    reply = None
-                counted = provider.count(request, load).input_tokens
-                if reply is None:
-                    outcome = "refused"
-                elif isinstance(reply, Rejection):
-                    size = "too long" in reply.message or "context limit" in reply.message
-                    outcome = "size" if size else "refused"
-                else:
-                    outcome = "ok"
-                run.calls.append(
-                    PeerCall(
-                        full=full,
-                        sent=counted,
-                        recounted=recount(render(request), count_scale),
-                        outcome=outcome,
-                        dropped=dropped,
-                        history=len(history),
-                        cache_read=reply.cache.read if isinstance(reply, LocalReply) else 0,
-                        cache_write=reply.cache.write if isinstance(reply, LocalReply) else 0,
-                        output=reply.output_tokens if isinstance(reply, LocalReply) else 0,
-                    )
-                )
+            full = whole_count(send, scenario, model, history)
+            run.calls.append(
+                send_peer_call(send, scenario, model, from_lc(kept, history), full=full, history=len(history))
+            )
         history.append(message)
-        lc.extend(_to_lc(message, len(history) - 1))
+        lc.extend(to_lc(message, len(history) - 1))
     return run

@@ -83,7 +83,8 @@ from contextwindow.replay.simulate import SimulationResult, simulate
 
 from ._paths import CLAUDE_SESSIONS, RESULTS
 from ._recount import recount
-from ._trim_peer import PeerCall, run_trim_peer
+from ._summarization_peer import KEEP, TRIGGER, SummaryPeerRun, run_summarization_peer
+from ._trim_peer import PeerCall, PeerRun, run_trim_peer
 
 __all__ = ["main"]
 
@@ -101,6 +102,12 @@ STRATEGIES: dict[str, str] = {"local folding": "the engine's own folds (summary 
 """How the history is kept inside the window, one row group each: the engine's local folding here;
 the providers' own compaction strategies register beside it under their names (the ``strategy``
 column of the engine table; ``EngineRun.strategy``)."""
+PEERS = ("trim_messages", "SummarizationMiddleware")
+"""LangChain's own ways to keep an agent's history in the window, run beside the engine: a trim
+(:mod:`benchmarks._trim_peer`) and the summarising middleware with the local provider as its model
+(:mod:`benchmarks._summarization_peer`)."""
+QUICK_SESSIONS = 6
+"""``--quick``: the first this many real sessions, no generated ones, the engine's default count only."""
 FALLBACK_MODEL = "claude-sonnet-4-5"
 UNBANDED = "claude-opus-4-7"
 """Opus 4.7's newer tokenizer: its rule prices far above ``o200k_base`` (see the sessions' NOTE.md), so
@@ -156,6 +163,8 @@ class EngineRun:
     summarizer_calls: int = 0
     cut_replies: int | None = None
     per_call_ms: list[float] = field(default_factory=list)
+    crashed: str | None = None
+    """The exception that ended the run early (its calls are not in the figures), else ``None``."""
 
 
 @dataclass
@@ -178,6 +187,10 @@ class PeerRow:
     read_full: int = 0
     dollars_input: float | None = None
     dollars_output: float | None = None
+    peer: str = "trim_messages"
+    """Which peer (:data:`PEERS`)."""
+    folds_full: int = 0
+    """Calls once full the peer summarised just before (``SummarizationMiddleware``; 0 for a trim)."""
 
 
 def _sources(sessions: int | None, long: int) -> list[tuple[str, str]]:
@@ -401,10 +414,12 @@ def _peer(
     less: bool,
     scale: float,
     wire: str = "anthropic",
+    peer: str = "trim_messages",
 ) -> tuple[PeerRow, list[int]]:
     reserve = min(4_096, window // 8)
     served = math.floor(window * SERVE_LESS) if less else None
-    peer = run_trim_peer(
+    runner = run_trim_peer if peer == "trim_messages" else run_summarization_peer
+    ran: PeerRun | SummaryPeerRun = runner(
         scenario,
         model=model,
         window=window,
@@ -415,10 +430,11 @@ def _peer(
         count_scale=scale,
         wire=wire,  # type: ignore[arg-type]
     )
-    row = PeerRow(source=_name(kind, ref), kind=kind, window=window, serve_less=less, wire=wire)
+    summarized = ran.summarized_before if isinstance(ran, SummaryPeerRun) else [False] * len(ran.calls)
+    row = PeerRow(source=_name(kind, ref), kind=kind, window=window, serve_less=less, wire=wire, peer=peer)
     enforced = served or window
     largest = 0.0
-    for call in peer.calls:
+    for call, before in zip(ran.calls, summarized, strict=True):
         row.calls += 1
         row.size_rejections += call.outcome == "size"
         row.refused += call.outcome == "refused"
@@ -428,23 +444,26 @@ def _peer(
         if call.full + reserve > window:
             row.dropped_past.append(call.dropped)
             largest = max(largest, call.dropped / max(1, call.history))
+            row.folds_full += before
             if call.outcome == "ok" and call.sent is not None:
                 row.use_past.append(call.sent / window)
                 row.calls_full += 1
                 row.input_full += call.sent
                 row.read_full += call.cache_read
     row.dropped_share = largest
-    row.dollars_input, row.dollars_output = _peer_dollars(peer.calls, model)
-    return row, [c.full for c in peer.calls]
+    row.dollars_input, row.dollars_output = _peer_dollars(ran, model)
+    return row, [c.full for c in ran.calls]
 
 
-def _peer_dollars(calls: Sequence[PeerCall], model: str) -> tuple[float | None, float | None]:
-    """The peer's input and output dollars at genai-prices' prices (as :func:`_dollars`)."""
+def _peer_dollars(ran: PeerRun | SummaryPeerRun, model: str) -> tuple[float | None, float | None]:
+    """The peer's input and output dollars at genai-prices' prices (as :func:`_dollars`), its
+    summary calls included."""
     from contextwindow.cost import available, price_all
     from contextwindow.usage.tracker import Usage
 
     if not available():
         return None, None
+    calls: Sequence[PeerCall] = ran.calls
     usages = [
         Usage(
             fresh_input=max(0, c.sent - c.cache_read - c.cache_write),
@@ -455,6 +474,14 @@ def _peer_dollars(calls: Sequence[PeerCall], model: str) -> tuple[float | None, 
         for c in calls
         if c.outcome == "ok" and c.sent
     ]
+    for summary in ran.summaries if isinstance(ran, SummaryPeerRun) else ():
+        usages.append(
+            Usage(
+                fresh_input=max(0, summary.input_tokens - summary.cache_read),
+                cache_read=summary.cache_read,
+                output=summary.output_tokens,
+            )
+        )
     spent = price_all(usages, model)
     return (None, None) if spent is None else (float(spent.input), float(spent.output))
 
@@ -470,16 +497,46 @@ def _task(job: tuple[str, str, int, tuple[str, ...]]) -> tuple[list[EngineRun], 
     model = _model(scenario)
     scale = _scale(kind, ref, model)
     true_peer, full = _peer(scenario, kind, ref, model, window, False, scale)
-    less_peer, _ = _peer(scenario, kind, ref, model, window, True, scale)
-    chat_peer, _ = _peer(scenario, kind, ref, model, window, False, scale, "openai")
-    runs = [
-        _engine(scenario, kind, ref, model, window, mode, False, full, scale, count, wire)
-        for wire in WIRES
-        for count in counts
-        for mode in MODES
+    peers = [true_peer, _peer(scenario, kind, ref, model, window, True, scale)[0]]
+    peers += [_peer(scenario, kind, ref, model, window, False, scale, "openai")[0]]
+    peers += [
+        _peer(scenario, kind, ref, model, window, less, scale, wire, "SummarizationMiddleware")[0]
+        for wire, less in (("anthropic", False), ("anthropic", True), ("openai", False))
     ]
-    runs += [_engine(scenario, kind, ref, model, window, "per-call", True, full, scale, c) for c in counts]
-    return runs, [true_peer, less_peer, chat_peer], time.perf_counter() - began
+    configs = [(mode, False, count, wire) for wire in WIRES for count in counts for mode in MODES]
+    configs += [("per-call", True, count, "anthropic") for count in counts]
+    runs = [_guarded_engine(scenario, kind, ref, model, window, full, scale, config) for config in configs]
+    return runs, peers, time.perf_counter() - began
+
+
+def _guarded_engine(
+    scenario: Scenario,
+    kind: str,
+    ref: str,
+    model: str,
+    window: int,
+    full: list[int],
+    scale: float,
+    config: tuple[str, bool, str, str],
+) -> EngineRun:
+    """:func:`_engine` for one ``(usage, serves less, count, wire)``; a run the engine ends with an
+    exception is kept as a crashed run (shown in the table, its calls left out), so one session cannot
+    end the whole benchmark."""
+    mode, less, count, wire = config
+    try:
+        return _engine(scenario, kind, ref, model, window, mode, less, full, scale, count, wire)
+    except Exception as error:  # recorded in the table (crashed runs), never hidden
+        return EngineRun(
+            source=_name(kind, ref),
+            kind=kind,
+            window=window,
+            mode=mode,
+            serve_less=less,
+            model=model,
+            count=count,
+            wire=wire,
+            crashed=f"{type(error).__name__}: {error}",
+        )
 
 
 def _pct(value: float | None) -> str:
@@ -499,7 +556,7 @@ def _p95(values: Sequence[float]) -> float | None:
 
 def _engine_table(runs: list[EngineRun]) -> str:
     head = (
-        "| sessions | window | strategy | wire | usage | provider | count before send | runs | calls "
+        "| sessions | window | strategy | wire | usage | provider | count before send | runs | crashed runs | calls "
         "| counts /100 calls | counts /100 calls once full | folds /100 calls once full "
         "| cached share once full | $ per session (input / output) | mean use once history exceeds the window "
         "| smallest after a fold | rejections (recovered) | max recovered / session | failed turns "
@@ -507,7 +564,7 @@ def _engine_table(runs: list[EngineRun]) -> str:
         "| estimate p95 / worst without Opus 4.7 | folds /100 calls "
         "| summariser calls /100 calls | cut replies | engine ms/call (median) |\n"
         "| --- | ---: | --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
     )
     rows = []
     keys = sorted(
@@ -538,7 +595,8 @@ def _engine_table(runs: list[EngineRun]) -> str:
         full = sum(r.calls_full for r in cell)
         rows.append(
             f"| {'real' if kind == 'real' else 'long (generated)'} | {window // 1000}k | {strategy} | {wire} "
-            f"| {mode} | {'serves 85%' if less else 'true window'} | {count} | {len(cell)} | {calls} "
+            f"| {mode} | {'serves 85%' if less else 'true window'} | {count} | {len(cell)} "
+            f"| {sum(r.crashed is not None for r in cell)} | {calls} "
             f"| {100 * sum(r.counts for r in cell) / max(1, calls):.1f} "
             f"| {100 * sum(r.counts_full for r in cell) / max(1, full):.1f} "
             f"| {100 * sum(r.folds_full for r in cell) / max(1, full):.1f} "
@@ -570,33 +628,101 @@ def _dollar_cell(cell: Sequence[EngineRun] | Sequence[PeerRow]) -> str:
 
 def _peer_table(rows: list[PeerRow]) -> str:
     head = (
-        "| sessions | window | wire | provider | runs | calls | rejections for size | other refusals (empty) "
-        "| over by recount | mean use once history exceeds the window | cached share once full "
-        "| $ per session (input / output) | messages dropped per call, no summary "
+        "| sessions | window | peer | wire | provider | runs | calls | rejections for size | other refusals (empty) "
+        "| over by recount | mean use once history exceeds the window | smallest once full "
+        "| summaries /100 calls once full | cached share once full "
+        "| $ per session (input / output) | messages dropped per call "
         "| largest share of history dropped |\n"
-        "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+        "| --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| ---: | ---: |\n"
     )
     out = []
     keys = sorted(
-        {(r.kind, r.window, r.serve_less, r.wire) for r in rows},
-        key=lambda k: (k[0] != "real", k[2], WIRES.index(k[3]), k[1]),
+        {(r.kind, r.window, r.serve_less, r.wire, r.peer) for r in rows},
+        key=lambda k: (k[0] != "real", k[2], PEERS.index(k[4]), WIRES.index(k[3]), k[1]),
     )
     for key in keys:
-        kind, window, less, wire = key
-        cell = [r for r in rows if (r.kind, r.window, r.serve_less, r.wire) == key]
+        kind, window, less, wire, peer = key
+        cell = [r for r in rows if (r.kind, r.window, r.serve_less, r.wire, r.peer) == key]
         dropped = [d for r in cell for d in r.dropped_past]
         cached = sum(r.read_full for r in cell) / max(1, sum(r.input_full for r in cell))
+        use = [u for r in cell for u in r.use_past]
         out.append(
-            f"| {'real' if kind == 'real' else 'long (generated)'} | {window // 1000}k | {wire} "
+            f"| {'real' if kind == 'real' else 'long (generated)'} | {window // 1000}k | {peer} | {wire} "
             f"| {'serves 85%' if less else 'true window'} | {len(cell)} | {sum(r.calls for r in cell)} "
             f"| {sum(r.size_rejections for r in cell)} "
             f"| {sum(r.refused + r.empty for r in cell)} ({sum(r.empty for r in cell)}) "
-            f"| {sum(r.over_recount for r in cell)} | {_pct(_mean([u for r in cell for u in r.use_past]))} "
+            f"| {sum(r.over_recount for r in cell)} | {_pct(_mean(use))} | {_pct(min(use) if use else None)} "
+            f"| {100 * sum(r.folds_full for r in cell) / max(1, sum(len(r.dropped_past) for r in cell)):.1f} "
             f"| {_pct(cached)} | {_dollar_cell(cell)} "
             f"| {statistics.fmean(dropped) if dropped else 0:.1f} "
             f"| {_pct(max((r.dropped_share for r in cell), default=0.0))} |"
         )
     return head + "\n".join(out) + "\n"
+
+
+def _total_table(runs: list[EngineRun], peers: list[PeerRow], count: str) -> str:
+    """The issue's figures in one table, the real sessions on the true window: the engine in each
+    usage mode at ``count`` (the engine's default count before sending) and each peer, on both wires."""
+    head = (
+        "| who | window | wire | usage | sessions | calls once full | mean use once full | smallest once full "
+        "| cached share once full | $ per session (input / output) | folds /100 calls once full "
+        "| counts /100 calls | estimate p95 / worst | crashed runs |\n"
+        "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |\n"
+    )
+    out = []
+    for window in WINDOWS:
+        for wire in WIRES:
+            for mode in MODES:
+                cell = [
+                    r
+                    for r in runs
+                    if (r.kind, r.window, r.wire, r.mode, r.serve_less, r.count)
+                    == ("real", window, wire, mode, False, count)
+                ]
+                if not cell:
+                    continue
+                use = [u for r in cell for u in r.use_past]
+                full = sum(r.calls_full for r in cell)
+                errors = [e for r in cell for e in r.errors]
+                out.append(
+                    f"| engine ({cell[0].strategy}, count {count}) | {window // 1000}k | {wire} | {mode} "
+                    f"| {len(cell)} | {full} | {_pct(_mean(use))} | {_pct(min(use) if use else None)} "
+                    f"| {_pct(sum(r.read_full for r in cell) / max(1, sum(r.input_full for r in cell)))} "
+                    f"| {_dollar_cell(cell)} | {100 * sum(r.folds_full for r in cell) / max(1, full):.1f} "
+                    f"| {100 * sum(r.counts for r in cell) / max(1, sum(r.calls for r in cell)):.1f} "
+                    f"| {_pct(_p95([abs(e) for e in errors]))} / {_pct(min(errors) if errors else None)} "
+                    f"| {sum(r.crashed is not None for r in cell)} |"
+                )
+            for peer in PEERS:
+                rows = [
+                    r
+                    for r in peers
+                    if (r.kind, r.window, r.wire, r.serve_less, r.peer) == ("real", window, wire, False, peer)
+                ]
+                if not rows:
+                    continue
+                use = [u for r in rows for u in r.use_past]
+                full = sum(len(r.dropped_past) for r in rows)
+                out.append(
+                    f"| {peer} | {window // 1000}k | {wire} | – | {len(rows)} | {full} | {_pct(_mean(use))} "
+                    f"| {_pct(min(use) if use else None)} "
+                    f"| {_pct(sum(r.read_full for r in rows) / max(1, sum(r.input_full for r in rows)))} "
+                    f"| {_dollar_cell(rows)} | {100 * sum(r.folds_full for r in rows) / max(1, full):.1f} "
+                    f"| 0.0 | – | 0 |"
+                )
+    return head + "\n".join(out) + "\n"
+
+
+def _crashes(runs: list[EngineRun]) -> str:
+    """Each crashed engine run, named (empty when none crashed)."""
+    lines = [
+        f"- {r.source} {r.window // 1000}k {r.wire} {r.mode} count {r.count}"
+        f"{' serves 85%' if r.serve_less else ''}: {r.crashed}"
+        for r in runs
+        if r.crashed is not None
+    ]
+    return ("## Crashed engine runs\n\n" + "\n".join(lines) + "\n\n") if lines else ""
 
 
 def main(argv: Sequence[str] | None = None) -> str:
@@ -610,8 +736,16 @@ def main(argv: Sequence[str] | None = None) -> str:
         choices=COUNT_ORDER,
         help="count_before_send settings to run (repeatable; default: off and the engine's default)",
     )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"the first {QUICK_SESSIONS} real sessions, no generated ones, the engine's default count only",
+    )
     args = parser.parse_args(argv)
     counts = tuple(dict.fromkeys(args.count)) if args.count else COUNTS
+    if args.quick:
+        args.sessions, args.long = args.sessions or QUICK_SESSIONS, 0
+        counts = tuple(dict.fromkeys(args.count)) if args.count else (EngineSettings().count_before_send,)
     began = time.perf_counter()
     jobs = [(kind, ref, w, counts) for kind, ref in _sources(args.sessions, args.long) for w in WINDOWS]
     # The long scenarios first: they take longest, so the pool ends together.
@@ -626,15 +760,24 @@ def main(argv: Sequence[str] | None = None) -> str:
     real = len({r.source for r in runs if r.kind == "real"})
     total = time.perf_counter() - began
     text = (
-        "# real_sessions: real Claude Code sessions through the engine, beside trim_messages\n\n"
+        "# real_sessions: real Claude Code sessions through the engine, beside LangChain's trim_messages and "
+        "SummarizationMiddleware\n\n"
         f"{real} real sessions and {args.long} generated long scenarios, at 16k and 32k, each call's max_tokens "
         f"min(4096, window/8); {total:.0f}s on {args.workers} worker(s). Use = the provider's count of each "
         "request over the declared window, over the calls whose whole history no longer fits.\n\n"
-        "## The engine (contextwindow simulate)\n\n" + _engine_table(runs) + "\n"
+        f"## In total: the real sessions on the true window, the engine (count before sending {counts[-1]}) "
+        "beside LangChain's trim_messages and SummarizationMiddleware\n\n"
+        + _total_table(runs, peers, counts[-1])
+        + "\n"
+        + _crashes(runs)
+        + "## The engine (contextwindow simulate)\n\n"
+        + _engine_table(runs)
+        + "\n"
         "## The engine's estimate error by kind of request (true window; per-call is as cumulative, "
         "output-only as none)\n\n" + _kind_table(runs) + "\n"
-        '## LangChain trim_messages(strategy="last", token_counter=count_tokens_approximately), same history, '
-        "same provider\n\n" + _peer_table(peers)
+        '## LangChain trim_messages(strategy="last", token_counter=count_tokens_approximately) and '
+        f'SummarizationMiddleware(trigger=("tokens", {TRIGGER} × room), keep=("tokens", {KEEP} × room), '
+        "its model ChatOpenAI on the local provider), same history, same provider\n\n" + _peer_table(peers)
     )
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(text, encoding="utf-8")
