@@ -508,6 +508,8 @@ class GuardCore:
             message=reply.message,
         )
         call.events.extend(call.engine.accept(stop, reply.usage))
+        if reply.usage is not None:
+            call.conversation.accepted(call.engine, reply.usage.prompt)
         if reply.message.content:
             # An assistant message: only its content enters the chain (the agent's copy has no ids).
             self.conversations.took(call.conversation, reply.message)
