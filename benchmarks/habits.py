@@ -116,8 +116,13 @@ def _provider_main(port: int, window: int, counts: str, thinking: bool) -> None:
 
 
 def _env() -> dict[str, str]:
+    """The processes run the ``contextwindow`` this one imported (a run on another tree's ``src``
+    measures that tree through the proxy too)."""
+    import contextwindow
+
     env = os.environ.copy()
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT), env.get("PYTHONPATH", "")])
+    src = Path(contextwindow.__file__).resolve().parents[1]
+    env["PYTHONPATH"] = os.pathsep.join([str(src), str(ROOT), env.get("PYTHONPATH", "")])
     return env
 
 
@@ -204,7 +209,9 @@ def _send(sdk: str, habit: str, client: Any, model: str, history: list[dict[str,
                 model=model, max_tokens=2 * MAX_TOKENS, messages=history, thinking=THINKING
             )
             return [b.model_dump(exclude_none=True) for b in response.content]
-        response = client.messages.create(model=model, max_tokens=max_tokens, messages=history)
+        # A timeout of its own, as pydantic-ai passes one: else the SDK itself refuses to send a
+        # non-streamed request that may take over ten minutes (64,000 tokens of output).
+        response = client.messages.create(model=model, max_tokens=max_tokens, messages=history, timeout=120)
         return "".join(b.text for b in response.content if b.type == "text")
     response = client.chat.completions.create(model=model, max_tokens=max_tokens, messages=history)
     return response.choices[0].message.content or ""

@@ -432,6 +432,7 @@ _REPLIES: dict[str, Callable[[Any], Reply]] = {
 
 
 def _summary_refused(refused: UpstreamRefused) -> ProviderError:
+    """The upstream's refusal of a summary request as the summariser takes it: the fold cuts."""
     return ProviderError(
         f"the upstream refused a summary: {refused.status}", status=refused.status, body=refused.body
     )
