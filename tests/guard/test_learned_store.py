@@ -127,3 +127,22 @@ class TestAWindowAcceptedAboveTheLesson:
             assert LearnedWindows(opened, "anthropic").get(CLAUDE) == 12_000
             assert windows.accepted(CLAUDE, 12_001)
             assert LearnedWindows(opened, "anthropic").get(CLAUDE) is None
+
+    def test_a_guard_told_a_larger_window_keeps_lessons_of_its_own(self, tmp_path: Path) -> None:
+        # A larger-context beta (or a context_window= given) is another endpoint: the lesson the default
+        # one taught does not cap it.
+        store = str(tmp_path / "ledger.db")
+        with contextwindow.open_store(store) as opened:
+            LearnedWindows(opened, "anthropic")[CLAUDE] = 12_000
+        with (
+            LocalServer(LocalModel(LocalSettings(effective_window=40_000))) as server,
+            anthropic.Anthropic(api_key="local", base_url=server.url, max_retries=0) as raw,
+        ):
+            client = contextwindow.guard(raw, store=store, context_window=40_000)
+            asked = [{"role": "user", "content": words("zeta", 0, 4_000)}]
+            response = client.messages.create(model=CLAUDE, max_tokens=256, messages=asked)
+            events = [e.type for e in client.last_exchange.events]
+            client.store.close()
+        assert response.usage.input_tokens > 12_000 and "compacted" not in events
+        with contextwindow.open_store(store) as opened:
+            assert LearnedWindows(opened, "anthropic").get(CLAUDE) == 12_000  # the default's lesson stands

@@ -164,7 +164,7 @@ class Conversations:
 
     ``root`` is the session id the guard was given (``None``: each conversation's own, from its first
     message); ``tenant`` prefixes every root (``tenant/root``), so that no two tenants share one, nor
-    what was learned of the windows (:class:`LearnedWindows`, per ``wire`` format). ``capacity`` bounds
+    what was learned of the windows (:class:`LearnedWindows`, per ``wire`` format and ``declared`` window). ``capacity`` bounds
     the bytes they hold in memory (:mod:`._bounded`; ``None``: no bound): the least recently used are
     forgotten, and read back from the ledger when a request continues them."""
 
@@ -176,12 +176,13 @@ class Conversations:
         tenant: str | None = None,
         wire: str = "",
         capacity: int | None = None,
+        declared: int | None = None,
     ) -> None:
         self.store = store
         self.bound: Bound[Conversation] = Bound(capacity, self._forget)
         self.root = root
         self.tenant = tenant
-        self.learned = LearnedWindows(store, wire, tenant=tenant)
+        self.learned = LearnedWindows(store, wire, tenant=tenant, declared=declared)
         """The windows providers taught, on the whole store (per ``wire`` format and model)."""
         self._conversations: dict[str, Conversation] = {}
         self._hashes: dict[str, dict[str, tuple[Conversation, int]]] = {}

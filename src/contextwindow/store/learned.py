@@ -46,14 +46,20 @@ class LearnedWindows:
     :meth:`accepted` withdraws it when the provider accepted more. A model nothing was learned of is
     read from the store again on each ``get``, so a window another process learned meanwhile is found."""
 
-    def __init__(self, store: Store, wire: str, *, tenant: str | None = None) -> None:
+    def __init__(
+        self, store: Store, wire: str, *, tenant: str | None = None, declared: int | None = None
+    ) -> None:
         self.session = store.session(LEARNED_SESSION if tenant is None else f"{LEARNED_SESSION}/{tenant}")
         self.wire = wire
+        self.route = wire if declared is None else f"{wire}@{declared}"
+        """What the window lessons are kept for: the wire format, and the window the guard was told
+        (``declared``: a larger-context beta asked for is another endpoint, with lessons of its own).
+        Calibration is the wire format's, whatever the window."""
         self._known: dict[str, int] = {}
 
     def _slot(self, model: str) -> LedgerSlot:
         return LedgerSlot(
-            self.session, "note", match={"learned": "window", "wire": self.wire, "model": model}
+            self.session, "note", match={"learned": "window", "wire": self.route, "model": model}
         )
 
     def get(self, model: str, default: int | None = None) -> int | None:
