@@ -130,6 +130,12 @@ class TestAGuardedRun:
         out = json.loads(runner.invoke(app, ["inspect", str(path), session_id, "--json"]).stdout)
         assert (out["model"], out["window"], out["window_learned"]) == ("claude-sonnet-4-6", 16_000, True)
         assert out["output_reserve"] == 1024
+        # What the store learned of the endpoint and model, for every session on it.
+        taught = {(lesson["what"], lesson["wire"]): lesson for lesson in out["store_learned"]}
+        assert taught[("window", "anthropic")]["value"] == 16_000
+        assert taught[("calibration", "anthropic")]["connection"] == "default"
+        shown = runner.invoke(app, ["inspect", str(path), session_id], env={"COLUMNS": "300"}).stdout
+        assert "the store learned of this model" in shown and "window 16,000 tokens (anthropic)" in shown
 
 
 class TestInspectShowsTheSystemAndTools:

@@ -85,6 +85,13 @@ class TestEngineRereads:
         self._history(off, model_off)
         assert all(t.name != READ_ARCHIVED for t in off._current().tools)
 
+    def test_turned_off_its_placeholders_name_no_tool(self) -> None:
+        off, model_off, _ = _engine(EngineSettings(reread=False))
+        self._history(off, model_off)
+        sent = " ".join(str(m.content) for m in off._current().messages)
+        assert "archived" in sent or "left out" in sent  # a placeholder is there
+        assert READ_ARCHIVED not in sent  # and names no tool the model was not offered
+
     def test_an_unknown_id_is_refused_by_name(self) -> None:
         session = open_store().session("s")
         session.append(Message.user("hi"))

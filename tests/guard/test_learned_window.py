@@ -93,3 +93,35 @@ class TestTheSummariser:
                 history.append({"role": "assistant", "content": response.content})
             client.store.close()
         assert refusing.calls > 0  # it did try to summarise, and the fold cut instead
+
+    def test_a_summary_refused_for_size_through_the_sdk_is_halved_and_asked_again(
+        self, server: LocalServer
+    ) -> None:
+        # The summariser's own endpoint serves less than the agent's: its SDK refuses the first ask.
+        small = LocalModel(LocalSettings(effective_window=5_000))
+        refused = [0]
+        handle = small.handle
+
+        def counted(request: Any, *args: Any, **kwargs: Any) -> Any:
+            answer = handle(request, *args, **kwargs)
+            refused[0] += type(answer).__name__ == "Rejection"
+            return answer
+
+        small.handle = counted  # type: ignore[method-assign]
+        events: list[Any] = []
+        with (
+            LocalServer(small) as summaries,
+            anthropic.Anthropic(api_key="local", base_url=server.url, max_retries=0) as raw,
+            anthropic.Anthropic(api_key="local", base_url=summaries.url, max_retries=0) as summary_raw,
+        ):
+            client = contextwindow.guard(raw, store=":memory:", summarizer=summary_raw)
+            history: list[dict[str, Any]] = []
+            for turn in range(24):
+                history.append({"role": "user", "content": f"Turn {turn}: {words(turn)}"})
+                response = client.messages.create(model=CLAUDE, max_tokens=1024, messages=history)
+                events += client.last_exchange.events
+                history.append({"role": "assistant", "content": response.content})
+            client.store.close()
+        assert refused[0] > 0  # the summariser's endpoint did refuse
+        summarised = [e for e in events if e.type == "compacted" and e.summarizer_calls > 0]
+        assert summarised  # and the halved ask was summarised, not cut

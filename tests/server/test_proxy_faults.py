@@ -21,6 +21,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from _shared import LazyModule
+from contextwindow.engine.folding.summary_rules import REQUIRED_SECTIONS
 from contextwindow.models import get_profile, register
 from contextwindow.server import BackgroundServer, HttpApp, json_response
 from contextwindow.server.guarded import GuardTransform
@@ -187,33 +188,80 @@ class TestUpstreamProtocolFailures:
             assert "type" not in answered.json() and error["type"] == "server_error"
         assert "cut short" in error["message"]
 
-    def test_a_summary_reply_that_is_not_json_is_502_in_the_apis_shape(self, scripted: Any) -> None:
+
+def _history(turns: int = 8, words: int = 300) -> list[dict[str, Any]]:
+    history: list[dict[str, Any]] = []
+    for turn in range(turns):
+        history += [
+            {"role": "user", "content": f"turn {turn} " + " ".join(f"w{turn}x{i}" for i in range(words))},
+            {"role": "assistant", "content": f"reply {turn}"},
+        ]
+    history.append({"role": "user", "content": "and now?"})
+    return history
+
+
+_SUMMARY = "\n".join(f"## {name}\nThe work on turn three goes on as planned." for name in REQUIRED_SECTIONS)
+_TOO_LONG = {
+    "type": "error",
+    "error": {"type": "invalid_request_error", "message": "prompt is too long: 2600 tokens > 2000 maximum"},
+}
+
+
+class TestTheSummarisersFailures:
+    """A summary's failure upstream is the summariser's: the agent gets its own answer."""
+
+    @pytest.mark.parametrize(
+        "failure",
+        [
+            Response(b"<html>bad gateway</html>", media_type="text/html"),
+            json_response(500, {"type": "error", "error": {"type": "api_error", "message": "boom"}}),
+            json_response(400, _TOO_LONG),
+        ],
+        ids=["not-json", "a-500", "always-too-long"],
+    )
+    def test_a_failed_summary_never_reaches_the_agent(self, scripted: Any, failure: Response) -> None:
         def answer(path: str, body: dict[str, Any]) -> Response:
             if "<transcript>" in json.dumps(body):  # the summariser's request
-                return Response(b"<html>bad gateway</html>", media_type="text/html")
+                return failure
             return json_response(200, _anthropic_reply("fine"))
 
         upstream = scripted(answer)
         proxy, _ = _guarded(upstream.url, context_window=3_000)
-        history = []
-        for turn in range(8):
-            history += [
-                {"role": "user", "content": f"turn {turn} " + " ".join(f"w{turn}x{i}" for i in range(300))},
-                {"role": "assistant", "content": f"reply {turn}"},
-            ]
-        history.append({"role": "user", "content": "and now?"})
+        try:
+            answered = httpx.post(
+                proxy.url + "/v1/messages", json={"model": CLAUDE, "max_tokens": 16, "messages": _history()}
+            )
+        finally:
+            proxy.stop()
+        assert any("<transcript>" in json.dumps(seen["body"]) for seen in upstream.seen)  # it did summarise
+        assert answered.status_code == 200, answered.text
+        assert answered.json()["content"][0]["text"] == "fine"
+
+    def test_a_summary_refused_for_size_is_halved_and_asked_again(self, scripted: Any) -> None:
+        sizes: list[int] = []
+
+        def answer(path: str, body: dict[str, Any]) -> Response:
+            text = json.dumps(body)
+            if "<transcript>" in text:
+                sizes.append(len(text))
+                if len(text) > 2_500:  # the upstream's own window for the summary's request
+                    return json_response(400, _TOO_LONG)
+                return json_response(200, _anthropic_reply(_SUMMARY))
+            return json_response(200, _anthropic_reply("fine"))
+
+        upstream = scripted(answer)
+        proxy, _ = _guarded(upstream.url, context_window=3_000)
+        history = _history(40, 30)
         try:
             answered = httpx.post(
                 proxy.url + "/v1/messages", json={"model": CLAUDE, "max_tokens": 16, "messages": history}
             )
         finally:
             proxy.stop()
-        assert any("<transcript>" in json.dumps(seen["body"]) for seen in upstream.seen)  # it did summarise
-        assert answered.status_code == 502
-        assert answered.json()["error"] == {
-            "type": "api_error",
-            "message": "The upstream's answer to a summary is not JSON",
-        }
+        assert answered.status_code == 200, answered.text
+        assert len(sizes) >= 2 and sizes[0] > 2_500 >= sizes[-1]  # refused, then asked with less
+        sent = upstream.seen[-1]["body"]
+        assert "The work on turn three goes on as planned." in json.dumps(sent)  # the summary went out
 
 
 class TestStreamErrors:

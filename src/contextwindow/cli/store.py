@@ -25,6 +25,7 @@ from ..compile import Policy, SessionCompiler, compile
 from ..models import get_profile
 from ..sessions import summarize_session
 from ..store import Store, open_store
+from ..store.learned import lessons
 from ._app import app
 from ._common import EXIT_BAD_INPUT, EXIT_FOUND_PROBLEM, emit_json, fail, guarded
 
@@ -84,7 +85,8 @@ def inspect(
             "window": "option" if window else ("session" if seen and seen.window else "model"),
             "reserve": "option" if reserve else ("session" if seen and seen.max_tokens else "policy"),
         }
-        profile = get_profile(model or (seen.model if seen else None) or _DEFAULT_MODEL)
+        seen_model = model or (seen.model if seen else None) or _DEFAULT_MODEL
+        profile = get_profile(seen_model)
         size = window or (seen.window if seen else None)
         if size is not None:
             profile = profile.with_(
@@ -98,6 +100,7 @@ def inspect(
         # The messages get the window less what the system prompt and tools took when last sent.
         room = profile.context_window - sum((head or {}).values())
         compiled = compile(state, profile.with_(context_window=max(room, 1)), policy)
+        taught = [_plain(lesson) for lesson in lessons(opened) if lesson.model in (profile.name, seen_model)]
     decisions = compiled.decisions
     makeup, estimated = dict(compiled.makeup), compiled.estimated_tokens
     sources["head"] = "session" if head else "none"
@@ -121,6 +124,7 @@ def inspect(
         "truncated": [_plain(d) for d in decisions.truncated],
         "folded": list(decisions.folded),
         "omitted": list(decisions.omitted),
+        "store_learned": taught,
     }
     if as_json:
         emit_json(summary)
@@ -157,6 +161,23 @@ def inspect(
         ),
         soft_wrap=True,
     )
+    if taught:
+        console.print(
+            "the store learned of this model (every session on it starts from this): " + _lessons(taught)
+        )
+
+
+def _lessons(taught: list[dict[str, Any]]) -> str:
+    said = []
+    for lesson in taught:
+        where = lesson["wire"] + (f", tenant {lesson['tenant']}" if lesson["tenant"] else "")
+        if lesson["what"] == "window":
+            value = "withdrawn" if lesson["value"] is None else f"{lesson['value']:,} tokens"
+            said.append(f"window {value} ({where})")
+        else:
+            value = "none" if lesson["value"] is None else f"{lesson['value']:.3f}"
+            said.append(f"calibration {value} ({where}, connection {lesson['connection']})")
+    return "; ".join(said)
 
 
 def _said(source: str) -> str:

@@ -38,7 +38,7 @@ from ..pricing import Estimator
 from ..pricing.counters import InputCounter
 from ..providers import Provider, Stop
 from ..store import Session
-from ..store.slots import LedgerSlot
+from ..store.slots import LedgerSlot, StateSlot
 from ..usage.calibration import Calibrator, stored_prices_unchanged
 from ..usage.tracker import AnchorBook, Usage
 from .accounting import CallAccounting
@@ -74,14 +74,7 @@ from .window import WindowState
 _E = TypeVar("_E", bound=Event)
 _P = ParamSpec("_P")
 
-__all__ = [
-    "Compiled",
-    "Compiler",
-    "Engine",
-    "EngineSettings",
-    "ToolOutcome",
-    "ToolRunner",
-]
+__all__ = ["Compiled", "Compiler", "Engine", "EngineSettings", "ToolOutcome", "ToolRunner"]
 
 
 def _observed(
@@ -107,7 +100,8 @@ class Engine:
     :class:`~contextwindow.errors.UsageError`). ``counter`` counts a request before it is sent when
     ``settings.count_before_send`` says a decision depends on it (default: the provider itself when
     it has ``count_input_tokens``). ``on_event`` is called with every event as it is produced, the
-    stream's text and thinking deltas excepted (:mod:`~contextwindow.engine.observe`).
+    stream's text and thinking deltas excepted (:mod:`~contextwindow.engine.observe`). ``calibration``
+    is where the calibration record lives (default: the session's ledger; the guard's is the store's).
     """
 
     def __init__(
@@ -126,9 +120,13 @@ class Engine:
         estimator: Estimator | None = None,
         counter: InputCounter | None = None,
         on_event: EventHook | None = None,
+        calibration: StateSlot | None = None,
     ) -> None:
+        settings = settings or EngineSettings()
         if compiler is None:
-            compiler = EngineCompiler(policy or Policy(), system=system, tools=tools)
+            policy = policy or Policy()  # no re-read tool offered: placeholders name none
+            policy = policy if settings.reread else policy.with_(reread_tool=False)
+            compiler = EngineCompiler(policy, system=system, tools=tools)
         elif system or tools or policy is not None:
             raise UsageError(
                 "system, tools and policy are the default compiler's: give them to your compiler"
@@ -137,7 +135,7 @@ class Engine:
         self.session = session
         self.provider = provider
         self.profile = profile = get_profile(model)
-        self.settings = settings = settings or EngineSettings()
+        self.settings = settings
         self.tool_runner = tool_runner
         self.counter: InputCounter | None = (
             counter if counter is not None else provider if isinstance(provider, InputCounter) else None
@@ -149,7 +147,7 @@ class Engine:
             session=session.id, model=profile.name, provider=provider.name, on_event=on_event
         )
         """Sees every event as it is produced: the host's ``on_event``, the log lines, the tracers."""
-        self._build(compiler, summarizer)
+        self._build(compiler, summarizer, calibration)
         # The turn.
         self._injected: list[Message] = []
         self._sent: Request | None = None
@@ -157,13 +155,14 @@ class Engine:
         self._first_of_send = True
         self._overflowed = False
 
-    def _build(self, compiler: Compiler, summarizer: Summarizer | None) -> None:
+    def _build(self, compiler: Compiler, summarizer: Summarizer | None, slot: StateSlot | None) -> None:
         """The engine's parts: the window (one owner of what fits), the books of its calls, the
         request compiler, folding, counting before sending and recovery."""
         session, profile, settings = self.session, self.profile, self.settings
         connection = settings.connection
         self._calibrator = Calibrator(
-            LedgerSlot(session, "calibration", match={"model": profile.name, "connection": connection}),
+            slot
+            or LedgerSlot(session, "calibration", match={"model": profile.name, "connection": connection}),
             model=profile.name,
             connection=connection,
             prices_unchanged=lambda: stored_prices_unchanged(session.messages(), self._estimator.raw_block),

@@ -159,9 +159,13 @@ _LAST_EXCHANGES: contextvars.ContextVar[dict[int, tuple[weakref.ref[Any], Exchan
 id; the weak reference tells a live client from one whose id was reused."""
 
 
-def _summary_failed(exc: Exception) -> ProviderError:
-    """The SDK's own error of a summary call as the summariser takes it (a ``provider_error``: the
-    fold cuts with a note), so the agent's request never fails of it."""
+def _summary_failed(exc: Exception, core: GuardCore) -> ProviderError:
+    """The SDK's own error of a summary call as the summariser takes it, so the agent's request never
+    fails of it: a refusal for size is the provider's ``ContextOverflow`` (the fold halves what it
+    summarises and asks again), any other a ``provider_error`` (the fold cuts with a note)."""
+    overflow = core.overflow(exc)
+    if overflow is not None:
+        return overflow
     return ProviderError(
         f"the summary call failed: {type(exc).__name__}: {exc}", status=getattr(exc, "status_code", None)
     )
@@ -335,7 +339,7 @@ class _AnthropicMessages(_Proxy):
                 try:
                     return anthropic_reply(summary.create(**step.body))
                 except Exception as exc:
-                    raise _summary_failed(exc) from exc
+                    raise _summary_failed(exc, self._owner.guard_core) from exc
             if step.purpose == "count":
                 return self._inner.count_tokens(**_count_body(step.body), **options)
             return self._inner.create(**_merged(step.body, options))
@@ -350,7 +354,7 @@ class _AnthropicMessages(_Proxy):
                 try:
                     return anthropic_reply(await summary.create(**step.body))
                 except Exception as exc:
-                    raise _summary_failed(exc) from exc
+                    raise _summary_failed(exc, self._owner.guard_core) from exc
             if step.purpose == "count":
                 return await self._inner.count_tokens(**_count_body(step.body), **options)
             return await self._inner.create(**_merged(step.body, options))
@@ -468,7 +472,7 @@ class _OpenAICompletions(_Proxy):
                 try:
                     return openai_reply(summary.create(**step.body))
                 except Exception as exc:
-                    raise _summary_failed(exc) from exc
+                    raise _summary_failed(exc, self._owner.guard_core) from exc
             return self._inner.create(**step.body, **options)
 
         exchange = run_sync(self._owner.guard_core.request(body), perform)
@@ -480,7 +484,7 @@ class _OpenAICompletions(_Proxy):
                 try:
                     return openai_reply(await summary.create(**step.body))
                 except Exception as exc:
-                    raise _summary_failed(exc) from exc
+                    raise _summary_failed(exc, self._owner.guard_core) from exc
             return await self._inner.create(**step.body, **options)
 
         exchange = await run_async(self._owner.guard_core.request(body), perform)
@@ -533,7 +537,7 @@ class _OpenAIResponses(_Proxy):
                 try:
                     return responses_reply(summary.create(**step.body))
                 except Exception as exc:
-                    raise _summary_failed(exc) from exc
+                    raise _summary_failed(exc, self._owner.guard_core) from exc
             return self._inner.create(**step.body, **options)
 
         exchange = run_sync(self._core().request(body), perform)
@@ -545,7 +549,7 @@ class _OpenAIResponses(_Proxy):
                 try:
                     return responses_reply(await summary.create(**step.body))
                 except Exception as exc:
-                    raise _summary_failed(exc) from exc
+                    raise _summary_failed(exc, self._owner.guard_core) from exc
             return await self._inner.create(**step.body, **options)
 
         exchange = await run_async(self._core().request(body), perform)

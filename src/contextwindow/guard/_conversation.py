@@ -26,58 +26,17 @@ from ..content import Message, ToolResult
 from ..engine.compiler import EngineCompiler
 from ..engine.loop import Engine
 from ..errors import SessionMoved, StoreBusy
-from ..store import STORE_SESSIONS, Entry, LedgerSlot, Session, Store
+from ..store import Entry, Session, Store
+from ..store.learned import LEARNED_SESSION, LearnedWindows
 from ._bounded import Bound
 from ._match import extend_chain, longest_known
 from ._wire import WireMemo
 
 __all__ = ["LEARNED_SESSION", "SYNC_ATTEMPTS", "Conversation", "Conversations", "LearnedWindows"]
 
-LEARNED_SESSION = STORE_SESSIONS + "learned"
-"""The ledger session that keeps what providers taught of their windows (``/tenant`` after it for a
-tenant's): one ``note`` entry per lesson, read back per wire format and model. A store's own session:
-:meth:`~contextwindow.store.Store.sessions` does not list it."""
-
 SYNC_ATTEMPTS = 4
 """How many times one call re-reads a session other processes keep appending to before it gives up
 (:class:`~contextwindow.errors.StoreBusy`): each attempt follows a real append by another writer."""
-
-
-class LearnedWindows:
-    """The window each model really serves, as a rejection for size taught it, kept in the ledger so
-    every conversation, guard, client and process on the store starts from it.
-
-    ``get(model)`` is the smallest window learned for ``model`` on this wire format (``None``: nothing
-    learned); ``windows[model] = n`` records a lesson (only a smaller window is news). A model
-    nothing was learned of is read from the store again on each ``get``, so a window another process
-    learned meanwhile is found."""
-
-    def __init__(self, store: Store, wire: str, *, tenant: str | None = None) -> None:
-        self.session = store.session(LEARNED_SESSION if tenant is None else f"{LEARNED_SESSION}/{tenant}")
-        self.wire = wire
-        self._known: dict[str, int] = {}
-
-    def _slot(self, model: str) -> LedgerSlot:
-        return LedgerSlot(
-            self.session, "note", match={"learned": "window", "wire": self.wire, "model": model}
-        )
-
-    def get(self, model: str, default: int | None = None) -> int | None:
-        known = self._known.get(model)
-        if known is None:
-            record = self._slot(model).load()
-            window = record.get("window") if record is not None else None
-            if not isinstance(window, int) or window <= 0:
-                return default
-            known = self._known[model] = window
-        return known if default is None else min(known, default)
-
-    def __setitem__(self, model: str, window: int) -> None:
-        known = self.get(model)
-        if known is not None and known <= window:
-            return
-        self._known[model] = window
-        self._slot(model).save({"window": window})
 
 
 class Conversation:
@@ -141,6 +100,18 @@ class Conversation:
                 if self.learned is not None:
                     self.learned[model] = window
 
+    def accepted(self, engine: Engine, prompt: int) -> None:
+        """The provider accepted a request of ``engine`` it counted at ``prompt`` input tokens: a
+        window learned below that is out of date (the endpoint serves more now) and is withdrawn for
+        the whole store; the engine is rebuilt at the declared window on the next call."""
+        if self.learned is None:
+            return
+        for model, held in self.engines.items():
+            if held is engine and self.learned.accepted(model, prompt):
+                self.windows.pop(model, None)
+                del self.engines[model]
+                return
+
     def took(self, message: Message) -> None:
         """``message`` (stored, with its id) is now the newest of the session."""
         self.last = message
@@ -202,7 +173,7 @@ class Conversations:
 
     ``root`` is the session id the guard was given (``None``: each conversation's own, from its first
     message); ``tenant`` prefixes every root (``tenant/root``), so that no two tenants share one, nor
-    what was learned of the windows (:class:`LearnedWindows`, per ``wire`` format). ``capacity`` bounds
+    what was learned of the windows (:class:`LearnedWindows`, per ``wire`` format and ``declared`` window). ``capacity`` bounds
     the bytes they hold in memory (:mod:`._bounded`; ``None``: no bound): the least recently used are
     forgotten, and read back from the ledger when a request continues them."""
 
@@ -214,12 +185,13 @@ class Conversations:
         tenant: str | None = None,
         wire: str = "",
         capacity: int | None = None,
+        declared: int | None = None,
     ) -> None:
         self.store = store
         self.bound: Bound[Conversation] = Bound(capacity, self._forget)
         self.root = root
         self.tenant = tenant
-        self.learned = LearnedWindows(store, wire, tenant=tenant)
+        self.learned = LearnedWindows(store, wire, tenant=tenant, declared=declared)
         """The windows providers taught, on the whole store (per ``wire`` format and model)."""
         self._conversations: dict[str, Conversation] = {}
         self._hashes: dict[str, dict[str, tuple[Conversation, int]]] = {}

@@ -153,7 +153,14 @@ class GuardCore:
         is offered, placeholders name none (``Policy.reread_tool``)."""
         self.reply_of = reply_of
         capacity = None if options.cache_mb is None else int(options.cache_mb * 1024 * 1024)
-        self.conversations = Conversations(store, options.session, tenant=tenant, wire=fmt, capacity=capacity)
+        self.conversations = Conversations(
+            store,
+            options.session,
+            tenant=tenant,
+            wire=fmt,
+            capacity=capacity,
+            declared=options.context_window,
+        )
         self.responses = ResponseIds()
         """The responses this core recorded, by id: what a ``previous_response_id`` continues."""
         self.provider_windows: dict[str, int] = {}
@@ -513,6 +520,8 @@ class GuardCore:
             message=reply.message,
         )
         call.events.extend(call.engine.accept(stop, reply.usage))
+        if reply.usage is not None:
+            call.conversation.accepted(call.engine, reply.usage.prompt)
         if reply.message.content:
             # An assistant message: only its content enters the chain (the agent's copy has no ids).
             self.conversations.took(call.conversation, reply.message)

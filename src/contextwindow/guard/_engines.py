@@ -9,7 +9,7 @@ out as ``Send`` steps (:mod:`._steps`).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from ..content import Request
@@ -19,6 +19,8 @@ from ..engine.settings import EngineSettings
 from ..errors import UnknownModel
 from ..models import ModelProfile, get_profile
 from ..providers.base import ProviderEvent, Stop, UsageSample, normalise_stop_reason
+from ..store.slots import LedgerSlot, StateSlot
+from ..usage.calibration import CALIBRATION_PRICING_EPOCH
 from ._conversation import Conversation
 from ._options import GuardOptions
 from ._steps import Ask, Reply, Send
@@ -96,9 +98,23 @@ def engine_for(
         summarizer=summarizer,
         settings=settings,
         on_event=options.on_event,
+        calibration=_calibration(conversation, profile.name, settings.connection),
     )
     conversation.engines[model] = engine
     return engine
+
+
+def _calibration(conversation: Conversation, model: str, connection: str) -> StateSlot | None:
+    """Where the engine keeps its calibration: its session's record, and the store's for a session
+    that has none yet (a record of other pricing rules is not taken from the store)."""
+    if conversation.learned is None:
+        return None
+    own = LedgerSlot(conversation.session, "calibration", match={"model": model, "connection": connection})
+    return conversation.learned.calibration(own, model=model, connection=connection, usable=_current_rules)
+
+
+def _current_rules(record: Mapping[str, Any]) -> bool:
+    return record.get("pricing") == CALIBRATION_PRICING_EPOCH
 
 
 def _profile_or(model: str, fallback: ModelProfile) -> ModelProfile:

@@ -45,7 +45,7 @@ from ..engine.events import (
     ToolResultsArchived,
     WindowLearned,
 )
-from ..errors import ContextOverflow, InvalidInput, OverBudget, UsageError
+from ..errors import ContextOverflow, InvalidInput, OverBudget, ProviderError, UsageError
 from ..guard import Exchange, GuardCore, GuardOptions, Reply, Send
 from ..guard.replies import (
     AnthropicEvents,
@@ -243,16 +243,18 @@ class GuardTransform:
                 body = {k: v for k, v in step.body.items() if k in _COUNT_FIELDS}
                 return await upstream.send(call, body, path=count_path)
             if step.purpose == "summary":
-                reply = await _accepted(
-                    await upstream.send(call, {**step.body, "stream": False}, path=messages_path)
-                )
+                # A summary's failure is the summariser's, never the agent's: a refusal for size is
+                # the upstream's ContextOverflow (the fold halves and asks again), any other a
+                # ProviderError (the fold cuts with a note).
                 try:
-                    data = json.loads(await reply.read())
+                    reply = await _accepted(
+                        await upstream.send(call, {**step.body, "stream": False}, path=messages_path)
+                    )
+                    return _REPLIES[fmt](json.loads(await reply.read()))
+                except UpstreamRefused as refused:
+                    raise core.overflow(refused) or _summary_refused(refused) from None
                 except ValueError:
-                    raise HttpError(
-                        "upstream_error", "The upstream's answer to a summary is not JSON"
-                    ) from None
-                return _REPLIES[fmt](data)
+                    raise ProviderError("the upstream's answer to a summary is not JSON") from None
             return await _accepted(await upstream.send(call, step.body, path=messages_path))
 
         body = dict(call.body)
@@ -444,6 +446,13 @@ _REPLIES: dict[str, Callable[[Any], Reply]] = {
     "openai": openai_reply,
     "openai-responses": responses_reply,
 }
+
+
+def _summary_refused(refused: UpstreamRefused) -> ProviderError:
+    """The upstream's refusal of a summary request as the summariser takes it: the fold cuts."""
+    return ProviderError(
+        f"the upstream refused a summary: {refused.status}", status=refused.status, body=refused.body
+    )
 
 
 async def _accepted(reply: UpstreamReply) -> UpstreamReply:

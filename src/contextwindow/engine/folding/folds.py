@@ -43,6 +43,7 @@ from ..window import WindowState
 from .ladder import EscalationLadder, Rung, hard_cut_text
 from .safe_prefix import select_safe_prefix
 from .summarizer import Summarizer, Summary
+from .task import with_task
 
 __all__ = ["COVER_ROUNDS", "FoldCounters", "FoldLimits", "Folding"]
 
@@ -463,6 +464,13 @@ class Folding:
         first_id = self._first_covered_id(covered)
         last_id = covered[-1].id
         assert first_id is not None and last_id is not None
+        previous = self.session.latest("checkpoint")
+        said, text = (
+            text,
+            with_task(text, None if previous is None else str(previous.payload["summary"]), covered),
+        )
+        if summary_tokens:  # the summariser counted its own words; the section it ends with is estimated
+            summary_tokens += self.estimator.text(text[len(said) :]) if text.startswith(said) else 0
         counted = {"summary_tokens": summary_tokens} if summary_tokens else {}
         self.session.record_checkpoint(
             text, first_id=first_id, last_id=last_id, phase=recorded_phase, **counted
