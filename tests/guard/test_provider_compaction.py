@@ -217,8 +217,10 @@ class TestLearnedFromTheProvidersPath:
             first.messages.create(model=CLAUDE, max_tokens=1024, tools=TOOLS, messages=history)
             assert "extra_body" not in first.last_exchange.body  # refused with the edits: folded locally
             first.store.close()
-            # Another guard on the same ledger knows the window: the provider's edits fit it at once.
-            second = contextwindow.guard(raw, store=store, compaction="provider")
+            # Another guard on the same ledger, told the same window, knows the window the provider
+            # really serves (a lesson is the endpoint's: the same wire and declared window): the
+            # provider's edits fit it at once.
+            second = contextwindow.guard(raw, store=store, compaction="provider", context_window=64_000)
             response = second.messages.create(
                 model=CLAUDE, max_tokens=1024, tools=TOOLS, messages=tool_rounds(8)
             )
