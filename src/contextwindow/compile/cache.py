@@ -11,6 +11,7 @@ from typing import Any
 
 from ..models import ModelProfile
 from ._render import Base, Pricer, Rendered
+from ._tail import TailSums
 from ._walklog import WalkLog
 from .pairing import ShapeMemo
 from .state import PricedMessage
@@ -39,6 +40,8 @@ class CompileCache:
         self.positions: dict[tuple[str, int], int] = {}
         self.head: dict[tuple[Any, ...], int] = {}
         self.walk: WalkLog | None = None
+        self.tail: TailSums | None = None
+        """The last assembly's tail with its running sums (:mod:`._tail`)."""
         self.shapes: ShapeMemo = {}
         """Each rendered message's :class:`~.pairing.Shape`, for tool pairing's check of the request."""
 
@@ -82,6 +85,7 @@ class CompileCache:
             self.head.clear()
             self.shapes.clear()
             self.walk = None
+            self.tail = None
             self._key = key
         if len(self.renders) > _MAX_RENDERS:
             self.renders.clear()
