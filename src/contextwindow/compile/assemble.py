@@ -18,6 +18,7 @@ from ._tail import TailSums, tail_sums
 from .head import Head, head_bytes
 from .media import manifest_text, shed_media
 from .pairing import enforce_tool_pairing, shape_of
+from .reread import names_reread
 from .state import CompiledRequest, Decisions, Eviction, MediaWatermark
 from .unit import Evicted, Unit
 
@@ -82,6 +83,7 @@ def assemble(
     inline = _count_segments(run, makeup, emitted if renders is emitted.renders else None, renders, final)
     if manifest:
         final = _attach_manifest(final, manifest)
+    names = _names_reread(emitted, summary, final, manifest) if renders is emitted.renders else None
     makeup["manifest"] = manifest_tokens
     local = sum(v for k, v in makeup.items() if k != "output_reserve")
     accepted_first = units[-1].start if units else len(run.messages)
@@ -112,7 +114,25 @@ def assemble(
         request_bytes=request_bytes,
         model=run.profile.name,
         anchor_reason=reason,
+        names_reread=names,
     )
+
+
+def _names_reread(
+    emitted: _Emitted, summary: Message | None, final: list[Message], manifest: str
+) -> bool | None:
+    """Whether the request names the re-read tool, read off the sums (``None``: the tail is not
+    theirs as it is): a message of theirs does, or the summary, the opening or the message that
+    carries the manifest."""
+    sums = emitted.sums
+    if sums is None:
+        return None
+    if sums.among(sums.rereads, emitted.start, len(sums.renders)):
+        return True
+    others = [m for m in (summary, emitted.opened.message if emitted.opened else None) if m is not None]
+    if manifest and final:
+        others.append(final[-1])
+    return names_reread(others)
 
 
 def _fit(

@@ -12,6 +12,8 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from itertools import accumulate, compress
+from operator import attrgetter
 from typing import Any, overload
 
 from ..content import Message
@@ -26,6 +28,8 @@ from .state import PricedMessage
 from .unit import Spot, Unit, repair_price
 
 __all__ = ["Bounds", "walk"]
+
+_tokens, _end, _forced, _media = (attrgetter(name) for name in ("tokens", "end", "forced", "media"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,8 +162,10 @@ def _reuse(run: Run, tail: _Tail, old: WalkLog, bounds: Bounds, media: MediaBudg
     old_turns, old_depth, _ = old.contexts[k]
     dturns, ddepth = tail.turns - old_turns, tail.depth - old_depth
     mine = tail.context[2]
-    for t, d, ms in old.contexts[k:m]:
-        tail.contexts.append((t + dturns, d + ddepth, mine if settled else ms))
+    if settled:
+        tail.contexts.extend([(t + dturns, d + ddepth, mine) for t, d, _ in old.contexts[k:m]])
+    else:
+        tail.contexts.extend([(t + dturns, d + ddepth, ms) for t, d, ms in old.contexts[k:m]])
     tail.units.extend(taken)
     tail.total += old.prefix[m] - old.prefix[k]
     after_turns, after_depth, after_media = old.contexts[m]
@@ -225,18 +231,17 @@ def reusable_below(run: Run, old: WalkLog | None, key: tuple[Any, ...]) -> int:
 def log_walk(run: Run, key: tuple[Any, ...], newest: int, tail: _Tail) -> WalkLog:
     """The log of this walk, for the next compile to reuse."""
     units = tail.units
-    prefix = [0]
-    for unit in units:
-        prefix.append(prefix[-1] + unit.tokens)
+    indices = range(len(units))
+    # Built by C loops (accumulate, zip, compress): this runs on every compile, over every unit.
     return WalkLog(
         key=key,
         newest=newest,
         units=list(units),  # the assembly pops from its own list; the log keeps the walk
         contexts=tail.contexts,
-        prefix=prefix,
-        by_end={unit.end: index for index, unit in enumerate(units)},
-        forced=[index for index, unit in enumerate(units) if unit.forced],
-        media=[index for index, unit in enumerate(units) if unit.media],
+        prefix=list(accumulate(map(_tokens, units), initial=0)),
+        by_end=dict(zip(map(_end, units), indices, strict=True)),
+        forced=list(compress(indices, map(_forced, units))),
+        media=list(compress(indices, map(_media, units))),
         exhausted=tail.exhausted,
         archives=dict(run.archived_by),
         source=run.messages,
