@@ -36,7 +36,9 @@ class CompileCache:
         self._estimator: tuple[ModelProfile, float, Pricer] | None = None
         self.bases: dict[tuple[Any, int], tuple[PricedMessage, Base]] = {}
         self.renders: dict[tuple[Any, ...], Rendered] = {}
-        self.plain: dict[tuple[Any, int, int], Rendered] = {}
+        self.plain: dict[tuple[Any, int], tuple[int, Rendered]] = {}
+        """Renders without archives or evictions by (id, position), beside the cap each was made
+        under: one no cap cut serves every cap it is within (:func:`._render.same_at`)."""
         self.positions: dict[tuple[str, int], int] = {}
         self.head: dict[tuple[Any, ...], int] = {}
         self.walk: WalkLog | None = None
