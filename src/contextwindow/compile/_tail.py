@@ -141,6 +141,13 @@ def tail_sums(old: TailSums | None, units: list[Unit], shapes: ShapeMemo) -> Tai
     while keep and oldest[keep - 1] is not old.units[a + keep - 1]:
         keep -= 1  # the newest units were decided again: new objects
     if not all(map(is_, oldest[:keep], old.units[a : a + keep])):
+        # A unit among them was decided again too (one with media reads the depth): the run ends there.
+        keep = next(
+            i
+            for i, (mine, theirs) in enumerate(zip(oldest, old.units[a:], strict=False))
+            if mine is not theirs
+        )
+    if not keep:
         return _fresh(oldest, shapes)
     r0, r1 = old.first[a] - old.render_base, old.first[a + keep] - old.render_base
     u0, u1 = old.unit_base + a, old.unit_base + a + keep

@@ -88,7 +88,10 @@ class WireMemo:
         while keep and messages[keep - 1] is not old[keep - 1]:
             keep -= 1  # the newest messages are new objects
         if keep and not all(map(is_, messages[:keep], old[:keep])):
-            return 0
+            # One among them is another object (a fold, a cut, an archive): the run ends there.
+            keep = next(
+                i for i, (mine, theirs) in enumerate(zip(messages, old, strict=False)) if mine is not theirs
+            )
         return keep
 
 
