@@ -278,17 +278,11 @@ def _apply(
 
 
 def price_blocks(
-    message: Message,
-    stored: Mapping[int, float],
-    est: Pricer,
-    multiplier: float,
-    framing: int,
-    *,
-    uncut: int = -1,
+    message: Message, stored: Mapping[int, float], est: Pricer, m: float, framing: int, *, uncut: int = -1
 ) -> Rendered:
     """Price a rendered message block by block — the stored raw price for a stored block, a fresh one
-    otherwise — plus the estimator's per-message framing (counted as text); ``uncut``: the content's
-    text-only estimate before the cap, when measured."""
+    otherwise — plus the estimator's per-message framing (counted as text), calibrated at ``m``;
+    ``uncut``: the content's text-only estimate before the cap, when measured."""
     wire = _MESSAGE_OVERHEAD
     inline: list[AttachmentRef] = []
     parts: list[Part] = []
@@ -329,7 +323,7 @@ def price_blocks(
         else:
             parts.append((TEXT, raw, 0.0, 0.0))
             wire += _wire_text(block)
-    segments = _segments(parts, multiplier, framing)
+    segments = _segments(parts, m, framing)
     return Rendered(
         message=message,
         tokens=sum(segments),
@@ -337,7 +331,7 @@ def price_blocks(
         wire_bytes=wire,
         inline=tuple(inline),
         parts=tuple(parts),
-        priced_at=(multiplier, framing),
+        priced_at=(m, framing),
         uncut=uncut,
     )
 
