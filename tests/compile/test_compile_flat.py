@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_compile_incremental import _append, _bytes, steps
 
-from contextwindow.compile import Policy, SessionCompiler
+from contextwindow.compile import CompiledRequest, Policy, SessionCompiler
 from contextwindow.compile import walk as walk_module
 from contextwindow.errors import OverBudget
 from contextwindow.models import ModelProfile
@@ -45,6 +45,32 @@ def _units_decided_after_an_append(history: int, monkeypatch: pytest.MonkeyPatch
         live.compile(model=LARGE, policy=Policy())
         monkeypatch.setattr(walk_module, "_take_next", take_next)
         return decided
+
+
+def _equals_a_cold_compile(
+    live: SessionCompiler,
+    est: Estimator | None,
+    *,
+    model: ModelProfile,
+    policy: Policy,
+    multiplier: float = 1.0,
+) -> None:
+    """``live``'s next compile is a cold compile's of the same session, byte for byte (or the same
+    ``OverBudget``, by its makeup)."""
+
+    def compiled(compiler: SessionCompiler) -> CompiledRequest:
+        return compiler.compile(model=model, policy=policy, system="be brief", multiplier=multiplier)
+
+    try:
+        incremental = compiled(live)
+    except OverBudget as exc:
+        with pytest.raises(OverBudget) as cold_exc:
+            compiled(SessionCompiler(live.session, estimator=est))
+        assert cold_exc.value.makeup == exc.makeup
+        return
+    cold = compiled(SessionCompiler(live.session, estimator=est))
+    assert _bytes(incremental) == _bytes(cold)
+    assert incremental == cold
 
 
 class TestAnAppendWalksOnlyWhatIsNew:
@@ -137,22 +163,9 @@ class TestIncrementalMatchesColdAcrossMultiplierSteps:
                 for step in batch:
                     _append(session, est, step, n)
                     n += 1
-                try:
-                    incremental = live.compile(
-                        model=profile, policy=policy, system="be brief", multiplier=multiplier
-                    )
-                except OverBudget as exc:
-                    with pytest.raises(OverBudget) as cold_exc:
-                        SessionCompiler(session, estimator=est if own else None).compile(
-                            model=profile, policy=policy, system="be brief", multiplier=multiplier
-                        )
-                    assert cold_exc.value.makeup == exc.makeup
-                    continue
-                cold = SessionCompiler(session, estimator=est if own else None).compile(
-                    model=profile, policy=policy, system="be brief", multiplier=multiplier
+                _equals_a_cold_compile(
+                    live, est if own else None, model=profile, policy=policy, multiplier=multiplier
                 )
-                assert _bytes(incremental) == _bytes(cold)
-                assert incremental == cold
 
 
 class TestIncrementalMatchesColdAcrossWindowChanges:
@@ -192,20 +205,7 @@ class TestIncrementalMatchesColdAcrossWindowChanges:
                     _append(session, est, step, n)
                     n += 1
                 profile = LARGE.with_(context_window=window)
-                try:
-                    incremental = live.compile(model=profile, policy=policy, system="be brief")
-                except OverBudget as exc:
-                    with pytest.raises(OverBudget) as cold_exc:
-                        SessionCompiler(session, estimator=est if own else None).compile(
-                            model=profile, policy=policy, system="be brief"
-                        )
-                    assert cold_exc.value.makeup == exc.makeup
-                    continue
-                cold = SessionCompiler(session, estimator=est if own else None).compile(
-                    model=profile, policy=policy, system="be brief"
-                )
-                assert _bytes(incremental) == _bytes(cold)
-                assert incremental == cold
+                _equals_a_cold_compile(live, est if own else None, model=profile, policy=policy)
 
     @pytest.mark.parametrize("windows", [(400_000, 2_500), (2_500, 400_000), (4_000, 2_500, 400_000)])
     def test_a_message_one_cap_cuts_and_another_does_not_is_rendered_at_each(
