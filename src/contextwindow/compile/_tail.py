@@ -12,6 +12,7 @@ reads of a range is the same as a pass over it: the tests compare incremental co
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from operator import attrgetter, is_
@@ -32,24 +33,25 @@ _start = attrgetter("start")
 
 @dataclass(slots=True)
 class TailSums:
-    """Units oldest first with their renders and running sums. Indices into the lists are *local*;
+    """Units oldest first with their renders and running sums (machine integers: a long history's
+    sums are not a Python int each). Indices into the lists are *local*;
     the index lists (``decided`` …) hold *absolute* ones: local = absolute − ``unit_base`` (units) or
     − ``render_base`` (renders), so cutting the oldest units off keeps every figure."""
 
     unit_base: int = 0
     render_base: int = 0
     units: list[Unit] = field(default_factory=list)
-    first: list[int] = field(default_factory=lambda: [0])
+    first: array[int] = field(default_factory=lambda: array("q", [0]))
     """``first[i]``: the absolute index of unit ``i``'s first render (one past the last: ``first[-1]``)."""
-    unit_tokens: list[int] = field(default_factory=lambda: [0])
+    unit_tokens: array[int] = field(default_factory=lambda: array("q", [0]))
     renders: list[Rendered] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
-    tokens: list[int] = field(default_factory=lambda: [0])
-    text: list[int] = field(default_factory=lambda: [0])
-    results: list[int] = field(default_factory=lambda: [0])
-    images: list[int] = field(default_factory=lambda: [0])
-    other: list[int] = field(default_factory=lambda: [0])
-    wire: list[int] = field(default_factory=lambda: [0])
+    tokens: array[int] = field(default_factory=lambda: array("q", [0]))
+    text: array[int] = field(default_factory=lambda: array("q", [0]))
+    results: array[int] = field(default_factory=lambda: array("q", [0]))
+    images: array[int] = field(default_factory=lambda: array("q", [0]))
+    other: array[int] = field(default_factory=lambda: array("q", [0]))
+    wire: array[int] = field(default_factory=lambda: array("q", [0]))
     decided: list[int] = field(default_factory=list)
     """Units with evictions, archives or cuts."""
     inline: list[int] = field(default_factory=list)
