@@ -17,6 +17,12 @@ Three measurements in one run:
 
 Run: ``PYTHONPATH=src python -m benchmarks.guard_cost [--quick]``. Prints markdown and writes
 ``benchmarks/results/guard_cost.md``. Never fails on a timing.
+
+``--against SRC`` measures this tree's guard beside another tree's (``SRC``, a ``src`` directory,
+e.g. an older checkout's), A/B interleaved in one run: each tree's guard runs in a process of its
+own (variant A only), and the two take turns, one round of calls over every (SDK, size) at a time;
+then each tree's compile on the 10,000-message session, alternating, three times each. It prints
+the two side by side with their ratios, and writes ``benchmarks/results/guard_cost_ab.md``.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._paths import RESULTS
+from benchmarks._paths import RESULTS, ROOT
 
 SIZES = (10, 100, 400, 2_000)
 CLAUDE = "claude-haiku-4-5"
@@ -214,9 +220,141 @@ def measure_compile() -> dict[str, float]:
         return measure_speed(path)
 
 
+def _child() -> None:
+    """One tree's guard (variant A) for :func:`measure_against`: primes, says ``ready``, then runs one
+    round of calls per line read and prints its samples as JSON."""
+    from contextwindow.testing import LocalModel, LocalServer, LocalSettings
+
+    with LocalServer(LocalModel(LocalSettings())) as server:
+        conversations = [
+            _Conversation(kind, size, server.url, False) for size in SIZES for kind in ("anthropic", "openai")
+        ]
+        for conversation in conversations:
+            conversation.call()
+            conversation.call()
+        print("ready", flush=True)
+        for _ in sys.stdin:
+            print(json.dumps({f"{c.kind}/{c.size}": c.call() for c in conversations}), flush=True)
+
+
+def _tree_env(src: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), str(ROOT)])}
+
+
+def measure_against(other: Path, calls: int) -> dict[str, dict[str, list[float]]]:
+    """Guard CPU per call of this tree and of ``other`` (a ``src`` directory), by ``"sdk/size"``: one
+    process per tree, taking turns round by round (the first to go alternates)."""
+    trees = {"this": ROOT / "src", "other": other}
+    procs = {
+        label: subprocess.Popen(
+            [sys.executable, "-c", "from benchmarks.guard_cost import _child; _child()"],
+            env=_tree_env(src),
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for label, src in trees.items()
+    }
+    samples: dict[str, dict[str, list[float]]] = {label: {} for label in trees}
+    try:
+        for proc in procs.values():
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        for i in range(calls):
+            for label in ("this", "other") if i % 2 == 0 else ("other", "this"):
+                proc = procs[label]
+                assert proc.stdin is not None and proc.stdout is not None
+                proc.stdin.write("round\n")
+                proc.stdin.flush()
+                for key, value in json.loads(proc.stdout.readline()).items():
+                    samples[label].setdefault(key, []).append(value)
+    finally:
+        for proc in procs.values():
+            if proc.stdin is not None:
+                proc.stdin.close()
+            proc.wait(timeout=60)
+    return samples
+
+
+_COMPILE_CHILD = (
+    "import json, sys; from pathlib import Path; from benchmarks.compile import measure_speed; "
+    "print(json.dumps(measure_speed(Path(sys.argv[1]))))"
+)
+
+
+def compile_against(other: Path, rounds: int = 3) -> dict[str, dict[str, list[float]]]:
+    """``benchmarks.compile``'s cold and incremental compile of this tree and of ``other`` on one
+    10,000-message session, in a fresh process each, alternating."""
+    trees = {"this": ROOT / "src", "other": other}
+    out: dict[str, dict[str, list[float]]] = {label: {} for label in trees}
+    from benchmarks.compile import build
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "big.db"
+        build(path, messages=10_000, images=1_000)
+        for i in range(rounds):
+            for label in ("this", "other") if i % 2 == 0 else ("other", "this"):
+                done = subprocess.run(
+                    [sys.executable, "-c", _COMPILE_CHILD, str(path)],
+                    env=_tree_env(trees[label]),
+                    cwd=ROOT,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
+                for key, value in json.loads(done.stdout.strip().splitlines()[-1]).items():
+                    out[label].setdefault(key, []).append(value)
+    return out
+
+
+def _main_against(other: Path, quick: bool) -> None:
+    calls = 15 if quick else 60
+    samples = measure_against(other, calls)
+    lines = [
+        "# Guard cost, A/B",
+        "",
+        f"Guard CPU per call (ms), median / p95 over {calls} calls each; this tree against `{other}`, "
+        "one process each, taking turns round by round in one run. Local provider, nothing folds.",
+        "",
+        "| SDK | history | other median | other p95 | this median | this p95 | other / this | goal |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for size in SIZES:
+        for kind in ("anthropic", "openai"):
+            a, b = samples["this"][f"{kind}/{size}"], samples["other"][f"{kind}/{size}"]
+            ma, mb = statistics.median(a) * 1000, statistics.median(b) * 1000
+            lines.append(
+                f"| {kind} | ~{size} | {mb:.2f} | {_p95(b) * 1000:.2f} | {ma:.2f} | {_p95(a) * 1000:.2f} "
+                f"| {mb / ma:.1f}× | ≤ 2 / ≤ 5 |"
+            )
+    speed = compile_against(other, rounds=2 if quick else 3)
+    lines += [
+        "",
+        "Compile, 10,000-message SQLite session with 1,000 images (`benchmarks/compile.py`), a fresh "
+        "process per tree and round, alternating; medians over the rounds (ms), and LangChain "
+        "`trim_messages` on the same history in the same processes:",
+        "",
+        "| case | other | this | other / this | trim_messages / this | goal |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for case, peer, goal in (("cold", "lc_full", "≤ 150 ms"), ("incremental", "lc_incremental", "≥ 10×")):
+        mine, theirs = statistics.median(speed["this"][case]), statistics.median(speed["other"][case])
+        lc = statistics.median(speed["this"][peer] + speed["other"][peer])
+        lines.append(
+            f"| {case} | {theirs:.2f} | {mine:.2f} | {theirs / mine:.2f}× | {lc / mine:.1f}× | {goal} |"
+        )
+    text = "\n".join(lines) + "\n"
+    print(text)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "guard_cost_ab.md").write_text(text)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     quick = "--quick" in args
+    if "--against" in args:
+        _main_against(Path(args[args.index("--against") + 1]).resolve(), quick)
+        return
     calls = 15 if quick else 60
     conversations = 200 if quick else 1_000
     samples = measure_calls(calls)

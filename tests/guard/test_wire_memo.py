@@ -42,3 +42,17 @@ def test_each_body_rendered_with_the_memo_is_the_body_rendered_without_it(fmt: s
         assert with_memo == wire.render(body, messages, _no_media)
     for text, sent in bodies:
         assert json.dumps(sent, sort_keys=True) == text  # no later render changed it
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "openai"])
+def test_a_history_that_changed_in_place_is_rendered_as_it_is_now(fmt: str) -> None:
+    # A fold, an archive or a cut hands back other messages where the last render had its own: the
+    # leading run kept is only the one that is the same, in the same places.
+    wire = FORMATS[fmt]  # type: ignore[index]
+    body: dict[str, Any] = {"model": "m", "max_tokens": 100}
+    memo = WireMemo()
+    history = _history(30)
+    changed = list(history)
+    changed[7] = Message.user("a summary stands here now")
+    for messages in (history, changed, history[3:], history, changed[:12], history[:20], history):
+        assert wire.render(body, messages, _no_media, memo=memo) == wire.render(body, messages, _no_media)

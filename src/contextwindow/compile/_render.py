@@ -36,7 +36,7 @@ from ..content import (
 from .archive import placeholder_result
 from .media import MediaItem, encoded_size, is_image, placeholder
 from .state import ArchiveRecord, PricedMessage
-from .truncate import truncate_content
+from .truncate import text_only_estimate, truncate_content
 
 __all__ = [
     "Base",
@@ -172,6 +172,18 @@ class Rendered:
     """Each top-level block's raw price, so the memo can calibrate it again (:func:`recalibrated`)."""
     priced_at: tuple[float, int] = (1.0, 0)
     """``(multiplier, framing)`` the prices were calibrated with."""
+    uncut: int = -1
+    """The content's text-only estimate before the per-message cap (chars/4 units); -1: rendered
+    without a cap, not measured. A render no cap cut is the render at every cap it is within
+    (:func:`same_at`)."""
+
+
+def same_at(rendered: Rendered, made_at: int, cap: int) -> bool:
+    """Whether ``rendered``, made under the per-message cap ``made_at``, is the render under ``cap``
+    (0 = none): the same cap, or one that cuts it under neither."""
+    if made_at == cap:
+        return True
+    return not rendered.truncated and rendered.uncut >= 0 and (cap <= 0 or rendered.uncut <= cap)
 
 
 def render_message(
@@ -194,10 +206,13 @@ def render_message(
     if archived or evicted:
         content = _apply(content, base, archived, evicted, reread=reread)
     cut = False
+    uncut = -1
     if cap:
-        before = content
-        content = truncate_content(content, cap)
-        cut = content is not before
+        uncut = text_only_estimate(content)
+        if uncut > cap:
+            before = content
+            content = truncate_content(content, cap)
+            cut = content is not before
     if content is message.content:
         rendered = message
     else:
@@ -209,7 +224,7 @@ def render_message(
             metadata=message.metadata,
         )
     stored = {id(b): raw for b, raw in zip(message.content, base.raw, strict=True)}
-    priced = price_blocks(rendered, stored, est, multiplier, framing)
+    priced = price_blocks(rendered, stored, est, multiplier, framing, uncut=uncut)
     if cut:
         priced = replace(priced, truncated=True)
     return priced
@@ -263,10 +278,11 @@ def _apply(
 
 
 def price_blocks(
-    message: Message, stored: Mapping[int, float], est: Pricer, multiplier: float, framing: int
+    message: Message, stored: Mapping[int, float], est: Pricer, m: float, framing: int, *, uncut: int = -1
 ) -> Rendered:
     """Price a rendered message block by block — the stored raw price for a stored block, a fresh one
-    otherwise — plus the estimator's per-message framing (counted as text)."""
+    otherwise — plus the estimator's per-message framing (counted as text), calibrated at ``m``;
+    ``uncut``: the content's text-only estimate before the cap, when measured."""
     wire = _MESSAGE_OVERHEAD
     inline: list[AttachmentRef] = []
     parts: list[Part] = []
@@ -307,7 +323,7 @@ def price_blocks(
         else:
             parts.append((TEXT, raw, 0.0, 0.0))
             wire += _wire_text(block)
-    segments = _segments(parts, multiplier, framing)
+    segments = _segments(parts, m, framing)
     return Rendered(
         message=message,
         tokens=sum(segments),
@@ -315,7 +331,8 @@ def price_blocks(
         wire_bytes=wire,
         inline=tuple(inline),
         parts=tuple(parts),
-        priced_at=(multiplier, framing),
+        priced_at=(m, framing),
+        uncut=uncut,
     )
 
 

@@ -9,7 +9,17 @@ from __future__ import annotations
 
 from ..content import Message, Request, ToolResult, ToolUse
 from ..models import ModelProfile
-from ._render import Base, Pricer, Rendered, base_of, price_blocks, rebased, recalibrated, render_message
+from ._render import (
+    Base,
+    Pricer,
+    Rendered,
+    base_of,
+    price_blocks,
+    rebased,
+    recalibrated,
+    render_message,
+    same_at,
+)
 from .archive import archive_record, event_ref, is_candidate
 from .cache import CompileCache
 from .policy import Policy
@@ -75,13 +85,20 @@ class Run:
         """The message at ``position`` rendered under these decisions (memoised)."""
         pm = self.messages[position]
         if not archived and not evicted:  # the common case: one flat lookup
-            plain_key = (pm.message.id if pm.message.id is not None else id(pm), position, cap)
-            plain = self.cache.plain.get(plain_key)
-            if plain is None or (pm.message.id is None and plain.message is not pm.message):
+            plain_key = (pm.message.id if pm.message.id is not None else id(pm), position)
+            made = self.cache.plain.get(plain_key)
+            if (
+                made is None
+                or (pm.message.id is None and made[1].message is not pm.message)
+                or not same_at(made[1], made[0], cap)  # a cap that cuts it differently
+            ):
                 plain = self._render(position, archived={}, evicted=frozenset(), cap=cap)
-                self.cache.plain[plain_key] = plain
-            elif plain.priced_at != (self.m, self.framing):  # priced before a step of the multiplier
-                plain = self.cache.plain[plain_key] = recalibrated(plain, self.m, self.framing)
+                self.cache.plain[plain_key] = (cap, plain)
+                return plain
+            plain = made[1]
+            if plain.priced_at != (self.m, self.framing):  # priced before a step of the multiplier
+                plain = recalibrated(plain, self.m, self.framing)
+                self.cache.plain[plain_key] = (made[0], plain)
             return plain
         ident = pm.message.id if pm.message.id is not None else id(pm)
         key = (ident, position, tuple(sorted(r.artifact_id for r in archived.values())), evicted, cap)

@@ -24,7 +24,7 @@ class WalkLog:
     was decided under (anything in ``key`` that differs makes the log useless)."""
 
     key: tuple[Any, ...]
-    """``(floor, cap, media limits, watermark)``: the walk's fixed inputs besides the messages."""
+    """``(floor, media limits, watermark)``: the walk's fixed inputs besides the messages and the cap."""
     newest: int
     """Index of the newest message then; units containing it were decided as the newest unit."""
     units: list[Any]
@@ -48,6 +48,11 @@ class WalkLog:
     """The messages walked, to check a unit end is still the same message before reusing it."""
     calibration: tuple[float, int] = (1.0, 0)
     """``(multiplier, framing)`` its prices were calibrated with (:func:`.walk.recalibrated_log`)."""
+    cap: int = 0
+    """The per-message cap it rendered under."""
+    largest: int = -1
+    """The largest text-only estimate before the cap of any message it took (-1: not measured): a
+    walk under another cap that neither cuts it renders every unit the same."""
 
 
 def equivalent(

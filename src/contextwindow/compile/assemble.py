@@ -14,9 +14,11 @@ from ..content import AttachmentRef, Block, Message, NestedBlock, Text, ToolResu
 from ..errors import OverBudget
 from ._render import Rendered
 from ._run import Run
+from ._tail import TailSums, tail_sums
 from .head import Head, head_bytes
 from .media import manifest_text, shed_media
 from .pairing import enforce_tool_pairing, shape_of
+from .reread import names_reread
 from .state import CompiledRequest, Decisions, Eviction, MediaWatermark
 from .unit import Evicted, Unit
 
@@ -36,12 +38,26 @@ class Opening:
 
 @dataclass(frozen=True, slots=True)
 class _Emitted:
-    """The tail as it goes out: messages, their renders, and what pairing repaired."""
+    """The tail as it goes out: messages, their renders, and what pairing repaired. ``plain``: the
+    renders are those of the tail's sums from ``start`` on, after the opening when ``opened``, so
+    their figures are read from the sums."""
 
     final: list[Message]
     renders: list[Rendered]
     stubbed: list[str]
     dropped: list[str]
+    sums: TailSums | None = None
+    start: int = 0
+    opened: Rendered | None = None
+
+    def total(self, figure: str) -> int:
+        """The renders' sum of ``figure`` (``tokens``, ``wire``, …) read from the sums (``sums`` set)."""
+        assert self.sums is not None
+        prefix: list[int] = getattr(self.sums, figure)
+        opened = 0
+        if self.opened is not None:
+            opened = self.opened.wire_bytes if figure == "wire" else self.opened.tokens
+        return opened + prefix[-1] - prefix[self.start]
 
 
 def assemble(
@@ -57,21 +73,26 @@ def assemble(
     while the manifest does not fit). Raises :class:`~contextwindow.errors.OverBudget` over the byte
     wall."""
     makeup, summary = head.makeup, head.summary
-    manifest, manifest_tokens, emitted = _fit(run, head, units, opening)
-    evictions = [e for u in units for e in u.evictions]
+    sums = tail_sums(run.cache.tail if run.bound else None, units, run.cache.shapes)
+    if run.bound:
+        run.cache.tail = sums
+    manifest, manifest_tokens, emitted = _fit(run, head, units, opening, sums)
+    decided = sums.decided_units(len(sums.units) - len(units))
+    evictions = [e for u in reversed(decided) for e in u.evictions]
     final, renders, request_bytes = _within_wall(run, head, emitted, manifest=manifest, evictions=evictions)
-    inline = _count_segments(run, makeup, renders, final)
+    inline = _count_segments(run, makeup, emitted if renders is emitted.renders else None, renders, final)
     if manifest:
         final = _attach_manifest(final, manifest)
+    names = _names_reread(emitted, summary, final, manifest) if renders is emitted.renders else None
     makeup["manifest"] = manifest_tokens
     local = sum(v for k, v in makeup.items() if k != "output_reserve")
     accepted_first = units[-1].start if units else len(run.messages)
     estimated, reason = _anchored(run, local)
     decisions = Decisions(
         evicted=tuple(_eviction(e) for e in evictions),
-        archived=tuple(a for u in reversed(units) for a in u.archives),
-        new_archives=tuple(a for u in reversed(units) for a in u.new_archives),
-        truncated=tuple(t for u in reversed(units) for t in u.truncations),
+        archived=tuple(a for u in decided for a in u.archives),
+        new_archives=tuple(a for u in decided for a in u.new_archives),
+        truncated=tuple(t for u in decided for t in u.truncations),
         folded=head.folded,
         omitted=run.ids(head.bounds.floor, accepted_first),
         stubbed=tuple(emitted.stubbed),
@@ -93,10 +114,30 @@ def assemble(
         request_bytes=request_bytes,
         model=run.profile.name,
         anchor_reason=reason,
+        names_reread=names,
     )
 
 
-def _fit(run: Run, head: Head, units: list[Unit], opening: Opening) -> tuple[str, int, _Emitted]:
+def _names_reread(
+    emitted: _Emitted, summary: Message | None, final: list[Message], manifest: str
+) -> bool | None:
+    """Whether the request names the re-read tool, read off the sums (``None``: the tail is not
+    theirs as it is): a message of theirs does, or the summary, the opening or the message that
+    carries the manifest."""
+    sums = emitted.sums
+    if sums is None:
+        return None
+    if sums.among(sums.rereads, emitted.start, len(sums.renders)):
+        return True
+    others = [m for m in (summary, emitted.opened.message if emitted.opened else None) if m is not None]
+    if manifest and final:
+        others.append(final[-1])
+    return names_reread(others)
+
+
+def _fit(
+    run: Run, head: Head, units: list[Unit], opening: Opening, sums: TailSums
+) -> tuple[str, int, _Emitted]:
     """``(manifest, its price, the tail as emitted)`` within the budget: the oldest units (from the end
     of ``units``) go until head, manifest and the tail *as it goes out* fit, or one unit is left.
 
@@ -105,27 +146,37 @@ def _fit(run: Run, head: Head, units: list[Unit], opening: Opening) -> tuple[str
     the emitted renders.
     """
     while True:
-        manifest, manifest_tokens = _fit_manifest(run, head, units, opening)
-        emitted = _emit(run, units, head.summary, opening)
-        tail = sum(r.tokens for r in emitted.renders)
+        manifest, manifest_tokens = _fit_manifest(run, head, units, opening, sums)
+        emitted = _emit(run, units, head.summary, opening, sums)
+        tail = _tail_tokens(emitted, sums)
         if head.bounds.head + tail + manifest_tokens <= head.bounds.budget or len(units) <= 1:
             return manifest, manifest_tokens, emitted
         units.pop()  # units are newest first: the last one is the oldest
 
 
-def _fit_manifest(run: Run, head: Head, units: list[Unit], opening: Opening) -> tuple[str, int]:
+def _tail_tokens(emitted: _Emitted, sums: TailSums) -> int:
+    if emitted.sums is None:
+        return sum(r.tokens for r in emitted.renders)
+    return emitted.total("tokens")
+
+
+def _fit_manifest(
+    run: Run, head: Head, units: list[Unit], opening: Opening, sums: TailSums
+) -> tuple[str, int]:
     """``(manifest, its price)``, dropping the oldest units (from the end of ``units``) until head,
     tail and manifest fit or one unit is left."""
     policy, est, budget = run.policy, run.est, head.bounds.budget
     while True:
-        entries = [e.ref for u in units for e in u.evictions if e.ref is not None]
+        lo = len(sums.units) - len(units)
+        decided = sums.decided_units(lo)
+        entries = [e.ref for u in reversed(decided) for e in u.evictions if e.ref is not None]
         manifest = (
             manifest_text(entries, max_entries=policy.manifest_max_entries, reread=policy.reread_tool)
             if entries
             else ""
         )
         manifest_tokens = est.block(Text(text=manifest)) if manifest else 0
-        tail = sum(u.tokens for u in units)
+        tail = sums.unit_tokens[-1] - sums.unit_tokens[lo]
         if head.summary is None and units and units[-1].rendered[0][1].message.role != "user":
             tail += opening.tokens
         if head.bounds.head + tail + manifest_tokens <= budget or len(units) <= 1:
@@ -133,14 +184,25 @@ def _fit_manifest(run: Run, head: Head, units: list[Unit], opening: Opening) -> 
         units.pop()  # units are newest first: the last one is the oldest
 
 
-def _emit(run: Run, units: list[Unit], summary: Message | None, opening: Opening) -> _Emitted:
+def _emit(run: Run, units: list[Unit], summary: Message | None, opening: Opening, sums: TailSums) -> _Emitted:
     """The tail oldest first, tool pairing enforced, opening on a user message when no summary leads.
 
     The APIs open a conversation with a user message (Anthropic refuses anything else). Dropping a
     unit that opens on the assistant instead would drop every round of a tool loop whose one user
     message is its opener, and a covering fold would then take all but the newest round.
     """
-    renders = [r[1] for u in reversed(units) for r in u.rendered]
+    start, stop = sums.span(len(sums.units) - len(units))
+    renders = sums.renders[start:stop]
+    if sums.paired(start, stop, run.cache.shapes):  # nothing to repair: the sums' own messages
+        final = sums.messages[start:stop]
+        opened = None
+        if summary is None and final and final[0].role != "user":
+            final.insert(0, opening.message)
+            opened = run.fresh(opening.message)
+            renders.insert(0, opened)
+        return _Emitted(
+            final=final, renders=renders, stubbed=[], dropped=[], sums=sums, start=start, opened=opened
+        )
     final, stubbed, dropped = enforce_tool_pairing([r.message for r in renders], memo=run.cache.shapes)
     if summary is None and final and final[0].role != "user":
         final.insert(0, opening.message)
@@ -162,9 +224,8 @@ def _within_wall(
     first (``policy.shed_media_over_wall``, added to ``evictions``), else
     :class:`~contextwindow.errors.OverBudget`."""
     final, renders = emitted.final, emitted.renders
-    request_bytes = (
-        head_bytes(run.state, head.summary) + len(manifest.encode()) + sum(r.wire_bytes for r in renders)
-    )
+    tail_bytes = emitted.total("wire") if emitted.sums is not None else sum(r.wire_bytes for r in renders)
+    request_bytes = head_bytes(run.state, head.summary) + len(manifest.encode()) + tail_bytes
     wall = run.policy.transport_max_bytes
     if not wall or request_bytes <= wall:
         return final, renders, request_bytes
@@ -214,23 +275,41 @@ def _shed(
 
 
 def _count_segments(
-    run: Run, makeup: dict[str, int], renders: list[Rendered], final: list[Message]
+    run: Run, makeup: dict[str, int], plain: _Emitted | None, renders: list[Rendered], final: list[Message]
 ) -> tuple[AttachmentRef, ...]:
-    """Fill the tail's segments of ``makeup`` from the renders; return the refs sent inline."""
+    """Fill the tail's segments of ``makeup`` from the renders; return the refs sent inline.
+    ``plain``: the tail as emitted when ``renders`` are its renders as the sums hold them (its
+    figures read from there)."""
     inline: dict[str, AttachmentRef] = {}
-    text = results = images = other = 0
-    for rendered in renders:
-        t, r, i, o = rendered.segments
-        text += t
-        results += r
-        images += i
-        other += o
-        for ref in rendered.inline:
-            inline.setdefault(ref.id, ref)
+    shapes = run.cache.shapes
+    if plain is not None and plain.sums is not None:
+        sums, start = plain.sums, plain.start
+        text, results, images, other = (
+            getattr(sums, f)[-1] - getattr(sums, f)[start] for f in ("text", "results", "images", "other")
+        )
+        with_media = [sums.renders[r] for r in sums.among(sums.inline, start, len(sums.renders))]
+        thinking = bool(sums.among(sums.thinking, start, len(sums.renders)))
+        if plain.opened is not None:
+            t, r, i, o = plain.opened.segments
+            text, results, images, other = text + t, results + r, images + i, other + o
+            with_media.insert(0, plain.opened)
+            thinking = thinking or shape_of(plain.opened.message, shapes).thinking
+        for rendered in with_media:
+            for ref in rendered.inline:
+                inline.setdefault(ref.id, ref)
+    else:
+        text = results = images = other = 0
+        for rendered in renders:
+            t, r, i, o = rendered.segments
+            text += t
+            results += r
+            images += i
+            other += o
+            for ref in rendered.inline:
+                inline.setdefault(ref.id, ref)
+        thinking = any(shape_of(m, shapes).thinking for m in final)
     # Selection priced earlier turns' thinking (erring high); the API strips it on some models, so
     # the request's estimate does not count it.
-    shapes = run.cache.shapes
-    thinking = any(shape_of(m, shapes).thinking for m in final)
     makeup["text"] = max(0, text - run.est.uncharged(final)) if thinking else text
     makeup["tool_results"], makeup["images"], makeup["other_media"] = results, images, other
     return tuple(inline.values())

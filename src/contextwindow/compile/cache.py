@@ -11,6 +11,7 @@ from typing import Any
 
 from ..models import ModelProfile
 from ._render import Base, Pricer, Rendered
+from ._tail import TailSums
 from ._walklog import WalkLog
 from .pairing import ShapeMemo
 from .state import PricedMessage
@@ -35,10 +36,14 @@ class CompileCache:
         self._estimator: tuple[ModelProfile, float, Pricer] | None = None
         self.bases: dict[tuple[Any, int], tuple[PricedMessage, Base]] = {}
         self.renders: dict[tuple[Any, ...], Rendered] = {}
-        self.plain: dict[tuple[Any, int, int], Rendered] = {}
+        self.plain: dict[tuple[Any, int], tuple[int, Rendered]] = {}
+        """Renders without archives or evictions by (id, position), beside the cap each was made
+        under: one no cap cut serves every cap it is within (:func:`._render.same_at`)."""
         self.positions: dict[tuple[str, int], int] = {}
         self.head: dict[tuple[Any, ...], int] = {}
         self.walk: WalkLog | None = None
+        self.tail: TailSums | None = None
+        """The last assembly's tail with its running sums (:mod:`._tail`)."""
         self.shapes: ShapeMemo = {}
         """Each rendered message's :class:`~.pairing.Shape`, for tool pairing's check of the request."""
 
@@ -82,6 +87,7 @@ class CompileCache:
             self.head.clear()
             self.shapes.clear()
             self.walk = None
+            self.tail = None
             self._key = key
         if len(self.renders) > _MAX_RENDERS:
             self.renders.clear()

@@ -241,6 +241,9 @@ class CompiledRequest:
     anchor_reason: str | None = None
     """Why the estimate is cold, when an anchor was given but could not be used."""
     extra: Mapping[str, Any] = field(default_factory=dict)
+    names_reread: bool | None = None
+    """Whether a message names the re-read tool (:func:`~contextwindow.compile.reread.names_reread` of
+    ``messages``), when compile read it off its running sums; ``None``: not known, ask the messages."""
 
     def to_request(self, *, max_tokens: int | None = None, model: str | None = None) -> Request:
         """As a canonical :class:`~contextwindow.content.Request` for ``formats.render``."""

@@ -58,17 +58,19 @@ class _Tail:
     """The walk reached the floor rather than the budget."""
     fresh: bool = False
     """Decide the next unit afresh (reuse stopped at one it may take otherwise)."""
+    largest: int = 0
+    """The largest text-only estimate before the cap of the messages taken (-1: one not measured)."""
 
 
 def walk(run: Run, bounds: Bounds, media: MediaBudget, makeup: dict[str, int]) -> list[Unit]:
     """The tail, newest unit first, within the budget. Raises :class:`~contextwindow.errors.OverBudget`
     (with ``makeup`` filled in) when the newest unit does not fit beside the head."""
     newest = len(run.messages) - 1
-    key = (bounds.floor, bounds.cap, media.count_cap, media.byte_budget, media.watermark, media.contiguous)
+    key = (bounds.floor, media.count_cap, media.byte_budget, media.watermark, media.contiguous)
     old = run.cache.walk
     if old is not None and old.calibration != (run.m, run.framing):
         old = recalibrated_log(run, old)
-    reuse_below = reusable_below(run, old, key)
+    reuse_below = reusable_below(run, old, key, cap=bounds.cap)
     tail = _Tail(end=newest, total=bounds.head, view=_MessageView(run.messages))
     while tail.end >= bounds.floor:
         tail.context = (tail.turns, tail.depth, media.snapshot())
@@ -91,7 +93,7 @@ def walk(run: Run, bounds: Bounds, media: MediaBudget, makeup: dict[str, int]) -
     # The context after the last unit taken: the refused unit's own steps do not count.
     tail.contexts.append(tail.context if not tail.exhausted else (tail.turns, tail.depth, media.snapshot()))
     if run.bound:
-        run.cache.walk = log_walk(run, key, newest, tail)
+        run.cache.walk = log_walk(run, key, newest, tail, cap=bounds.cap)
     return tail.units
 
 
@@ -111,6 +113,7 @@ def _take_next(run: Run, tail: _Tail, bounds: Bounds, media: MediaBudget, makeup
     elif unit.tokens > room:
         return False
     tail.total += unit.tokens
+    tail.largest = _larger(tail.largest, max(r.uncut for _, r, _, _ in unit.rendered))
     units.append(unit)
     tail.contexts.append(tail.context)
     tail.end = unit.start - 1
@@ -161,6 +164,7 @@ def _reuse(run: Run, tail: _Tail, old: WalkLog, bounds: Bounds, media: MediaBudg
     for t, d, ms in old.contexts[k:m]:
         tail.contexts.append((t + dturns, d + ddepth, mine if settled else ms))
     tail.units.extend(taken)
+    tail.largest = _larger(tail.largest, old.largest)  # of all its units: an upper bound of these
     tail.total += old.prefix[m] - old.prefix[k]
     after_turns, after_depth, after_media = old.contexts[m]
     tail.turns, tail.depth = after_turns + dturns, after_depth + ddepth
@@ -199,13 +203,17 @@ def _reusable_count(run: Run, old: WalkLog, k: int, *, room: int) -> int:
     return m
 
 
-def reusable_below(run: Run, old: WalkLog | None, key: tuple[Any, ...]) -> int:
+def reusable_below(run: Run, old: WalkLog | None, key: tuple[Any, ...], *, cap: int) -> int:
     """Unit ends below this index may be reused from ``old`` (-1: none may).
 
-    The previous walk must have had the same fixed inputs, and its units must sit below its own
-    newest message and below every message whose archive records changed since.
+    The previous walk must have had the same fixed inputs and a per-message ``cap`` that cut no
+    message it took differently (none is over either cap, so every render is the same), and its
+    units must sit below its own newest message and below every message whose archive records
+    changed since.
     """
     if old is None or old.key != key:
+        return -1
+    if old.cap != cap and not (old.largest >= 0 and all(c <= 0 or old.largest <= c for c in (old.cap, cap))):
         return -1
     below = old.newest
     if old.archives != run.archived_by:
@@ -222,8 +230,8 @@ def reusable_below(run: Run, old: WalkLog | None, key: tuple[Any, ...]) -> int:
     return below
 
 
-def log_walk(run: Run, key: tuple[Any, ...], newest: int, tail: _Tail) -> WalkLog:
-    """The log of this walk, for the next compile to reuse."""
+def log_walk(run: Run, key: tuple[Any, ...], newest: int, tail: _Tail, *, cap: int) -> WalkLog:
+    """The log of this walk (under the per-message ``cap``), for the next compile to reuse."""
     units = tail.units
     prefix = [0]
     for unit in units:
@@ -241,6 +249,8 @@ def log_walk(run: Run, key: tuple[Any, ...], newest: int, tail: _Tail) -> WalkLo
         archives=dict(run.archived_by),
         source=run.messages,
         calibration=(run.m, run.framing),
+        cap=cap,
+        largest=tail.largest,
     )
 
 
@@ -304,6 +314,11 @@ class _MessageView(Sequence[Message]):
         if isinstance(index, slice):
             return [pm.message for pm in self._priced[index]]
         return self._priced[index].message
+
+
+def _larger(a: int, b: int) -> int:
+    """The larger of two text-only estimates, -1 (not measured) if either is."""
+    return -1 if a < 0 or b < 0 else max(a, b)
 
 
 def _id_in(messages: Sequence[PricedMessage], position: int) -> str | None:

@@ -29,7 +29,7 @@ from ..formats import ToolDefinition, tool_specs
 from ..models import ModelProfile
 from ..store import Session
 from ..usage.tracker import Anchor, AnchorBook
-from .live import LiveRequest, shared
+from .live import LiveRequest, unshared
 from .window import WindowState
 
 __all__ = [
@@ -214,7 +214,7 @@ class RequestCompiler:
         # its stream are learned by what each appended: CallAccounting).
         window.calibrator.arm(compiled.local_estimate)
         tools, extra = compiled.tools, 0
-        if reread and all(t.name != READ_ARCHIVED for t in tools) and names_reread(compiled.messages):
+        if reread and all(t.name != READ_ARCHIVED for t in tools) and _names_reread(compiled):
             tools = (*tools, READ_ARCHIVED_TOOL)
             extra = estimator.tool_spec(READ_ARCHIVED_TOOL)
         max_tokens = window.compiled(compiled.output_reserve)
@@ -250,8 +250,15 @@ class RequestCompiler:
         """The estimate of those of ``messages`` that a counted request (its messages as rendered
         there, :attr:`LiveRequest.rendered`) did not hold: new, or rendered otherwise
         (:func:`~contextwindow.engine.live.shared`)."""
-        fresh = [m for m in messages if not shared(counted, m)]
+        fresh = unshared(counted, messages)
         return self.window_state.fit.live_estimator().messages(fresh) if fresh else 0
+
+
+def _names_reread(compiled: Compiled) -> bool:
+    """Whether a placeholder in ``compiled`` names the re-read tool: as compile knew it when it says,
+    else read from the messages."""
+    known = getattr(compiled, "names_reread", None)
+    return known if isinstance(known, bool) else names_reread(compiled.messages)
 
 
 def _head_tokens(compiled: Compiled, extra: int) -> tuple[int, int]:

@@ -3,11 +3,12 @@ it covers (:func:`shared`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..content import Block, Message, Request, Text, ToolSpec
 
-__all__ = ["LiveRequest", "shared"]
+__all__ = ["LiveRequest", "shared", "unshared"]
 
 
 @dataclass(slots=True)
@@ -83,3 +84,15 @@ def shared(anchored: dict[str, tuple[Block, ...]], message: Message) -> bool:
         return False
     content = anchored.get(message.id)
     return content is not None and (content is message.content or content == message.content)
+
+
+def unshared(anchored: dict[str, tuple[Block, ...]], messages: Sequence[Message]) -> list[Message]:
+    """Those of ``messages`` not :func:`shared` with the anchored request (the test inlined: this runs
+    over every message of a request on each anchored compile)."""
+    return [
+        m
+        for m in messages
+        if m.id is None
+        or (content := anchored.get(m.id)) is None
+        or (content is not m.content and content != m.content)
+    ]

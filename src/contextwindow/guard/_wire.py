@@ -12,6 +12,7 @@ from call to call, so the provider's prompt cache keeps working).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from operator import is_
 from typing import Any, Literal, Protocol, TypeAlias
 
 from ..content import Message, Request, ToolSpec, media_refs
@@ -33,30 +34,65 @@ class WireMemo:
     """Each message's wire items from the previous render of one conversation, by the message object:
     a message compile hands back unchanged (the same object, as its memo keeps them) is not
     rendered again. Messages with media are rendered each time (their bytes are not kept). Bounded
-    by one request: what a render did not use is dropped."""
+    by one request: what a render did not use is dropped.
+
+    The history mostly goes out as it went last time with a few messages after it, so the items of
+    the leading run of messages the previous render had, in the same places, are one slice of its
+    items (up to its first message with media); only the rest are looked up one by one."""
 
     def __init__(self) -> None:
         self._items: dict[int, tuple[Message, list[dict[str, Any]]]] = {}
+        self._messages: list[Message] = []
+        self._flat: list[dict[str, Any]] = []
+        self._ends: list[int] = [0]
+        """``_ends[i]``: the items of ``_messages[:i]``; only up to the first message with media."""
 
     def render(
         self, messages: Sequence[Message], one: Callable[[Message], list[dict[str, Any]]]
     ) -> list[dict[str, Any]]:
         """``messages`` as wire items, ``one`` rendering a message the previous render did not have."""
-        old = self._items
-        new: dict[int, tuple[Message, list[dict[str, Any]]]] = {}
-        out: list[dict[str, Any]] = []
-        for message in messages:
-            hit = old.get(id(message))
+        keep = self._leading(messages)
+        out = self._flat[: self._ends[keep]]
+        ends = self._ends[: keep + 1]
+        items = self._items
+        new = items if keep else {}
+        media = False  # a message with media seen: the leading run for the next render ends there
+        for message in messages[keep:]:
+            hit = items.get(id(message))
             if hit is not None and hit[0] is message:
-                new[id(message)] = hit
-                out.extend(hit[1])
-                continue
-            wire = one(message)
-            if not media_refs(message.content):
-                new[id(message)] = (message, wire)
+                wire = hit[1]
+            else:
+                wire = one(message)
+                if media_refs(message.content):
+                    media = True
+                    out.extend(wire)
+                    continue
+            new[id(message)] = (message, wire)
             out.extend(wire)
+            if not media:
+                ends.append(len(out))
+        self._messages = list(messages)
+        self._flat = out if len(ends) == len(messages) + 1 else out[: ends[-1]]
+        self._ends = ends
+        if len(new) > 2 * len(messages) + 16:  # a long history went out shorter: drop what it left
+            kept = {id(m) for m in messages}
+            new = {k: v for k, v in new.items() if k in kept}
         self._items = new
-        return out
+        return list(out)
+
+    def _leading(self, messages: Sequence[Message]) -> int:
+        """How many leading messages are the previous render's, in the same places, before its
+        first message with media."""
+        old = self._messages
+        keep = min(len(old), len(messages), len(self._ends) - 1)
+        while keep and messages[keep - 1] is not old[keep - 1]:
+            keep -= 1  # the newest messages are new objects
+        if keep and not all(map(is_, messages[:keep], old[:keep])):
+            # One among them is another object (a fold, a cut, an archive): the run ends there.
+            keep = next(
+                i for i, (mine, theirs) in enumerate(zip(messages, old, strict=False)) if mine is not theirs
+            )
+        return keep
 
 
 class WireAdapter(Protocol):
