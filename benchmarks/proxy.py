@@ -622,12 +622,21 @@ def _parts_table(cpus: dict[int, dict[str, float]], turns: int) -> list[str]:
     return lines
 
 
-def _warm(front: Front) -> None:
-    """One call, so that what a fresh process loads on its first request (the tokenizers' tables,
-    a few seconds under load) is not counted as throughput."""
-    agent = _Agent(front, _history(f"warm{front.port}", 4))
-    agent.call()
-    agent.close()
+def _warm(front: Front, connections: int = 1) -> None:
+    """One call on each of ``connections`` connections at once, so that what a fresh process loads on
+    its first request (the tokenizers' tables, a few seconds under load) is not counted as
+    throughput; with several workers, several connections reach each of them."""
+
+    def call(index: int) -> None:
+        agent = _Agent(front, _history(f"warm{index}p{front.port}", 4))
+        agent.call()
+        agent.close()
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(connections)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 def _throughput_table(
@@ -778,7 +787,7 @@ def run(sizes: Sizes, venv: Path) -> str:
         lines, cpus = _cpu_table(fronts, names, sizes.turns, cell)
         lines += ["", *_parts_table(cpus, sizes.turns)]
         workers = stack.enter_context(_contextwindow_proxy(upstream, tmp, "--workers", "2", name=WORKERS))
-        _warm(workers)
+        _warm(workers, connections=8)
         tp_fronts, tp_names = [*fronts[:2], workers, *fronts[2:]], [*names[:2], WORKERS, *names[2:]]
         lines += ["", *_throughput_table(tp_fronts, tp_names, sizes, cell, "upstream answering at once")]
         bounded = stack.enter_context(_contextwindow_proxy(upstream, tmp, "--cache-mb", "4", name=BOUNDED))
