@@ -13,7 +13,9 @@ on every call. Figures, each beside direct and beside LiteLLM:
 2. that CPU in parts: the guard core's and compile's within it (thread CPU in this process,
    :mod:`benchmarks.proxy_parts`), and the rest, the proxy's own;
 3. requests per second with 20 and 50 concurrent conversations, against the local provider answering
-   at once (every front CPU-bound on the same cores) and answering in one second (as a model does);
+   at once (every front CPU-bound on the same cores; the guarded proxy also with ``--workers 2``, and
+   each path's CPU per call: the agent's, the upstream's, the front's, with the ratio to direct the
+   cores allow when all are CPU-bound) and answering in one second (as a model does);
 4. RSS of the process in front over 1,000 conversations (``--conversations N`` for a quicker run),
    for the guarded proxy with its default ``--cache-mb`` and with ``--cache-mb 4``, and what each
    says on ``/health`` of the conversations it holds;
@@ -343,8 +345,19 @@ def _cpu_per_request(front: Front, messages: int, turns: int) -> tuple[float, fl
 # -- 2. throughput ----------------------------------------------------------------------------------
 
 
-def _throughput(front: Front, clients: int, sizes: Sizes) -> tuple[float, int, int]:
-    """Requests/s, requests, errors for ``clients`` concurrent conversations (10 messages to start)."""
+@dataclass(frozen=True)
+class Throughput:
+    rps: float
+    calls: int
+    errors: int
+    cpu_ms: dict[str, float]
+    """CPU ms per call of each process on the path: the agent (this process), the upstream and the
+    front (when it is not the upstream itself)."""
+
+
+def _throughput(front: Front, clients: int, sizes: Sizes, upstream: Front | None = None) -> Throughput:
+    """Requests/s, requests, errors and CPU per call for ``clients`` concurrent conversations (10
+    messages to start); ``upstream``: the process behind ``front``, whose CPU counts too."""
     stop_at = time.monotonic() + sizes.throughput_seconds
     done: list[bool] = []
     lock = threading.Lock()
@@ -362,13 +375,19 @@ def _throughput(front: Front, clients: int, sizes: Sizes) -> tuple[float, int, i
             agent.close()
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(clients)]
+    path = {"upstream": upstream or front, **({"front": front} if upstream is not None else {})}
+    cpu_before = {name: p.cpu_seconds() for name, p in path.items()}
+    agent_before = time.process_time()
     began = time.monotonic()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     elapsed = time.monotonic() - began
-    return len(done) / elapsed, len(done), done.count(False)
+    calls = max(1, len(done))
+    cpu = {"agent": (time.process_time() - agent_before) * 1000 / calls}
+    cpu |= {name: (p.cpu_seconds() - cpu_before[name]) * 1000 / calls for name, p in path.items()}
+    return Throughput(len(done) / elapsed, len(done), done.count(False), cpu)
 
 
 # -- 3. RSS -----------------------------------------------------------------------------------------
@@ -578,13 +597,14 @@ def _parts_table(cpus: dict[int, dict[str, float]], turns: int) -> list[str]:
         "The guarded proxy serving in the benchmark's process, the upstream in its own: *server* is the "
         "process's CPU less the agent thread's; *guard core* the thread CPU of its steps (matching, the "
         "ledger's reads and writes, compiling, rendering, recording the reply); *compile* "
-        "`SessionCompiler.compile` within them; the *proxy's own* is the rest: HTTP in and out (uvicorn, "
-        "httpx), the body parsed and the compiled one serialised, routing, relaying, the hand-offs to "
+        "`SessionCompiler.compile` within them; *pricing* `Estimator.request` within them (whole requests "
+        "priced: the agent's request as written, for `x-contextwindow-tokens-in`, is most of it); the *proxy's own* is the rest: HTTP in and out (uvicorn, "
+        "the upstream client), the body parsed and the compiled one serialised, routing, relaying, the hand-offs to "
         "worker threads. The separate-process CPU of the table above is beside it, and LiteLLM's.",
         "",
-        "| history | server | guard core | … of which compile | proxy's own | pass-through proxy (process) "
-        "| LiteLLM proxy (process) | compile / server | own / LiteLLM |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| history | server | guard core | … of which compile | … of which pricing | proxy's own "
+        "| pass-through proxy (process) | LiteLLM proxy (process) | compile / server | own / LiteLLM |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for messages in HISTORIES:
         got = cpus[messages]
@@ -593,7 +613,7 @@ def _parts_table(cpus: dict[int, dict[str, float]], turns: int) -> list[str]:
         litellm = got.get(LITELLM)
         lines.append(
             f"| ~{messages} messages | {parts['server']:.1f} | {parts['core']:.1f} | {parts['compile']:.1f} | "
-            f"{own:.1f} | {got.get(PASSTHROUGH, float('nan')):.1f} | "
+            f"{parts['pricing']:.1f} | {own:.1f} | {got.get(PASSTHROUGH, float('nan')):.1f} | "
             + (f"{litellm:.1f}" if litellm else "—")
             + f" | {parts['compile'] / parts['server']:.0%} | "
             + (f"{own / litellm:.2f}" if litellm else "—")
@@ -602,16 +622,31 @@ def _parts_table(cpus: dict[int, dict[str, float]], turns: int) -> list[str]:
     return lines
 
 
-def _warm(front: Front) -> None:
-    """One call, so that what a fresh process loads on its first request (the tokenizers' tables,
-    a few seconds under load) is not counted as throughput."""
-    agent = _Agent(front, _history(f"warm{front.port}", 4))
-    agent.call()
-    agent.close()
+def _warm(front: Front, connections: int = 1) -> None:
+    """One call on each of ``connections`` connections at once, so that what a fresh process loads on
+    its first request (the tokenizers' tables, a few seconds under load) is not counted as
+    throughput; with several workers, several connections reach each of them."""
+
+    def call(index: int) -> None:
+        agent = _Agent(front, _history(f"warm{index}p{front.port}", 4))
+        agent.call()
+        agent.close()
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(connections)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 def _throughput_table(
-    fronts: list[Front], names: list[str], sizes: Sizes, cell: Callable[..., str], title: str
+    fronts: list[Front],
+    names: list[str],
+    sizes: Sizes,
+    cell: Callable[..., str],
+    title: str,
+    *,
+    cpu_bound: bool = True,
 ) -> list[str]:
     lines = [
         f"### Throughput, {title} (each conversation: 10 messages to start, up to {sizes.throughput_turns} "
@@ -620,18 +655,40 @@ def _throughput_table(
         "| concurrent conversations | " + " | ".join(names) + " |",
         "| --- | " + " | ".join("---" for _ in names) + " |",
     ]
+    upstream = fronts[0]  # direct: the upstream itself
+    bounds = [
+        "",
+        "CPU per call on the path (ms: the agent, the upstream, the front)"
+        + (
+            ", and the throughput the cores allow it beside direct when every process is CPU-bound on "
+            "them (direct's CPU per call over the path's; the measured ratio cannot pass it by much):"
+            if cpu_bound
+            else ":"
+        ),
+        "",
+        "| concurrent conversations | " + " | ".join(names) + " |",
+        "| --- | " + " | ".join("---" for _ in names) + " |",
+    ]
     for clients in (20, 50):
-        rows = {}
-        direct_rps = 0.0
+        rows, costs = {}, {}
+        direct: Throughput | None = None
         for front in fronts:
-            rps, n, errors = _throughput(front, clients, sizes)
-            direct_rps = rps if front.name == "direct" else direct_rps
-            relative = f" ({rps / direct_rps:.2f}× direct)" if front.name != "direct" and direct_rps else ""
-            rows[front.name] = f"{rps:.1f} req/s{relative}, {n} calls" + (
-                f", {errors} errors" if errors else ""
+            got = _throughput(front, clients, sizes, None if front is upstream else upstream)
+            direct = got if front is upstream else direct
+            relative = f" ({got.rps / direct.rps:.2f}× direct)" if front is not upstream and direct else ""
+            rows[front.name] = f"{got.rps:.1f} req/s{relative}, {got.calls} calls" + (
+                f", {got.errors} errors" if got.errors else ""
             )
+            total = sum(got.cpu_ms.values())
+            bound = (
+                f", bound {sum(direct.cpu_ms.values()) / total:.2f}×"
+                if cpu_bound and direct and front is not upstream
+                else ""
+            )
+            costs[front.name] = " + ".join(f"{v:.1f}" for v in got.cpu_ms.values()) + f" = {total:.1f}{bound}"
         lines.append(f"| {clients} | " + " | ".join(cell(n, rows) for n in names) + " |")
-    return lines
+        bounds.append(f"| {clients} | " + " | ".join(cell(n, costs) for n in names) + " |")
+    return lines + bounds
 
 
 def _rss_table(
@@ -688,6 +745,7 @@ HISTORIES = (10, 100, 400)
 GUARDED = "contextwindow proxy"
 PASSTHROUGH = "contextwindow pass-through"
 BOUNDED = "contextwindow proxy --cache-mb 4"
+WORKERS = "contextwindow proxy --workers 2"
 LITELLM = "LiteLLM proxy"
 MIB = 1024 * 1024
 SLOW_UPSTREAM = 1.0
@@ -728,26 +786,33 @@ def run(sizes: Sizes, venv: Path) -> str:
 
         lines, cpus = _cpu_table(fronts, names, sizes.turns, cell)
         lines += ["", *_parts_table(cpus, sizes.turns)]
-        lines += ["", *_throughput_table(fronts, names, sizes, cell, "upstream answering at once")]
+        workers = stack.enter_context(_contextwindow_proxy(upstream, tmp, "--workers", "2", name=WORKERS))
+        _warm(workers, connections=8)
+        tp_fronts, tp_names = [*fronts[:2], workers, *fronts[2:]], [*names[:2], WORKERS, *names[2:]]
+        lines += ["", *_throughput_table(tp_fronts, tp_names, sizes, cell, "upstream answering at once")]
         bounded = stack.enter_context(_contextwindow_proxy(upstream, tmp, "--cache-mb", "4", name=BOUNDED))
         rss_fronts = [f for f in fronts if f.name != PASSTHROUGH]
         rss_fronts.insert(2, bounded)
         rss_names = ["direct", GUARDED, BOUNDED, LITELLM]
         lines += ["", *_rss_table(rss_fronts, rss_names, sizes.conversations, cell)]
         stack.close()  # the first upstream and its fronts stop before the slow one starts
-        all_fronts = [*fronts, bounded]
+        all_fronts = [*fronts, workers, bounded]
         slow = stack.enter_context(_upstream(tmp, delay=SLOW_UPSTREAM))
         slow_fronts = [slow, stack.enter_context(_contextwindow_proxy(slow, tmp))]
+        slow_fronts.append(
+            stack.enter_context(_contextwindow_proxy(slow, tmp, "--no-guard", name=PASSTHROUGH))
+        )
         for front in slow_fronts:
             _warm(front)
         lines += [
             "",
             *_throughput_table(
                 slow_fronts,
-                ["direct", GUARDED],
+                ["direct", GUARDED, PASSTHROUGH],
                 sizes,
                 cell,
                 f"upstream answering in {SLOW_UPSTREAM:g} s (`serve --delay {SLOW_UPSTREAM:g}`)",
+                cpu_bound=False,
             ),
         ]
         lines += _failures([*all_fronts, *slow_fronts])

@@ -154,22 +154,26 @@ def core_parts(messages: int, calls: int) -> dict[str, float]:
 
 def in_situ(messages: int, calls: int) -> dict[str, float]:
     """The guarded proxy serving in this process (the upstream in its own): CPU ms per call of the
-    whole server (this process less the agent's thread), of the guard core's steps and of compile
-    within them (thread CPU inside each), averaged over ``calls`` after two warm-up calls."""
+    whole server (this process less the agent's thread), of the guard core's steps, and within them
+    of compile and of ``Estimator.request`` (whole requests priced: the agent's request as written,
+    for ``x-contextwindow-tokens-in``, is most of it), thread CPU inside each, averaged over
+    ``calls`` after two warm-up calls."""
     from benchmarks.proxy import Front, _Agent, _upstream
     from contextwindow.compile import SessionCompiler
     from contextwindow.guard import _core
+    from contextwindow.pricing import Estimator
     from contextwindow.server import BackgroundServer, guarded
     from contextwindow.server.proxy import proxy_app
     from contextwindow.store import open_store
 
-    steps, replies, compiling = _Clock(), _Clock(), _Clock()
+    steps, replies, compiling, pricing = _Clock(), _Clock(), _Clock(), _Clock()
     with (
         tempfile.TemporaryDirectory() as tmp,
         _upstream(Path(tmp)) as upstream,
         _timed(guarded, "_advance", steps),
         _timed(_core.Exchange, "finish", replies),
         _timed(SessionCompiler, "compile", compiling),
+        _timed(Estimator, "request", pricing),
     ):
         transform = guarded.GuardTransform(open_store(str(Path(tmp) / "in-situ.sqlite")))
         app = proxy_app(f"http://127.0.0.1:{upstream.port}", transform=transform)
@@ -179,7 +183,7 @@ def in_situ(messages: int, calls: int) -> dict[str, float]:
             )
             for _ in range(2):
                 agent.call()
-            for clock in (steps, replies, compiling):
+            for clock in (steps, replies, compiling, pricing):
                 clock.spent = 0.0
             process, own = time.process_time(), time.thread_time()
             for _ in range(calls):
@@ -193,6 +197,7 @@ def in_situ(messages: int, calls: int) -> dict[str, float]:
         "server": server * per_call,
         "core": (steps.spent + replies.spent) * per_call,
         "compile": compiling.spent * per_call,
+        "pricing": pricing.spent * per_call,
     }
 
 

@@ -124,6 +124,7 @@ class HttpApp:
         started = time.monotonic()
         seen = {"status": 0, "in": 0, "out": 0, "started": False}
         said: dict[str, Any] = {}
+        logged = _access.isEnabledFor(logging.INFO)
 
         async def counting_receive() -> Message:
             message = await receive()
@@ -135,7 +136,8 @@ class HttpApp:
             if message["type"] == "http.response.start":
                 seen["status"] = message["status"]
                 seen["started"] = True
-                said.update(_said(message.get("headers", ())))
+                if logged:
+                    said.update(_said(message.get("headers", ())))
             elif message["type"] == "http.response.body":
                 seen["out"] += len(message.get("body", b""))
             await send(message)
@@ -180,21 +182,25 @@ class HttpApp:
             if not seen["started"]:
                 await self._refuse(path, "api_error", "Internal server error", counting_send, True, {})
         finally:
-            _access.info(
-                json.dumps(
-                    {
-                        "server": self.name,
-                        "method": scope.get("method"),
-                        "path": path,
-                        "status": seen["status"],
-                        "bytes_in": seen["in"],
-                        "bytes_out": seen["out"],
-                        "ms": round((time.monotonic() - started) * 1000, 1),
-                        **said,
-                    },
-                    separators=(",", ":"),
-                )
-            )
+            if logged:
+                _access.info(self._access_line(scope, path, seen, said, started))
+
+    def _access_line(
+        self, scope: Scope, path: str, seen: dict[str, Any], said: dict[str, Any], started: float
+    ) -> str:
+        return json.dumps(
+            {
+                "server": self.name,
+                "method": scope.get("method"),
+                "path": path,
+                "status": seen["status"],
+                "bytes_in": seen["in"],
+                "bytes_out": seen["out"],
+                "ms": round((time.monotonic() - started) * 1000, 1),
+                **said,
+            },
+            separators=(",", ":"),
+        )
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:

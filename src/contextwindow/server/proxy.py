@@ -120,6 +120,8 @@ class UpstreamReply:
         self.headers: Mapping[str, str] = headers
         self._chunks = chunks
         self._close = close
+        self.body: bytes | None = None
+        """The whole body when it was read already (:meth:`of_bytes`): answered in one piece."""
 
     @classmethod
     def of_response(cls, response: httpx.Response) -> UpstreamReply:
@@ -135,7 +137,9 @@ class UpstreamReply:
             yield body
 
         kept = {k: v for k, v in headers.items() if k.lower() not in ("content-length", "content-encoding")}
-        return cls(status, kept, once())
+        reply = cls(status, kept, once())
+        reply.body = body
+        return reply
 
     def with_chunks(self, chunks: AsyncIterator[bytes]) -> UpstreamReply:
         """The same answer with its body passed through ``chunks`` (a transform reading a stream)."""
@@ -143,7 +147,9 @@ class UpstreamReply:
 
     def with_headers(self, headers: Mapping[str, str]) -> UpstreamReply:
         """The same answer with ``headers`` added to the upstream's (the proxy's own say)."""
-        return UpstreamReply(self.status, {**self.headers, **headers}, self._chunks, self._close)
+        reply = UpstreamReply(self.status, {**self.headers, **headers}, self._chunks, self._close)
+        reply.body = self.body
+        return reply
 
     def chunks(self) -> AsyncIterator[bytes]:
         """The body as the upstream sends it (each SSE event as soon as it comes)."""
@@ -228,6 +234,8 @@ async def passthrough(call: ProxyCall, upstream: Upstream) -> UpstreamReply:
 def _relay(reply: UpstreamReply) -> Response:
     # The server writes its own Date on every answer; the upstream's would make two.
     headers = {k: v for k, v in reply.headers.items() if k.lower() not in _HOP_BY_HOP and k.lower() != "date"}
+    if reply.body is not None:  # read already: one piece, without a task listening for the agent
+        return Response(reply.body, status_code=reply.status, headers=headers)
     return StreamingResponse(
         reply.chunks(), status_code=reply.status, headers=headers, background=BackgroundTask(reply.aclose)
     )

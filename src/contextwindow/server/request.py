@@ -48,17 +48,29 @@ class _ByteBudget:
         self.used = 0
         self.peak = 0
         self._changed = asyncio.Condition()
+        self._waiting = 0
 
     async def reserve(self, n: int, timeout: float) -> None:
-        async with self._changed:
-            await asyncio.wait_for(self._changed.wait_for(lambda: self.used + n <= self.capacity), timeout)
-            self.used += n
+        if self.used + n <= self.capacity and not self._waiting:
+            self.used += n  # room now and nobody waiting before it: no lock, no timer
             self.peak = max(self.peak, self.used)
+            return
+        self._waiting += 1
+        try:
+            async with self._changed:
+                await asyncio.wait_for(
+                    self._changed.wait_for(lambda: self.used + n <= self.capacity), timeout
+                )
+                self.used += n
+                self.peak = max(self.peak, self.used)
+        finally:
+            self._waiting -= 1
 
     async def release(self, n: int) -> None:
-        async with self._changed:
-            self.used -= n
-            self._changed.notify_all()
+        self.used -= n
+        if self._waiting:
+            async with self._changed:
+                self._changed.notify_all()
 
 
 class Gate:
@@ -101,7 +113,11 @@ class Gate:
             # A slot is taken once the body is in: a slow client holds body budget, never a slot.
             waited = time.monotonic() - started
             try:
-                await asyncio.wait_for(self._slots.acquire(), max(0.01, limits.queue_timeout - waited))
+                if self._slots.locked():
+                    async with asyncio.timeout(max(0.01, limits.queue_timeout - waited)):
+                        await self._slots.acquire()
+                else:
+                    await self._slots.acquire()
             except TimeoutError:
                 raise HttpError(
                     "overloaded_error", "Overloaded", close=True, headers={"retry-after": "1"}
@@ -145,7 +161,8 @@ async def _read_body(request: Request, limits: ServerLimits, *, deadline: float)
         try:
             if remaining <= 0:
                 raise TimeoutError
-            message = await asyncio.wait_for(receive(), remaining)
+            async with asyncio.timeout(remaining):
+                message = await receive()
         except TimeoutError:
             raise HttpError(
                 "request_timeout",
