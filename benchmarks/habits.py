@@ -278,7 +278,7 @@ def _ledger(store: Path) -> tuple[int, int]:
         return 0, 0
     ledger = contextwindow.open_store(str(store))
     ids = ledger.sessions()
-    entries = sum(len(ledger.session(sid).entries()) for sid in ids)
+    entries = ledger.size().entries  # what the sessions store themselves: a branch's shared prefix once
     ledger.close()
     return entries, len(ids)
 
