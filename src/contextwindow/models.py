@@ -38,6 +38,7 @@ __all__ = [
     "canonical_name",
     "fallback_profile",
     "get_profile",
+    "output_cap",
     "register",
 ]
 
@@ -403,6 +404,16 @@ def get_profile(model: str | ModelProfile) -> ModelProfile:
             return _registry[max(candidates, key=len)]
         close = difflib.get_close_matches(name, list(_registry), n=5, cutoff=0.5)
     raise UnknownModel(model, known=close)
+
+
+def output_cap(model: str) -> int | None:
+    """The most output tokens a registered profile says ``model`` writes in one reply (a request
+    asking for more is refused by its provider), or ``None`` when no profile names the model: a
+    family's rule only guesses its cap, and the guess is not a bound to hold an agent to."""
+    try:
+        return get_profile(model).max_output_tokens
+    except UnknownModel:
+        return None
 
 
 def fallback_profile(model: str, context_window: int) -> ModelProfile:

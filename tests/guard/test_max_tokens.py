@@ -55,3 +55,39 @@ class TestImpossibleMaxTokens:
         )
         assert client.last_exchange.body["max_tokens"] == 1024
         assert not any(e.type == "max_tokens_lowered" for e in client.last_exchange.events)
+
+
+class TestAboveTheModelsOutputCap:
+    """gpt-4o writes at most 16,384 tokens a reply: 64,000 (pydantic-ai's Anthropic default, reused
+    for an OpenAI model) is refused by the provider even where the window has room for it."""
+
+    @pytest.fixture
+    def server(self) -> Iterator[LocalServer]:
+        with LocalServer(LocalModel(LocalSettings())) as running:
+            yield running
+
+    def test_it_is_lowered_to_the_cap_and_the_call_is_accepted(self, server: LocalServer) -> None:
+        openai = pytest.importorskip("openai")
+        with openai.OpenAI(api_key="local", base_url=server.url + "/v1", max_retries=0) as raw:
+            bare = raw.chat.completions
+            with pytest.raises(openai.BadRequestError):  # the provider refuses it as asked
+                bare.create(
+                    model="gpt-4o",
+                    max_tokens=PYDANTIC_AI_DEFAULT,
+                    messages=[{"role": "user", "content": "Hi"}],
+                )
+            client = contextwindow.guard(raw, store=":memory:")
+            response = client.chat.completions.create(
+                model="gpt-4o", max_tokens=PYDANTIC_AI_DEFAULT, messages=[{"role": "user", "content": "Hi"}]
+            )
+            assert response.choices[0].message.content
+            assert (
+                client.last_exchange.body["max_tokens"] == contextwindow.models.output_cap("gpt-4o") == 16_384
+            )
+            lowered = [e for e in client.last_exchange.events if e.type == "max_tokens_lowered"]
+            assert [(e.asked, e.lowered) for e in lowered] == [(PYDANTIC_AI_DEFAULT, 16_384)]
+            client.store.close()
+
+    def test_a_model_no_profile_names_is_not_held_to_a_guessed_cap(self) -> None:
+        assert contextwindow.models.output_cap("gpt-4o") == 16_384
+        assert contextwindow.models.output_cap("my-own-finetune") is None

@@ -40,7 +40,7 @@ from ..engine.loop import Engine
 from ..engine.settings import EngineSettings
 from ..errors import ContextOverflow, OverBudget, SessionMoved, StoreBusy, UnknownModel, UsageError
 from ..formats import ParsedRequest
-from ..models import ModelProfile, fallback_profile, get_profile
+from ..models import ModelProfile, fallback_profile, get_profile, output_cap
 from ..pricing import Estimator
 from ..providers.base import Stop, normalise_stop_reason
 from ..store import Store
@@ -343,7 +343,9 @@ class GuardCore:
         if self.measure or call.engine.observer.watched:
             call.asked = estimator.request(canonical)
             call.engine.observer.asked(call.asked)
-        self._fit_max_tokens(call, call.engine.fit_profile().context_window)
+        self._fit_max_tokens(
+            call, call.engine.fit_profile().context_window, output_cap(canonical.model or "")
+        )
         # The request sent is the agent's body with the compiled history in place of its own (the
         # leading system items, which a rendered request keeps verbatim, as JSON).
         call.shown = {**body, self.history.key: self.history.head(body.get(self.history.key) or [])}
@@ -426,11 +428,11 @@ class GuardCore:
             memo=call.conversation.wire_memo,
         )
 
-    def _fit_max_tokens(self, call: _Call, window: int) -> bool:
+    def _fit_max_tokens(self, call: _Call, window: int, cap: int | None = None) -> bool:
         """The agent's ``max_tokens`` as the output reserve compile keeps; one that cannot fit beside the
-        smallest request that could be sent in ``window`` (system, tools, the newest message) is
-        lowered, so a bound the provider must refuse is never sent; an event and a log line say so.
-        Whether it was lowered."""
+        smallest request that could be sent in ``window`` (system, tools, the newest message), or is
+        above the model's own output ``cap``, is lowered, so a bound the provider must refuse is never
+        sent; an event and a log line say so. Whether it was lowered."""
         asked = call.max_tokens
         if asked is None:
             return False
@@ -438,6 +440,7 @@ class GuardCore:
         # Lowered to the reserve the policy derives for the window (a third of a small one), so the
         # history keeps room beside it, and never above what fits beside the smallest request.
         fitted = asked if asked <= room else max(1, min(room, self.policy.reserve_for(window, asked)))
+        fitted = min(fitted, cap or fitted)
         call.conversation.compiler.policy = call.conversation.compiler.policy.with_(output_reserve=fitted)
         if fitted == asked:
             return False
@@ -446,8 +449,8 @@ class GuardCore:
             call.engine.observer.event(MaxTokensLowered(asked=asked, lowered=fitted, window=window))
         )
         _say_once(
-            f"max_tokens {asked} cannot fit beside the smallest request in a {window}-token window: "
-            f"sent as {fitted}"
+            f"max_tokens {asked} cannot fit beside the smallest request in a {window}-token window, or is "
+            f"above the model's output cap ({cap}): sent as {fitted}"
         )
         return True
 
