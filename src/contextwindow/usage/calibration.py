@@ -64,6 +64,7 @@ from typing import Any
 
 from ..content import Block
 from ..errors import StoreError
+from ..pricing import MULTIPLIER_BOUNDS
 from ..store import StoredMessage
 from ..store.slots import MemorySlot, StateSlot
 
@@ -105,10 +106,13 @@ ROUND_SAVE_MOVE = 0.005
 """A multiplier learned from a round is written when it has moved this much since it was last written
 (a round comes at every call; saving is best-effort, and an unwritten move costs a round's learning)."""
 
-SET_BOUNDS = (0.25, 4.0)
-"""Open interval :meth:`Calibrator.set` accepts (context-manager ``setTokenCalibration``)."""
-WIDEST = SET_BOUNDS
-"""How far consistent evidence (or a multiplier set by hand) may widen the band."""
+SET_BOUNDS = MULTIPLIER_BOUNDS
+"""Open interval :meth:`Calibrator.set` accepts (context-manager ``setTokenCalibration``): the
+estimator's range, its bounds left out."""
+WIDEST = MULTIPLIER_BOUNDS
+"""How far consistent evidence (or a multiplier set by hand) may widen the band: the range an
+:class:`~contextwindow.pricing.Estimator` prices at, bounds included, so a learned multiplier is
+always one the engine can price with."""
 
 
 def _clamp(value: float, band: tuple[float, float] = BAND) -> float:
