@@ -291,6 +291,9 @@ class TestTheEngineLearnsFromCountedRounds:
             counted[i] - counted[i - 1] for i in range(1, len(counted))
         ]
         assert engine.calibrator.multiplier == pytest.approx(1.2, rel=0.05)
+        # The reply arrives as over HTTP, without the thinking the wire has no form for.
+        stored = [b for m in engine.session.messages() for b in m.message.content]
+        assert stored and not any(isinstance(b, Thinking) for b in stored)
 
     def test_a_round_is_estimated_at_the_multiplier_the_call_moved_to(self) -> None:
         # The reply and the round are priced after the previous call moved the multiplier; the

@@ -370,6 +370,11 @@ class LocalModel:
             output=output,
         )
         reply = Message(role="assistant", content=content)
+        if wire == "openai":
+            # A Chat Completions reply has no form for thinking (over HTTP it is not rendered; its
+            # tokens stay in the output count, as reasoning tokens do): in process the same reply
+            # arrives, and the next request carries it back as it came, so a stream continues.
+            reply = carried((reply,))[-1]
         before = Usage()
         reported: Usage | None
         mode = self.settings.usage
@@ -390,10 +395,7 @@ class LocalModel:
             ):
                 before = last.total
             reported = before + this_call
-            # The next request carries the reply back as the wire does (Chat Completions drops its
-            # thinking): remember it in that form, or no request on that wire ever continues a stream.
-            resent = carried((reply,))[-1] if wire == "openai" else reply
-            self._streams.put(session, SessionStream(request=request, reply=resent, total=reported))
+            self._streams.put(session, SessionStream(request=request, reply=reply, total=reported))
         return LocalReply(
             id=f"local_{call:08d}",
             model=model_name,
