@@ -370,11 +370,6 @@ class LocalModel:
             output=output,
         )
         reply = Message(role="assistant", content=content)
-        if wire == "openai":
-            # A Chat Completions reply has no form for thinking (over HTTP it is not rendered; its
-            # tokens stay in the output count, as reasoning tokens do): in process the same reply
-            # arrives, and the next request carries it back as it came, so a stream continues.
-            reply = carried((reply,))[-1]
         before = Usage()
         reported: Usage | None
         mode = self.settings.usage
@@ -395,7 +390,11 @@ class LocalModel:
             ):
                 before = last.total
             reported = before + this_call
-            self._streams.put(session, SessionStream(request=request, reply=reply, total=reported))
+            # The next request carries the reply back as the wire does (without thinking on the
+            # OpenAI wire, as ``request`` is): remember it so, or no stream continues past a reply
+            # that reasoned.
+            resent = carried((reply,))[-1] if wire == "openai" else reply
+            self._streams.put(session, SessionStream(request=request, reply=resent, total=reported))
         return LocalReply(
             id=f"local_{call:08d}",
             model=model_name,
