@@ -15,16 +15,17 @@ from typing import Any
 
 import pytest
 
-from contextwindow.content import Message, ToolResult, ToolUse
+from contextwindow.content import Message, Thinking, ToolResult, ToolUse
 from contextwindow.engine.events import Event, RequestSent, StreamRestarted
 from contextwindow.engine.fit import WindowFit
 from contextwindow.engine.loop import Engine, EngineSettings
+from contextwindow.formats import WireFormat
 from contextwindow.models import get_profile
-from contextwindow.pricing import Estimator
+from contextwindow.pricing import MULTIPLIER_BOUNDS, Estimator, valid_multiplier
 from contextwindow.replay.simulate import RecordingModel
 from contextwindow.store import open_store
 from contextwindow.store.slots import MemorySlot
-from contextwindow.testing import LocalSettings
+from contextwindow.testing import LocalProvider, LocalSettings
 from contextwindow.usage.calibration import (
     ALPHA,
     BAND,
@@ -32,6 +33,7 @@ from contextwindow.usage.calibration import (
     FULL_SAMPLE_TOKENS,
     MIN_SAMPLE_TOKENS,
     ROUND_SAVE_MOVE,
+    WIDEST,
     Calibrator,
 )
 from contextwindow.usage.tracker import UsageMode
@@ -86,6 +88,14 @@ class TestRoundSamples:
         assert cal.band == BAND and "rejected" in cal.last_decision
         assert cal.report_round(real=2_048 * 4, estimate=2_048) == pytest.approx(4.0)
         assert cal.band[1] > BAND[1]
+
+    @pytest.mark.parametrize("observed", [30.0, 1 / 30], ids=["high", "low"])
+    def test_rounds_beyond_any_band_never_widen_it_however_many_agree(self, observed: float) -> None:
+        # A stream's running total read as one call's prompt: whole requests against a round's estimate.
+        cal, _ = fresh()
+        for _ in range(6):
+            assert cal.report_round(real=round(2_048 * observed), estimate=2_048) == 1.0
+        assert cal.band == BAND and "beyond any band" in cal.last_decision
 
     def test_a_wild_round_between_sane_ones_never_moves_the_multiplier(self) -> None:
         cal = stored(1.2)
@@ -181,12 +191,16 @@ def _loop(
     scale: float = 1.2,
     max_stream_input_tokens: int | None = None,
     learn_rounds: bool = True,
+    wire: WireFormat = "anthropic",
+    thinking: bool = False,
 ) -> tuple[list[Event], RecordingModel, Engine, _Log]:
     """One turn reading ``results`` a tool round each, against the local provider counting at ``scale``
-    (``learn_rounds=False``: the calibrator learns nothing from rounds)."""
+    over ``wire`` (``learn_rounds=False``: the calibrator learns nothing from rounds; ``thinking``:
+    each reply reasons first)."""
     profile = get_profile(MODEL).with_(context_window=window, max_output_tokens=RESERVE)
+    reasoning = (Thinking(thinking="which part next?", signature="sig"),) if thinking else ()
     script = [
-        Message.assistant(f"reading part {i}", ToolUse(id=f"c{i}", name="read", input={"i": i}))
+        Message.assistant(*reasoning, f"reading part {i}", ToolUse(id=f"c{i}", name="read", input={"i": i}))
         for i in range(len(results))
     ]
     script.append(Message.assistant("done"))
@@ -205,7 +219,10 @@ def _loop(
         max_stream_input_tokens=max_stream_input_tokens,
         count_before_send="off",
     )
-    engine = local_engine(session, model, profile, read, reserve=RESERVE, settings=settings)
+    provider = LocalProvider(model, wire=wire)
+    engine = local_engine(
+        session, model, profile, read, reserve=RESERVE, settings=settings, provider=provider
+    )
     if not learn_rounds:
         calibrator = engine.calibrator
         calibrator.report_round = lambda **_: calibrator.multiplier  # type: ignore[method-assign]
@@ -261,6 +278,23 @@ class TestTheEngineLearnsFromCountedRounds:
         ]
         assert [call for call, _, _ in log.rounds] == list(range(2, len(counted) + 1))
 
+    @pytest.mark.parametrize("usage", ["per-call", "cumulative"])
+    def test_on_chat_completions_a_reply_that_reasoned_still_continues_the_stream(
+        self, usage: UsageMode
+    ) -> None:
+        # Chat Completions carries no thinking back: the provider sees each reply re-sent without it.
+        # Both sides must still agree the stream continues, or a cumulative total is read as one
+        # call's prompt (a whole request learned as a round: the multiplier ran to 4 on real sessions).
+        _, model, engine, log = _loop(RESULTS[:5], usage=usage, wire="openai", thinking=True)
+        counted = model.sent
+        assert [kwargs["real"] for _, kwargs, _ in log.rounds] == [
+            counted[i] - counted[i - 1] for i in range(1, len(counted))
+        ]
+        assert engine.calibrator.multiplier == pytest.approx(1.2, rel=0.05)
+        # The reply arrives as over HTTP, without the thinking the wire has no form for.
+        stored = [b for m in engine.session.messages() for b in m.message.content]
+        assert stored and not any(isinstance(b, Thinking) for b in stored)
+
     def test_a_round_is_estimated_at_the_multiplier_the_call_moved_to(self) -> None:
         # The reply and the round are priced after the previous call moved the multiplier; the
         # estimate handed over is theirs at that multiplier, not the whole request's change of units.
@@ -310,6 +344,18 @@ class TestTheStepCompileSees:
         assert fit.multiplier() == 1.12
         fit.calibrator.multiplier = 1.2
         assert fit.multiplier() == 1.2
+
+    @pytest.mark.parametrize("observed", WIDEST, ids=["low", "high"])
+    def test_a_multiplier_learned_at_the_widest_band_prices(self, observed: float) -> None:
+        """Consistent evidence takes the multiplier to the widest band's edge; the step compile sees
+        is one an estimator prices at (it crashed at 4.0, and 0.25 rounds to the step 0.24)."""
+        fit = self._fit(1.0)
+        for _ in range(12):
+            fit.calibrator.report_round(real=round(2_048 * observed), estimate=2_048)
+        assert fit.calibrator.multiplier == observed
+        assert valid_multiplier(fit.multiplier())
+        assert fit.live_estimator().multiplier == fit.multiplier()
+        assert MULTIPLIER_BOUNDS == WIDEST
 
 
 class TestRoundSamplesAreWrittenWhenTheyMoveTheMultiplier:

@@ -28,7 +28,7 @@ from typing import Literal
 
 from ..content import Message, ToolResult
 from ..models import ModelProfile
-from ..pricing import Estimator
+from ..pricing import Estimator, clamp_multiplier
 from ..usage.calibration import BAND, Calibrator
 from .limits import WindowLimits
 from .rounds import RoundPricer, RoundRatios
@@ -200,7 +200,9 @@ class WindowFit:
             return value
         kept = self._stepped
         if kept is None or abs(value - kept) > HOLD_STEP * step:
-            kept = self._stepped = round(round(value / step) * step, 6)
+            # Held in the estimator's range: a step rounded from a multiplier at the band's edge
+            # (0.25 → 0.24 at a step of 0.02) would be one no estimator prices at.
+            kept = self._stepped = clamp_multiplier(round(round(value / step) * step, 6))
         return kept
 
     def learn(

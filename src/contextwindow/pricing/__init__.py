@@ -12,7 +12,15 @@ charged for (earlier turns' thinking is stripped on some Claude models).
 from __future__ import annotations
 
 from ._count import count_tokens
-from ._estimator import Breakdown, BreakdownRow, Estimator, Preset
+from ._estimator import (
+    MULTIPLIER_BOUNDS,
+    Breakdown,
+    BreakdownRow,
+    Estimator,
+    Preset,
+    clamp_multiplier,
+    valid_multiplier,
+)
 from ._media import (
     MEDIA_FLAT_TOKENS,
     anthropic_resized_size,
@@ -25,11 +33,13 @@ from ._thinking import current_turn_start, keeps_prior_thinking, thinking_stripp
 
 __all__ = [
     "MEDIA_FLAT_TOKENS",
+    "MULTIPLIER_BOUNDS",
     "Breakdown",
     "BreakdownRow",
     "Estimator",
     "Preset",
     "anthropic_resized_size",
+    "clamp_multiplier",
     "count_tokens",
     "current_turn_start",
     "image_tokens",
@@ -38,4 +48,5 @@ __all__ = [
     "seed_estimate_text",
     "seed_json_tokens",
     "thinking_stripped_before",
+    "valid_multiplier",
 ]

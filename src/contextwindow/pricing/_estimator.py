@@ -54,26 +54,45 @@ from ._seed_store import (
 from ._text import Structure, exact_text, fitted_rule, structure_for
 from ._thinking import thinking_stripped_before
 
-__all__ = ["Breakdown", "BreakdownRow", "Estimator", "Preset"]
+__all__ = [
+    "MULTIPLIER_BOUNDS",
+    "Breakdown",
+    "BreakdownRow",
+    "Estimator",
+    "Preset",
+    "clamp_multiplier",
+    "valid_multiplier",
+]
 
 Preset = Literal["default", "seed-store"]
 """Which pricing rules an :class:`Estimator` uses: the fitted rules, or the seeds' store rates."""
 
-# Multipliers context-manager's store setter accepts (``setTokenCalibration``: finite and 0.25 < f < 4).
-MULTIPLIER_MIN = 0.25
-MULTIPLIER_MAX = 4.0
+MULTIPLIER_BOUNDS = (0.25, 4.0)
+"""The multipliers an :class:`Estimator` prices at, both bounds included: the one range calibration's
+widest band (:data:`contextwindow.usage.calibration.WIDEST`) and the engine's rounded steps are held in
+(:func:`clamp_multiplier`), so an engine never builds an estimator its own calibration cannot give.
+A multiplier set by hand must be strictly inside (context-manager's ``setTokenCalibration``:
+finite and 0.25 < f < 4, :meth:`~contextwindow.usage.calibration.Calibrator.set`)."""
+MULTIPLIER_MIN, MULTIPLIER_MAX = MULTIPLIER_BOUNDS
 _SEED_STRUCTURE = Structure(
     message=0, request=0, text_block=0, tool_use=0, tool_result=0, tool_spec=0, media_block=0
 )
 
 
-def _valid_multiplier(value: object) -> bool:
+def valid_multiplier(value: object) -> bool:
+    """Whether ``value`` is a multiplier an :class:`Estimator` prices at: a finite number within
+    :data:`MULTIPLIER_BOUNDS`."""
     return (
         not isinstance(value, bool)
         and isinstance(value, int | float)
         and finite(value) is not None
-        and MULTIPLIER_MIN < value < MULTIPLIER_MAX
+        and MULTIPLIER_MIN <= value <= MULTIPLIER_MAX
     )
+
+
+def clamp_multiplier(value: float) -> float:
+    """``value`` held within :data:`MULTIPLIER_BOUNDS` (a rounded step may fall just outside)."""
+    return min(max(value, MULTIPLIER_MIN), MULTIPLIER_MAX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,9 +151,9 @@ class Estimator:
         exact: bool | None = None,
         image_flat: float | None = None,
     ) -> None:
-        if not _valid_multiplier(multiplier):
+        if not valid_multiplier(multiplier):
             raise InvalidInput(
-                f"must be a finite number with {MULTIPLIER_MIN} < multiplier < {MULTIPLIER_MAX}",
+                f"must be a finite number with {MULTIPLIER_MIN} ≤ multiplier ≤ {MULTIPLIER_MAX}",
                 path="multiplier",
             )
         if preset not in ("default", "seed-store"):

@@ -390,7 +390,11 @@ class LocalModel:
             ):
                 before = last.total
             reported = before + this_call
-            self._streams.put(session, SessionStream(request=request, reply=reply, total=reported))
+            # The next request carries the reply back as the wire does (without thinking on the
+            # OpenAI wire, as ``request`` is): remember it so, or no stream continues past a reply
+            # that reasoned.
+            resent = carried((reply,))[-1] if wire == "openai" else reply
+            self._streams.put(session, SessionStream(request=request, reply=resent, total=reported))
         return LocalReply(
             id=f"local_{call:08d}",
             model=model_name,

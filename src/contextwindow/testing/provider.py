@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterable
 from ..content import Message, Request, Text, Thinking, ToolUse
 from ..errors import ProviderError, TransientProviderError
 from ..formats import AttachmentLoader, WireFormat
+from ..formats.openai import carried
 from ..providers.base import (
     ProviderEvent,
     Stop,
@@ -98,7 +99,12 @@ class LocalProvider:
         )
         if isinstance(outcome, Rejection):
             raise rejection_error(outcome)
-        for block in outcome.message.content:
+        message = outcome.message
+        if self.wire == "openai":
+            # A Chat Completions reply has no form for thinking (over HTTP it is not rendered; its
+            # tokens stay in the output count, as reasoning tokens do): in process it arrives so too.
+            message = carried((message,))[-1]
+        for block in message.content:
             if isinstance(block, Text):
                 for piece in text_pieces(block.text):
                     yield TextDelta(text=piece)
@@ -114,5 +120,5 @@ class LocalProvider:
         yield Stop(
             reason=normalise_stop_reason(outcome.stop_reason),
             raw_reason=outcome.stop_reason,
-            message=outcome.message,
+            message=message,
         )

@@ -28,7 +28,9 @@ multiplier toward what the provider counted, carefully (context-manager's ``repo
   what the estimator prices). A rejected sample is held; when the next sample of size is out of the
   band too and its ``observed`` is within :data:`CONSISTENT` of the held one's, the band widens to
   take both in (with that tolerance, within :data:`WIDEST`), and both are learned. A held sample
-  followed by one the band accepts is dropped. A widened band is persisted with the multiplier
+  followed by one the band accepts is dropped. A sample whose ``observed`` is beyond :data:`WIDEST`
+  is no tokenizer's units but a misread (a stream's running total read as one call's prompt gave
+  30×): it is rejected and not held, so no run of them widens the band. A widened band is persisted with the multiplier
   (``band: [low, high]``).
 - **Update.** ``next = clamp(current + alpha × (observed − current), band)``: an EMA with alpha 0.2
   once the multiplier has evidence behind it (a stored one counts as that much), a running mean before
@@ -64,6 +66,7 @@ from typing import Any
 
 from ..content import Block
 from ..errors import StoreError
+from ..pricing import MULTIPLIER_BOUNDS
 from ..store import StoredMessage
 from ..store.slots import MemorySlot, StateSlot
 
@@ -105,10 +108,13 @@ ROUND_SAVE_MOVE = 0.005
 """A multiplier learned from a round is written when it has moved this much since it was last written
 (a round comes at every call; saving is best-effort, and an unwritten move costs a round's learning)."""
 
-SET_BOUNDS = (0.25, 4.0)
-"""Open interval :meth:`Calibrator.set` accepts (context-manager ``setTokenCalibration``)."""
-WIDEST = SET_BOUNDS
-"""How far consistent evidence (or a multiplier set by hand) may widen the band."""
+SET_BOUNDS = MULTIPLIER_BOUNDS
+"""Open interval :meth:`Calibrator.set` accepts (context-manager ``setTokenCalibration``): the
+estimator's range, its bounds left out."""
+WIDEST = MULTIPLIER_BOUNDS
+"""How far consistent evidence (or a multiplier set by hand) may widen the band: the range an
+:class:`~contextwindow.pricing.Estimator` prices at, bounds included, so a learned multiplier is
+always one the engine can price with."""
 
 
 def _clamp(value: float, band: tuple[float, float] = BAND) -> float:
@@ -310,6 +316,13 @@ class Calibrator:
         low, high = self.band
         held, self._held = self._held, None
         if not (low <= ratio <= high or low <= observed <= high):
+            if not WIDEST[0] <= observed <= WIDEST[1]:
+                # No tokenizer counts that differently: a misread (a running total taken for one
+                # call's prompt), never evidence, however many samples agree.
+                self.last_decision = (
+                    f"rejected a sample beyond any band (ratio {ratio:.3f}, observed {observed:.3f})"
+                )
+                return current
             if held is None or abs(observed - held[0]) > CONSISTENT * min(observed, held[0]):
                 self._held = (observed, weight)
                 self.last_decision = (
