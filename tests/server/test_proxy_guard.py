@@ -108,11 +108,12 @@ class TestNaiveAgentsThroughTheGuard:
             anthropic.Anthropic(base_url=proxy.url, api_key="k", max_retries=0) as client,
             pytest.raises(anthropic.BadRequestError) as caught,
         ):
-            client.messages.create(
+            client.messages.create(  # an edit the API does not know: refused, whatever the guard sends
                 model="claude-haiku-4-5",
-                max_tokens=100_000,
+                max_tokens=100,
                 messages=[{"role": "user", "content": "hi"}],
                 stream=True,
+                extra_body={"context_management": {"edits": [{"type": "forget_everything"}]}},
             )
         assert caught.value.status_code == 400
         assert caught.value.body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
