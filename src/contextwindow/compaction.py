@@ -299,9 +299,12 @@ def guarded_body(
         return _responses_body(body, request, mode=mode, room=room, count=count)
     if wire != "anthropic":
         if mode == "provider":
-            _say_once(
+            from .engine.observe import warn_once  # the engine's log helpers, imported when used
+
+            warn_once(
+                _log,
                 f"compaction='provider': the {wire} wire has no provider compaction (only Anthropic "
-                "Messages and OpenAI Responses have one): folded locally"
+                "Messages and OpenAI Responses have one): folded locally",
             )
         return None
     plan = provider_plan(
@@ -402,14 +405,6 @@ def merged_headers(agent: Mapping[str, str], added: Mapping[str, str]) -> dict[s
 
 
 _log = logging.getLogger("contextwindow.guard")
-_said: set[str] = set()
-
-
-def _say_once(message: str) -> None:
-    """``message`` as a warning on the ``contextwindow.guard`` logger, once per process."""
-    if message not in _said:
-        _said.add(message)
-        _log.warning(message)
 
 
 def auto_choice(

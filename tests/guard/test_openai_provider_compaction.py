@@ -12,8 +12,9 @@ import pytest
 
 import contextwindow
 from _shared import LazyModule
-from contextwindow import Message, ToolUse, compaction
+from contextwindow import Message, ToolUse
 from contextwindow.compaction import guarded_body, per_call_dollars
+from contextwindow.engine import observe
 from contextwindow.formats import responses as responses_format
 from contextwindow.models import get_profile
 from contextwindow.pricing import Estimator
@@ -112,7 +113,7 @@ class TestChatCompletions:
     ) -> None:
         guarded = contextwindow.guard(raw, store=":memory:", compaction="provider", context_window=WINDOW)
         messages: list[dict[str, Any]] = [{"role": "user", "content": "Read every file."}]
-        compaction._said.clear()
+        observe._warned.clear()
         with caplog.at_level(logging.WARNING, logger="contextwindow.guard"):
             for i in range(16):
                 messages.append({"role": "user", "content": f"{i} {FILE}"})

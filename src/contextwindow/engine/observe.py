@@ -50,6 +50,16 @@ and thinking deltas). It runs on the engine's own path: what it raises reaches t
 
 log = logging.getLogger("contextwindow.engine")
 
+_warned: set[tuple[str, str]] = set()
+
+
+def warn_once(logger: logging.Logger, message: str) -> None:
+    """``message`` as a warning on ``logger``, once per process: a fact about the setup (a missing
+    tokenizer, a guessed profile, a strategy that falls back), not about one call."""
+    if (logger.name, message) not in _warned:
+        _warned.add((logger.name, message))
+        logger.warning(message)
+
 
 @dataclass(slots=True)
 class CallSummary:

@@ -28,6 +28,7 @@ from ..engine.loop import Engine
 from ..errors import SessionMoved, StoreBusy
 from ..store import Entry, Session, Store
 from ..store.learned import LEARNED_SESSION, LearnedWindows
+from ._asked import AskedPrices
 from ._bounded import Bound
 from ._match import extend_chain, longest_known
 from ._wire import WireMemo
@@ -62,6 +63,8 @@ class Conversation:
         self.compiler = EngineCompiler()
         self.wire_memo = WireMemo()
         """The wire items of the messages last sent (:class:`~._wire.WireMemo`)."""
+        self.asked = AskedPrices()
+        """The prices of the agent's messages as written (:class:`~._asked.AskedPrices`)."""
         self.engines: dict[str, Engine] = {}
         self.last: Message | None = None
         """The newest stored message (its metadata may name calls of the guard's still unanswered)."""

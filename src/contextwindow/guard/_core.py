@@ -37,6 +37,7 @@ from ..compile.reread import READ_ARCHIVED, READ_ARCHIVED_TOOL
 from ..content import Message, Request, ToolUse, media_refs
 from ..engine.events import Event, MaxTokensLowered
 from ..engine.loop import Engine
+from ..engine.observe import warn_once
 from ..engine.settings import EngineSettings
 from ..errors import ContextOverflow, OverBudget, SessionMoved, StoreBusy, UnknownModel, UsageError
 from ..formats import ParsedRequest
@@ -87,6 +88,8 @@ class _Call:
     """The estimate of the smallest request the call could send: system, tools, the newest message."""
     asked: int | None = None
     """The estimate of the agent's own request, before it was fitted (when measured)."""
+    hashes: Sequence[str] = ()
+    """The chain hashes of the agent's messages (:attr:`~._history.Read.hashes`)."""
 
 
 @dataclass(slots=True)
@@ -185,9 +188,10 @@ class GuardCore:
             if window is None:
                 return None
         profile = fallback_profile(model, window)
-        _say_once(
+        warn_once(
+            _log,
             f"model {model!r} has no profile: guarded as {profile.tokenizer} text in a {window}-token "
-            f"window, {profile.max_output_tokens} tokens of output (register a ModelProfile for exact figures)"
+            f"window, {profile.max_output_tokens} tokens of output (register a ModelProfile for exact figures)",
         )
         return profile
 
@@ -321,8 +325,9 @@ class GuardCore:
                 if chained is not None:
                     self.conversations.learn(chained.conversation, chained.conversation.sync())
                 continue
+            max_tokens = read.parsed.request.max_tokens
             return _Call(
-                conversation=conversation, engine=engine, new=new, max_tokens=read.parsed.request.max_tokens
+                conversation=conversation, engine=engine, new=new, max_tokens=max_tokens, hashes=read.hashes
             )
         raise StoreBusy(f"session {conversation.session.id!r} kept moving under other writers")
 
@@ -341,7 +346,7 @@ class GuardCore:
         estimator = call.engine.fit.live_estimator()
         call.smallest = estimator.request(dataclasses.replace(canonical, messages=canonical.messages[-1:]))
         if self.measure or call.engine.observer.watched:
-            call.asked = estimator.request(canonical)
+            call.asked = call.conversation.asked.request(estimator, canonical, call.hashes)
             call.engine.observer.asked(call.asked)
         self._fit_max_tokens(
             call, call.engine.fit_profile().context_window, output_cap(canonical.model or "")
@@ -448,9 +453,10 @@ class GuardCore:
         call.events.append(
             call.engine.observer.event(MaxTokensLowered(asked=asked, lowered=fitted, window=window))
         )
-        _say_once(
+        warn_once(
+            _log,
             f"max_tokens {asked} cannot fit beside the smallest request in a {window}-token window, or is "
-            f"above the model's output cap ({cap}): sent as {fitted}"
+            f"above the model's output cap ({cap}): sent as {fitted}",
         )
         return True
 
@@ -584,14 +590,6 @@ class GuardCore:
 
 
 _log = logging.getLogger("contextwindow.guard")
-_said: set[str] = set()
-
-
-def _say_once(message: str) -> None:
-    """``message`` as a warning on the ``contextwindow.guard`` logger, once per process."""
-    if message not in _said:
-        _said.add(message)
-        _log.warning(message)
 
 
 async def _pass_through(body: Mapping[str, Any], count: bool) -> Exchange:

@@ -1,0 +1,83 @@
+"""The agent's request as written is priced once per message: the figure is the estimator's own,
+and a call whose history only grew prices only what is new."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from contextwindow.content import Message, Request, Text, Thinking, ToolResult, ToolSpec, ToolUse
+from contextwindow.guard._asked import AskedPrices
+from contextwindow.guard._match import chain
+from contextwindow.models import get_profile
+from contextwindow.pricing import Estimator
+
+
+def _history(n: int) -> list[Message]:
+    out: list[Message] = []
+    for i in range(n):
+        if i % 3 == 2:
+            out.append(
+                Message.assistant(
+                    Thinking(thinking=f"think {i} " * 20, signature="sig"),
+                    ToolUse(id=f"t{i}", name="read", input={"i": i}),
+                )
+            )
+            out.append(Message.user(ToolResult(tool_use_id=f"t{i}", content=f"row {i} " * 50)))
+        else:
+            out.append(
+                Message.user(f"ask {i} " * 10) if i % 3 == 0 else Message.assistant(Text(text=f"ok {i}"))
+            )
+    return out
+
+
+def _request(messages: list[Message]) -> Request:
+    return Request(
+        system=(Text(text="You are careful."),),
+        tools=(ToolSpec(name="read", description="read a row"),),
+        messages=tuple(messages),
+    )
+
+
+class _Counting(Estimator):
+    priced = 0
+
+    def message(self, message: Message) -> int:
+        type(self).priced += 1
+        return super().message(message)
+
+
+@pytest.mark.parametrize("model", ["claude-sonnet-4-5", "claude-3-7-sonnet", "gpt-4o"])
+def test_the_figure_is_the_estimators_as_the_history_grows_and_is_edited(model: str) -> None:
+    estimator = Estimator(get_profile(model))
+    asked = AskedPrices()
+    history = _history(30)
+    for n in range(1, len(history) + 1):
+        request = _request(history[:n])
+        assert asked.request(estimator, request, chain(request.messages)) == estimator.request(request)
+    edited = [*history[:5], Message.user("an edited turn"), *history[6:]]
+    request = _request(edited)
+    assert asked.request(estimator, request, chain(request.messages)) == estimator.request(request)
+
+
+def test_a_grown_history_prices_only_its_new_messages() -> None:
+    estimator: Any = _Counting(get_profile("claude-sonnet-4-5"))
+    asked = AskedPrices()
+    history = _history(60)
+    request = _request(history[:-1])
+    asked.request(estimator, request, chain(request.messages))
+    before = _Counting.priced
+    request = _request(history)
+    asked.request(estimator, request, chain(request.messages))
+    assert _Counting.priced - before == 1
+
+
+def test_another_estimator_prices_again() -> None:
+    profile = get_profile("claude-sonnet-4-5")
+    asked = AskedPrices()
+    request = _request(_history(12))
+    hashes = chain(request.messages)
+    assert asked.request(Estimator(profile), request, hashes) == Estimator(profile).request(request)
+    calibrated = Estimator(profile, 1.3)
+    assert asked.request(calibrated, request, hashes) == calibrated.request(request)
