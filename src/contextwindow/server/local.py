@@ -241,6 +241,19 @@ def _answer(
     return json_response(200, body, headers)
 
 
+def _continued(model: LocalModel, memory: ResponsesMemory, data: Mapping[str, Any]) -> Stored | Rejection:
+    """What a Responses call continues (its ``previous_response_id``'s conversation, else nothing), or
+    the API's refusal of the call: an unknown response id, or (strict) what the API checks first."""
+    earlier = Stored(messages=())
+    if data.get("previous_response_id") is not None:
+        found = memory.history(data["previous_response_id"])
+        if isinstance(found, Rejection):
+            return found
+        earlier = found
+    refusal = memory.check(data) if model.settings.strict else None
+    return earlier if refusal is None else refusal
+
+
 def _respond(
     model: LocalModel, memory: ResponsesMemory, data: Mapping[str, Any], stream: bool, session: str
 ) -> Response:
@@ -248,15 +261,9 @@ def _respond(
     stored (unless ``store`` is false) and sent as a ``response`` object or its SSE events."""
     parsed, name = _parsed(model, lambda: responses_format.parse_request(data), f"model: {data.get('model')}")
     tokenizer = {"x-contextwindow-tokenizer": name}
-    earlier = Stored(messages=())
-    if data.get("previous_response_id") is not None:
-        found = memory.history(data["previous_response_id"])
-        if isinstance(found, Rejection):
-            return json_response(found.status, dict(found.body), tokenizer)
-        earlier = found
-    refusal = memory.check(data) if model.settings.strict else None
-    if refusal is not None:
-        return json_response(refusal.status, dict(refusal.body), tokenizer)
+    earlier = _continued(model, memory, data)
+    if isinstance(earlier, Rejection):
+        return json_response(earlier.status, dict(earlier.body), tokenizer)
     attachments = {**earlier.attachments, **parsed.attachments}
     request = replace(parsed.request, messages=(*earlier.messages, *parsed.request.messages))
     request = expanded(request, memory.unseal)
@@ -295,15 +302,9 @@ def _compact(model: LocalModel, memory: ResponsesMemory, data: Mapping[str, Any]
         model, lambda: responses_format.parse_request(fields), f"model: {data.get('model')}"
     )
     tokenizer = {"x-contextwindow-tokenizer": name}
-    earlier = Stored(messages=())
-    if data.get("previous_response_id") is not None:
-        found = memory.history(data["previous_response_id"])
-        if isinstance(found, Rejection):
-            return json_response(found.status, dict(found.body), tokenizer)
-        earlier = found
-    refusal = memory.check(data) if model.settings.strict else None
-    if refusal is not None:
-        return json_response(refusal.status, dict(refusal.body), tokenizer)
+    earlier = _continued(model, memory, data)
+    if isinstance(earlier, Rejection):
+        return json_response(earlier.status, dict(earlier.body), tokenizer)
     request = replace(parsed.request, messages=(*earlier.messages, *parsed.request.messages))
     load = loader_from({**earlier.attachments, **parsed.attachments})
     answer = compact_response(model, memory, data, expanded(request, memory.unseal), load)
