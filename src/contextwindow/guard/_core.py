@@ -2,11 +2,12 @@
 
 :class:`GuardCore` is sans-IO (:mod:`._steps`). :meth:`GuardCore.request` is a coroutine that takes
 the body an agent would send (its system prompt, tools and whole history, in its client's wire
-format) and asks its driver to send the compiled body instead; it returns an :class:`Exchange`,
-whose :meth:`Exchange.finish` records the reply once the caller has it (at once for a response, at
-the end for a stream). A rejection for size that the driver hands back is recovered by compacting
-and sending again, once; a second one raises :class:`~contextwindow.errors.ContextOverflow` with the
-provider's numbers. Every other failure of the call reaches the agent unchanged.
+format) and asks its driver to send the compiled body instead; it returns an :class:`Exchange`
+(:mod:`._exchange`), whose :meth:`Exchange.finish` records the reply once the caller has it (at once
+for a response, at the end for a stream). A rejection for size that the driver hands back is
+recovered by compacting and sending again, once; a second one raises
+:class:`~contextwindow.errors.ContextOverflow` with the provider's numbers. Every other failure of
+the call reaches the agent unchanged.
 
 ``request`` is four layers, each calling the next (as httpx's ``Client.send`` is):
 
@@ -28,14 +29,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..compaction import guarded_body
 from ..compile import Policy
 from ..compile.reread import READ_ARCHIVED, READ_ARCHIVED_TOOL
 from ..content import Message, Request, ToolUse, media_refs
-from ..engine.events import Event, MaxTokensLowered
+from ..engine.events import MaxTokensLowered
 from ..engine.loop import Engine
 from ..engine.observe import warn_once
 from ..engine.settings import EngineSettings
@@ -43,11 +43,11 @@ from ..errors import ContextOverflow, OverBudget, SessionMoved, StoreBusy, Unkno
 from ..formats import ParsedRequest
 from ..models import ModelProfile, fallback_profile, get_profile, output_cap
 from ..pricing import Estimator
-from ..providers.base import Stop, normalise_stop_reason
 from ..store import Store
 from ._chained import RecordedResponse, ResponseIds
 from ._conversation import SYNC_ATTEMPTS, Conversation, Conversations
 from ._engines import engine_for
+from ._exchange import Call, Exchange, Replies, pass_through
 from ._history import HistoryReader, Read
 from ._match import chain
 from ._options import GuardOptions
@@ -63,58 +63,6 @@ agent without its re-reads, which are answered with the agent's next results."""
 
 OverflowReader = Callable[[BaseException], ContextOverflow | None]
 """Reads a client's exception: the ``ContextOverflow`` it means, or ``None`` when it is not one."""
-
-
-@dataclass(slots=True)
-class _Call:
-    """One agent call, as the layers under :meth:`GuardCore.request` share it."""
-
-    conversation: Conversation
-    engine: Engine
-    new: Sequence[Message]
-    """What the request added to the session."""
-    max_tokens: int | None
-    """The agent's output reserve (``max_tokens``), written into every body rendered."""
-    events: list[Event] = field(default_factory=list)
-    shown: dict[str, Any] = field(default_factory=dict)
-    """The agent's body with only its leading system items as history: what the compiled history is
-    rendered into."""
-    written: dict[str, Any] | None = None
-    """The agent's body as written, sent while the provider's history fits (``previous_response_id``);
-    ``None``: the compiled history goes out."""
-    offers_reread: bool = False
-    """Whether the call may offer the re-read tool (the engine adds it when a placeholder names it)."""
-    smallest: int = 0
-    """The estimate of the smallest request the call could send: system, tools, the newest message."""
-    asked: int | None = None
-    """The estimate of the agent's own request, before it was fitted (when measured)."""
-    hashes: Sequence[str] = ()
-    """The chain hashes of the agent's messages (:attr:`~._history.Read.hashes`)."""
-
-
-@dataclass(slots=True)
-class Exchange:
-    """One accepted call: the client's result, and how to record its reply (:meth:`finish`)."""
-
-    result: Any
-    """What the client returned for the body sent: a response, or a stream still to be read."""
-    body: dict[str, Any]
-    """The body that was sent (the accepted one, after any retry)."""
-    session_id: str
-    """The ledger session the call was kept in; ``""`` for a call passed through as written."""
-    events: list[Event]
-    """What the guard did for this call (folds, evictions, recoveries, usage), in order."""
-    asked_tokens: int | None = None
-    """The estimate of the agent's request as written, before it was fitted: measured when a log line
-    or a span shows it, or the core's :attr:`GuardCore.measure` says so; else ``None``."""
-    _finish: Callable[[Reply], None] | None = None
-
-    def finish(self, reply: Reply) -> None:
-        """Record the reply: its usage (calibration, anchors, the proactive fold's baseline) and the
-        assistant message. Called once; later calls do nothing."""
-        finish, self._finish = self._finish, None
-        if finish is not None:
-            finish(reply)
 
 
 class GuardCore:
@@ -166,6 +114,8 @@ class GuardCore:
         )
         self.responses = ResponseIds()
         """The responses this core recorded, by id: what a ``previous_response_id`` continues."""
+        self.replies = Replies(store, self.conversations, self.responses)
+        """Records each accepted call's reply (:mod:`._exchange`)."""
         self.provider_windows: dict[str, int] = {}
         """Per model, the window a request sent with the provider's editing was refused at."""
         self.learned_windows = self.conversations.learned
@@ -220,20 +170,20 @@ class GuardCore:
         if profile is None:
             # Nothing to fit it to yet: as written, until a rejection for size names the window.
             try:
-                return await _pass_through(body, count)
+                return await pass_through(body, count)
             except Exception as exc:
                 self._learned_from(canonical.model, exc)
         chained = self.responses.get(body["previous_response_id"]) if self._chains(body) else None
         if (self._chains(body) and chained is None) or body.get("conversation") is not None:
             # A response (or conversation) the provider holds and this core never saw: as written.
-            return await _pass_through(body, count)
+            return await pass_through(body, count)
         if self.options.compaction != "local" and chained is None and not count:
             # The provider's own editing, when what it leaves fits; else (or when the provider still
             # finds it too long) the engine folds below: never a deadlock.
             edited = self._provider_compaction(body, canonical, self._profile(canonical.model))
             if edited is not None:
                 try:
-                    return await _pass_through(edited, count)
+                    return await pass_through(edited, count)
                 except Exception as exc:
                     self._provider_rejected(canonical.model, exc)
         call = self._sync(body, read, canonical.model, chained)
@@ -290,7 +240,7 @@ class GuardCore:
 
     def _sync(
         self, body: Mapping[str, Any], read: Read, model: str, chained: RecordedResponse | None
-    ) -> _Call:
+    ) -> Call:
         """Match the conversation ``body`` continues and append what it adds, in one transaction;
         matched again when another process appended meanwhile, at most :data:`SYNC_ATTEMPTS` times
         (then :class:`~contextwindow.errors.StoreBusy`)."""
@@ -326,13 +276,13 @@ class GuardCore:
                     self.conversations.learn(chained.conversation, chained.conversation.sync())
                 continue
             max_tokens = read.parsed.request.max_tokens
-            return _Call(
+            return Call(
                 conversation=conversation, engine=engine, new=new, max_tokens=max_tokens, hashes=read.hashes
             )
         raise StoreBusy(f"session {conversation.session.id!r} kept moving under other writers")
 
     async def _prepare(
-        self, call: _Call, body: Mapping[str, Any], canonical: Request, chained: RecordedResponse | None
+        self, call: Call, body: Mapping[str, Any], canonical: Request, chained: RecordedResponse | None
     ) -> None:
         """Compile what ``call`` sends: the agent's system prompt, tools and output reserve over the
         session's history, folded and evicted to fit (the engine's prepare step)."""
@@ -362,7 +312,7 @@ class GuardCore:
             call.shown = {k: v for k, v in call.shown.items() if k != "previous_response_id"}
         call.offers_reread = offerable and call.written is None
 
-    async def _send_rounds(self, call: _Call) -> Exchange:
+    async def _send_rounds(self, call: Call) -> Exchange:
         """Send ``call``; a reply that only re-reads archived results is a round of the guard's own,
         answered from the ledger, and the model is asked again (at most :data:`MAX_REREADS` rounds).
         The reply the agent gets carries none of the guard's calls."""
@@ -370,25 +320,25 @@ class GuardCore:
         while True:
             result, sent, offer = await self._send_recovering(call)
             if not offer or self.reply_of is None:
-                return self._exchange(call, result, sent, None)
+                return self.replies.exchange(call, result, sent, None)
             reply = self.reply_of(result)
             uses = [b for b in reply.message.content if isinstance(b, ToolUse)]
             own = [u.id for u in uses if u.name == READ_ARCHIVED]
             if not own:
-                return self._exchange(call, result, sent, None)
+                return self.replies.exchange(call, result, sent, None)
             full = dataclasses.replace(reply, message=marked(reply.message, own))
             if len(own) < len(uses) or rounds == MAX_REREADS:
                 # The agent's own calls too (or re-reads past the bound): the agent gets the reply
                 # without the guard's calls, answered when its own results come back.
-                return self._exchange(call, without_calls(result, frozenset(own)), sent, full)
+                return self.replies.exchange(call, without_calls(result, frozenset(own)), sent, full)
             rounds += 1
-            self._accepted(call, full)
+            self.replies.accepted(call, full)
             answers = marked(Message(role="user", content=tuple(call.engine.reread(u) for u in uses)), own)
             async for event in call.engine.add_round(answers):
                 call.events.append(event)
             call.conversation.took(answers)
 
-    async def _send_recovering(self, call: _Call) -> tuple[Any, dict[str, Any], bool]:
+    async def _send_recovering(self, call: Call) -> tuple[Any, dict[str, Any], bool]:
         """Send the compiled request: the client's result, the body sent, and whether it offered the
         re-read tool. A rejection for size is recovered by the engine and sent again (a second
         rejection, or a newest message alone too large, raises ``ContextOverflow``, the client's
@@ -419,7 +369,7 @@ class GuardCore:
                     # rejection in a row is the engine's to raise).
                 call.written = None  # a retry sends the compiled history
 
-    def _body(self, call: _Call, offer: bool) -> dict[str, Any]:
+    def _body(self, call: Call, offer: bool) -> dict[str, Any]:
         """The body to send: the agent's as written while the provider's history fits, else its body
         with the compiled history (and the re-read tool, when ``offer``)."""
         if call.written is not None:
@@ -433,7 +383,7 @@ class GuardCore:
             memo=call.conversation.wire_memo,
         )
 
-    def _fit_max_tokens(self, call: _Call, window: int, cap: int | None = None) -> bool:
+    def _fit_max_tokens(self, call: Call, window: int, cap: int | None = None) -> bool:
         """The agent's ``max_tokens`` as the output reserve compile keeps; one that cannot fit beside the
         smallest request that could be sent in ``window`` (system, tools, the newest message), or is
         above the model's own output ``cap``, is lowered, so a bound the provider must refuse is never
@@ -518,48 +468,6 @@ class GuardCore:
             return new
         return [with_answers(last, [engine.reread(u) for u in uses], new[0]), *new[1:]]
 
-    # -- the reply ------------------------------------------------------------------------------------
-
-    def _accepted(self, call: _Call, reply: Reply) -> None:
-        """Record an accepted call's reply through the engine (usage, anchors, calibration, the
-        proactive fold's baseline; the message stored unless it is empty)."""
-        stop = Stop(
-            reason=normalise_stop_reason(reply.stop_reason),
-            raw_reason=reply.stop_reason,
-            message=reply.message,
-        )
-        call.events.extend(call.engine.accept(stop, reply.usage))
-        if reply.usage is not None:
-            call.conversation.accepted(call.engine, reply.usage.prompt)
-        if reply.message.content:
-            # An assistant message: only its content enters the chain (the agent's copy has no ids).
-            self.conversations.took(call.conversation, reply.message)
-
-    def _exchange(self, call: _Call, result: Any, sent: dict[str, Any], full: Reply | None) -> Exchange:
-        """The accepted call's :class:`Exchange`; its ``finish`` records the reply (``full``: the
-        reply as it came, when the agent's copy lacks the guard's calls) in one transaction."""
-
-        def finish(reply: Reply) -> None:
-            if full is not None:
-                # The agent's copy lacks the guard's calls: the ledger keeps the reply as it came.
-                reply = dataclasses.replace(full, usage=reply.usage)
-            self._accepted(call, reply)
-            self._remember_response(call.conversation, reply)
-
-        def finish_in_one_commit(reply: Reply) -> None:
-            # What a reply teaches (usage, anchor, calibration, notes, the message): one transaction.
-            with self.store.batch():
-                finish(reply)
-
-        return Exchange(
-            result=result,
-            body=sent,
-            session_id=call.conversation.session.id,
-            events=call.events,
-            asked_tokens=call.asked,
-            _finish=finish_in_one_commit,
-        )
-
     def _chains(self, body: Mapping[str, Any]) -> bool:
         """Whether ``body`` continues a response the provider holds (Responses' ``previous_response_id``)."""
         return self.wire.name == "openai-responses" and isinstance(body.get("previous_response_id"), str)
@@ -573,26 +481,5 @@ class GuardCore:
         reserve = engine.request.max_tokens or 0
         return response.tokens + growth + reserve <= engine.fit_profile().context_window
 
-    def _remember_response(self, conversation: Conversation, reply: Reply) -> None:
-        """Remember the response a reply came in (Responses), for a later ``previous_response_id``."""
-        response_id = reply.extra.get("response_id")
-        if not isinstance(response_id, str):
-            return
-        usage = reply.usage
-        tokens = usage.prompt + usage.output if usage is not None and usage.prompt > 0 else None
-        recorded = RecordedResponse(
-            conversation=conversation,
-            count=len(conversation.chain),
-            tokens=tokens,
-            stored=bool(reply.extra.get("stored", True)),
-        )
-        self.responses.put(response_id, recorded)
-
 
 _log = logging.getLogger("contextwindow.guard")
-
-
-async def _pass_through(body: Mapping[str, Any], count: bool) -> Exchange:
-    """``body`` sent as the agent wrote it, nothing recorded."""
-    result = await Ask(Send(body=dict(body), purpose="count" if count else "request"))
-    return Exchange(result=result, body=dict(body), session_id="", events=[])
