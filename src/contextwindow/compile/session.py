@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
 __all__ = ["SessionCompiler", "compile_session"]
 
+_OVERLAYS = ("archive", "checkpoint", "eviction")
+"""The entry kinds besides messages a compile reads."""
+
 
 class SessionCompiler:
     """Incremental compiles of one ledger session. Not thread-safe: one per agent loop."""
@@ -39,7 +42,10 @@ class SessionCompiler:
         self._log: MessageLog | None = None
         self._priced: list[PricedMessage | None] = []
         self._archives: dict[tuple[str, str], ArchiveRecord] = {}
-        self._archive_position: int | None = None
+        self._checkpoint: Checkpoint | None = None
+        self._watermark: MediaWatermark | None = None
+        self._position: int | None = None
+        """The position of the last archive, checkpoint or eviction entry read."""
 
     def state(
         self,
@@ -50,31 +56,31 @@ class SessionCompiler:
         anchor: Any = None,
         connection: str = "default",
     ) -> CompileState:
-        """The session's compile state, reading only entries appended since the last read."""
+        """The session's compile state, reading only entries appended since the last read: the
+        messages, then the archive records, the latest checkpoint and the latest eviction in one read
+        (the ledger is append-only, so the latest of a kind is the last one read)."""
         self._log = self.session.message_log(into=self._log)
         self._priced.extend([None] * (len(self._log) - len(self._priced)))
-        for entry in self.session.entries(["archive"], after=self._archive_position):
-            self._archive_position = entry.position
-            try:
-                record = ArchiveRecord.from_payload(entry.payload)
-            except (KeyError, TypeError, ValueError):
-                continue  # not a compile archive record; another writer's shape
-            self._archives.setdefault((record.message_id, record.tool_use_id), record)  # first wins
-        checkpoint = None
-        latest = self.session.latest("checkpoint")
-        if latest is not None:
-            payload = latest.payload
-            checkpoint = Checkpoint(
-                summary=str(payload["summary"]),
-                first_id=str(payload["first_id"]),
-                last_id=str(payload["last_id"]),
-                id=latest.id,
-                summary_tokens=_count(payload.get("summary_tokens")),
-            )
-        watermark = None
-        eviction = self.session.latest("eviction")
-        if eviction is not None:
-            watermark = MediaWatermark.from_payload(eviction.payload)
+        for entry in self.session.entries(_OVERLAYS, after=self._position):
+            self._position = entry.position
+            if entry.kind == "archive":
+                try:
+                    record = ArchiveRecord.from_payload(entry.payload)
+                except (KeyError, TypeError, ValueError):
+                    continue  # not a compile archive record; another writer's shape
+                self._archives.setdefault((record.message_id, record.tool_use_id), record)  # first wins
+            elif entry.kind == "checkpoint":
+                payload = entry.payload
+                self._checkpoint = Checkpoint(
+                    summary=str(payload["summary"]),
+                    first_id=str(payload["first_id"]),
+                    last_id=str(payload["last_id"]),
+                    id=entry.id,
+                    summary_tokens=_count(payload.get("summary_tokens")),
+                )
+            else:
+                self._watermark = MediaWatermark.from_payload(entry.payload)
+        checkpoint, watermark = self._checkpoint, self._watermark
         return CompileState(
             messages=_LogView(self._log, self._priced, len(self._log)),
             system=((Text(text=system),) if system else ()) if isinstance(system, str) else tuple(system),
