@@ -13,6 +13,9 @@ budget reads). Measured in one run:
   sessions of 100 and 2,000 images, against the empty process (imports done).
 
 Run: ``PYTHONPATH=src python -m benchmarks.compile`` from the repo root. Not a test; never fails.
+``--against REV`` (a git revision, or a ``src`` directory) runs this tree's cold and incremental
+compile beside that tree's on one session, alternating fresh processes, and prints the two side by
+side (``--quick``: three rounds, not five); it writes ``benchmarks/results/compile_ab.md``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from PIL import Image as PILImage
@@ -34,6 +39,8 @@ from contextwindow.content import Image, Message, Text, ToolResult, ToolUse
 from contextwindow.models import get_profile
 from contextwindow.pricing import Estimator
 from contextwindow.store import open_store
+
+ROOT = Path(__file__).resolve().parents[1]
 
 MODEL = "claude-sonnet-4-5"
 RESULTS = Path(__file__).parent / "results" / "compile.md"
@@ -197,6 +204,8 @@ from contextwindow.compile import Policy, SessionCompiler
 from contextwindow.formats import render
 from contextwindow.models import get_profile
 from contextwindow.store import open_store
+
+ROOT = Path(__file__).resolve().parents[1]
 proc = psutil.Process()
 empty = proc.memory_info().rss
 path = sys.argv[1]
@@ -229,7 +238,85 @@ def measure_rss(path: Path) -> dict[str, int]:
     return data
 
 
+_COMPILE_CHILD = (
+    "import json, sys; from pathlib import Path; from benchmarks.compile import measure_speed; "
+    "print(json.dumps(measure_speed(Path(sys.argv[1]))))"
+)
+
+
+def tree_env(src: Path) -> dict[str, str]:
+    """The environment of a child process that imports ``contextwindow`` from ``src`` (this tree's
+    benchmarks beside it)."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), str(ROOT)])}
+
+
+@contextmanager
+def source_tree(spec: str) -> Iterator[Path]:
+    """The ``src`` directory ``spec`` names: a directory as it is, else a git revision of this
+    repository exported (``git archive``) to a temporary directory for the duration."""
+    if Path(spec).is_dir():
+        yield Path(spec).resolve()
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "archive", spec, "src"], cwd=ROOT, capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        yield Path(tmp) / "src"
+
+
+def compile_against(other: Path, rounds: int = 3) -> dict[str, dict[str, list[float]]]:
+    """:func:`measure_speed` of this tree and of ``other`` (a ``src`` directory) on one 10,000-message
+    session with 1,000 images, in a fresh process each, alternating (the first to go alternates)."""
+    trees = {"this": ROOT / "src", "other": other}
+    out: dict[str, dict[str, list[float]]] = {label: {} for label in trees}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "big.db"
+        build(path, messages=10_000, images=1_000)
+        for i in range(rounds):
+            for label in ("this", "other") if i % 2 == 0 else ("other", "this"):
+                done = subprocess.run(
+                    [sys.executable, "-c", _COMPILE_CHILD, str(path)],
+                    env=tree_env(trees[label]),
+                    cwd=ROOT,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
+                for key, value in json.loads(done.stdout.strip().splitlines()[-1]).items():
+                    out[label].setdefault(key, []).append(value)
+    return out
+
+
+def main_against(spec: str, rounds: int) -> None:
+    """This tree's compile beside ``spec``'s (a revision or a ``src`` directory), in one run."""
+    with source_tree(spec) as other:
+        speed = compile_against(other, rounds)
+    lines = [
+        "# Compile, A/B",
+        "",
+        f"10,000-message SQLite session with 1,000 images, {MODEL}; this tree against `{spec}`, a fresh "
+        f"process per tree and round, alternating; medians over {rounds} rounds (ms). LangChain "
+        "`trim_messages` on the same history in the same processes.",
+        "",
+        "| case | other | this | other / this | trim_messages / this | goal |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for case, peer, goal in (("cold", "lc_full", "≤ 150 ms"), ("incremental", "lc_incremental", "≥ 10×")):
+        mine, theirs = statistics.median(speed["this"][case]), statistics.median(speed["other"][case])
+        lc = statistics.median(speed["this"][peer] + speed["other"][peer])
+        lines.append(
+            f"| {case} | {theirs:.2f} | {mine:.2f} | {theirs / mine:.2f}× | {lc / mine:.1f}× | {goal} |"
+        )
+    table = "\n".join(lines) + "\n"
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    (RESULTS.parent / "compile_ab.md").write_text(table)
+    print(table)
+
+
 def main() -> None:
+    args = sys.argv[1:]
+    if "--against" in args:
+        main_against(args[args.index("--against") + 1], rounds=3 if "--quick" in args else 5)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         big = Path(tmp) / "big.db"
         t0 = time.perf_counter()

@@ -18,9 +18,12 @@ Three measurements in one run:
 Run: ``PYTHONPATH=src python -m benchmarks.guard_cost [--quick]``. Prints markdown and writes
 ``benchmarks/results/guard_cost.md``. Never fails on a timing.
 
+``--rss N`` prints the RSS rows alone for ``N`` conversations (``benchmarks/results/guard_rss.md``).
+
 ``--against SRC`` measures this tree's guard beside another tree's (``SRC``, a ``src`` directory,
-e.g. an older checkout's), A/B interleaved in one run: each tree's guard runs in a process of its
-own (variant A only), and the two take turns, one round of calls over every (SDK, size) at a time;
+e.g. an older checkout's, or a git revision, exported for the run), A/B interleaved in one run:
+each tree's guard runs in a process of its own (variant A only), and the two take turns, one round
+of calls over every (SDK, size) at a time;
 then each tree's compile on the 10,000-message session, alternating, three times each. It prints
 the two side by side with their ratios, and writes ``benchmarks/results/guard_cost_ab.md``.
 """
@@ -38,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._paths import RESULTS, ROOT
+from benchmarks.compile import compile_against, source_tree, tree_env
 
 SIZES = (10, 100, 400, 2_000)
 CLAUDE = "claude-haiku-4-5"
@@ -237,10 +241,6 @@ def _child() -> None:
             print(json.dumps({f"{c.kind}/{c.size}": c.call() for c in conversations}), flush=True)
 
 
-def _tree_env(src: Path) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), str(ROOT)])}
-
-
 def measure_against(other: Path, calls: int) -> dict[str, dict[str, list[float]]]:
     """Guard CPU per call of this tree and of ``other`` (a ``src`` directory), by ``"sdk/size"``: one
     process per tree, taking turns round by round (the first to go alternates)."""
@@ -248,7 +248,7 @@ def measure_against(other: Path, calls: int) -> dict[str, dict[str, list[float]]
     procs = {
         label: subprocess.Popen(
             [sys.executable, "-c", "from benchmarks.guard_cost import _child; _child()"],
-            env=_tree_env(src),
+            env=tree_env(src),
             cwd=ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -274,37 +274,6 @@ def measure_against(other: Path, calls: int) -> dict[str, dict[str, list[float]]
                 proc.stdin.close()
             proc.wait(timeout=60)
     return samples
-
-
-_COMPILE_CHILD = (
-    "import json, sys; from pathlib import Path; from benchmarks.compile import measure_speed; "
-    "print(json.dumps(measure_speed(Path(sys.argv[1]))))"
-)
-
-
-def compile_against(other: Path, rounds: int = 3) -> dict[str, dict[str, list[float]]]:
-    """``benchmarks.compile``'s cold and incremental compile of this tree and of ``other`` on one
-    10,000-message session, in a fresh process each, alternating."""
-    trees = {"this": ROOT / "src", "other": other}
-    out: dict[str, dict[str, list[float]]] = {label: {} for label in trees}
-    from benchmarks.compile import build
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "big.db"
-        build(path, messages=10_000, images=1_000)
-        for i in range(rounds):
-            for label in ("this", "other") if i % 2 == 0 else ("other", "this"):
-                done = subprocess.run(
-                    [sys.executable, "-c", _COMPILE_CHILD, str(path)],
-                    env=_tree_env(trees[label]),
-                    cwd=ROOT,
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                )
-                for key, value in json.loads(done.stdout.strip().splitlines()[-1]).items():
-                    out[label].setdefault(key, []).append(value)
-    return out
 
 
 def _main_against(other: Path, quick: bool) -> None:
@@ -353,7 +322,11 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     quick = "--quick" in args
     if "--against" in args:
-        _main_against(Path(args[args.index("--against") + 1]).resolve(), quick)
+        with source_tree(args[args.index("--against") + 1]) as other:
+            _main_against(other, quick)
+        return
+    if "--rss" in args:
+        _main_rss(int(args[args.index("--rss") + 1]))
         return
     calls = 15 if quick else 60
     conversations = 200 if quick else 1_000
@@ -388,10 +361,18 @@ def main(argv: list[str] | None = None) -> None:
         f"| incremental (one append) | {speed['incremental']:.2f} | {speed['lc_incremental']:.1f} | "
         f"{speed['lc_incremental'] / speed['incremental']:.1f}× | ≥ 10× |",
     ]
+    lines += ["", *_rss_table(conversations)]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "guard_cost.md").write_text(text)
+
+
+def _rss_table(conversations: int) -> list[str]:
+    """The RSS rows: ``conversations`` guarded conversations, the guard's memory bound and unbounded."""
     rows = {mb: measure_rss(conversations, mb) for mb in (16.0, None)}
     mib = 1024 * 1024
-    lines += [
-        "",
+    lines = [
         f"RSS (MB) of one process running {conversations} guarded conversations of 10 turns "
         "(anthropic SDK, SQLite ledger), with the guard's memory bound at 16 MB and unbounded "
         "(`cache_mb=None`):",
@@ -403,10 +384,15 @@ def main(argv: list[str] | None = None) -> None:
     for i, (count, rss) in enumerate(bounded):
         other = unbounded[i][1] / mib if i < len(unbounded) else float("nan")
         lines.append(f"| {count} | {rss / mib:.0f} | {other:.0f} |")
-    text = "\n".join(lines) + "\n"
+    return lines
+
+
+def _main_rss(conversations: int) -> None:
+    """``--rss N``: the bounded-state rows alone, for ``N`` conversations."""
+    text = "\n".join(["# Guard state, bounded", "", *_rss_table(conversations)]) + "\n"
     print(text)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "guard_cost.md").write_text(text)
+    (RESULTS / "guard_rss.md").write_text(text)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from itertools import accumulate, compress
+from operator import attrgetter
 from typing import Any, overload
 
 from ..content import Message
@@ -160,9 +162,7 @@ def _reuse(run: Run, tail: _Tail, old: WalkLog, bounds: Bounds, media: MediaBudg
     taken = old.units[k:m]
     old_turns, old_depth, _ = old.contexts[k]
     dturns, ddepth = tail.turns - old_turns, tail.depth - old_depth
-    mine = tail.context[2]
-    for t, d, ms in old.contexts[k:m]:
-        tail.contexts.append((t + dturns, d + ddepth, mine if settled else ms))
+    tail.contexts.extend(_shifted(old.contexts[k:m], dturns, ddepth, tail.context[2] if settled else None))
     tail.units.extend(taken)
     tail.largest = _larger(tail.largest, old.largest)  # of all its units: an upper bound of these
     tail.total += old.prefix[m] - old.prefix[k]
@@ -233,18 +233,16 @@ def reusable_below(run: Run, old: WalkLog | None, key: tuple[Any, ...], *, cap: 
 def log_walk(run: Run, key: tuple[Any, ...], newest: int, tail: _Tail, *, cap: int) -> WalkLog:
     """The log of this walk (under the per-message ``cap``), for the next compile to reuse."""
     units = tail.units
-    prefix = [0]
-    for unit in units:
-        prefix.append(prefix[-1] + unit.tokens)
+    indexes = range(len(units))
     return WalkLog(
         key=key,
         newest=newest,
         units=list(units),  # the assembly pops from its own list; the log keeps the walk
         contexts=tail.contexts,
-        prefix=prefix,
-        by_end={unit.end: index for index, unit in enumerate(units)},
-        forced=[index for index, unit in enumerate(units) if unit.forced],
-        media=[index for index, unit in enumerate(units) if unit.media],
+        prefix=_prefix(units),
+        by_end=dict(zip(map(_END, units), indexes, strict=True)),
+        forced=list(compress(indexes, map(_FORCED, units))),
+        media=list(compress(indexes, map(_MEDIA, units))),
         exhausted=tail.exhausted,
         archives=dict(run.archived_by),
         source=run.messages,
@@ -282,17 +280,33 @@ def recalibrated_log(run: Run, old: WalkLog) -> WalkLog:
         depth += sum(run.base(p).tokens for p in range(unit.start, unit.end + 1))
     turns, _, state = old.contexts[len(old.units)]
     contexts.append((turns, depth, state))
-    prefix = [0]
-    for unit in units:
-        prefix.append(prefix[-1] + unit.tokens)
     return replace(
         old,
         units=units,
         contexts=contexts,
-        prefix=prefix,
-        forced=[index for index, unit in enumerate(units) if unit.forced],
+        prefix=_prefix(units),
+        forced=list(compress(range(len(units)), map(_FORCED, units))),
         calibration=(run.m, run.framing),
     )
+
+
+_END, _FORCED, _MEDIA, _TOKENS = (attrgetter(name) for name in ("end", "forced", "media", "tokens"))
+
+
+def _prefix(units: Sequence[Unit]) -> list[int]:
+    """``prefix[k]``: the tokens of ``units[:k]`` (a log's prefix sums, built at C speed: the log of a
+    2,000-message walk is built on every compile)."""
+    return list(accumulate(map(_TOKENS, units), initial=0))
+
+
+def _shifted(contexts: Sequence[Context], dturns: int, ddepth: int, media: Any) -> list[Context]:
+    """An old walk's ``contexts`` moved by the turns and depth the new messages add; with ``media``
+    (the media budget is settled), each one's media state replaced by it."""
+    if media is not None:
+        return [(t + dturns, d + ddepth, media) for t, d, _ in contexts]
+    if not dturns and not ddepth:
+        return list(contexts)
+    return [(t + dturns, d + ddepth, ms) for t, d, ms in contexts]
 
 
 class _MessageView(Sequence[Message]):

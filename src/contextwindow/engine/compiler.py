@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Protocol
 
 from ..compile import CompiledRequest, Decisions, Policy, SessionCompiler
@@ -225,7 +226,7 @@ class RequestCompiler:
             messages=list(compiled.messages),
             estimated_tokens=estimated,
             uncounted=self._uncounted(compiled, estimated, anchored),
-            rendered={m.id: m.content for m in compiled.messages if m.id is not None},
+            rendered=_rendered(compiled.messages),
             local_estimate=compiled.local_estimate + extra,
             max_tokens=max_tokens,
             output_reserve=compiled.output_reserve,
@@ -252,6 +253,19 @@ class RequestCompiler:
         (:func:`~contextwindow.engine.live.shared`)."""
         fresh = unshared(counted, messages)
         return self.window_state.fit.live_estimator().messages(fresh) if fresh else 0
+
+
+def _rendered(messages: Sequence[Message]) -> dict[str, tuple[Block, ...]]:
+    """Each message's content as rendered, by id (those without one left out), built at C speed: it is
+    made of every message of every live request."""
+    out: dict[str | None, tuple[Block, ...]] = dict(
+        zip(map(_ID, messages), map(_CONTENT, messages), strict=True)
+    )
+    out.pop(None, None)
+    return out  # type: ignore[return-value]
+
+
+_ID, _CONTENT = attrgetter("id"), attrgetter("content")
 
 
 def _names_reread(compiled: Compiled) -> bool:
