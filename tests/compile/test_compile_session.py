@@ -102,3 +102,30 @@ class TestIncremental:
             assert second.messages[-1].content == (Text(text="one more"),)
             fresh = SessionCompiler(session).compile(model=PROFILE, policy=Policy(recent_turns_full=10))
             assert fresh == second
+
+    def test_a_checkpoint_recorded_between_compiles_is_read_in_the_same_pass_as_the_archives(
+        self, tmp_path: Path
+    ) -> None:
+        path = tmp_path / "ledger.db"
+        fill(path, 4)
+        with open_store(path) as store:
+            session = store.session("s1")
+            reads: list[str] = []
+            entries, latest = session.entries, session.latest
+            session.entries = lambda kinds=None, **kw: reads.append("entries") or entries(kinds, **kw)  # type: ignore[method-assign]
+            session.latest = lambda kind: reads.append("latest") or latest(kind)  # type: ignore[method-assign]
+            live = SessionCompiler(session)
+            live.compile(model=PROFILE, policy=POLICY)
+            ids = [m.message.id for m in session.messages()]
+            session.record(
+                "checkpoint", {"summary": "the earlier frames", "first_id": ids[0], "last_id": ids[7]}
+            )
+            reads.clear()
+            folded = live.compile(model=PROFILE, policy=POLICY)
+            # Archives, the checkpoint and the eviction: one read (besides the messages' own).
+            assert reads == ["entries"]
+            assert "the earlier frames" in json.dumps(
+                render(folded.to_request(model="m"), "anthropic", lambda r: b"")
+            )
+            fresh = SessionCompiler(store.session("s1")).compile(model=PROFILE, policy=POLICY)
+            assert fresh == folded
