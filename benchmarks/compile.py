@@ -286,6 +286,22 @@ def compile_against(other: Path, rounds: int = 3) -> dict[str, dict[str, list[fl
     return out
 
 
+def ab_rows(speed: dict[str, dict[str, list[float]]]) -> list[str]:
+    """The A/B table of :func:`compile_against`'s figures: cold and incremental, medians (ms), the
+    ratio of the two trees and ``trim_messages``' against this tree's."""
+    lines = [
+        "| case | other | this | other / this | trim_messages / this | goal |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for case, peer, goal in (("cold", "lc_full", "≤ 150 ms"), ("incremental", "lc_incremental", "≥ 10×")):
+        mine, theirs = statistics.median(speed["this"][case]), statistics.median(speed["other"][case])
+        lc = statistics.median(speed["this"][peer] + speed["other"][peer])
+        lines.append(
+            f"| {case} | {theirs:.2f} | {mine:.2f} | {theirs / mine:.2f}× | {lc / mine:.1f}× | {goal} |"
+        )
+    return lines
+
+
 def main_against(spec: str, rounds: int) -> None:
     """This tree's compile beside ``spec``'s (a revision or a ``src`` directory), in one run."""
     with source_tree(spec) as other:
@@ -297,15 +313,8 @@ def main_against(spec: str, rounds: int) -> None:
         f"process per tree and round, alternating; medians over {rounds} rounds (ms). LangChain "
         "`trim_messages` on the same history in the same processes.",
         "",
-        "| case | other | this | other / this | trim_messages / this | goal |",
-        "| --- | ---: | ---: | ---: | ---: | --- |",
     ]
-    for case, peer, goal in (("cold", "lc_full", "≤ 150 ms"), ("incremental", "lc_incremental", "≥ 10×")):
-        mine, theirs = statistics.median(speed["this"][case]), statistics.median(speed["other"][case])
-        lc = statistics.median(speed["this"][peer] + speed["other"][peer])
-        lines.append(
-            f"| {case} | {theirs:.2f} | {mine:.2f} | {theirs / mine:.2f}× | {lc / mine:.1f}× | {goal} |"
-        )
+    lines += ab_rows(speed)
     table = "\n".join(lines) + "\n"
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     (RESULTS.parent / "compile_ab.md").write_text(table)

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._paths import RESULTS, ROOT
-from benchmarks.compile import compile_against, source_tree, tree_env
+from benchmarks.compile import ab_rows, compile_against, source_tree, tree_env
 
 SIZES = (10, 100, 400, 2_000)
 CLAUDE = "claude-haiku-4-5"
@@ -303,15 +303,8 @@ def _main_against(other: Path, quick: bool) -> None:
         "process per tree and round, alternating; medians over the rounds (ms), and LangChain "
         "`trim_messages` on the same history in the same processes:",
         "",
-        "| case | other | this | other / this | trim_messages / this | goal |",
-        "| --- | ---: | ---: | ---: | ---: | --- |",
+        *ab_rows(speed),
     ]
-    for case, peer, goal in (("cold", "lc_full", "≤ 150 ms"), ("incremental", "lc_incremental", "≥ 10×")):
-        mine, theirs = statistics.median(speed["this"][case]), statistics.median(speed["other"][case])
-        lc = statistics.median(speed["this"][peer] + speed["other"][peer])
-        lines.append(
-            f"| {case} | {theirs:.2f} | {mine:.2f} | {theirs / mine:.2f}× | {lc / mine:.1f}× | {goal} |"
-        )
     text = "\n".join(lines) + "\n"
     print(text)
     RESULTS.mkdir(parents=True, exist_ok=True)
