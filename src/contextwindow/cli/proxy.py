@@ -135,29 +135,27 @@ def proxy(
             read_timeout=read_timeout,
         )
 
+        # What the transform is made with and the first line says.
+        settings: dict[str, Any] = {
+            "store": store,
+            "window": window,
+            "guard": guard,
+            "durability": durability,
+            "tenant_header": tenant_header,
+            "compaction": compaction,
+        }
+
         def make_app() -> Any:
             # Each worker makes its own: its own connection to the store, its own conversations.
             transform, described = transform_for(
-                store=store,
-                window=window,
-                guard=guard,
-                durability=durability,
-                tenant_header=tenant_header,
+                **settings,
                 tenant_secret_file=tenant_secret_file,
                 cache_mb=cache_mb or DEFAULT_CACHE_MB,
-                compaction=compaction,  # type: ignore[arg-type]
             )
             info = {"mode": described, "pid": os.getpid()}
             return proxy_app(upstream, transform=transform, limits=limits, info=info)
 
-        described = describe(
-            store=store,
-            window=window,
-            guard=guard,
-            durability=durability,
-            tenant_header=tenant_header,
-            compaction=compaction,
-        )
+        described = describe(**settings)
         if workers > 1:
             described += f", {workers} workers"
         if not quiet:
