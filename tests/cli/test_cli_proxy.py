@@ -49,6 +49,26 @@ class TestProxyCommand:
         assert ("full" if pragma == 2 else "normal") in described
         transform.store.close()
 
+    def test_a_compaction_that_is_not_local_provider_or_auto_is_refused_with_exit_2(self) -> None:
+        result = runner.invoke(app, ["proxy", "--upstream", "http://127.0.0.1:1", "--compaction", "server"])
+        assert result.exit_code == 2
+        assert "must be local, provider or auto" in result.output
+
+    @pytest.mark.parametrize("mode", ["local", "provider", "auto"])
+    def test_the_compaction_chosen_reaches_the_guard_of_every_conversation(
+        self, tmp_path: Path, mode: str
+    ) -> None:
+        transform, described = transform_for(
+            store=str(tmp_path / "p.sqlite"),
+            window=None,
+            compaction=mode,  # type: ignore[arg-type]
+        )
+        assert isinstance(transform, GuardTransform)
+        core = transform._core("anthropic", None, "t", 60_000)
+        assert core.options.compaction == mode
+        assert f"compaction {mode}" in described
+        transform.store.close()
+
     def test_serve_and_proxy_processes_answer_through_each_other(self, tmp_path: Path) -> None:
         body = {
             "model": "claude-haiku-4-5",

@@ -79,6 +79,14 @@ def proxy(
             "--guard/--no-guard", help="Fit each request to the window (--no-guard: forward as sent)."
         ),
     ] = True,
+    compaction: Annotated[
+        str,
+        typer.Option(
+            help="Who makes a long conversation fit: local (the guard folds), provider (the "
+            "provider's own compaction or context editing, folding locally where it cannot fit), "
+            "auto (whichever costs less per call)."
+        ),
+    ] = "local",
     quiet: Annotated[bool, typer.Option(help="No access log.")] = False,
     read_timeout: Annotated[
         float,
@@ -98,6 +106,8 @@ def proxy(
         fail("--workers needs a POSIX system (fork)", EXIT_BAD_INPUT)
     if workers > 1 and guard and (store or "").strip() in (":memory:", "memory:", "memory://"):
         fail("--workers needs a store the workers share (a SQLite file or PostgreSQL)", EXIT_BAD_INPUT)
+    if compaction not in ("local", "provider", "auto"):
+        fail("--compaction must be local, provider or auto", EXIT_BAD_INPUT)
     if cache_mb is not None and cache_mb < 1:
         fail("--cache-mb must be >= 1", EXIT_BAD_INPUT)
     if tenant_secret_file is not None and not Path(tenant_secret_file).is_file():
@@ -125,23 +135,27 @@ def proxy(
             read_timeout=read_timeout,
         )
 
+        # What the transform is made with and the first line says.
+        settings: dict[str, Any] = {
+            "store": store,
+            "window": window,
+            "guard": guard,
+            "durability": durability,
+            "tenant_header": tenant_header,
+            "compaction": compaction,
+        }
+
         def make_app() -> Any:
             # Each worker makes its own: its own connection to the store, its own conversations.
             transform, described = transform_for(
-                store=store,
-                window=window,
-                guard=guard,
-                durability=durability,
-                tenant_header=tenant_header,
+                **settings,
                 tenant_secret_file=tenant_secret_file,
                 cache_mb=cache_mb or DEFAULT_CACHE_MB,
             )
             info = {"mode": described, "pid": os.getpid()}
             return proxy_app(upstream, transform=transform, limits=limits, info=info)
 
-        described = describe(
-            store=store, window=window, guard=guard, durability=durability, tenant_header=tenant_header
-        )
+        described = describe(**settings)
         if workers > 1:
             described += f", {workers} workers"
         if not quiet:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..store import open_store
 from .conversations import DEFAULT_CACHE_MB
@@ -10,6 +11,9 @@ from .guarded import GuardTransform
 from .limits import MIB
 from .proxy import Transform, passthrough
 from .tenants import Tenants, secret_file_for, tenant_secret
+
+if TYPE_CHECKING:
+    from ..compaction import CompactionMode
 
 __all__ = ["DEFAULT_PROXY_STORE", "describe", "transform_for"]
 
@@ -26,6 +30,7 @@ def transform_for(
     tenant_header: str | None = None,
     tenant_secret_file: str | None = None,
     cache_mb: int = DEFAULT_CACHE_MB,
+    compaction: CompactionMode = "local",
 ) -> tuple[Transform, str]:
     """The transform for ``contextwindow proxy`` and a short description of what it does.
 
@@ -41,7 +46,9 @@ def transform_for(
 
     Conversations belong to tenants (:mod:`.tenants`): by the API key, or by ``tenant_header``; the
     secret is read from ``tenant_secret_file`` (or ``$CONTEXTWINDOW_TENANT_SECRET``), else kept
-    beside the store. At most ``cache_mb`` MiB of conversations are held in memory.
+    beside the store. At most ``cache_mb`` MiB of conversations are held in memory. ``compaction``
+    is the guard's (:mod:`contextwindow.compaction`): ``"local"`` folds, ``"provider"`` sends the
+    provider's own compaction or context editing, ``"auto"`` whichever costs less per call.
     """
     if not guard:
         return passthrough, "pass-through"
@@ -59,9 +66,15 @@ def transform_for(
         context_window=window,
         tenants=Tenants(secret, header=tenant_header),
         cache_bytes=cache_mb * MIB,
+        compaction=compaction,
     )
     return transform, describe(
-        store=store, window=window, guard=guard, durability=durability, tenant_header=tenant_header
+        store=store,
+        window=window,
+        guard=guard,
+        durability=durability,
+        tenant_header=tenant_header,
+        compaction=compaction,
     )
 
 
@@ -72,10 +85,14 @@ def describe(
     guard: bool = True,
     durability: str = "normal",
     tenant_header: str | None = None,
+    compaction: str = "local",
 ) -> str:
     """What :func:`transform_for` with these settings does, in a few words (the proxy's first line)."""
     if not guard:
         return "pass-through"
     tenants = f"tenants by {tenant_header}" if tenant_header else "tenants by API key"
     where = store or DEFAULT_PROXY_STORE
-    return f"guard: store {where} ({durability}), window {window or 'per model'}, {tenants}"
+    return (
+        f"guard: store {where} ({durability}), window {window or 'per model'}, {tenants}, "
+        f"compaction {compaction}"
+    )
