@@ -306,6 +306,45 @@ class TestStreamErrors:
         assert stored[1].content[0].text == "half a"  # type: ignore[union-attr]  # the retry's whole reply
 
 
+class TestBodiesNoProviderAccepts:
+    @pytest.mark.parametrize(
+        ("raw", "needle"),
+        [
+            (b'{"temperature": NaN}', "NaN is not a JSON number"),
+            (b'{"temperature": Infinity}', "Infinity is not a JSON number"),
+            (b'{"system": "\\ud83d alone"}', "lone surrogate"),
+        ],
+        ids=["nan", "infinity", "lone-surrogate"],
+    )
+    def test_are_400_in_the_apis_shape_and_never_reach_the_upstream(
+        self, scripted: Any, raw: bytes, needle: str
+    ) -> None:
+        upstream = scripted(lambda path, body: json_response(200, _anthropic_reply("unreachable")))
+        proxy, transform = _guarded(upstream.url)
+        body = json.dumps(_message()).encode()[:-1] + b", " + raw[1:]
+        try:
+            answered = exchange(proxy.port, post("/v1/messages", body))
+        finally:
+            proxy.stop()
+        assert answered.status == 400
+        error = answered.json()["error"]
+        assert error["type"] == "invalid_request_error" and needle in error["message"]
+        assert upstream.seen == [] and transform.store.sessions() == []
+
+    def test_an_escaped_surrogate_pair_is_one_character_and_goes_through(self, scripted: Any) -> None:
+        upstream = scripted(lambda path, body: json_response(200, _anthropic_reply("ok")))
+        proxy, _ = _guarded(upstream.url)
+        body = json.dumps(_message("smile \U0001f600")).encode()
+        assert b"\\ud83d\\ude00" in body  # json.dumps escapes it as a pair
+        try:
+            answered = exchange(proxy.port, post("/v1/messages", body))
+        finally:
+            proxy.stop()
+        assert answered.status == 200
+        [seen] = upstream.seen
+        assert seen["body"]["messages"][-1]["content"][0]["text"] == "smile \U0001f600"
+
+
 class TestSessionHeader:
     @pytest.mark.parametrize("name", ["x" * 300, "agent\t7"], ids=["300-characters", "tab"])
     def test_a_name_the_ledger_refuses_is_400_naming_the_header(self, name: str) -> None:

@@ -203,6 +203,14 @@ def json_depth_exceeds(raw: bytes, limit: int) -> bool:
     return max(accumulate(steps, initial=0)) > limit
 
 
+class _NotJson(ValueError):
+    """What Python's parser accepts and JSON does not (RFC 8259 has no NaN or Infinity)."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NotJson(f"{name} is not a JSON number")
+
+
 def parse_json(raw: bytes, limits: ServerLimits) -> dict[str, Any]:
     """The body as a JSON object, or a 400 naming what is wrong with it."""
     if json_depth_exceeds(raw, limits.max_json_depth):
@@ -210,9 +218,17 @@ def parse_json(raw: bytes, limits: ServerLimits) -> dict[str, Any]:
             "invalid_request_error", f"The request body nests deeper than {limits.max_json_depth} levels."
         )
     try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError):
-        raise HttpError("invalid_request_error", "The request body is not valid JSON.") from None
+        data = json.loads(raw, parse_constant=_refuse_constant)
+        if b"\\ud" in raw or b"\\uD" in raw:
+            # A surrogate escaped alone decodes to a string no provider accepts and no encoder writes.
+            json.dumps(data, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        raise HttpError(
+            "invalid_request_error", "The request body is not valid JSON: a string holds a lone surrogate."
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        reason = f": {exc}" if isinstance(exc, _NotJson) else ""
+        raise HttpError("invalid_request_error", f"The request body is not valid JSON{reason}.") from None
     if not isinstance(data, dict):
         raise HttpError("invalid_request_error", "The request body must be a JSON object.")
     return data
