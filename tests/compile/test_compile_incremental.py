@@ -183,3 +183,43 @@ class TestIncrementalAtALargeUnit:
             assert cold.decisions.evicted == ()  # the result archived, the image fits again
             assert _bytes(incremental) == _bytes(cold)
             assert incremental == cold
+
+
+class TestTheWalkLogGrowsByAppending:
+    def test_an_append_keeps_the_older_units_where_they_were_and_logs_what_a_cold_walk_would(self) -> None:
+        # Stored oldest first, a history that only grew is logged by appending its new units: the
+        # previous log's units (all but those decided again) lead the new one, in place.
+        est = Estimator(PROFILE, preset="seed-store")
+        policy = Policy(recent_turns_full=1, image_depth_tokens=300)
+        with open_store(":memory:") as store:
+            session = store.session("s")
+            for n in range(60):
+                _append(session, est, ("prose" if n % 2 else "tool", 20), n)
+            live = SessionCompiler(session, estimator=est)
+            live.compile(model=PROFILE, policy=policy)
+            before = live.cache.walk
+            assert before is not None
+            before_units = list(before.units)
+            _append(session, est, ("prose", 5), 99)
+            live.compile(model=PROFILE, policy=policy)
+            after = live.cache.walk
+            cold = SessionCompiler(session, estimator=est)
+            cold.compile(model=PROFILE, policy=policy)
+            again = cold.cache.walk
+            assert after is not None and again is not None
+            kept = len(before_units) - 10
+            assert [id(u) for u in after.units[:kept]] == [id(u) for u in before_units[:kept]]
+            # Read newest first, it is the log a cold walk of the same history makes.
+            assert after.count == again.count
+            assert [after.context(k) for k in range(after.count + 1)] == [
+                again.context(k) for k in range(again.count + 1)
+            ]
+            assert [after.prefix_at(k) for k in range(after.count + 1)] == [
+                again.prefix_at(k) for k in range(again.count + 1)
+            ]
+            assert [after.unit(k).end for k in range(after.count)] == [
+                again.unit(k).end for k in range(again.count)
+            ]
+            assert (
+                after.by_end == again.by_end and after.forced == again.forced and after.media == again.media
+            )
