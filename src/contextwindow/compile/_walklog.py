@@ -63,8 +63,9 @@ class WalkLog:
     """The archive records in force then, by (message id, tool-use id)."""
     source: Any
     """The messages walked, to check a unit end is still the same message before reusing it."""
-    uniform: Any = MIXED
-    """The media budget state every one of ``offsets`` holds (:data:`MIXED`: not one)."""
+    uniform: Any = None
+    """The media budget state every one of ``offsets`` holds (:data:`MIXED`: not one; ``None``: not
+    found yet)."""
     calibration: tuple[float, int] = (1.0, 0)
     """``(multiplier, framing)`` its prices were calibrated with (:func:`.walk.recalibrated_log`)."""
     cap: int = 0

@@ -260,16 +260,17 @@ def log_walk(run: Run, key: tuple[Any, ...], newest: int, tail: _Tail, *, cap: i
     if (
         isinstance(reused, _Reused)
         and reused.m == reused.old.count
-        and (reused.media is None or reused.media == reused.old.uniform)
+        and (reused.media is None or reused.media == _uniform(reused.old))
         and not any(isinstance(p, _Reused) for p in pieces[:-2])
     ):
         return _appended(reused, tail, scalars)
-    contexts: list[Context] = []
-    for piece in pieces:
-        contexts.extend(_shifted(piece) if isinstance(piece, _Reused) else (piece,))
-    end = contexts[-1]
-    offsets = [(end[0] - t, end[1] - d, ms) for t, d, ms in reversed(contexts)]
-    first = offsets[0][2]
+    end = cast(Context, pieces[-1])
+    offsets: list[Context] = []
+    for piece in reversed(pieces):
+        if isinstance(piece, _Reused):
+            offsets.extend(_offsets(piece, end))
+        else:
+            offsets.append((end[0] - piece[0], end[1] - piece[1], piece[2]))
     units = tail.units[::-1]
     indexes = range(len(units))
     return WalkLog(
@@ -280,7 +281,6 @@ def log_walk(run: Run, key: tuple[Any, ...], newest: int, tail: _Tail, *, cap: i
         by_end=dict(zip(map(_END, units), indexes, strict=True)),
         forced=list(compress(indexes, map(_FORCED, units))),
         media=list(compress(indexes, map(_MEDIA, units))),
-        uniform=first if all(o[2] == first for o in offsets) else MIXED,
         **scalars,
     )
 
@@ -298,7 +298,7 @@ def _appended(reused: _Reused, tail: _Tail, scalars: dict[str, Any]) -> WalkLog:
     del units[cut:], prefix[cut + 1 :], offsets[cut + 1 :]
     del old.forced[bisect_left(old.forced, cut) :], old.media[bisect_left(old.media, cut) :]
     end = cast(Context, tail.contexts[-1])
-    uniform = old.uniform
+    uniform = _uniform(old)
     for i in range(f - 1, -1, -1):  # the new units, oldest first
         unit, (turns, depth, state) = tail.units[i], fresh[i]
         at = len(units)
@@ -373,13 +373,26 @@ def _prefix(units: Sequence[Unit]) -> list[int]:
     return list(accumulate(map(_TOKENS, units), initial=0))
 
 
-def _shifted(piece: _Reused) -> list[Context]:
-    """The contexts a :class:`_Reused` stands for, newest first."""
-    dturns, ddepth, media = piece.dturns, piece.ddepth, piece.media
-    contexts = [piece.old.context(k) for k in range(piece.k, piece.m)]
+def _offsets(piece: _Reused, end: Context) -> list[Context]:
+    """The offsets (:attr:`WalkLog.offsets`, oldest first) of the contexts a :class:`_Reused` stands
+    for, counted back from ``end``: the old log's, moved by how far its end is from ``end``."""
+    old, media = piece.old, piece.media
+    n = old.count
+    offsets = old.offsets[n - piece.m + 1 : n - piece.k + 1]
+    dturns, ddepth = end[0] - old.end[0] - piece.dturns, end[1] - old.end[1] - piece.ddepth
     if media is not None:
-        return [(t + dturns, d + ddepth, media) for t, d, _ in contexts]
-    return [(t + dturns, d + ddepth, ms) for t, d, ms in contexts]
+        return [(t + dturns, d + ddepth, media) for t, d, _ in offsets]
+    if not dturns and not ddepth:
+        return offsets
+    return [(t + dturns, d + ddepth, ms) for t, d, ms in offsets]
+
+
+def _uniform(log: WalkLog) -> Any:
+    """:attr:`WalkLog.uniform`, found the first time it is asked for."""
+    if log.uniform is None:
+        first = log.offsets[0][2]
+        log.uniform = first if all(o[2] == first for o in log.offsets) else MIXED
+    return log.uniform
 
 
 class _MessageView(Sequence[Message]):
