@@ -265,12 +265,15 @@ def log_walk(run: Run, key: tuple[Any, ...], newest: int, tail: _Tail, *, cap: i
     ):
         return _appended(reused, tail, scalars)
     end = cast(Context, pieces[-1])
+    et, ed, _ = end
     offsets: list[Context] = []
-    for piece in reversed(pieces):
-        if isinstance(piece, _Reused):
-            offsets.extend(_offsets(piece, end))
-        else:
-            offsets.append((end[0] - piece[0], end[1] - piece[1], piece[2]))
+    stop = len(pieces)
+    for at in [*[i for i, piece in enumerate(pieces) if isinstance(piece, _Reused)][::-1], -1]:
+        fresh = cast(list[Context], pieces[at + 1 : stop])  # the contexts of units decided now
+        offsets.extend([(et - t, ed - d, ms) for t, d, ms in reversed(fresh)])
+        if at >= 0:
+            offsets.extend(_offsets(cast(_Reused, pieces[at]), end))
+        stop = at
     units = tail.units[::-1]
     indexes = range(len(units))
     return WalkLog(
