@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import io
 import json
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image as PILImage
 
 from contextwindow.compile import CompiledRequest, Policy, SessionCompiler
+from contextwindow.compile._walklog import WalkLog
 from contextwindow.content import Image, Message, Text, ToolResult, ToolUse, message_to_dict
 from contextwindow.models import ModelProfile
 from contextwindow.pricing import Estimator
@@ -102,23 +104,33 @@ class TestIncrementalMatchesCold:
                 assert incremental == cold
 
     def test_an_append_reuses_the_older_units_of_the_previous_walk(self) -> None:
-        est = Estimator(PROFILE, preset="seed-store")
-        policy = Policy(recent_turns_full=1, image_depth_tokens=300)
-        with open_store(":memory:") as store:
-            session = store.session("s")
-            for n in range(60):
-                _append(session, est, ("prose" if n % 2 else "tool", 20), n)
-            live = SessionCompiler(session, estimator=est)
-            live.compile(model=PROFILE, policy=policy)
-            before = live.cache.walk
-            assert before is not None
-            _append(session, est, ("prose", 5), 99)
-            live.compile(model=PROFILE, policy=policy)
-            after = live.cache.walk
-            assert after is not None and after is not before
-            reused = {id(u) for u in before.units} & {id(u) for u in after.units}
-            # Only the units within the media depth (300 tokens) of the end were re-decided.
-            assert len(reused) >= len(after.units) - 10
+        before_units, before, after, _ = _walk_logs_around_one_append()
+        assert after is not before
+        reused = {id(u) for u in before_units} & {id(u) for u in after.units}
+        # Only the units within the media depth (300 tokens) of the end were re-decided.
+        assert len(reused) >= len(after.units) - 10
+
+
+def _walk_logs_around_one_append() -> tuple[list[Any], WalkLog, WalkLog, WalkLog]:
+    """A 60-message session's walk log, its units then, the log after one append, and the log of a
+    cold compile of the grown session."""
+    est = Estimator(PROFILE, preset="seed-store")
+    policy = Policy(recent_turns_full=1, image_depth_tokens=300)
+    with open_store(":memory:") as store:
+        session = store.session("s")
+        for n in range(60):
+            _append(session, est, ("prose" if n % 2 else "tool", 20), n)
+        live = SessionCompiler(session, estimator=est)
+        live.compile(model=PROFILE, policy=policy)
+        before = live.cache.walk
+        assert before is not None
+        before_units = list(before.units)  # the next log may be this one, appended to
+        _append(session, est, ("prose", 5), 99)
+        live.compile(model=PROFILE, policy=policy)
+        cold = SessionCompiler(session, estimator=est)
+        cold.compile(model=PROFILE, policy=policy)
+        assert live.cache.walk is not None and cold.cache.walk is not None
+        return before_units, before, live.cache.walk, cold.cache.walk
 
 
 class TestIncrementalAtALargeUnit:
@@ -182,3 +194,24 @@ class TestIncrementalAtALargeUnit:
             assert cold.decisions.evicted == ()  # the result archived, the image fits again
             assert _bytes(incremental) == _bytes(cold)
             assert incremental == cold
+
+
+class TestTheWalkLogGrowsByAppending:
+    def test_an_append_keeps_the_older_units_where_they_were_and_logs_what_a_cold_walk_would(self) -> None:
+        # Stored oldest first, a history that only grew is logged by appending its new units: the
+        # previous log's units (all but those decided again) lead the new one, in place.
+        before_units, _, after, again = _walk_logs_around_one_append()
+        kept = len(before_units) - 10
+        assert [id(u) for u in after.units[:kept]] == [id(u) for u in before_units[:kept]]
+        # Read newest first, it is the log a cold walk of the same history makes.
+        assert after.count == again.count
+        assert [after.context(k) for k in range(after.count + 1)] == [
+            again.context(k) for k in range(again.count + 1)
+        ]
+        assert [after.prefix_at(k) for k in range(after.count + 1)] == [
+            again.prefix_at(k) for k in range(again.count + 1)
+        ]
+        assert [after.unit(k).end for k in range(after.count)] == [
+            again.unit(k).end for k in range(again.count)
+        ]
+        assert after.by_end == again.by_end and after.forced == again.forced and after.media == again.media

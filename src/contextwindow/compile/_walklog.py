@@ -9,43 +9,63 @@ Reuse never changes a result: the tests compare incremental compiles with cold o
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Context", "WalkLog", "equivalent", "same_turns"]
+__all__ = ["MIXED", "Context", "WalkLog", "equivalent", "same_turns"]
 
 Context = tuple[int, int, tuple[Any, ...]]
 """``(turns, depth, media budget state)`` when the walk reaches a unit boundary."""
 
 
+MIXED: Any = object()
+""":attr:`WalkLog.uniform` when its contexts hold more than one media budget state."""
+
+
 @dataclass(slots=True)
 class WalkLog:
-    """One walk: its units (newest first), the context before each and after the last, and what it
-    was decided under (anything in ``key`` that differs makes the log useless)."""
+    """One walk: its units, the context before each and after the last, and what it was decided
+    under (anything in ``key`` that differs makes the log useless).
+
+    Stored **oldest first**, the contexts counted back from the walk's end, so that a walk whose
+    history only grew (new units, then every older unit reused as it was) is logged by dropping the
+    units it decided again and appending the new ones: work proportional to what is new. Read it
+    newest first, as the walk goes, through :meth:`unit`, :meth:`context`, :meth:`prefix_at`.
+    """
 
     key: tuple[Any, ...]
     """``(floor, media limits, watermark)``: the walk's fixed inputs besides the messages and the cap."""
     newest: int
     """Index of the newest message then; units containing it were decided as the newest unit."""
     units: list[Any]
-    contexts: list[Context]
-    """``contexts[k]``: before ``units[k]``; ``contexts[len(units)]``: after the last one."""
+    """Oldest first."""
+    offsets: list[Context]
+    """``offsets[j]``: the context before ``units[j]`` (after ``units[j-1]``; ``offsets[0]``: after
+    the oldest one) as ``(end turns - turns, end depth - depth, media budget state)``: the same when
+    newer messages shift every context alike."""
+    end: Context
+    """The context after the oldest unit (the walk's last context)."""
     prefix: list[int]
-    """``prefix[k]``: tokens of ``units[:k]``."""
+    """``prefix[j]``: tokens of ``units[:j]``."""
     by_end: dict[int, int]
-    """Unit index by the index of its newest message."""
+    """Index in ``units`` by the index of the unit's newest message."""
     forced: list[int]
-    """Indices of the units whose media went out of line for the room left then (ascending): they are
-    decided again, never reused."""
+    """Indices (in ``units``, ascending) of the units whose media went out of line for the room left
+    then: they are decided again, never reused."""
     media: list[int]
-    """Indices of the units holding media (ascending): only they read the depth and the media budget,
-    so up to the next one a walk in another depth or media state decides every unit as this one did."""
+    """Indices (in ``units``, ascending) of the units holding media: only they read the depth and the
+    media budget, so up to the next one a walk in another depth or media state decides every unit as
+    this one did."""
     exhausted: bool
     """The walk reached the floor (no older unit was left), rather than the budget."""
     archives: dict[Any, Any]
     """The archive records in force then, by (message id, tool-use id)."""
     source: Any
     """The messages walked, to check a unit end is still the same message before reusing it."""
+    uniform: Any = None
+    """The media budget state every one of ``offsets`` holds (:data:`MIXED`: not one; ``None``: not
+    found yet)."""
     calibration: tuple[float, int] = (1.0, 0)
     """``(multiplier, framing)`` its prices were calibrated with (:func:`.walk.recalibrated_log`)."""
     cap: int = 0
@@ -53,6 +73,44 @@ class WalkLog:
     largest: int = -1
     """The largest text-only estimate before the cap of any message it took (-1: not measured): a
     walk under another cap that neither cuts it renders every unit the same."""
+
+    @property
+    def count(self) -> int:
+        return len(self.units)
+
+    def index(self, end: int) -> int:
+        """The newest-first index of the unit whose newest message is ``end`` (in :attr:`by_end`)."""
+        return len(self.units) - 1 - self.by_end[end]
+
+    def unit(self, k: int) -> Any:
+        """The ``k``-th unit, newest first."""
+        return self.units[len(self.units) - 1 - k]
+
+    def context(self, k: int) -> Context:
+        """The context before the ``k``-th unit, newest first (``k == count``: after the last)."""
+        turns, depth, state = self.offsets[len(self.units) - k]
+        return (self.end[0] - turns, self.end[1] - depth, state)
+
+    def prefix_at(self, k: int) -> int:
+        """Tokens of the ``k`` newest units."""
+        return self.prefix[-1] - self.prefix[len(self.units) - k]
+
+    def newest_first(self, k: int, m: int) -> list[Any]:
+        """Units ``k`` to ``m`` (excluded), newest first."""
+        n = len(self.units)
+        return self.units[n - m : n - k][::-1]
+
+    def fitting(self, room: int, lo: int) -> int:
+        """``bisect_right`` over the newest-first prefix sums from ``lo``: past the last ``k`` whose
+        :meth:`prefix_at` is within ``room``."""
+        return max(lo, len(self.prefix) - bisect_left(self.prefix, self.prefix[-1] - room))
+
+    def next_of(self, indices: list[int], k: int) -> int:
+        """The newest-first index of the first unit from ``k`` on in ``indices`` (:attr:`forced` or
+        :attr:`media`), :attr:`count` if none."""
+        n = len(self.units)
+        at = bisect_right(indices, n - 1 - k) - 1
+        return n - 1 - indices[at] if at >= 0 else n
 
 
 def equivalent(

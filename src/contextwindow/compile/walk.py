@@ -9,18 +9,18 @@ among them found by a binary search over their prefix sums; reuse never changes 
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from itertools import accumulate, compress
 from operator import attrgetter
-from typing import Any, overload
+from typing import Any, cast, overload
 
 from ..content import Message
 from ..errors import OverBudget
 from ._render import recalibrated
 from ._run import Run
-from ._walklog import Context, WalkLog, equivalent, same_turns
+from ._walklog import MIXED, Context, WalkLog, equivalent, same_turns
 from .fit_unit import fit_unit
 from .media import MediaBudget
 from .pairing import unit_start
@@ -52,7 +52,7 @@ class _Tail:
     view: Sequence[Message]
     """The messages walked, as ``Message`` (for :func:`~contextwindow.compile.pairing.unit_start`)."""
     units: list[Unit] = field(default_factory=list)
-    contexts: list[Context] = field(default_factory=list)
+    contexts: list[Context | _Reused] = field(default_factory=list)
     context: Context = (0, 0, ())
     turns: int = 0
     depth: int = 0
@@ -141,45 +141,45 @@ def _reuse(run: Run, tail: _Tail, old: WalkLog, bounds: Bounds, media: MediaBudg
     """Take the previous walk's units from ``tail.end`` on when both walks reach it in equivalent
     contexts: ``None`` when they do not; else whether the walk goes on (``False``: it is done)."""
     policy = run.policy
-    k = old.by_end[tail.end]
+    k, n = old.index(tail.end), old.count
+    at_k = old.context(k)
     stale_turns = policy.recent_turns_full if policy.archive_stale_results else None
     same, settled = equivalent(
-        tail.context, old.contexts[k], stale_turns=stale_turns, depth_limit=policy.image_depth_tokens
+        tail.context, at_k, stale_turns=stale_turns, depth_limit=policy.image_depth_tokens
     )
-    limit = len(old.units)
+    limit = n
     if not same:
         # Depth and the media budget decide only units with media: the units before the next of
         # those are decided as before whatever the depth, and leave the media budget as it is.
-        at = bisect_left(old.media, k)
-        limit = old.media[at] if at < len(old.media) else len(old.units)
-        if limit == k or not same_turns(tail.context, old.contexts[k], stale_turns=stale_turns):
+        limit = old.next_of(old.media, k)
+        if limit == k or not same_turns(tail.context, at_k, stale_turns=stale_turns):
             return None
         settled = True
     if _id_in(old.source, tail.end) != run.message_id(tail.end):
         return None
     # Everything older is decided as before: take the old units that fit.
-    m = min(limit, _reusable_count(run, old, k, room=bounds.budget - tail.total + old.prefix[k]))
-    taken = old.units[k:m]
-    old_turns, old_depth, _ = old.contexts[k]
-    dturns, ddepth = tail.turns - old_turns, tail.depth - old_depth
-    tail.contexts.extend(_shifted(old.contexts[k:m], dturns, ddepth, tail.context[2] if settled else None))
+    m = min(limit, _reusable_count(run, old, k, room=bounds.budget - tail.total + old.prefix_at(k)))
+    taken = old.newest_first(k, m)
+    dturns, ddepth = tail.turns - at_k[0], tail.depth - at_k[1]
+    tail.contexts.append(_Reused(old, k, m, dturns, ddepth, tail.context[2] if settled else None))
     tail.units.extend(taken)
     tail.largest = _larger(tail.largest, old.largest)  # of all its units: an upper bound of these
-    tail.total += old.prefix[m] - old.prefix[k]
-    after_turns, after_depth, after_media = old.contexts[m]
+    tail.total += old.prefix_at(m) - old.prefix_at(k)
+    after_turns, after_depth, after_media = old.context(m)
     tail.turns, tail.depth = after_turns + dturns, after_depth + ddepth
     if not settled:
         media.restore(after_media)
     tail.context = (tail.turns, tail.depth, media.snapshot())
     short = tail.total < policy.cut_to_fill_below * bounds.budget
-    if m < len(old.units) and (m == limit or old.units[m].forced or old.units[m].kept or short or run.lazy):
+    nxt = old.unit(m) if m < n else None
+    if nxt is not None and (m == limit or nxt.forced or nxt.kept or short or run.lazy):
         # It did not fit (or was fitted by the room left then) with media that may go out of
         # line, or it may be cut or archived to fit: decide it afresh.
-        tail.end = old.units[m].end
+        tail.end = nxt.end
         tail.fresh = True
         return True
-    if m < len(old.units) or old.exhausted:
-        tail.exhausted = m == len(old.units) and old.exhausted
+    if m < n or old.exhausted:
+        tail.exhausted = m == n and old.exhausted
         return False
     tail.end = taken[-1].start - 1 if taken else tail.end
     return True
@@ -189,18 +189,15 @@ def _reusable_count(run: Run, old: WalkLog, k: int, *, room: int) -> int:
     """The index past the last old unit from ``k`` on that fits in ``room`` as the walk would take
     it (room for the opening message, see :meth:`Run.opening_for`) and is not ``forced`` (a unit
     decided by the room left then is decided again)."""
-    m = max(k, bisect_right(old.prefix, room, lo=k) - 1)
+    m = max(k, old.fitting(room, k) - 1)
     if run.opening_room:
         # Only the units whose prefix is within the opening's price of the room may lack room for it.
-        first = max(k, bisect_right(old.prefix, room - run.opening_room, lo=k) - 1)
+        first = max(k, old.fitting(room - run.opening_room, k) - 1)
         for j in range(first, m):
-            if old.prefix[j + 1] + run.opening_for(old.units[j].start) > room:
+            if old.prefix_at(j + 1) + run.opening_for(old.unit(j).start) > room:
                 m = j
                 break
-    at = bisect_left(old.forced, k)
-    if at < len(old.forced):
-        m = min(m, old.forced[at])
-    return m
+    return min(m, old.next_of(old.forced, k))
 
 
 def reusable_below(run: Run, old: WalkLog | None, key: tuple[Any, ...], *, cap: int) -> int:
@@ -230,25 +227,104 @@ def reusable_below(run: Run, old: WalkLog | None, key: tuple[Any, ...], *, cap: 
     return below
 
 
+@dataclass(frozen=True, slots=True)
+class _Reused:
+    """In :attr:`_Tail.contexts`, the contexts of ``old``'s units ``k`` to ``m`` (newest first) as the
+    walk took them: shifted by the turns and depth the new messages add; with ``media`` (the media
+    budget was settled), each one's media state replaced by it. :func:`log_walk` reads them."""
+
+    old: WalkLog
+    k: int
+    m: int
+    dturns: int
+    ddepth: int
+    media: Any
+
+
 def log_walk(run: Run, key: tuple[Any, ...], newest: int, tail: _Tail, *, cap: int) -> WalkLog:
-    """The log of this walk (under the per-message ``cap``), for the next compile to reuse."""
-    units = tail.units
+    """The log of this walk (under the per-message ``cap``), for the next compile to reuse: the
+    previous log with the units decided again replaced by the new ones, when this walk took new
+    units and then every older unit of it (:func:`_appended`); else built from the walk."""
+    pieces = tail.contexts
+    scalars: dict[str, Any] = {
+        "key": key,
+        "newest": newest,
+        "exhausted": tail.exhausted,
+        "archives": dict(run.archived_by),
+        "source": run.messages,
+        "calibration": (run.m, run.framing),
+        "cap": cap,
+        "largest": tail.largest,
+    }
+    reused = pieces[-2] if len(pieces) >= 2 else None
+    if (
+        isinstance(reused, _Reused)
+        and reused.m == reused.old.count
+        and (reused.media is None or reused.media == _uniform(reused.old))
+        and not any(isinstance(p, _Reused) for p in pieces[:-2])
+    ):
+        return _appended(reused, tail, scalars)
+    end = cast(Context, pieces[-1])
+    et, ed, _ = end
+    offsets: list[Context] = []
+    stop = len(pieces)
+    for at in [*[i for i, piece in enumerate(pieces) if isinstance(piece, _Reused)][::-1], -1]:
+        fresh = cast(list[Context], pieces[at + 1 : stop])  # the contexts of units decided now
+        offsets.extend([(et - t, ed - d, ms) for t, d, ms in reversed(fresh)])
+        if at >= 0:
+            offsets.extend(_offsets(cast(_Reused, pieces[at]), end))
+        stop = at
+    units = tail.units[::-1]
     indexes = range(len(units))
     return WalkLog(
-        key=key,
-        newest=newest,
-        units=list(units),  # the assembly pops from its own list; the log keeps the walk
-        contexts=tail.contexts,
+        units=units,
+        offsets=offsets,
+        end=end,
         prefix=_prefix(units),
         by_end=dict(zip(map(_END, units), indexes, strict=True)),
         forced=list(compress(indexes, map(_FORCED, units))),
         media=list(compress(indexes, map(_MEDIA, units))),
-        exhausted=tail.exhausted,
-        archives=dict(run.archived_by),
-        source=run.messages,
-        calibration=(run.m, run.framing),
-        cap=cap,
-        largest=tail.largest,
+        **scalars,
+    )
+
+
+def _appended(reused: _Reused, tail: _Tail, scalars: dict[str, Any]) -> WalkLog:
+    """``reused.old`` made the log of this walk in place: its ``reused.k`` newest units dropped (this
+    walk decided them again) and this walk's new units (``tail.units`` before the reused ones)
+    appended; the older contexts, counted back from the end, stay as they are."""
+    old, f = reused.old, len(tail.contexts) - 2
+    fresh = cast(list[Context], tail.contexts[:f])  # the new units' contexts, newest first
+    units, prefix, offsets, by_end = old.units, old.prefix, old.offsets, old.by_end
+    cut = old.count - reused.k
+    for unit in units[cut:]:
+        del by_end[unit.end]
+    del units[cut:], prefix[cut + 1 :], offsets[cut + 1 :]
+    del old.forced[bisect_left(old.forced, cut) :], old.media[bisect_left(old.media, cut) :]
+    end = cast(Context, tail.contexts[-1])
+    uniform = _uniform(old)
+    for i in range(f - 1, -1, -1):  # the new units, oldest first
+        unit, (turns, depth, state) = tail.units[i], fresh[i]
+        at = len(units)
+        units.append(unit)
+        prefix.append(prefix[-1] + unit.tokens)
+        offsets.append((end[0] - turns, end[1] - depth, state))
+        by_end[unit.end] = at
+        if unit.forced:
+            old.forced.append(at)
+        if unit.media:
+            old.media.append(at)
+        if state != uniform:
+            uniform = MIXED
+    return WalkLog(
+        units=units,
+        offsets=offsets,
+        end=end,
+        prefix=prefix,
+        by_end=by_end,
+        forced=old.forced,
+        media=old.media,
+        uniform=uniform,
+        **scalars,
     )
 
 
@@ -257,10 +333,8 @@ def recalibrated_log(run: Run, old: WalkLog) -> WalkLog:
     decisions, the same messages), their prices, cuts' figures, the depths and prefix sums summed
     again. A unit with media read the old depth, so it is marked ``forced``: decided again."""
     units: list[Unit] = []
-    contexts: list[Context] = []
-    depth = old.contexts[0][1] if old.contexts else 0
-    for unit, (turns, _, state) in zip(old.units, old.contexts, strict=False):
-        contexts.append((turns, depth, state))
+    depths = [0]  # counted back from the end: the depth of the units older than each boundary
+    for unit in old.units:
         rendered = [(p, recalibrated(r, run.m, run.framing), ev, ar) for p, r, ev, ar in unit.rendered]
         cuts = iter(unit.truncations)
         truncations = [
@@ -277,15 +351,18 @@ def recalibrated_log(run: Run, old: WalkLog) -> WalkLog:
         if unit.repaired:  # pairing is the same at any multiplier; only what it adds is priced again
             again.tokens += repair_price(run, again)
         units.append(again)
-        depth += sum(run.base(p).tokens for p in range(unit.start, unit.end + 1))
-    turns, _, state = old.contexts[len(old.units)]
-    contexts.append((turns, depth, state))
+        depths.append(depths[-1] + sum(run.base(p).tokens for p in range(unit.start, unit.end + 1)))
+    newest_depth = old.context(0)[1]  # the walk's first context keeps its depth
+    offsets = [(turns, depth, state) for (turns, _, state), depth in zip(old.offsets, depths, strict=True)]
     return replace(
         old,
         units=units,
-        contexts=contexts,
+        offsets=offsets,
+        end=(old.end[0], newest_depth + depths[-1], old.end[2]),
         prefix=_prefix(units),
+        by_end=dict(old.by_end),
         forced=list(compress(range(len(units)), map(_FORCED, units))),
+        media=list(old.media),
         calibration=(run.m, run.framing),
     )
 
@@ -299,14 +376,26 @@ def _prefix(units: Sequence[Unit]) -> list[int]:
     return list(accumulate(map(_TOKENS, units), initial=0))
 
 
-def _shifted(contexts: Sequence[Context], dturns: int, ddepth: int, media: Any) -> list[Context]:
-    """An old walk's ``contexts`` moved by the turns and depth the new messages add; with ``media``
-    (the media budget is settled), each one's media state replaced by it."""
+def _offsets(piece: _Reused, end: Context) -> list[Context]:
+    """The offsets (:attr:`WalkLog.offsets`, oldest first) of the contexts a :class:`_Reused` stands
+    for, counted back from ``end``: the old log's, moved by how far its end is from ``end``."""
+    old, media = piece.old, piece.media
+    n = old.count
+    offsets = old.offsets[n - piece.m + 1 : n - piece.k + 1]
+    dturns, ddepth = end[0] - old.end[0] - piece.dturns, end[1] - old.end[1] - piece.ddepth
     if media is not None:
-        return [(t + dturns, d + ddepth, media) for t, d, _ in contexts]
+        return [(t + dturns, d + ddepth, media) for t, d, _ in offsets]
     if not dturns and not ddepth:
-        return list(contexts)
-    return [(t + dturns, d + ddepth, ms) for t, d, ms in contexts]
+        return offsets
+    return [(t + dturns, d + ddepth, ms) for t, d, ms in offsets]
+
+
+def _uniform(log: WalkLog) -> Any:
+    """:attr:`WalkLog.uniform`, found the first time it is asked for."""
+    if log.uniform is None:
+        first = log.offsets[0][2]
+        log.uniform = first if all(o[2] == first for o in log.offsets) else MIXED
+    return log.uniform
 
 
 class _MessageView(Sequence[Message]):
