@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Segment", "alive", "lineage", "where"]
+__all__ = ["INLINE_PIECES", "Piece", "Segment", "alive", "compose", "lineage", "live", "pieces_sql", "where"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,3 +71,75 @@ def where(segments: Sequence[Segment]) -> tuple[str, list[Any]]:
             parts.append("(session_id = ? AND position < ?)")
             params.extend((segment.session_id, segment.below))
     return "(" + " OR ".join(parts) + ")", params
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """Positions ``lo`` to ``hi`` (exclusive; ``None``: no end) of a view, read from one session."""
+
+    session_id: str
+    lo: int
+    hi: int | None
+
+
+def compose(
+    segments: Sequence[Segment], forks: Mapping[str, tuple[str, int]], edits: Mapping[str, Sequence[int]]
+) -> list[Piece]:
+    """A lineage as pieces: each segment's rows from its own fork position up to its bound, and its
+    edits below its fork position (``edits``: positions per session), each position read from the
+    nearest session that holds it."""
+    pieces: list[Piece] = []
+    taken: set[int] = set()
+    for segment in segments:
+        sid, hi = segment.session_id, segment.below
+        lo = forks[sid][1] if sid in forks else 0
+        start = lo
+        for cut in sorted(p for p in taken if p >= lo and (hi is None or p < hi)):
+            if cut > start:
+                pieces.append(Piece(sid, start, cut))
+            start = cut + 1
+        if hi is None or start < hi:
+            pieces.append(Piece(sid, start, hi))
+        for position in sorted(set(edits.get(sid, ()))):
+            if position < lo and (hi is None or position < hi) and position not in taken:
+                pieces.append(Piece(sid, position, position + 1))
+                taken.add(position)
+    return sorted(pieces, key=lambda piece: piece.lo)
+
+
+def live(pieces: Sequence[Piece], after: int | None) -> list[Piece]:
+    """The pieces that hold a position after ``after`` (all of them when ``after`` is ``None``)."""
+    if after is None:
+        return list(pieces)
+    return [p for p in pieces if p.hi is None or p.hi > after + 1]
+
+
+INLINE_PIECES = 32
+"""Up to this many pieces a read names them in its condition; beyond, it joins a ``VALUES`` list
+(SQLite refuses an expression tree deeper than 1,000)."""
+_NO_END = 2**62
+
+
+def pieces_sql(pieces: Sequence[Piece]) -> tuple[str, str, list[Any]]:
+    """``(join, condition, parameters)`` selecting the rows of ``pieces`` from ``entries`` (``?``
+    placeholders; the join's parameters come first)."""
+    if len(pieces) > INLINE_PIECES:
+        rows = ", ".join("(?, ?, ?)" for _ in pieces)
+        params: list[Any] = []
+        for piece in pieces:
+            params.extend((piece.session_id, piece.lo, _NO_END if piece.hi is None else piece.hi))
+        join = (
+            f" JOIN (VALUES {rows}) v ON session_id = v.column1 AND position >= v.column2 "
+            "AND position < v.column3"
+        )
+        return join, "1 = 1", params
+    parts: list[str] = []
+    params = []
+    for piece in pieces:
+        if piece.hi is None:
+            parts.append("(session_id = ? AND position >= ?)")
+            params.extend((piece.session_id, piece.lo))
+        else:
+            parts.append("(session_id = ? AND position >= ? AND position < ?)")
+            params.extend((piece.session_id, piece.lo, piece.hi))
+    return "", "(" + " OR ".join(parts) + ")", params
