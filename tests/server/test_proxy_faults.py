@@ -345,6 +345,26 @@ class TestBodiesNoProviderAccepts:
         assert seen["body"]["messages"][-1]["content"][0]["text"] == "smile \U0001f600"
 
 
+class TestUpstreamCookies:
+    def test_a_cookie_the_upstream_sets_for_one_caller_never_reaches_anothers_request(
+        self, scripted: Any
+    ) -> None:
+        def answer(path: str, body: dict[str, Any]) -> Response:
+            reply = json_response(200, _anthropic_reply("ok"))
+            reply.set_cookie("__cf_bm", "caller-a-only", path="/")
+            return reply
+
+        upstream = scripted(answer)
+        with BackgroundServer(proxy_app(upstream.url)) as proxy:
+            first = httpx.post(proxy.url + "/v1/messages", json=_message(), headers={"x-api-key": "key-a"})
+            second = httpx.post(proxy.url + "/v1/messages", json=_message(), headers={"x-api-key": "key-b"})
+            own = {"x-api-key": "key-b", "cookie": "mine=1"}
+            third = httpx.post(proxy.url + "/v1/messages", json=_message(), headers=own)
+        assert first.status_code == second.status_code == third.status_code == 200
+        assert "caller-a-only" in first.headers["set-cookie"]  # relayed to the caller it was set for
+        assert [seen["headers"].get("cookie") for seen in upstream.seen] == [None, None, "mine=1"]
+
+
 class TestSessionHeader:
     @pytest.mark.parametrize("name", ["x" * 300, "agent\t7"], ids=["300-characters", "tab"])
     def test_a_name_the_ledger_refuses_is_400_naming_the_header(self, name: str) -> None:

@@ -32,6 +32,7 @@ import json
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any, Literal, TypeAlias
 
 import httpx
@@ -260,6 +261,9 @@ def proxy_app(
             limits=pool, socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
         ),
         follow_redirects=False,
+        # One client serves every caller: a cookie the upstream sets for one (a CDN's __cf_bm, a
+        # session) is relayed to that caller and never kept, so it cannot go out on another's request.
+        cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
     )
     upstream = Upstream(upstream_url, http)
     details = {"upstream": upstream.base_url, **(info or {})}
