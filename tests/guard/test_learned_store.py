@@ -13,7 +13,7 @@ from typing import Any
 
 import contextwindow
 from _shared import LazyModule
-from contextwindow.store.learned import LearnedWindows, lessons
+from contextwindow.store.learned import REFRESH_SECONDS, LearnedWindows, lessons
 from contextwindow.testing import LocalModel, LocalServer, LocalSettings
 
 anthropic = LazyModule("anthropic")
@@ -146,3 +146,22 @@ class TestAWindowAcceptedAboveTheLesson:
         assert response.usage.input_tokens > 12_000 and "compacted" not in events
         with contextwindow.open_store(store) as opened:
             assert LearnedWindows(opened, "anthropic").get(CLAUDE) == 12_000  # the default's lesson stands
+
+
+class TestALessonWithdrawnElsewhere:
+    def test_reaches_a_running_guard_within_a_second_and_is_not_read_more_often(self, tmp_path: Path) -> None:
+        store = str(tmp_path / "ledger.db")
+        now = [100.0]
+        with contextwindow.open_store(store) as here, contextwindow.open_store(store) as there:
+            running = LearnedWindows(here, "anthropic", clock=lambda: now[0])
+            elsewhere = LearnedWindows(there, "anthropic")
+            elsewhere[CLAUDE] = 12_000
+            assert running.get(CLAUDE) == 12_000  # learned in the other process, read here
+            assert elsewhere.accepted(CLAUDE, 30_000)  # the other process saw the endpoint serve more
+            now[0] += REFRESH_SECONDS / 2
+            assert running.get(CLAUDE) == 12_000  # not read again yet: at most one read a second
+            now[0] += REFRESH_SECONDS / 2
+            assert running.get(CLAUDE) is None  # the withdrawal reached the running one
+            elsewhere[CLAUDE] = 9_000  # a smaller window learned there later
+            now[0] += REFRESH_SECONDS
+            assert running.get(CLAUDE) == 9_000

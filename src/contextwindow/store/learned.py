@@ -19,6 +19,7 @@ Lessons are appended, never rewritten: the newest entry per key decides, the old
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,11 +27,23 @@ from typing import Any
 from ._ledger import STORE_SESSIONS, Session, Store
 from .slots import LedgerSlot, StateSlot
 
-__all__ = ["LEARNED_SESSION", "SHARED_SAVE_MOVE", "LearnedWindows", "Lesson", "SharedSlot", "lessons"]
+__all__ = [
+    "LEARNED_SESSION",
+    "REFRESH_SECONDS",
+    "SHARED_SAVE_MOVE",
+    "LearnedWindows",
+    "Lesson",
+    "SharedSlot",
+    "lessons",
+]
 
 LEARNED_SESSION = STORE_SESSIONS + "learned"
 """The ledger session that keeps what providers taught (``/tenant`` after it for a tenant's). A
 store's own session: :meth:`~contextwindow.store.Store.sessions` does not list it."""
+
+REFRESH_SECONDS = 1.0
+"""How old a window lesson read from the store may be before :meth:`LearnedWindows.get` reads it
+again: at most one indexed read a second per model, and a withdrawal elsewhere is seen that soon."""
 
 SHARED_SAVE_MOVE = 0.01
 """A session's calibration multiplier is written to the store's record when it has moved this much
@@ -44,10 +57,18 @@ class LearnedWindows:
     ``get(model)`` is the window learned for ``model`` (``None``: nothing learned, or the lesson was
     withdrawn); ``windows[model] = n`` records a lesson (only a smaller window is news);
     :meth:`accepted` withdraws it when the provider accepted more. A model nothing was learned of is
-    read from the store again on each ``get``, so a window another process learned meanwhile is found."""
+    read from the store again on each ``get``, so a window another process learned meanwhile is found;
+    a model's lesson is read again once it is :data:`REFRESH_SECONDS` old, so a lesson another
+    process withdrew (or a smaller window it learned) reaches this one within that time."""
 
     def __init__(
-        self, store: Store, wire: str, *, tenant: str | None = None, declared: int | None = None
+        self,
+        store: Store,
+        wire: str,
+        *,
+        tenant: str | None = None,
+        declared: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.session = store.session(LEARNED_SESSION if tenant is None else f"{LEARNED_SESSION}/{tenant}")
         self.wire = wire
@@ -55,7 +76,9 @@ class LearnedWindows:
         """What the window lessons are kept for: the wire format, and the window the guard was told
         (``declared``: a larger-context beta asked for is another endpoint, with lessons of its own).
         Calibration is the wire format's, whatever the window."""
-        self._known: dict[str, int] = {}
+        self._clock = clock
+        self._known: dict[str, tuple[int, float]] = {}
+        """Per model, the window learned and when it was read from the store (``clock()``)."""
 
     def _slot(self, model: str) -> LedgerSlot:
         return LedgerSlot(
@@ -63,20 +86,23 @@ class LearnedWindows:
         )
 
     def get(self, model: str, default: int | None = None) -> int | None:
-        known = self._known.get(model)
-        if known is None:
+        now = self._clock()
+        cached = self._known.get(model)
+        if cached is None or now - cached[1] >= REFRESH_SECONDS:
             record = self._slot(model).load()
             window = record.get("window") if record is not None else None
             if not isinstance(window, int) or window <= 0:
+                self._known.pop(model, None)
                 return default
-            known = self._known[model] = window
+            cached = self._known[model] = (window, now)
+        known = cached[0]
         return known if default is None else min(known, default)
 
     def __setitem__(self, model: str, window: int) -> None:
         known = self.get(model)
         if known is not None and known <= window:
             return
-        self._known[model] = window
+        self._known[model] = (window, self._clock())
         self._slot(model).save({"window": window})
 
     def accepted(self, model: str, prompt: int) -> bool:
@@ -86,7 +112,7 @@ class LearnedWindows:
         known = self.get(model)
         if known is None or prompt <= known:
             return False
-        del self._known[model]
+        self._known.pop(model, None)
         self._slot(model).save({"window": None, "withdrawn": known, "accepted": prompt})
         return True
 
