@@ -28,7 +28,9 @@ guarantee:
   transaction. A session removed and written again starts afresh at position 0.
 - ``fork`` starts a new session as a branch of another one (:mod:`._lineage`): its head row says
   the parent and how many of its entries it shares, its length and head digest are the parent's
-  at that position, and nothing is copied. Every read that takes a ``session_id`` then sees the
+  at that position, and nothing is copied. With ``edits`` it also stores, in the same transaction,
+  rows below the fork position that stand in for the prefix's entries of the same kind there
+  (:mod:`._lineage`). Every read that takes a ``session_id`` then sees the
   session's lineage: its own rows and its ancestors' below the fork positions, and the attachments
   linked to any of them (the nearest link's metadata). ``delete_sessions`` never removes a session
   another remaining session branches from.
@@ -62,10 +64,14 @@ class Backend(Protocol):
 
     def length(self, session_id: str) -> int: ...
 
-    def fork(self, session_id: str, parent_id: str, at: int) -> None:
+    def fork(
+        self, session_id: str, parent_id: str, at: int, edits: Sequence[tuple[int, NewEntry]] = ()
+    ) -> None:
         """Start ``session_id`` (which must not exist: else ``SessionMoved``) as the first ``at``
-        entries of ``parent_id`` (``0 < at <=`` its length, else ``InvalidInput``), in one
-        transaction. The fork is recorded on the nearest ancestor that stores entry ``at - 1``."""
+        entries of ``parent_id`` (``0 < at <=`` its length, else ``InvalidInput``), with ``edits``
+        (``(position, entry)``, each below ``at`` and of the kind the prefix holds there, else
+        ``InvalidInput``) in place of the prefix's entries, in one transaction. The fork is recorded
+        on the nearest ancestor that stores entry ``at - 1`` and has no edit below ``at``."""
         ...
 
     def fork_of(self, session_id: str) -> tuple[str, int] | None:

@@ -266,9 +266,16 @@ class Session:
         ]
 
     def _prepared(
-        self, backend: Backend, message: Message, block_prices: Sequence[float] | None, now: str
+        self,
+        backend: Backend,
+        message: Message,
+        block_prices: Sequence[float] | None,
+        now: str,
+        *,
+        reader: str | None = None,
     ) -> tuple[NewEntry, Message, list[float] | None]:
-        """A message checked and encoded for the backend (nothing written)."""
+        """A message checked and encoded for the backend (nothing written); its media must be
+        attached to ``reader`` (default: this session)."""
         if not isinstance(message, Message):
             raise InvalidInput(f"must be a Message, got {type(message).__name__}", path="message")
         data = message_as_data(message)
@@ -285,7 +292,7 @@ class Session:
         for index, block in enumerate(canonical.content):
             if isinstance(block, ToolUse):
                 canonical_json(block.input, path=f"message.content[{index}].input")
-        self._check_refs(backend, media_refs(canonical.content))
+        self._check_refs(backend, media_refs(canonical.content), reader or self.id)
         entry = NewEntry(
             id=new_id(ID_PREFIXES["message"]),
             kind="message",
@@ -304,7 +311,14 @@ class Session:
         """
         return self._store._backend().length(self.id)
 
-    def branch_from(self, parent: Session | str, at: int) -> None:
+    def branch_from(
+        self,
+        parent: Session | str,
+        at: int,
+        *,
+        edits: Mapping[int, Message] | None = None,
+        edit_prices: Mapping[int, Sequence[float] | None] | None = None,
+    ) -> None:
         """Start this session, which must be new, as the first ``at`` entries of ``parent``: a branch.
 
         Nothing is copied: the branch stores its parent and the fork position, and what is appended
@@ -315,6 +329,13 @@ class Session:
         :meth:`length` does, from 1 to the parent's length. A session that exists already is
         :class:`~contextwindow.errors.SessionMoved` (nothing written); a branch of a branch reads
         through both. A parent is kept by :meth:`Store.prune` while a branch of it remains.
+
+        ``edits`` (``{position: message}``, each position below ``at`` holding a message of the
+        prefix) replace those messages in the branch's view, and only there: each is stored once, with
+        a new id (``edit_prices``: its block prices, as :meth:`append` takes them), and everything
+        around it is still read from the parent. A record of the prefix that names an edited
+        message's id (a checkpoint's range, an archive) is stored again at its position naming the
+        edit. Media of an edit must be attached to the parent. All of it in one transaction.
         """
         parent_id = parent.id if isinstance(parent, Session) else parent
         if not isinstance(parent_id, str) or not parent_id:
@@ -323,7 +344,27 @@ class Session:
             raise InvalidInput(f"must be a number of entries, got {shown(at)}", path="at")
         if parent_id == self.id:
             raise InvalidInput("a session cannot branch from itself", path="parent")
-        self._store._backend().fork(self.id, parent_id, at)
+        backend = self._store._backend()
+        if not edits:
+            backend.fork(self.id, parent_id, at)
+            return
+        if not isinstance(edits, Mapping):
+            raise InvalidInput("must map positions to messages", path="edits")
+        now, prices = now_iso(), edit_prices or {}
+        written = {
+            position: self._prepared(backend, message, prices.get(position), now, reader=parent_id)[0]
+            for position, message in edits.items()
+        }
+        # A record names a message only after it: one read from the first edit on finds both.
+        following = [r for r in backend.entries(parent_id, None, after=min(written) - 1) if r.position < at]
+        renamed = {r.id: written[r.position].id for r in following if r.position in written}
+        for r in following:
+            if r.kind != "message" and any(old in r.payload for old in renamed):
+                payload = canonical_json(_renamed(json.loads(r.payload), renamed))
+                written[r.position] = NewEntry(
+                    new_id(ID_PREFIXES[r.kind]), r.kind, r.version, payload, r.created_at
+                )
+        backend.fork(self.id, parent_id, at, sorted(written.items()))
 
     def position_of(self, entry_id: str) -> int | None:
         """The position of one entry of this session (of its prefix too, for a branch), or ``None``
@@ -340,10 +381,10 @@ class Session:
         the entry before the fork position."""
         return self._store._backend().fork_of(self.id)
 
-    def _check_refs(self, backend: Backend, refs: list[AttachmentRef]) -> None:
+    def _check_refs(self, backend: Backend, refs: list[AttachmentRef], reader: str) -> None:
         stored: list[AttachmentRef] = []
         for ref in {ref.id: ref for ref in refs}.values():
-            row = backend.attachment(self.id, ref.id) if _ATTACHMENT_ID.fullmatch(ref.id) else None
+            row = backend.attachment(reader, ref.id) if _ATTACHMENT_ID.fullmatch(ref.id) else None
             if row is None:
                 raise InvalidInput(
                     f"attachment {ref.id} is not attached to session {self.id!r}; "
@@ -532,3 +573,14 @@ class Session:
         if data is None or hashlib.sha256(data).hexdigest() != row.sha256:
             raise StoreError(f"the bytes of attachment {row.id} are missing or do not match their sha256")
         return data
+
+
+def _renamed(value: Any, ids: Mapping[str, str]) -> Any:
+    """``value`` (a decoded payload) with every string equal to a key of ``ids`` replaced by its value."""
+    if isinstance(value, str):
+        return ids.get(value, value)
+    if isinstance(value, list):
+        return [_renamed(item, ids) for item in value]
+    if isinstance(value, dict):
+        return {key: _renamed(item, ids) for key, item in value.items()}
+    return value

@@ -8,6 +8,14 @@ from its **lineage**: the session's own rows, then each ancestor's rows below th
 position met on the way up. Every read of a session (its entries, newest of a kind, ids, attachment
 links) goes through the lineage, so a branch reads as the whole conversation it is.
 
+A branch may also store **edits**: rows below its fork position, each standing in for the entry of
+the same kind its prefix holds there (an agent that cleared an old tool result, or removed a thinking
+block, sends its history back with a few messages replaced). Everything around an edit is still read
+from the ancestors, so such a branch costs its edits and what it adds, never a copy of what follows
+the first one. An edit's digest chains from the entry before it in the branch's view; the branch's
+head digest is its view's entry before the fork position. Edits are written with the fork, in its
+transaction, and never after.
+
 A fork position never changes once written, and an ancestor's rows below it never change either (the
 ledger is append-only), so a branch's view of its prefix is fixed when it is made.
 """
@@ -18,7 +26,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["INLINE_PIECES", "Piece", "Segment", "alive", "compose", "lineage", "live", "pieces_sql", "where"]
+from ..errors import InvalidInput, StoreError
+from ._rows import GENESIS, EntryRow, NewEntry, entry_digest
+
+__all__ = [
+    "INLINE_PIECES",
+    "Piece",
+    "Segment",
+    "alive",
+    "chain_edits",
+    "check_fork",
+    "compose",
+    "lineage",
+    "live",
+    "pieces_sql",
+    "where",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,3 +166,53 @@ def pieces_sql(pieces: Sequence[Piece]) -> tuple[str, str, list[Any]]:
             parts.append("(session_id = ? AND position >= ? AND position < ?)")
             params.extend((piece.session_id, piece.lo, piece.hi))
     return "", "(" + " OR ".join(parts) + ")", params
+
+
+def check_fork(at: int, length: int, edits: Sequence[tuple[int, NewEntry]]) -> None:
+    """``InvalidInput`` unless ``0 < at <= length`` (the parent's) and every edit is at its own
+    position of the prefix."""
+    if not 0 < at <= length:
+        raise InvalidInput(f"must be 1 to the parent's length {length}, got {at}", path="at")
+    seen: set[int] = set()
+    for position, _ in edits:
+        if isinstance(position, bool) or not isinstance(position, int) or not 0 <= position < at:
+            raise InvalidInput(f"an edit must be at a position below {at}, got {position!r}", path="edits")
+        if position in seen:
+            raise InvalidInput(f"two edits at position {position}", path="edits")
+        seen.add(position)
+
+
+def chain_edits(
+    branch: str,
+    parent: str,
+    at: int,
+    view: Mapping[int, tuple[str, str]],
+    edits: Sequence[tuple[int, NewEntry]],
+) -> tuple[str, list[EntryRow]]:
+    """The head digest of ``branch`` forked from ``parent`` at ``at`` and its edit rows, each chained
+    from the entry before it in the branch's view. ``view``: ``{position: (kind, digest)}`` of the
+    parent's view at least at ``at - 1``, at each edit's position and the one before it."""
+    digests = {position: digest for position, (_, digest) in view.items()}
+    rows: list[EntryRow] = []
+    for position, entry in sorted(edits, key=lambda edit: edit[0]):
+        held = view.get(position)
+        previous = GENESIS if position == 0 else digests.get(position - 1)
+        if held is None or previous is None:
+            raise StoreError(f"session {parent!r} has no entry at position {position} (run verify)")
+        if held[0] != entry.kind:
+            raise InvalidInput(
+                f"an edit stands in for an entry of its own kind: position {position} holds a {held[0]}, "
+                f"not a {entry.kind}",
+                path="edits",
+            )
+        digest = entry_digest(previous, branch, position, entry)
+        digests[position] = digest
+        rows.append(
+            EntryRow(
+                branch, position, entry.id, entry.kind, entry.version, entry.payload, entry.created_at, digest
+            )
+        )
+    head = digests.get(at - 1)
+    if head is None:
+        raise StoreError(f"session {parent!r} has no entry at position {at - 1} (run verify)")
+    return head, rows

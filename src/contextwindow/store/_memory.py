@@ -7,13 +7,14 @@ lives and dies with its process.
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 
-from ..errors import InvalidInput, SessionMoved, StoreError
-from ._lineage import alive, lineage
+from ..errors import InvalidInput, SessionMoved
+from ._lineage import Piece, chain_edits, check_fork, compose, lineage, live
 from ._rows import GENESIS, AttachmentRow, EntryRow, NewEntry, SessionRow, entry_digest, now_iso
 
 __all__ = ["MemoryBackend"]
@@ -89,14 +90,33 @@ class MemoryBackend:
         with self._lock:
             return self._heads.get(session_id, (0, GENESIS))[0]
 
+    def _pieces(self, session_id: str) -> list[Piece]:
+        """The view of ``session_id`` as pieces (:func:`._lineage.compose`), under the lock."""
+        if session_id not in self._forks:
+            return [Piece(session_id, 0, None)]
+        segments = lineage(session_id, self._forks)
+        edits = {
+            s.session_id: [r.position for r in self._entries.get(s.session_id, ()) if r.position < at]
+            for s in segments
+            if (at := self._forks.get(s.session_id, (None, 0))[1])
+        }
+        return compose(segments, self._forks, edits)
+
     def _rows(self, session_id: str, after: int | None = None) -> list[EntryRow]:
-        """The rows of ``session_id``'s lineage after ``after``, in position order (under the lock)."""
+        """The rows of ``session_id``'s view after ``after``, in position order (under the lock).
+        Each session's rows are in position order (edits are written with the fork, before any
+        append), so each piece is a slice found by bisection."""
         out: list[EntryRow] = []
-        for segment in reversed(alive(lineage(session_id, self._forks), after)):
-            rows = self._entries.get(segment.session_id, ())
-            out.extend(row for row in rows if segment.below is None or row.position < segment.below)
-        if after is not None:
-            out = [row for row in out if row.position > after]
+        start = -1 if after is None else after
+        for piece in live(self._pieces(session_id), after):
+            rows = self._entries.get(piece.session_id, [])
+            lo = bisect.bisect_left(rows, max(piece.lo, start + 1), key=lambda row: row.position)
+            hi = (
+                len(rows)
+                if piece.hi is None
+                else bisect.bisect_left(rows, piece.hi, key=lambda row: row.position)
+            )
+            out.extend(rows[lo:hi])
         return out
 
     def entries(
@@ -120,24 +140,28 @@ class MemoryBackend:
             rows = self._rows(session_id)
             return {row.id: (row.position, row.kind) for row in rows if row.id in wanted}
 
-    def fork(self, session_id: str, parent_id: str, at: int) -> None:
+    def fork(
+        self, session_id: str, parent_id: str, at: int, edits: Sequence[tuple[int, NewEntry]] = ()
+    ) -> None:
         with self._lock:
             if parent_id not in self._heads:
                 raise InvalidInput(f"no session {parent_id!r} to branch from", path="parent")
-            length = self._heads[parent_id][0]
-            if not 0 < at <= length:
-                raise InvalidInput(f"must be 1 to the parent's length {length}, got {at}", path="at")
+            check_fork(at, self._heads[parent_id][0], edits)
             if session_id in self._heads:
                 raise SessionMoved(session_id, expected=0, found=self._heads[session_id][0])
             owner = parent_id
             while (fork := self._forks.get(owner)) is not None and at <= fork[1]:
+                if any(row.position < at for row in self._entries.get(owner, ())):
+                    break  # its edits are part of the prefix: the branch reads through it
                 owner = fork[0]
-            row = next((r for r in self._entries.get(owner, ()) if r.position == at - 1), None)
-            if row is None:
-                raise StoreError(f"session {owner!r} has no entry at position {at - 1} (run verify)")
-            self._heads[session_id] = (at, row.digest)
+            wanted = {at - 1} | {p for p, _ in edits} | {p - 1 for p, _ in edits}
+            view = {r.position: (r.kind, r.digest) for r in self._rows(owner) if r.position in wanted}
+            head, written = chain_edits(session_id, owner, at, view, edits)
+            self._heads[session_id] = (at, head)
             self._forks[session_id] = (owner, at)
             self._created[session_id] = now_iso()
+            if written:
+                self._entries[session_id] = written
 
     def fork_of(self, session_id: str) -> tuple[str, int] | None:
         with self._lock:

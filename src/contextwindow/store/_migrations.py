@@ -83,6 +83,11 @@ SQLITE: Final[tuple[Migration, ...]] = (
             "CREATE INDEX sessions_by_parent ON sessions (parent)",
         ),
     ),
+    (
+        "branch edits: a branch may hold rows below its forked_at, each in place of its prefix's entry "
+        "of the same kind there (no new column; older libraries must not read such views as plain branches)",
+        (),
+    ),
 )
 
 POSTGRES: Final[tuple[Migration, ...]] = (
@@ -143,6 +148,11 @@ POSTGRES: Final[tuple[Migration, ...]] = (
             "ALTER TABLE sessions ADD COLUMN parent TEXT, ADD COLUMN forked_at BIGINT",
             "CREATE INDEX sessions_by_parent ON sessions (parent)",
         ),
+    ),
+    (
+        "branch edits: a branch may hold rows below its forked_at, each in place of its prefix's entry "
+        "of the same kind there (no new column; older libraries must not read such views as plain branches)",
+        (),
     ),
 )
 

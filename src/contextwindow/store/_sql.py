@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from ..errors import InvalidInput, SchemaTooNew, SessionMoved, StoreError, UsageError
-from ._lineage import Segment, alive, lineage, where
+from ._lineage import Piece, chain_edits, check_fork, compose, lineage, live, pieces_sql
 from ._migrations import SCHEMA_VERSION, Migration
 from ._rows import GENESIS, AttachmentRow, EntryRow, NewEntry, SessionRow, entry_digest, now_iso
 
@@ -46,6 +46,11 @@ _SCHEMA_ONE_COLUMNS = _ATTACHMENT_COLUMNS.replace("a.created_at", "l.created_at"
 _NOT_A_LEDGER = "not a contextwindow store (no ledger tables in it)"
 _BRANCHES = 3
 """The schema version from which sessions may branch (the head rows' ``parent`` and ``forked_at``)."""
+_EDITS_BELOW_FORK = (
+    "SELECT e.session_id, e.position FROM entries e JOIN sessions s ON s.id = e.session_id "
+    "WHERE s.parent IS NOT NULL AND e.position < s.forked_at AND e.session_id IN ({})"
+)
+"""The edits of a lineage's branches: their rows below their own fork positions (schema 4)."""
 _ANCESTORS = (
     "WITH RECURSIVE up(id, parent, forked_at) AS ("
     "SELECT id, parent, forked_at FROM sessions WHERE id = ? "
@@ -111,8 +116,8 @@ class SqlBackend(abc.ABC):
         """Serialise concurrent migrators (SQLite: ``BEGIN IMMEDIATE`` already does)."""
 
     read_only: bool = False
-    _lineages: dict[tuple[str, str], list[Segment]]
-    """Branches' lineages by (session id, head row's creation time): see :meth:`_segments`."""
+    _lineages: dict[tuple[str, str], tuple[list[str], list[Piece]]]
+    """Branches' lineages and views as pieces by (session id, head row's creation time): :meth:`_view_of`."""
     _payload_bytes_sql = "OCTET_LENGTH(payload)"
     """The UTF-8 size of a payload in this dialect."""
 
@@ -233,29 +238,49 @@ class SqlBackend(abc.ABC):
             row = cur.fetchone()
         return 0 if row is None else int(row[0])
 
-    def _segments(self, cur: Cursor, session_id: str, after: int | None = None) -> list[Segment]:
-        """The lineage of ``session_id`` (:mod:`._lineage`): itself, then the ancestors it reads.
+    def _pieces(self, cur: Cursor, session_id: str, after: int | None = None) -> list[Piece]:
+        """The view of ``session_id`` as pieces (:func:`._lineage.compose`) that hold a position after
+        ``after``: its own rows, its edits, and each ancestor's rows it reads."""
+        return self._view_of(cur, session_id, after)[1]
+
+    def _readers(self, cur: Cursor, session_id: str) -> list[str]:
+        """The sessions ``session_id`` reads rows and attachment links from, nearest first."""
+        return self._view_of(cur, session_id)[0]
+
+    def _view_of(
+        self, cur: Cursor, session_id: str, after: int | None = None
+    ) -> tuple[list[str], list[Piece]]:
+        """``(lineage's session ids nearest first, pieces)`` of ``session_id``.
 
         One indexed read of the session's head row decides: a session of its own, or a read past a
-        branch's fork position, reads its own rows. A branch's lineage is read once (a fork never
-        changes) and kept by the head row's creation time, so a session removed and made again is
-        read afresh."""
+        branch's fork position, reads its own rows. A branch's view is composed once (a fork and the
+        edits written with it never change) from two reads, the forks up its lineage and their edits,
+        and kept by the head row's creation time, so a session removed and made again is read afresh."""
+        own = ([session_id], [Piece(session_id, 0, None)])
         if self.schema_version < _BRANCHES:
-            return [Segment(session_id, None)]
+            return own
         cur.execute(self._q("SELECT parent, forked_at, created_at FROM sessions WHERE id = ?"), (session_id,))
         head = cur.fetchone()
-        if head is None or head[0] is None or (after is not None and after + 1 >= int(head[1])):
-            return [Segment(session_id, None)]
+        if head is None or head[0] is None:
+            return own
+        if after is not None and after + 1 >= int(head[1]):
+            return [session_id], own[1]
         key = (session_id, head[2])
         known = self._lineages.get(key)
         if known is None:
             cur.execute(self._q(_ANCESTORS), (session_id,))
             forks = {row[0]: (row[1], int(row[2])) for row in cur.fetchall()}
-            known = lineage(session_id, forks)
+            segments = lineage(session_id, forks)
+            branches = [segment.session_id for segment in segments if segment.session_id in forks]
+            cur.execute(self._q(_EDITS_BELOW_FORK.format(", ".join("?" for _ in branches))), branches)
+            edits: dict[str, list[int]] = {}
+            for sid, position in cur.fetchall():
+                edits.setdefault(sid, []).append(int(position))
+            known = ([segment.session_id for segment in segments], compose(segments, forks, edits))
             if len(self._lineages) >= _LINEAGES_KEPT:
                 self._lineages.clear()
             self._lineages[key] = known
-        return alive(known, after)
+        return known[0], live(known[1], after)
 
     def entries(
         self, session_id: str, kinds: Sequence[str] | None, *, after: int | None = None
@@ -263,8 +288,8 @@ class SqlBackend(abc.ABC):
         if kinds is not None and not kinds:
             return []
         with self._read() as cur:
-            rows, params = where(self._segments(cur, session_id, after))
-            query = f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE {rows}"
+            join, rows, params = pieces_sql(self._pieces(cur, session_id, after))
+            query = f"SELECT {_ENTRY_COLUMNS} FROM entries{join} WHERE {rows}"
             if after is not None:
                 query += " AND position > ?"
                 params.append(after)
@@ -276,8 +301,8 @@ class SqlBackend(abc.ABC):
 
     def latest(self, session_id: str, kind: str) -> EntryRow | None:
         with self._read() as cur:
-            rows, params = where(self._segments(cur, session_id))
-            query = f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE {rows} AND kind = ? ORDER BY position DESC LIMIT 1"
+            join, rows, params = pieces_sql(self._pieces(cur, session_id))
+            query = f"SELECT {_ENTRY_COLUMNS} FROM entries{join} WHERE {rows} AND kind = ? ORDER BY position DESC LIMIT 1"
             cur.execute(self._q(query), [*params, kind])
             row = cur.fetchone()
         return None if row is None else _entry(row)
@@ -287,43 +312,67 @@ class SqlBackend(abc.ABC):
             return {}
         marks = ", ".join("?" for _ in entry_ids)
         with self._read() as cur:
-            rows, params = where(self._segments(cur, session_id))
+            join, rows, params = pieces_sql(self._pieces(cur, session_id))
             cur.execute(
-                self._q(f"SELECT id, position, kind FROM entries WHERE {rows} AND id IN ({marks})"),
+                self._q(f"SELECT id, position, kind FROM entries{join} WHERE {rows} AND id IN ({marks})"),
                 [*params, *entry_ids],
             )
             return {row[0]: (int(row[1]), row[2]) for row in cur.fetchall()}
 
-    def fork(self, session_id: str, parent_id: str, at: int) -> None:
+    def fork(
+        self, session_id: str, parent_id: str, at: int, edits: Sequence[tuple[int, NewEntry]] = ()
+    ) -> None:
         self._check_writable()
         with self._write() as cur:
             head_row = self._head(cur, parent_id)
             if head_row is None:
                 raise InvalidInput(f"no session {parent_id!r} to branch from", path="parent")
-            if not 0 < at <= int(head_row[0]):
-                raise InvalidInput(
-                    f"must be 1 to the parent's length {int(head_row[0])}, got {at}", path="at"
-                )
+            check_fork(at, int(head_row[0]), edits)
             owner = parent_id
             while (fork := self._fork_of(cur, owner)) is not None and at <= fork[1]:
+                cur.execute(
+                    self._q("SELECT 1 FROM entries WHERE session_id = ? AND position < ? LIMIT 1"),
+                    (owner, at),
+                )
+                if cur.fetchone() is not None:
+                    break  # its edits are part of the prefix: the branch reads through it
                 owner = fork[0]
                 self._head(cur, owner)  # locked too: a prune waits for (or precedes) this branch
+            wanted = sorted({at - 1} | {p for p, _ in edits} | {p - 1 for p, _ in edits if p > 0})
+            join, rows, params = pieces_sql(self._pieces(cur, owner))
             cur.execute(
-                self._q("SELECT digest FROM entries WHERE session_id = ? AND position = ?"), (owner, at - 1)
+                self._q(
+                    f"SELECT position, kind, digest FROM entries{join} WHERE {rows} "
+                    f"AND position IN ({', '.join('?' for _ in wanted)})"
+                ),
+                [*params, *wanted],
             )
-            found = cur.fetchone()
-            if found is None:
-                raise StoreError(f"session {owner!r} has no entry at position {at - 1} (run verify)")
+            view = {int(row[0]): (row[1], row[2]) for row in cur.fetchall()}
+            head, written = chain_edits(session_id, owner, at, view, edits)
             cur.execute(
                 self._q(
                     "INSERT INTO sessions (id, length, head, created_at, parent, forked_at) "
                     "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
                 ),
-                (session_id, at, found[0], now_iso(), owner, at),
+                (session_id, at, head, now_iso(), owner, at),
             )
             if not self._rowcount(cur):
                 cur.execute(self._q("SELECT length FROM sessions WHERE id = ?"), (session_id,))
                 raise SessionMoved(session_id, expected=0, found=int(cur.fetchone()[0]))
+            for row in written:
+                cur.execute(
+                    self._q(f"INSERT INTO entries ({_ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"),
+                    (
+                        row.session_id,
+                        row.position,
+                        row.id,
+                        row.kind,
+                        row.version,
+                        row.payload,
+                        row.created_at,
+                        row.digest,
+                    ),
+                )
 
     def _fork_of(self, cur: Cursor, session_id: str) -> tuple[str, int] | None:
         if self.schema_version < _BRANCHES:
@@ -395,7 +444,7 @@ class SqlBackend(abc.ABC):
     def _linked(self, cur: Cursor, session_id: str, attachment_id: str | None) -> list[AttachmentRow]:
         """The attachments ``session_id`` may read (one, or all): those linked to it or to an
         ancestor of its lineage, each with the nearest link's metadata, in the order first linked."""
-        order = [segment.session_id for segment in self._segments(cur, session_id)]
+        order = self._readers(cur, session_id)
         query = (
             f"SELECT {self._view}, l.session_id FROM attachments a JOIN session_attachments l "
             f"ON l.attachment_id = a.id WHERE l.session_id IN ({', '.join('?' for _ in order)})"
@@ -423,7 +472,7 @@ class SqlBackend(abc.ABC):
 
     def read_blob(self, session_id: str, attachment_id: str) -> bytes | None:
         with self._read() as cur:
-            readers = [segment.session_id for segment in self._segments(cur, session_id)]
+            readers = self._readers(cur, session_id)
             cur.execute(
                 self._q(
                     "SELECT b.data FROM attachment_blobs b JOIN session_attachments l ON l.attachment_id = b.id "

@@ -6,8 +6,9 @@ with the last entry; every payload reads back at the current format (messages pa
 media refer to attachments linked to the session with the hash, type and size of the session's own
 view of them; each session's attachment metadata (kept on its link) reads back valid; checkpoint
 ranges name earlier messages in order. A branch (:mod:`._lineage`) is checked over what it stores
-itself: its parent exists and holds the fork position, its first entry chains from the parent's
-entry before the fork, and its checkpoints may name the messages of the prefix. Per attachment: the id derives from the hash, the bytes
+itself: its parent exists and holds the fork position, its first entry chains from its view's
+entry before the fork, each edit (a row below the fork position) from its view's entry before it, and
+its checkpoints may name the messages of the prefix. Per attachment: the id derives from the hash, the bytes
 exist, hash to it and have the stored size. Bytes are read one attachment at a time.
 """
 
@@ -42,7 +43,11 @@ def verify(backend: Backend) -> list[Problem]:
         rows = [row for row in view if row.session_id == session_id]
         start, prefix = 0, GENESIS
         fork = forks.get(session_id)
+        edits: list[EntryRow] = []
         if fork is not None:
+            edits = [row for row in rows if row.position < fork[1]]
+            rows = rows[len(edits) :]
+            problems.extend(_edits(session_id, edits, view))
             start, found = fork[1], _fork_point(session_id, fork, view, heads, problems)
             if found is not None:
                 prefix = found
@@ -52,7 +57,7 @@ def verify(backend: Backend) -> list[Problem]:
                 prefix = heads.get(session_id, (0, GENESIS))[1]
         earlier = {row.id: row.position for row in view if row.kind == "message" and row.position < start}
         problems.extend(_chain(session_id, rows, heads.get(session_id), start=start, prev=prefix))
-        problems.extend(_payloads(session_id, rows, views, earlier))
+        problems.extend(_payloads(session_id, [*edits, *rows], views, earlier))
         problems.extend(_views(session_id, views.values()))
     for row in attachments.values():
         problems.extend(_attachment(backend, row))
@@ -82,7 +87,7 @@ def _fork_point(
     """The digest a branch's first entry chains from: its parent's entry before the fork position
     (``None``, and a problem, when the parent does not hold it)."""
     parent, at = fork
-    before = next((row for row in view if row.position == at - 1 and row.session_id != session_id), None)
+    before = next((row for row in view if row.position == at - 1), None)
     if parent not in heads or heads[parent][0] < at or before is None:
         problems.append(
             Problem(
@@ -93,6 +98,27 @@ def _fork_point(
         )
         return None
     return before.digest
+
+
+def _edits(session_id: str, edits: list[EntryRow], view: list[EntryRow]) -> list[Problem]:
+    """Each edit of a branch (a row below its fork position) chains from the entry before it in the
+    branch's view."""
+    problems = []
+    digests = {row.position: row.digest for row in view}
+    for row in edits:
+        previous = GENESIS if row.position == 0 else digests.get(row.position - 1)
+        entry = NewEntry(row.id, row.kind, row.version, row.payload, row.created_at)
+        if previous is None or entry_digest(previous, session_id, row.position, entry) != row.digest:
+            problems.append(
+                Problem(
+                    "digest_mismatch",
+                    "the edit or the entry before it was changed",
+                    session_id=session_id,
+                    position=row.position,
+                    entry_id=row.id,
+                )
+            )
+    return problems
 
 
 def _chain(
