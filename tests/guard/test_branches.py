@@ -64,6 +64,24 @@ class TestAnEditedHistoryIsABranchOfTheStoredOne:
         assert _texts(edited, newest) == [*(m["content"] for m in history[:-1]), "answer 11"]
         assert edited.verify() == []
 
+    def test_an_agent_clearing_its_old_replies_stores_only_what_it_cleared(self) -> None:
+        plain, clearing = contextwindow.open_store(), contextwindow.open_store()
+        _agent(plain, 16, edits=False)
+        core = GuardCore(clearing, "anthropic", overflow=lambda exc: None)
+        history: list[dict[str, Any]] = []
+        for turn in range(16):
+            history.append({"role": "user", "content": f"question {turn}"})
+            sent = list(history)
+            _call(core, history, f"answer {turn}")
+            history.append({"role": "assistant", "content": f"answer {turn}"})
+            if turn >= 4:  # the reply four turns back is cleared: an edit far from the end
+                history[2 * (turn - 4) + 1] = {"role": "assistant", "content": "[cleared]"}
+        # Each clearing is an edit of one message, not a copy of everything after it (2.4x before).
+        assert clearing.size().entries <= 1.35 * plain.size().entries
+        newest = max(clearing.sessions(), key=lambda sid: len(clearing.session(sid).messages()))
+        assert _texts(clearing, newest) == [*(m["content"] for m in sent), "answer 15"]
+        assert clearing.verify() == []
+
     def test_a_rewound_history_branches_where_it_was_cut(self) -> None:
         store = contextwindow.open_store()
         core = GuardCore(store, "anthropic", overflow=lambda exc: None)
@@ -140,7 +158,7 @@ class TestABranchKeepsWhatWasLearned:
 
 
 class TestARemovedThinkingBlock:
-    def test_is_a_branch_at_the_reply_it_was_removed_from(self) -> None:
+    def test_is_a_branch_that_stores_the_reply_without_it(self) -> None:
         from contextwindow.content import Thinking
 
         store = contextwindow.open_store()
@@ -156,7 +174,11 @@ class TestARemovedThinkingBlock:
         _call(core, history, "answer 1")
         [branch] = [sid for sid in store.sessions() if sid != root]
         parent, at = store.session(branch).parent or ("", 0)
-        assert parent == root and at == store.session(root).position_of(
-            str(store.session(root).messages()[1].message.id)
-        )
+        assert parent == root and at == store.session(root).length()  # forked after all it shares
         assert _texts(store, branch) == ["question 0", "answer 0", "question 1", "answer 1"]
+        reply = store.session(branch).messages()[1]
+        assert reply.message.content == (Text(text="answer 0"),)  # the reply as sent, in its place
+        assert reply.position == store.session(root).messages()[1].position
+        own = next(info for info in store.session_infos() if info.id == branch)
+        assert own.kinds["message"] == 3  # the edited reply, the new question and its answer
+        assert store.verify() == []

@@ -229,8 +229,8 @@ class TestCoresOnTwoHandles:
         real_match = first.match
         raced: list[Reply] = []
 
-        def match_then_lose_the_race(messages: Any) -> Any:
-            found = real_match(messages)
+        def match_then_lose_the_race(hashes: Any, messages: Any = None) -> Any:
+            found = real_match(hashes, messages)
             if not raced:
                 raced.append(_call(second, history))
             return found
@@ -254,8 +254,8 @@ class TestCoresOnTwoHandles:
         real_match = first.match
         raced: list[Reply] = []
 
-        def match_then_lose_the_race(messages: Any) -> Any:
-            found = real_match(messages)
+        def match_then_lose_the_race(hashes: Any, messages: Any = None) -> Any:
+            found = real_match(hashes, messages)
             if not raced:
                 raced.append(_call(second, opening))
             return found

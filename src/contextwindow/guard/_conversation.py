@@ -4,9 +4,12 @@ An agent's history only grows, so a request is matched to a stored session by it
 (:mod:`._match`): the longest prefix of the request that ends where a stored session ends is that
 session, and the rest of the request is appended to it. A request that diverges from what was stored
 (an agent that edited, cleared or dropped earlier messages) becomes a **branch**: a new session, named
-after its root with a ``.N`` suffix, that shares the stored session's entries up to the first message
-that differs (:meth:`~contextwindow.store.Session.branch_from`: nothing is copied) and stores only
-what is new. What was learned of the shared prefix stays: its checkpoints (and the newest one
+after its root with a ``.N`` suffix, that shares the stored session's entries
+(:meth:`~contextwindow.store.Session.branch_from`: nothing is copied) and stores only what is new. A
+history that is the stored one with some messages replaced, message for message (a cleared tool
+result, a removed thinking block, a reply sent back edited), shares all of it and stores the replaced
+messages as edits; one that stops matching and goes another way (a rewind) shares it up to the first
+message that differs. What was learned of the shared prefix stays: its checkpoints (and the newest one
 recorded later that covers only shared messages), the calibration, the windows a rejection taught.
 A history that shares no message with any stored one is a new session. The root is the ``session``
 id given to the guard, or ``guard-`` and the chain hash of the first message, so a new process finds
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..content import Message, ToolResult
+from ..content import Audio, Block, Document, GeneratedImage, Image, Message, ToolResult, Video
 from ..engine.compiler import EngineCompiler
 from ..engine.loop import Engine
 from ..errors import SessionMoved, StoreBusy
@@ -30,7 +33,8 @@ from ..store import Entry, Session, Store
 from ..store.learned import LEARNED_SESSION, LearnedWindows
 from ._asked import AskedPrices
 from ._bounded import Bound
-from ._match import extend_chain, longest_known
+from ._match import chain, extend_chain, longest_known, message_key
+from ._own_calls import own_ids
 from ._wire import WireMemo
 
 __all__ = ["LEARNED_SESSION", "SYNC_ATTEMPTS", "Conversation", "Conversations", "LearnedWindows"]
@@ -263,30 +267,48 @@ class Conversations:
         self._conversations[sid] = conversation
         return conversation
 
-    def _branch(self, root: str, parent: Conversation, count: int) -> Conversation | None:
-        """A new session that shares ``parent``'s entries up to its ``count``-th message of the chain
-        (exclusive of the first one that differs), with what was learned of them: the newest
-        checkpoint recorded after the fork that covers only shared messages, and the newest
-        calibration records, are carried over (a few entries; the prefix itself is not copied).
+    def _branch(
+        self, root: str, parent: Conversation, count: int, messages: Sequence[Message] | None = None
+    ) -> tuple[Conversation, int] | None:
+        """A new session that shares ``parent``'s entries, and how many of the request's messages it
+        holds. When the request (``messages``) is ``parent``'s history with some messages replaced
+        (:func:`_edits`), the branch is forked at ``parent``'s whole length with those as edits: it
+        stores them and nothing else, and holds the request up to ``parent``'s end. Otherwise it
+        shares them up to its ``count``-th message of the chain (exclusive of the first one that
+        differs), with what was learned of them: the newest checkpoint recorded after the fork that
+        covers only shared messages, and the newest calibration records, are carried over (a few
+        entries; the prefix itself is not copied).
         :class:`~contextwindow.errors.SessionMoved` when another process took the id meanwhile;
         ``None`` when the ledger holds no such message of ``parent``'s."""
         at = _fork_position(parent, count)
         if at is None:
             return None  # nothing to share that the ledger can point at
+        edits = None if messages is None else _edits(parent, count, at, messages)
         session = self.store.session(self._free_id(root))
         with self.store.batch():
-            session.branch_from(parent.session, at)
-            for entry in _carried(parent.session, at):
-                session.record(entry.kind, entry.payload)
+            if edits:
+                session.branch_from(parent.session, parent.synced, edits=edits)
+            else:
+                session.branch_from(parent.session, at)
+                for entry in _carried(parent.session, at):
+                    session.record(entry.kind, entry.payload)
         conversation = Conversation(session, root, self.learned)
         conversation.windows = dict(parent.windows)
         self._conversations[session.id] = conversation
         self.learn(conversation, conversation.sync())
-        return conversation
+        if not edits:
+            return conversation, count
+        held = len(conversation.chain)
+        return conversation, held if messages is not None and chain(
+            messages[:held]
+        ) == conversation.chain else count
 
-    def match(self, hashes: Sequence[str]) -> tuple[Conversation, int]:
-        """The conversation a history continues (``hashes``: its chain, :mod:`._match`), and how many
-        of the history's leading messages it already has (the rest is new to it).
+    def match(
+        self, hashes: Sequence[str], messages: Sequence[Message] | None = None
+    ) -> tuple[Conversation, int]:
+        """The conversation a history continues (``hashes``: its chain, :mod:`._match`; ``messages``:
+        the history itself, to tell edits of a stored one), and how many of the history's leading
+        messages it already has (the rest is new to it).
 
         The ledger decides, not this process's memory of it: the conversation found is first
         brought up to what other processes appended to it (one indexed read when nobody did), and
@@ -317,14 +339,14 @@ class Conversations:
                 if diverged is None:
                     return self._new_conversation(root), 0
                 try:
-                    branch = self._branch(root, *diverged)
+                    branch = self._branch(root, *diverged, messages)
                 except SessionMoved:
                     branch = None  # another process made a session of that id meanwhile: look again
                 else:
                     if branch is None:
                         return self._new_conversation(root), 0
                 if branch is not None:
-                    return branch, n
+                    return branch
             reloaded = True
             self._load_root(root, again=True)  # sessions another process started since
         raise StoreBusy(f"the sessions of {root!r} kept moving under other writers; try the call again")
@@ -354,6 +376,46 @@ def _fork_position(parent: Conversation, count: int) -> int | None:
             return stored.position
         previous, place = extended, place + 1
     return None
+
+
+def _edits(
+    parent: Conversation, count: int, at: int, messages: Sequence[Message]
+) -> dict[int, Message] | None:
+    """The ledger positions and new messages where ``messages`` (a request that differs from
+    ``parent``'s chain first at place ``count``, ledger position ``at``) replaces messages of
+    ``parent``'s history, when it is that history with some messages replaced: at least as long,
+    role for role. ``None`` when it is not, or when a replaced message carries media or stood
+    beside the guard's own calls (a plain branch keeps those whole)."""
+    places = len(parent.chain)
+    if len(messages) < places:
+        return None
+    edits: dict[int, Message] = {}
+    place = count
+    for stored in parent.session.messages(after=at - 1):
+        if place == places:
+            break
+        old = stored.message
+        key = message_key(old)
+        if key is None:
+            continue  # the guard's own calls alone: no place in the chain
+        new = messages[place]
+        if message_key(new) != key:
+            if new.role != old.role or own_ids(old) or _has_media(new.content) or _has_media(old.content):
+                return None
+            edits[stored.position] = new
+        place += 1
+    return edits if place == places else None
+
+
+def _has_media(blocks: Sequence[Block]) -> bool:
+    """Whether ``blocks`` (a message's content, or a tool result's) hold a medium."""
+    return any(
+        isinstance(block, Image | GeneratedImage | Document | Audio | Video)
+        or (
+            isinstance(block, ToolResult) and not isinstance(block.content, str) and _has_media(block.content)
+        )
+        for block in blocks
+    )
 
 
 def _carried(parent: Session, at: int) -> list[Entry]:

@@ -252,7 +252,7 @@ class GuardCore:
             if chained is not None:
                 conversation, new = self._continued(chained, messages)
             else:
-                conversation, matched = self.match(read.hashes)
+                conversation, matched = self.match(read.hashes, messages)
                 if matched < read.new_from:
                     # The stored session holds less than the history read before: what it lacks is
                     # read again, with its media's bytes, to be stored.
@@ -412,10 +412,12 @@ class GuardCore:
 
     # -- the session ---------------------------------------------------------------------------------
 
-    def match(self, hashes: Sequence[str]) -> tuple[Conversation, int]:
+    def match(
+        self, hashes: Sequence[str], messages: Sequence[Message] | None = None
+    ) -> tuple[Conversation, int]:
         """The conversation a history continues and how many of its leading messages it already has
         (:meth:`~._conversation.Conversations.match`)."""
-        return self.conversations.match(hashes)
+        return self.conversations.match(hashes, messages)
 
     def _continued(
         self, chained: RecordedResponse, messages: Sequence[Message]
@@ -427,7 +429,7 @@ class GuardCore:
         # A response from earlier in the conversation (or moved on since): its branch.
         earlier = [m.message for m in chained.conversation.session.messages()[: chained.count]]
         whole = (*earlier, *messages)
-        conversation, matched = self.match(chain(whole))
+        conversation, matched = self.match(chain(whole), whole)
         return conversation, whole[matched:]
 
     def _append(
