@@ -18,7 +18,7 @@ import contextwindow
 from _shared import LazyModule
 from contextwindow import Message, ToolUse
 from contextwindow.engine.folding.fold_step import FOLD_SPAN_CALLS, MIN_TAIL_SHARE, fold_tail_share
-from contextwindow.engine.folding.fold_trigger import ProactiveTrigger
+from contextwindow.engine.folding.fold_trigger import ProactiveTrigger, accepted_history
 from contextwindow.testing import LocalModel, LocalServer, LocalSettings
 
 openai = LazyModule("openai")
@@ -85,6 +85,38 @@ class TestGrowth:
         trigger.folded()
         trigger.accepted(input_tokens=4_000, output_tokens=10, finish_reason="stop")
         assert trigger.growth() == 400
+
+
+class TestANewEngineOnAStoredSession:
+    def test_learns_the_growth_the_engine_that_wrote_it_measured(self) -> None:
+        store = contextwindow.open_store()
+        session = store.session("s")
+        ran = ProactiveTrigger(WINDOW)
+        first = session.append(Message.user("start")).id
+        for step, prompt in enumerate((9_000, 12_000, 14_500, None, 6_000, 7_100, 8_900, 10_000)):
+            if prompt is None:
+                session.record_checkpoint("summary", first_id=str(first), last_id=str(first))
+                ran.folded()
+                continue
+            session.append(Message.user(f"turn {step}"))
+            anchor = {
+                "version": 1,
+                "model": "m",
+                "connection": "c",
+                "input_tokens": prompt,
+                "output_tokens": 50,
+            }
+            session.record("anchor", {"version": 1, "anchor": anchor})
+            ran.accepted(input_tokens=prompt, output_tokens=50, finish_reason="stop")
+        session.record(
+            "anchor", {"version": 1, "anchor": None, "cleared": "overflow"}
+        )  # not an accepted request
+        resumed = ProactiveTrigger(WINDOW)
+        resumed.replay(accepted_history(session))
+        resumed.seed(input_tokens=10_000, output_tokens=50)  # the newest anchor, as an engine resumes
+        assert ran.growth() == pytest.approx((1_100 + 1_800 + 1_100) / 3)
+        assert resumed.growth() == ran.growth()
+        assert (resumed.baseline_input, resumed.baseline_output) == (ran.baseline_input, ran.baseline_output)
 
 
 def _chat_turn(client: Any, history: list[Any], turn: int, text: str) -> list[int]:

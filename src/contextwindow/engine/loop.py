@@ -57,7 +57,7 @@ from .events import (
     record_event,
 )
 from .fit import WindowFit
-from .folding.fold_trigger import ProactiveTrigger
+from .folding.fold_trigger import ProactiveTrigger, accepted_history
 from .folding.folds import Folding
 from .folding.summarizer import Summarizer
 from .live import LiveRequest
@@ -198,7 +198,7 @@ class Engine:
         self._recovery = Recovery(self._requests, self._folding, self._calls, stats)
         stored = anchors.latest
         if stored is not None and stored.model == profile.name and stored.connection == connection:
-            window.resume(stored)  # the provider counted this route's requests before
+            window.resume(stored, accepted_history(session))  # the provider counted this route before
 
     # -- what a host reads ----------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ answers the four questions the engine's loop asks:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal, TypeAlias
 
 from ..errors import ContextOverflow, InvalidInput
@@ -100,9 +101,11 @@ class WindowState:
         """The window guarded (``None``: no projection): declared, or as the provider proved it."""
         return self.limits.window
 
-    def resume(self, stored: Anchor) -> None:
-        """The route's stored anchor, before the first send: the trigger's baseline starts from it,
+    def resume(self, stored: Anchor, history: Sequence[int | None] = ()) -> None:
+        """The route's stored anchor, before the first send: the trigger's baseline starts from it
+        (its growth from the session's ``history`` before it, :func:`~.folding.fold_trigger.accepted_history`),
         the session counts as counted, and its count against its estimate sizes the first fit."""
+        self.trigger.replay(history)
         self.trigger.seed(input_tokens=stored.input_tokens, output_tokens=stored.output_tokens or 0)
         self.fit.counted = True
         if stored.payload_estimate:

@@ -5,19 +5,26 @@ output + reply reserve (``min(2 × last output, 8000)``) reaches the *declared* 
 per send; and once after a reply cut at its limit (maka's proactive fold).
 
 It also measures how fast the requests grow between folds (:meth:`ProactiveTrigger.growth`): the
-fold step (:meth:`~contextwindow.engine.window.WindowState.tail_share`) is sized by it.
+fold step (:meth:`~contextwindow.engine.window.WindowState.tail_share`) is sized by it. An engine
+built on a stored session (a new process, a branch) learns it again from the session's anchors and
+checkpoints (:func:`accepted_history`, :meth:`ProactiveTrigger.replay`), so it folds in the steps the
+engine that wrote the session would have.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections import deque
-from typing import Literal
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Literal
 
 from ...providers.base import output_limit_hit
 from ..limits import WindowLimits
 
-__all__ = ["GROWTH_SAMPLES", "REPLY_RESERVE_CAP", "ProactiveTrigger"]
+if TYPE_CHECKING:
+    from ...store import Session
+
+__all__ = ["GROWTH_SAMPLES", "REPLY_RESERVE_CAP", "ProactiveTrigger", "accepted_history"]
 
 # maka's later proactive trigger: replyReserve = min(2 × lastOutput, 8000).
 REPLY_RESERVE_CAP = 8_000
@@ -103,6 +110,17 @@ class ProactiveTrigger:
         if output_limit_hit(finish_reason):
             self._length_pending = True
 
+    def replay(self, history: Iterable[int | None]) -> None:
+        """What an engine that ran the session learned of its growth: ``history`` is the prompts of its
+        accepted requests in order, ``None`` for each fold (:func:`accepted_history`). The baseline
+        is left to :meth:`seed`."""
+        for size in history:
+            if size is None:
+                self.folded()
+            else:
+                self.accepted(input_tokens=size, output_tokens=0, finish_reason=None)
+        self.baseline_input, self.baseline_output = None, 0
+
     def folded(self) -> None:
         """After a fold the baseline is unknown until the next accepted request."""
         self.baseline_input = None
@@ -133,3 +151,22 @@ class ProactiveTrigger:
             self._fired_this_send = True
             return "proactive"
         return None
+
+
+def accepted_history(session: Session) -> list[int | None]:
+    """The prompts of the requests the provider accepted on ``session`` (its anchors, oldest first),
+    ``None`` for each fold (a checkpoint), up to its newest anchor (exclusive: the engine seeds from
+    that one): what :meth:`ProactiveTrigger.replay` takes. One read of the session's anchors and
+    checkpoints."""
+    events: list[int | None] = []
+    newest = 0
+    for entry in session.entries(["anchor", "checkpoint"]):
+        if entry.kind == "checkpoint":
+            events.append(None)
+            continue
+        inner = entry.payload.get("anchor")
+        size = inner.get("input_tokens") if isinstance(inner, Mapping) else None
+        if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+            events.append(size)
+            newest = len(events) - 1
+    return events[:newest]
