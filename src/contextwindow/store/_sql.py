@@ -197,35 +197,30 @@ class SqlBackend(abc.ABC):
             rows = []
             for entry in entries:
                 digest = entry_digest(head, session_id, length, entry)
-                row = EntryRow(
-                    session_id,
-                    length,
-                    entry.id,
-                    entry.kind,
-                    entry.version,
-                    entry.payload,
-                    entry.created_at,
-                    digest,
-                )
-                cur.execute(
-                    self._q(f"INSERT INTO entries ({_ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"),
-                    (
-                        row.session_id,
-                        row.position,
-                        row.id,
-                        row.kind,
-                        row.version,
-                        row.payload,
-                        row.created_at,
-                        row.digest,
-                    ),
-                )
+                fields = (entry.id, entry.kind, entry.version, entry.payload, entry.created_at)
+                row = EntryRow(session_id, length, *fields, digest)
+                self._insert(cur, row)
                 rows.append(row)
                 length, head = length + 1, digest
             cur.execute(
                 self._q("UPDATE sessions SET length = ?, head = ? WHERE id = ?"), (length, head, session_id)
             )
             return rows
+
+    def _insert(self, cur: Cursor, row: EntryRow) -> None:
+        cur.execute(
+            self._q(f"INSERT INTO entries ({_ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"),
+            (
+                row.session_id,
+                row.position,
+                row.id,
+                row.kind,
+                row.version,
+                row.payload,
+                row.created_at,
+                row.digest,
+            ),
+        )
 
     def _head(self, cur: Cursor, session_id: str) -> Any:
         """The session's head row, locked for this transaction."""
@@ -360,19 +355,7 @@ class SqlBackend(abc.ABC):
                 cur.execute(self._q("SELECT length FROM sessions WHERE id = ?"), (session_id,))
                 raise SessionMoved(session_id, expected=0, found=int(cur.fetchone()[0]))
             for row in written:
-                cur.execute(
-                    self._q(f"INSERT INTO entries ({_ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"),
-                    (
-                        row.session_id,
-                        row.position,
-                        row.id,
-                        row.kind,
-                        row.version,
-                        row.payload,
-                        row.created_at,
-                        row.digest,
-                    ),
-                )
+                self._insert(cur, row)
 
     def _fork_of(self, cur: Cursor, session_id: str) -> tuple[str, int] | None:
         if self.schema_version < _BRANCHES:
