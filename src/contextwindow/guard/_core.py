@@ -156,9 +156,14 @@ class GuardCore:
 
     # -- the layers of one call ---------------------------------------------------------------------
 
-    async def request(self, body: Mapping[str, Any], *, count: bool = False) -> Exchange:
+    async def request(
+        self, body: Mapping[str, Any], *, count: bool = False, provider_wire: str | None = None
+    ) -> Exchange:
         """Send what ``body`` asks for, fitted to the window (see the module docstring). With
         ``count``, ask for the fitted request's input count instead (nothing is sent, no reply).
+        ``provider_wire``: the wire the call finally goes out on when it is not the core's own (a
+        framework adapter's Chat Completions body for an Anthropic model: ``"anthropic"``), whose
+        provider compaction ``compaction`` then attaches (:func:`~contextwindow.compaction.guarded_body`).
         Raises :class:`~contextwindow.errors.UsageError` for a body without messages or model."""
         read = self.history.read(body)
         canonical = read.parsed.request
@@ -180,7 +185,9 @@ class GuardCore:
         if self.options.compaction != "local" and chained is None and not count:
             # The provider's own editing, when what it leaves fits; else (or when the provider still
             # finds it too long) the engine folds below: never a deadlock.
-            edited = self._provider_compaction(body, canonical, self._profile(canonical.model))
+            edited = self._provider_compaction(
+                body, canonical, self._profile(canonical.model), provider_wire or self.wire.name
+            )
             if edited is not None:
                 try:
                     return await pass_through(edited, count)
@@ -202,7 +209,7 @@ class GuardCore:
         return exchange
 
     def _provider_compaction(
-        self, body: Mapping[str, Any], canonical: Request, profile: ModelProfile | None
+        self, body: Mapping[str, Any], canonical: Request, profile: ModelProfile | None, wire: str
     ) -> dict[str, Any] | None:
         """``body`` with the provider's context editing attached, or ``None`` to fold locally
         (:func:`~contextwindow.compaction.guarded_body`)."""
@@ -222,7 +229,7 @@ class GuardCore:
             body,
             canonical,
             mode=self.options.compaction,
-            wire=self.wire.name,
+            wire=wire,
             room=window - reserve,
             count=estimator.request,
         )
