@@ -14,8 +14,11 @@ assistant message (the same output in every row). Rows:
   ``clear_tool_uses_20250919`` from 80% of the room for input, the newest 3 tool uses kept, at least a
   tenth of the trigger cleared). A call whose history the edits cannot bring under the window is what
   the guard folds locally: counted as a *fallback* and left out of the other columns;
-* **anthropic compaction** (``compact_20260112``): not applicable at these windows (its trigger is at
-  least 50,000 tokens, over both windows): the row says so;
+* **anthropic compaction** (``compact_20260112``, from 80% of the room, as the guard sends it): the
+  agent appends each reply with its ``compaction`` block, the local provider compacting and reading
+  from the newest block on as Anthropic documents it (:mod:`contextwindow.testing.anthropic_compaction`:
+  the compaction pass billed); not applicable where the trigger would be under its 50,000-token
+  minimum (16k and 32k: the row says so; ``--windows 100000`` measures it);
 * **openai compaction**: Responses with ``context_management`` compaction from 80% of the room, the
   input since the newest ``compaction`` item (what the guard sends:
   :func:`contextwindow.compaction.guarded_body`), the local provider compacting as OpenAI documents it
@@ -35,7 +38,8 @@ and writes: :mod:`contextwindow.cost`; a fallback, which the guard would fold lo
 agent calls once full), *fallbacks / 100 calls*.
 
 ``python -m benchmarks.provider_compaction [--quick] [--sessions N]`` from the repo root with
-``PYTHONPATH=src``; writes ``benchmarks/results/provider_compaction.md``. ``--quick``: 4 sessions, 16k.
+``PYTHONPATH=src``; writes ``benchmarks/results/provider_compaction.md``. ``--quick``: 4 sessions, 16k;
+``--windows 16000,100000``: those windows instead.
 """
 
 from __future__ import annotations
@@ -53,18 +57,22 @@ from typing import Any
 from contextwindow import cost
 from contextwindow.compaction import (
     ANTHROPIC_CONTEXT_BETA,
+    COMPACT_BETA,
     COMPACTION_MINIMUM_TRIGGER,
     PROVIDER_TRIGGER,
+    anthropic_compaction_management,
     anthropic_context_management,
+    compaction_trigger,
     per_call_dollars,
 )
-from contextwindow.content import Message, Request, ToolResult
+from contextwindow.content import Message, Request, Text, ToolResult
 from contextwindow.formats import loader_from
 from contextwindow.models import get_profile
 from contextwindow.replay import simulate as simulate_module
 from contextwindow.replay.importers import import_claude_code
 from contextwindow.replay.scenario import Scenario
 from contextwindow.testing import LocalModel, LocalReply, LocalSettings
+from contextwindow.testing.anthropic_compaction import compacting_answer
 from contextwindow.testing.caching import provider_breakpoints
 from contextwindow.testing.openai_compaction import compacting_call
 from contextwindow.testing.responses import ResponsesMemory
@@ -256,6 +264,59 @@ def _anthropic(scenario: Scenario, model: str, window: int, scale: float) -> Run
     return run
 
 
+def _anthropic_compaction(scenario: Scenario, model: str, window: int, scale: float) -> Run | None:
+    """Anthropic's server-side compaction as the guard sends it (``None`` where the window cannot take
+    its trigger): the agent appends each reply, the compaction block included, and the provider reads
+    the conversation from the newest block on (:mod:`contextwindow.testing.anthropic_compaction`)."""
+    reserve = min(4_096, window // 8)
+    trigger = compaction_trigger(window - reserve)
+    if trigger is None:
+        return None
+    local = LocalModel(
+        LocalSettings(
+            window=window, prompt_cache=True, count_scale=scale, default_model=model, clock=lambda: 0.0
+        )
+    )
+    params = {"context_management": anthropic_compaction_management(trigger), "betas": [COMPACT_BETA]}
+    run = Run(strategy="anthropic compaction", window=window)
+    kept: list[Message] = []
+    seen = 0
+    acted = False
+    for messages, answer in _agent_calls(scenario):
+        kept.extend(messages[seen:])
+        seen = len(messages)
+        request = Request(
+            model=model, system=scenario.system, tools=scenario.tools, messages=tuple(kept), params=params
+        )
+        local.enqueue(answer)
+        reply, compaction = compacting_answer(
+            local,
+            request,
+            max_tokens=reserve,
+            load=scenario.load_attachment,
+            session="default",
+            breakpoints=provider_breakpoints(request),
+            betas=[COMPACT_BETA],
+        )
+        run.calls += 1
+        if not isinstance(reply, LocalReply):
+            run.fallbacks += 1  # the guard folds this one locally
+            local.discard_script(0)
+            continue
+        if compaction is not None:
+            acted = True
+            run.compactions += 1
+            summary = str(compaction.block["content"])
+            kept = [Message(role="user", content=(Text(text=summary),))]  # read from the block on
+            pass_dollars = _dollars(compaction.usage, model)
+            run.dollars += pass_dollars
+            run.full_dollars += pass_dollars
+        kept.append(answer)
+        seen += 1
+        _accepted(run, reply, model, acted=acted)
+    return run
+
+
 def _openai(scenario: Scenario, model: str, window: int) -> Run:
     local = LocalModel(
         LocalSettings(window=window, prompt_cache=True, default_model=model, clock=lambda: 0.0)
@@ -376,6 +437,12 @@ def main(argv: Sequence[str] | None = None) -> str:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.provider_compaction")
     parser.add_argument("--quick", action="store_true", help="4 sessions at 16k")
     parser.add_argument("--sessions", type=int, default=None)
+    parser.add_argument(
+        "--windows",
+        type=str,
+        default=None,
+        help="comma-separated windows (e.g. 100000: Anthropic compaction)",
+    )
     args = parser.parse_args(list(argv) if argv is not None else [])
     from contextwindow.pricing import Estimator
 
@@ -388,6 +455,8 @@ def main(argv: Sequence[str] | None = None) -> str:
     count = args.sessions or (4 if args.quick else len(files))
     files = files[:count]
     windows = WINDOWS[:1] if args.quick else WINDOWS
+    if args.windows:
+        windows = tuple(int(w) for w in args.windows.split(","))
     started = time.perf_counter()
     runs: dict[tuple[str, str, int], list[Run]] = {}
     checks: list[tuple[Run, Run, dict[str, float] | None]] = []
@@ -417,6 +486,11 @@ def main(argv: Sequence[str] | None = None) -> str:
                 runs.setdefault(("local", wire, window), []).append(local)
                 runs.setdefault((provider.strategy, wire, window), []).append(provider)
                 runs.setdefault(("auto", wire, window), []).append(replace(pick))
+                compacted = (
+                    _anthropic_compaction(scenario, name, window, scale) if wire == "anthropic" else None
+                )
+                if compacted is not None:
+                    runs.setdefault(("anthropic compaction", wire, window), []).append(compacted)
     lines = [
         f"{len(files)} real sessions, prompt cache on; Anthropic rows at each session's Claude model, OpenAI "
         f"rows at {OPENAI_MODEL}; {time.perf_counter() - started:.0f} s",
@@ -432,7 +506,7 @@ def main(argv: Sequence[str] | None = None) -> str:
             ("openai", ("local", "openai compaction", "auto")),
         ):
             for strategy in strategies:
-                if strategy == "anthropic compaction":
+                if strategy == "anthropic compaction" and (strategy, wire, window) not in runs:
                     lines.append(
                         f"| {strategy} | {wire} | {window // 1000}k | n/a: its trigger is at least "
                         f"{COMPACTION_MINIMUM_TRIGGER:,} tokens, over the window | | | | | | |"

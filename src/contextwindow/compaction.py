@@ -24,7 +24,13 @@ The wire semantics are the providers' own, as documented:
   result invalidates the prompt cache from where it was.
 - Anthropic server-side compaction (https://platform.claude.com/docs/en/build-with-claude/compaction):
   beta header ``compact-2026-01-12``, edit ``compact_20260112`` with an ``input_tokens`` trigger of at
-  least 50,000 (default 150,000). Never useful below a 50k window: the guard does not send it there.
+  least 50,000 (default 150,000); once the input reaches it the server summarises the conversation,
+  the response opens with a ``compaction`` block, and a request carrying the block back is read from
+  it on. ``"provider"`` sends it (trigger: :data:`PROVIDER_TRIGGER` of the room) when clearing cannot
+  make the request fit and what is there can still be read whole, never below a 50k trigger
+  (:func:`compaction_trigger`); from a body that holds a block on (:func:`holds_compaction`) the guard
+  sends the conversation as written with the edit attached (its canonical content has no compaction
+  block: the conversation is the provider's). ``"auto"`` does not choose it (no cost model yet).
 - OpenAI Responses compaction (https://developers.openai.com/api/docs/guides/compaction):
   ``context_management=[{"type": "compaction", "compact_threshold": N}]`` on ``responses.create``: once
   the rendered input crosses N the server compacts it, the output starts with an opaque
@@ -65,11 +71,14 @@ __all__ = [
     "AppliedEdit",
     "CompactionMode",
     "ProviderPlan",
+    "anthropic_compaction_management",
     "anthropic_context_management",
     "apply_anthropic_edits",
     "auto_choice",
     "cheaper",
+    "compaction_trigger",
     "guarded_body",
+    "holds_compaction",
     "merged_betas",
     "merged_headers",
     "on_the_wire",
@@ -78,6 +87,7 @@ __all__ = [
     "per_call_dollars",
     "provider_plan",
     "since_compaction",
+    "with_extras",
 ]
 
 CompactionMode = Literal["local", "provider", "auto"]
@@ -311,16 +321,52 @@ def guarded_body(
         request, trigger=int(room * PROVIDER_TRIGGER), limit=int(room * ESTIMATE_MARGIN), count=count
     )
     if not plan.fits or not plan.applied:
-        # Nothing for the provider to clear, or clearing cannot make it fit: folded locally.
-        return None
+        # Nothing for the provider to clear, or clearing cannot make it fit: Anthropic's compaction
+        # where the window takes its trigger and the pass can read what is there, else folded locally.
+        whole = count(request)
+        trigger = compaction_trigger(room)
+        if mode != "provider" or trigger is None or not trigger <= whole <= int(room * ESTIMATE_MARGIN):
+            return None
+        return with_extras(body, anthropic_compaction_management(trigger), COMPACT_BETA)
     if mode == "auto":
         whole = count(request)
         if auto_choice(request, plan, whole=whole, room=room, count=count) == "local":
             return None
-    extra_body = {**dict(body.get("extra_body") or {}), **plan.extra_body}
+    return with_extras(body, plan.extra_body["context_management"], ANTHROPIC_CONTEXT_BETA)
+
+
+def with_extras(body: Mapping[str, Any], management: Mapping[str, Any], beta: str) -> dict[str, Any]:
+    """``body`` with Anthropic's ``context_management`` in its ``extra_body`` and ``beta`` in its
+    ``anthropic-beta`` header (the agent's own extras and betas kept)."""
+    extra_body = {**dict(body.get("extra_body") or {}), "context_management": dict(management)}
     headers = dict(body.get("extra_headers") or {})
-    headers["anthropic-beta"] = merged_betas(headers.get("anthropic-beta"), ANTHROPIC_CONTEXT_BETA)
+    headers["anthropic-beta"] = merged_betas(headers.get("anthropic-beta"), beta)
     return {**body, "extra_body": extra_body, "extra_headers": headers}
+
+
+def compaction_trigger(room: int) -> int | None:
+    """The ``compact_20260112`` trigger the guard sends for ``room`` (:data:`PROVIDER_TRIGGER` of it),
+    or ``None`` where that is under the API's minimum (a window under about 62,500 tokens of room)."""
+    trigger = int(room * PROVIDER_TRIGGER)
+    return trigger if trigger >= COMPACTION_MINIMUM_TRIGGER else None
+
+
+def anthropic_compaction_management(trigger: int) -> dict[str, Any]:
+    """The ``context_management`` asking Anthropic to compact once the input reaches ``trigger``."""
+    return {"edits": [{"type": COMPACT, "trigger": {"type": "input_tokens", "value": trigger}}]}
+
+
+def holds_compaction(body: Mapping[str, Any]) -> bool:
+    """Whether an Anthropic Messages body carries a ``compaction`` block back: the conversation is
+    the provider's from there (it drops what is before the block), and the guard sends it as written
+    (with the compaction edit under ``"provider"``/``"auto"``, so the provider compacts again)."""
+    messages = body.get("messages")
+    return isinstance(messages, list) and any(
+        isinstance(b, Mapping) and b.get("type") == "compaction"
+        for m in messages
+        if isinstance(m, Mapping) and isinstance(m.get("content"), list)
+        for b in m["content"]
+    )
 
 
 def openai_context_management(threshold: int) -> list[dict[str, Any]]:

@@ -96,3 +96,31 @@ class TestResponses:
                 ]
                 assert response.usage.input_tokens < 2 * WINDOW
         assert "compaction" in kinds
+
+
+class TestAnthropicServerCompaction:
+    def test_a_text_history_is_compacted_by_the_provider_and_goes_on_from_its_block(self) -> None:
+        window = 100_000
+        text = "a line the user pasted into the conversation, long enough to matter. " * 200  # ~3k tokens
+        transform = GuardTransform(open_store(":memory:"), context_window=window, compaction="provider")
+        with (
+            LocalServer(LocalModel(LocalSettings(window=window))) as upstream,
+            BackgroundServer(proxy_app(upstream.url, transform=transform)) as running,
+            anthropic.Anthropic(base_url=running.url, api_key="k", max_retries=0) as client,
+        ):
+            messages: list[dict[str, Any]] = []
+            kinds = []
+            inputs = []
+            for turn in range(34):
+                messages.append({"role": "user", "content": f"{turn} {text}"})
+                reply = client.beta.messages.create(model=CLAUDE, max_tokens=1_000, messages=messages)
+                kinds.append(reply.content[0].type)
+                inputs.append(reply.usage.input_tokens)
+                messages.append(
+                    {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]}
+                )
+        transform.store.close()
+        first = kinds.index("compaction")
+        # The calls after the block read the summary and what followed, not the whole history.
+        assert inputs[-1] < inputs[first - 1] // 2
+        assert max(inputs) + 1_000 <= window

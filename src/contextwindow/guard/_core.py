@@ -31,7 +31,14 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..compaction import guarded_body
+from ..compaction import (
+    COMPACT_BETA,
+    anthropic_compaction_management,
+    compaction_trigger,
+    guarded_body,
+    holds_compaction,
+    with_extras,
+)
 from ..compile import Policy
 from ..compile.reread import READ_ARCHIVED, READ_ARCHIVED_TOOL
 from ..content import Message, Request, ToolUse, media_refs
@@ -156,10 +163,18 @@ class GuardCore:
 
     # -- the layers of one call ---------------------------------------------------------------------
 
-    async def request(self, body: Mapping[str, Any], *, count: bool = False) -> Exchange:
+    async def request(
+        self, body: Mapping[str, Any], *, count: bool = False, provider_wire: str | None = None
+    ) -> Exchange:
         """Send what ``body`` asks for, fitted to the window (see the module docstring). With
         ``count``, ask for the fitted request's input count instead (nothing is sent, no reply).
+        ``provider_wire``: the wire the call finally goes out on when it is not the core's own (a
+        framework adapter's Chat Completions body for an Anthropic model: ``"anthropic"``), whose
+        provider compaction ``compaction`` then attaches (:func:`~contextwindow.compaction.guarded_body`).
         Raises :class:`~contextwindow.errors.UsageError` for a body without messages or model."""
+        if self.wire.name == "anthropic" and holds_compaction(body):
+            # The provider compacted this conversation: it is the provider's from its block on.
+            return await pass_through(body if count else self._compacting(body), count)
         read = self.history.read(body)
         canonical = read.parsed.request
         if not canonical.messages:
@@ -180,7 +195,9 @@ class GuardCore:
         if self.options.compaction != "local" and chained is None and not count:
             # The provider's own editing, when what it leaves fits; else (or when the provider still
             # finds it too long) the engine folds below: never a deadlock.
-            edited = self._provider_compaction(body, canonical, self._profile(canonical.model))
+            edited = self._provider_compaction(
+                body, canonical, self._profile(canonical.model), provider_wire or self.wire.name
+            )
             if edited is not None:
                 try:
                     return await pass_through(edited, count)
@@ -202,30 +219,46 @@ class GuardCore:
         return exchange
 
     def _provider_compaction(
-        self, body: Mapping[str, Any], canonical: Request, profile: ModelProfile | None
+        self, body: Mapping[str, Any], canonical: Request, profile: ModelProfile | None, wire: str
     ) -> dict[str, Any] | None:
         """``body`` with the provider's context editing attached, or ``None`` to fold locally
         (:func:`~contextwindow.compaction.guarded_body`)."""
         if profile is None:
             return None
-        window = min(
-            profile.context_window,
-            self.options.context_window or profile.context_window,
-            self.provider_windows.get(canonical.model or "", profile.context_window),
-            # A window learned on the ledger (by any guard on the store) bounds the edits too.
-            self.learned_windows.get(canonical.model or "") or profile.context_window,
-        )
-        # The agent's reserve, else the one the engine would keep (a third of a small window).
-        reserve = canonical.max_tokens or self.policy.reserve_for(window, profile.max_output_tokens)
-        estimator = Estimator(profile)
         return guarded_body(
             body,
             canonical,
             mode=self.options.compaction,
-            wire=self.wire.name,
-            room=window - reserve,
-            count=estimator.request,
+            wire=wire,
+            room=self._room(canonical.model or "", profile, canonical.max_tokens),
+            count=Estimator(profile).request,
         )
+
+    def _room(self, model: str, profile: ModelProfile, max_tokens: int | None) -> int:
+        """The room for input the provider's editing must leave: the window (the profile's, the
+        options', one a rejection or the ledger taught) less the output reserve."""
+        window = min(
+            profile.context_window,
+            self.options.context_window or profile.context_window,
+            self.provider_windows.get(model, profile.context_window),
+            # A window learned on the ledger (by any guard on the store) bounds the edits too.
+            self.learned_windows.get(model) or profile.context_window,
+        )
+        # The agent's reserve, else the one the engine would keep (a third of a small window).
+        return window - (max_tokens or self.policy.reserve_for(window, profile.max_output_tokens))
+
+    def _compacting(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        """A body holding a compaction block, as sent: with the compaction edit attached under
+        ``"provider"``/``"auto"`` where the window takes its trigger (:mod:`contextwindow.compaction`)."""
+        model = body.get("model")
+        profile = self._profile(model) if isinstance(model, str) else None
+        if self.options.compaction == "local" or profile is None or not isinstance(model, str):
+            return body
+        asked = body.get("max_tokens")
+        trigger = compaction_trigger(self._room(model, profile, asked if isinstance(asked, int) else None))
+        if trigger is None:
+            return body
+        return with_extras(body, anthropic_compaction_management(trigger), COMPACT_BETA)
 
     def _provider_rejected(self, model: str | None, exc: Exception) -> None:
         """A request sent with the provider's editing was refused: for size, the window it names is

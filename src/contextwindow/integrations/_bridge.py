@@ -34,10 +34,12 @@ __all__ = [
     "REREAD_DESCRIPTION",
     "REREAD_NAME",
     "REREAD_SCHEMA",
+    "AnthropicEdits",
     "ChatBridge",
     "Originals",
     "Reread",
     "Stepper",
+    "anthropic_edits",
     "fitted_max_tokens",
     "leading_system",
     "names_reread",
@@ -163,6 +165,30 @@ def leading_system(wire: Sequence[Mapping[str, Any]]) -> int:
     return n
 
 
+@dataclass(frozen=True, slots=True)
+class AnthropicEdits:
+    """The provider's own compaction a guarded body asks the framework's Anthropic call to carry:
+    its ``context_management`` and the betas it needs (:func:`~contextwindow.compaction.guarded_body`)."""
+
+    context_management: Mapping[str, Any]
+    betas: tuple[str, ...]
+
+
+def anthropic_edits(sent: Mapping[str, Any]) -> AnthropicEdits | None:
+    """What of Anthropic's context editing the body ``sent`` carries (``None``: none, the call folds
+    or goes out as it is)."""
+    management = (sent.get("extra_body") or {}).get("context_management")
+    if not isinstance(management, Mapping):
+        return None
+    header = next(
+        (str(v) for k, v in (sent.get("extra_headers") or {}).items() if str(k).lower() == "anthropic-beta"),
+        "",
+    )
+    return AnthropicEdits(
+        context_management=management, betas=tuple(b.strip() for b in header.split(",") if b.strip())
+    )
+
+
 def fitted_max_tokens(asked: int | None, sent: Mapping[str, Any]) -> int | None:
     """The output bound the guard sent in ``sent`` when it lowered the agent's ``asked`` to fit the
     window (the guard's ``MaxTokensLowered``), for the adapter to give the framework's own call;
@@ -258,13 +284,18 @@ class ChatBridge:
         """The ledger the adapter keeps its sessions in."""
         return self.core.store
 
-    def run(self, body: Mapping[str, Any], send: Send_, summarize: Summarize) -> Exchange:
+    def run(
+        self, body: Mapping[str, Any], send: Send_, summarize: Summarize, *, provider_wire: str | None = None
+    ) -> Exchange:
+        """One call; ``provider_wire``: the wire the framework's model speaks (``"anthropic"``), for
+        the provider's own compaction (the body then carries it: :func:`anthropic_edits`)."""
+
         def perform(step: Send) -> Any:
             if step.purpose == "summary":
                 return summarize(dict(step.body))
             return send(dict(step.body))
 
-        self.last_exchange = run_sync(self.core.request(body), perform)
+        self.last_exchange = run_sync(self.core.request(body, provider_wire=provider_wire), perform)
         return self.last_exchange
 
     async def arun(
@@ -272,13 +303,15 @@ class ChatBridge:
         body: Mapping[str, Any],
         send: Callable[[dict[str, Any]], Awaitable[Any]],
         summarize: Callable[[dict[str, Any]], Awaitable[Reply]],
+        *,
+        provider_wire: str | None = None,
     ) -> Exchange:
         async def perform(step: Send) -> Any:
             if step.purpose == "summary":
                 return await summarize(dict(step.body))
             return await send(dict(step.body))
 
-        self.last_exchange = await run_async(self.core.request(body), perform)
+        self.last_exchange = await run_async(self.core.request(body, provider_wire=provider_wire), perform)
         return self.last_exchange
 
 
@@ -298,8 +331,10 @@ class Stepper:
         core: GuardCore,
         body: Mapping[str, Any],
         summarize: Callable[[dict[str, Any]], Awaitable[Reply]],
+        *,
+        provider_wire: str | None = None,
     ) -> None:
-        self._coro = core.request(body)
+        self._coro = core.request(body, provider_wire=provider_wire)
         self._summarize = summarize
         self.step: Send | None = None
         """The call the core asked for last: the body to send now."""

@@ -38,6 +38,7 @@ from langchain_core.messages import (
 )
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from ..compaction import CompactionMode
 from ..compile import Policy
 from ..engine.observe import EventHook
 from ..engine.settings import EngineSettings
@@ -70,7 +71,10 @@ class ContextWindowMiddleware(AgentMiddleware):
     ``model``); the other options are ``guard()``'s: ``store``, ``session``, ``context_window``,
     ``policy``, ``settings``, ``summary_model``. With ``reread`` (the default) the middleware adds the
     ``read_archived`` tool to the agent (``AgentMiddleware.tools``): the agent runs it like its own,
-    and it answers from the ledger what a placeholder took out of the request.
+    and it answers from the ledger what a placeholder took out of the request. ``compaction`` is
+    ``GuardOptions.compaction``: the middleware speaks Chat Completions to the guard and the model's
+    own call carries no provider editing, so ``"provider"`` folds locally, saying so once on the
+    ``contextwindow.guard`` logger (``"auto"`` folds locally without a word).
     """
 
     def __init__(
@@ -86,6 +90,7 @@ class ContextWindowMiddleware(AgentMiddleware):
         settings: EngineSettings | None = None,
         on_event: EventHook | None = None,
         reread: bool = True,
+        compaction: CompactionMode = "local",
     ) -> None:
         super().__init__()
         if summarizer is True:
@@ -102,6 +107,7 @@ class ContextWindowMiddleware(AgentMiddleware):
                 policy=policy,
                 settings=settings,
                 on_event=on_event,
+                compaction=compaction,
             ),
             host_rereads=reread,
         )

@@ -14,7 +14,10 @@ other argument as given, so routing, keys, ``api_base``, retries and fallbacks a
 rejection for size is recognised through contextwindow's own classifier (from the provider's message
 litellm carries, for the providers that classifier knows), the guard compacts and retries once, and a
 second one is :class:`~contextwindow.errors.ContextOverflow`; every other error is litellm's own.
-Summaries go through the same model and routing. ``stream=True`` returns an iterator (an async one
+Summaries go through the same model and routing. ``compaction="provider"`` (or ``"auto"``) on a
+model litellm routes to Anthropic sends Anthropic's context editing as litellm's
+``context_management`` argument (litellm adds its beta header); on any other route ``"provider"``
+folds locally, saying so once. ``stream=True`` returns an iterator (an async one
 for ``acompletion``) over litellm's chunks; the reply is recorded when it ends.
 
 Re-reads are the guard's own, as under ``guard(client)``: when a placeholder in the compiled request
@@ -45,13 +48,14 @@ from typing import Any
 
 import litellm
 
+from ..compaction import CompactionMode
 from ..compile import Policy
 from ..engine.observe import EventHook
 from ..engine.settings import EngineSettings
 from ..guard import Exchange, GuardOptions, Reply
 from ..guard.replies import OpenAIChunks, jsonable, openai_reply
 from ..store import Store
-from ._bridge import REREAD_NAME, ChatBridge
+from ._bridge import REREAD_NAME, ChatBridge, anthropic_edits
 
 __all__ = ["GuardedLiteLLM"]
 
@@ -129,6 +133,7 @@ class GuardedLiteLLM:
         settings: EngineSettings | None = None,
         on_event: EventHook | None = None,
         reread: bool = True,
+        compaction: CompactionMode = "local",
     ) -> None:
         self.model = model
         self.summary_model = summary_model
@@ -143,6 +148,7 @@ class GuardedLiteLLM:
                 settings=settings,
                 on_event=on_event,
                 reread=reread,
+                compaction=compaction,
             ),
             reply_of=openai_reply,
         )
@@ -166,6 +172,10 @@ class GuardedLiteLLM:
         for key in ("max_tokens", "max_completion_tokens"):
             if key in sent:
                 call[key] = sent[key]
+        edits = anthropic_edits(sent)
+        if edits is not None:
+            # litellm's Anthropic route takes context_management and adds the beta header it needs.
+            call["context_management"] = dict(edits.context_management)
         own = [t for t in sent.get("tools") or () if (t.get("function") or {}).get("name") == REREAD_NAME]
         if own:
             # The guard offers its re-read tool on this call: beside the agent's tools as given.
@@ -189,7 +199,7 @@ class GuardedLiteLLM:
         def summarize(body: dict[str, Any]) -> Reply:
             return openai_reply(litellm.completion(**self._summary_call(kwargs, body)))
 
-        exchange = self.bridge.run(self._body(kwargs), send, summarize)
+        exchange = self.bridge.run(self._body(kwargs), send, summarize, provider_wire=_wire(kwargs))
         if kwargs.get("stream"):
             return _tap(exchange)
         exchange.finish(openai_reply(exchange.result))
@@ -204,11 +214,23 @@ class GuardedLiteLLM:
         async def summarize(body: dict[str, Any]) -> Reply:
             return openai_reply(await litellm.acompletion(**self._summary_call(kwargs, body)))
 
-        exchange = await self.bridge.arun(self._body(kwargs), send, summarize)
+        exchange = await self.bridge.arun(self._body(kwargs), send, summarize, provider_wire=_wire(kwargs))
         if kwargs.get("stream"):
             return _atap(exchange)
         exchange.finish(openai_reply(exchange.result))
         return exchange.result
+
+
+def _wire(kwargs: Mapping[str, Any]) -> str | None:
+    """``"anthropic"`` when litellm routes the call to Anthropic's Messages API (where the provider's
+    own compaction is Anthropic's context editing), else ``None`` (the call's Chat Completions body)."""
+    try:
+        _name, provider, _key, _base = litellm.get_llm_provider(
+            str(kwargs.get("model", "")), custom_llm_provider=kwargs.get("custom_llm_provider")
+        )
+    except Exception:  # litellm does not know the provider
+        return None
+    return "anthropic" if provider == "anthropic" else None
 
 
 def _profile_name(model: str) -> str:

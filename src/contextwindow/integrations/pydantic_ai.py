@@ -57,6 +57,7 @@ from pydantic_ai.models import Model, ModelRequestContext, ModelRequestParameter
 from pydantic_ai.tools import RunContext
 from pydantic_ai.toolsets import FunctionToolset
 
+from ..compaction import CompactionMode
 from ..compile import Policy
 from ..engine.observe import EventHook
 from ..engine.settings import EngineSettings
@@ -69,6 +70,7 @@ from ._bridge import (
     ChatBridge,
     Originals,
     Stepper,
+    anthropic_edits,
     fitted_max_tokens,
     leading_system,
     names_reread,
@@ -100,6 +102,11 @@ class ContextWindow(AbstractCapability[Any]):
     """Called with every event the guard produces (``GuardOptions.on_event``; pydantic-ai's own
     ``on_event`` is its run events)."""
     reread: bool = True
+    compaction: CompactionMode = "local"
+    """Who makes a long conversation fit (``GuardOptions.compaction``): on an Anthropic model,
+    ``"provider"``/``"auto"`` have the model's own request carry Anthropic's context editing
+    (``anthropic_context_management`` and ``anthropic_betas`` in its settings); on any other model
+    ``"provider"`` folds locally, saying so once."""
     bridge: ChatBridge = field(init=False, repr=False)
     _pending: dict[str | None, tuple[Stepper, _Restorer]] = field(
         init=False, repr=False, default_factory=dict
@@ -117,6 +124,7 @@ class ContextWindow(AbstractCapability[Any]):
                 policy=self.policy,
                 settings=self.settings,
                 on_event=self.on_guard_event,
+                compaction=self.compaction,
             ),
             host_rereads=self.reread,
         )
@@ -159,7 +167,10 @@ class ContextWindow(AbstractCapability[Any]):
                 pending[0].close()
             body, restorer = self._body(request_context)
             summary_model = self.summarizer if isinstance(self.summarizer, Model) else request_context.model
-            stepper = Stepper(self.bridge.core, body, lambda b: _summarize(summary_model, b))
+            wire = "anthropic" if getattr(request_context.model, "system", None) == "anthropic" else None
+            stepper = Stepper(
+                self.bridge.core, body, lambda b: _summarize(summary_model, b), provider_wire=wire
+            )
             self._pending[ctx.run_id] = (stepper, restorer)
             step = await stepper.start()
         request_context.messages = restorer.restore(step.body)
@@ -172,6 +183,15 @@ class ContextWindow(AbstractCapability[Any]):
         lowered = fitted_max_tokens(_max_tokens(request_context), sent)
         if lowered is not None:
             request_context.model_settings = {**(request_context.model_settings or {}), "max_tokens": lowered}
+        edits = anthropic_edits(sent)
+        if edits is not None:
+            # The provider's own compaction, through AnthropicModelSettings (pydantic-ai merges the
+            # betas with the ones it adds).
+            settings: dict[str, Any] = dict(request_context.model_settings or {})
+            betas = [*settings.get("anthropic_betas", ()), *edits.betas]
+            settings["anthropic_context_management"] = dict(edits.context_management)
+            settings["anthropic_betas"] = list(dict.fromkeys(betas))
+            request_context.model_settings = settings  # type: ignore[assignment]
         params = request_context.model_request_parameters
         if not names_reread(sent) and any(t.name == REREAD_NAME for t in params.function_tools):
             kept = [t for t in params.function_tools if t.name != REREAD_NAME]

@@ -1,6 +1,7 @@
 """The local provider's HTTP front: its endpoints as routes of an :class:`~.app.HttpApp`.
 
-- ``POST /v1/messages`` — Anthropic Messages, JSON or SSE (``"stream": true``);
+- ``POST /v1/messages`` — Anthropic Messages, JSON or SSE (``"stream": true``), with server-side
+  compaction (``compact_20260112``: :mod:`contextwindow.testing.anthropic_compaction`);
 - ``POST /v1/messages/count_tokens`` — ``{"input_tokens": N}``: the input a call with that body would
   report (:meth:`~contextwindow.testing.LocalModel.count_input`), bad input refused as the call
   refuses it;
@@ -41,6 +42,7 @@ from ..formats import anthropic as anthropic_format
 from ..formats import gemini as gemini_format
 from ..formats import openai as openai_format
 from ..formats import responses as responses_format
+from ..testing.anthropic_compaction import CompactionPass, compacting_answer, read_compactions
 from ..testing.caching import breakpoints_in
 from ..testing.context_management import betas_of
 from ..testing.counting import tokenizer_for
@@ -196,6 +198,13 @@ def _answer(
     shape: str = "chat",
 ) -> Response:
     reader = openai_format if wire == "openai" else anthropic_format
+    betas = tuple(data.get("betas") or ()) if wire == "anthropic" else ()
+    if wire == "anthropic":
+        # Anthropic's compaction blocks, sent back: checked, and what is before the newest dropped.
+        read = read_compactions(data, betas)
+        if isinstance(read, str):
+            raise HttpError("invalid_request_error", read)
+        data = read
     parsed, tokenizer = _parsed(model, lambda: reader.parse_request(data), f"model: {data.get('model')}")
     if counting:
         count = model.count_input(parsed.request, wire=wire, load=parsed.loader())
@@ -211,14 +220,21 @@ def _answer(
     breakpoints = breakpoints_in(data) if wire == "anthropic" else ()
     if isinstance(breakpoints, str):
         raise HttpError("invalid_request_error", breakpoints)
-    outcome = model.handle(
-        parsed.request,
-        wire=wire,
-        max_tokens=max_tokens,
-        load=parsed.loader(),
-        session=session,
-        breakpoints=breakpoints,
-    )
+    compaction: CompactionPass | None = None
+    if wire == "anthropic":
+        outcome, compaction = compacting_answer(
+            model,
+            parsed.request,
+            max_tokens=max_tokens,
+            load=parsed.loader(),
+            session=session,
+            breakpoints=breakpoints,
+            betas=betas,
+        )
+    else:
+        outcome = model.handle(
+            parsed.request, wire=wire, max_tokens=max_tokens, load=parsed.loader(), session=session
+        )
     if isinstance(outcome, Rejection):
         return json_response(
             outcome.status, dict(outcome.body), {**outcome.headers, "x-contextwindow-tokenizer": tokenizer}
@@ -230,14 +246,14 @@ def _answer(
     }
     if stream:
         events: Iterable[bytes] = (
-            anthropic_events(outcome)
+            anthropic_events(outcome, compaction)
             if wire == "anthropic"
             else openai_chunks(outcome, include_usage=include_usage)
         )
         return Response(
             b"".join(events), headers={**headers, "cache-control": "no-cache"}, media_type="text/event-stream"
         )
-    body = anthropic_message(outcome) if wire == "anthropic" else openai_completion(outcome)
+    body = anthropic_message(outcome, compaction) if wire == "anthropic" else openai_completion(outcome)
     return json_response(200, body, headers)
 
 

@@ -14,7 +14,8 @@ https://platform.claude.com/docs/en/build-with-claude/compaction):
 
 The refusal texts follow the API's validation style (``field: problem``); their exact words are
 ours. What applies is :func:`contextwindow.compaction.apply_anthropic_edits`; ``compact_20260112``
-is checked but never triggers here (the local provider does not write compaction blocks).
+is checked here and served over HTTP by :mod:`.anthropic_compaction` (its trigger, ``pause_after_compaction``
+and ``instructions``; the ``compaction`` blocks sent back).
 
 OpenAI (https://developers.openai.com/api/docs/guides/context-management): ``context_management``
 on ``/responses`` is a list of ``{"type": "compaction", "compact_threshold": N}``; another type is
@@ -38,6 +39,7 @@ from ..compaction import (
 __all__ = ["anthropic_refusal", "betas_of", "openai_refusal"]
 
 _TYPES = (CLEAR_TOOL_USES, CLEAR_THINKING, COMPACT)
+_COMPACT_FIELDS = frozenset({"type", "trigger", "pause_after_compaction", "instructions"})
 _BETA = {
     CLEAR_TOOL_USES: ANTHROPIC_CONTEXT_BETA,
     CLEAR_THINKING: ANTHROPIC_CONTEXT_BETA,
@@ -93,7 +95,17 @@ def _edit(edit: Any, path: str) -> str | None:
             and not (isinstance(keep, Mapping) and keep.get("type") == "all")
         ):
             checks.append(_count(keep, f"{path}.keep", kinds=("thinking_turns",), minimum=0))
-    elif edit.get("trigger") is not None:
+    else:
+        checks.extend(_compact_checks(edit, path))
+    return next((c for c in checks if c is not None), None)
+
+
+def _compact_checks(edit: Mapping[str, Any], path: str) -> list[str | None]:
+    """What is wrong with a ``compact_20260112`` edit's fields (the SDK's
+    ``BetaCompact20260112EditParam``: ``trigger``, ``pause_after_compaction``, ``instructions``)."""
+    extra = sorted(str(k) for k in edit if k not in _COMPACT_FIELDS)
+    checks: list[str | None] = [f"{path}.{extra[0]}: Extra inputs are not permitted" if extra else None]
+    if edit.get("trigger") is not None:
         checks.append(
             _count(
                 edit["trigger"],
@@ -102,7 +114,11 @@ def _edit(edit: Any, path: str) -> str | None:
                 minimum=COMPACTION_MINIMUM_TRIGGER,
             )
         )
-    return next((c for c in checks if c is not None), None)
+    if not isinstance(edit.get("pause_after_compaction", False), bool):
+        checks.append(f"{path}.pause_after_compaction: Input should be a valid boolean")
+    if edit.get("instructions") is not None and not isinstance(edit["instructions"], str):
+        checks.append(f"{path}.instructions: Input should be a valid string")
+    return checks
 
 
 def anthropic_refusal(management: Any, betas: Sequence[str]) -> str | None:

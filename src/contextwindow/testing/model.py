@@ -150,7 +150,7 @@ class LocalReply:
     id: str
     model: str
     message: Message
-    stop_reason: Literal["end_turn", "tool_use", "max_tokens"]
+    stop_reason: Literal["end_turn", "tool_use", "max_tokens", "compaction"]
     input_tokens: int
     output_tokens: int
     tokenizer: str

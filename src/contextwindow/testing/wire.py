@@ -23,6 +23,7 @@ from typing import Any
 
 from ..content import Text, Thinking, ToolUse
 from ..usage.tracker import Usage
+from .anthropic_compaction import CompactionPass, iteration_usage
 from .counting import compact_json
 from .model import LocalReply
 
@@ -85,22 +86,42 @@ def _anthropic_block(block: Any) -> dict[str, Any]:
     return {"type": "text", "text": f"[{block.type} block]"}
 
 
-def anthropic_message(reply: LocalReply) -> dict[str, Any]:
-    """The non-streaming Messages response."""
+def anthropic_message(reply: LocalReply, compaction: CompactionPass | None = None) -> dict[str, Any]:
+    """The non-streaming Messages response; ``compaction``: the server-side compaction that ran
+    first (its block opens the content, its usage the ``usage.iterations``)."""
+    lead = [dict(compaction.block)] if compaction is not None else []
     out: dict[str, Any] = {
         "id": f"msg_{reply.id}",
         "type": "message",
         "role": "assistant",
         "model": reply.model,
-        "content": [_anthropic_block(b) for b in reply.message.content],
+        "content": [*lead, *(_anthropic_block(b) for b in reply.message.content)],
         "stop_reason": reply.stop_reason,
         "stop_sequence": None,
     }
     if reply.reported is not None:
-        out["usage"] = anthropic_usage(reply.reported)
+        out["usage"] = _usage_with(reply, compaction)
     if reply.applied_edits is not None:
         out["context_management"] = context_management(reply)
     return out
+
+
+def _usage_with(reply: LocalReply, compaction: CompactionPass | None) -> dict[str, Any]:
+    """The reply's usage, with ``iterations`` when a compaction ran: the compaction pass, then the
+    reply's own sampling (none when it paused); the top-level fields leave the compaction out."""
+    assert reply.reported is not None
+    usage: dict[str, Any] = anthropic_usage(reply.reported)
+    if compaction is not None:
+        own = Usage(
+            fresh_input=reply.input_tokens - reply.cache.read - reply.cache.write,
+            cache_read=reply.cache.read,
+            cache_write=reply.cache.write,
+            output=reply.output_tokens,
+        )
+        usage["iterations"] = [iteration_usage("compaction", compaction.usage)]
+        if reply.stop_reason != "compaction":
+            usage["iterations"].append(iteration_usage("message", own))
+    return usage
 
 
 def context_management(reply: LocalReply) -> dict[str, Any]:
@@ -109,8 +130,9 @@ def context_management(reply: LocalReply) -> dict[str, Any]:
     return {"applied_edits": [edit.wire() for edit in reply.applied_edits or ()]}
 
 
-def anthropic_events(reply: LocalReply) -> Iterator[bytes]:
-    """The Messages SSE stream of a reply."""
+def anthropic_events(reply: LocalReply, compaction: CompactionPass | None = None) -> Iterator[bytes]:
+    """The Messages SSE stream of a reply (``compaction``: as :func:`anthropic_message`'s; its block
+    streams as one ``compaction_delta``)."""
     start: dict[str, Any] = {
         "id": f"msg_{reply.id}",
         "type": "message",
@@ -131,7 +153,10 @@ def anthropic_events(reply: LocalReply) -> Iterator[bytes]:
         )
         start["usage"] = anthropic_usage(placeholder)
     yield sse({"type": "message_start", "message": start}, "message_start")
-    for index, block in enumerate(reply.message.content):
+    lead = 0 if compaction is None else 1
+    if compaction is not None:
+        yield from _compaction_events(compaction)
+    for index, block in enumerate(reply.message.content, start=lead):
         if isinstance(block, ToolUse):
             first = {"type": "tool_use", "id": block.id, "name": block.name, "input": {}}
             deltas = [
@@ -158,11 +183,20 @@ def anthropic_events(reply: LocalReply) -> Iterator[bytes]:
         "delta": {"stop_reason": reply.stop_reason, "stop_sequence": None},
     }
     if reply.reported is not None:
-        final["usage"] = anthropic_usage(reply.reported)
+        final["usage"] = _usage_with(reply, compaction)
     if reply.applied_edits is not None:
         final["context_management"] = context_management(reply)
     yield sse(final, "message_delta")
     yield sse({"type": "message_stop"}, "message_stop")
+
+
+def _compaction_events(compaction: CompactionPass) -> Iterator[bytes]:
+    """A compaction block's events: its start (no content yet), one delta with all of it, its stop."""
+    first = {"type": "compaction", "content": None}
+    delta = {"type": "compaction_delta", "content": compaction.block.get("content")}
+    yield sse({"type": "content_block_start", "index": 0, "content_block": first}, "content_block_start")
+    yield sse({"type": "content_block_delta", "index": 0, "delta": delta}, "content_block_delta")
+    yield sse({"type": "content_block_stop", "index": 0}, "content_block_stop")
 
 
 def _openai_message(reply: LocalReply) -> dict[str, Any]:

@@ -1,0 +1,132 @@
+"""``guard(client, compaction="provider")`` with Anthropic's server-side compaction: sent where clearing
+tool results cannot make the request fit and the window takes its 50,000-token trigger, the
+conversation the provider's from the block on, served by the strict local provider
+(https://platform.claude.com/docs/en/build-with-claude/compaction)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import contextwindow
+from _shared import LazyModule
+from contextwindow.compaction import (
+    COMPACT,
+    COMPACT_BETA,
+    compaction_trigger,
+    guarded_body,
+    holds_compaction,
+)
+from contextwindow.content import Message, Request, Text
+from contextwindow.testing import LocalModel, LocalServer, LocalSettings
+
+anthropic = LazyModule("anthropic")
+
+CLAUDE = "claude-sonnet-4-6"
+WINDOW = 100_000
+TEXT = "a line the user pasted into the conversation, long enough to matter. " * 200  # about 3,000 tokens
+
+
+class Recording(LocalModel):
+    """The local provider, recording each call's input count and ``context_management``."""
+
+    def __init__(self) -> None:
+        super().__init__(LocalSettings(window=WINDOW))
+        self.inputs: list[int] = []
+        self.managed: list[Any] = []
+
+    def handle(self, request: Any, **kwargs: Any) -> Any:
+        answer = super().handle(request, **kwargs)
+        self.inputs.append(getattr(answer, "input_tokens", -1))
+        self.managed.append(request.params.get("context_management"))
+        return answer
+
+
+@pytest.fixture
+def model() -> Recording:
+    return Recording()
+
+
+@pytest.fixture
+def server(model: Recording) -> Iterator[LocalServer]:
+    with LocalServer(model) as running:
+        yield running
+
+
+def chat(server: LocalServer, compaction: str, turns: int) -> tuple[list[Any], list[Any]]:
+    """``turns`` user turns of pasted text through the guarded beta client: the history and the replies."""
+    raw = anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0)
+    guarded = contextwindow.guard(raw, store=":memory:", compaction=compaction, context_window=WINDOW)
+    messages: list[dict[str, Any]] = []
+    replies = []
+    for turn in range(turns):
+        messages.append({"role": "user", "content": f"{turn} {TEXT}"})
+        reply = guarded.beta.messages.create(model=CLAUDE, max_tokens=1_000, messages=messages)
+        replies.append(reply)
+        messages.append(
+            {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]}
+        )
+    guarded.store.close()
+    return messages, replies
+
+
+class TestThePlan:
+    def test_no_trigger_under_the_apis_minimum(self) -> None:
+        assert compaction_trigger(62_000) is None
+        assert compaction_trigger(99_000) == 79_200
+
+    def count(self, request: Request) -> int:
+        return sum(len(b.text) // 4 for m in request.messages for b in m.content if isinstance(b, Text))
+
+    def request(self, tokens: int) -> tuple[dict[str, Any], Request]:
+        text = "abcd" * tokens
+        body = {"model": CLAUDE, "max_tokens": 1_000, "messages": [{"role": "user", "content": text}]}
+        return body, Request(model=CLAUDE, messages=(Message(role="user", content=(Text(text=text),)),))
+
+    def test_compaction_where_clearing_has_nothing_to_clear(self) -> None:
+        body, request = self.request(85_000)
+        sent = guarded_body(body, request, mode="provider", wire="anthropic", room=99_000, count=self.count)
+        assert sent is not None
+        [edit] = sent["extra_body"]["context_management"]["edits"]
+        assert edit == {"type": COMPACT, "trigger": {"type": "input_tokens", "value": 79_200}}
+        assert COMPACT_BETA in sent["extra_headers"]["anthropic-beta"]
+
+    @pytest.mark.parametrize(("tokens", "room"), [(70_000, 99_000), (97_000, 99_000), (50_000, 60_000)])
+    def test_folded_locally_under_the_trigger_past_what_the_pass_reads_or_below_the_minimum(
+        self, tokens: int, room: int
+    ) -> None:
+        body, request = self.request(tokens)
+        assert (
+            guarded_body(body, request, mode="provider", wire="anthropic", room=room, count=self.count)
+            is None
+        )
+
+    def test_auto_does_not_choose_it(self) -> None:
+        body, request = self.request(85_000)
+        assert (
+            guarded_body(body, request, mode="auto", wire="anthropic", room=99_000, count=self.count) is None
+        )
+
+
+class TestThroughTheGuard:
+    def test_the_provider_compacts_and_the_conversation_goes_on_from_its_block(
+        self, server: LocalServer, model: Recording
+    ) -> None:
+        messages, replies = chat(server, "provider", 40)
+        compacted = [i for i, r in enumerate(replies) if r.content and r.content[0].type == "compaction"]
+        assert compacted, "the provider never compacted"
+        assert all(i >= 0 for i in model.inputs) and max(model.inputs) <= WINDOW  # never refused
+        first = compacted[0]
+        assert holds_compaction({"messages": messages})
+        # From the block on the provider reads the summary and what followed, not the whole history.
+        assert model.inputs[first + 1] < model.inputs[first - 1] // 4
+        # Every call from the block on still carries the edit, so the provider compacts again.
+        assert all(m is not None and m["edits"][0]["type"] == COMPACT for m in model.managed[first + 1 :])
+
+    def test_local_folds_itself_and_sends_no_edit(self, server: LocalServer, model: Recording) -> None:
+        _, replies = chat(server, "local", 40)
+        assert not any(r.content and r.content[0].type == "compaction" for r in replies)
+        assert all(m is None for m in model.managed)
+        assert max(model.inputs) <= WINDOW
