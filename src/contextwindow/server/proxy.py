@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -42,6 +41,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from .app import HttpApp
+from .codec import dumps
 from .errors import HttpError
 from .limits import ServerLimits
 from .request import ClientGone, parse_json
@@ -186,7 +186,7 @@ class Upstream:
     ) -> UpstreamReply:
         """Send ``body`` (default: the agent's own bytes) for ``call``; raises :class:`HttpError` when
         the upstream cannot be reached."""
-        content = call.raw if body is None else json.dumps(body, separators=(",", ":")).encode()
+        content = call.raw if body is None else dumps(body)
         return await self.forward(method, path or call.path, call.headers, content)
 
     async def forward(

@@ -12,7 +12,8 @@ installs it, else on ``h11``), with these changes made by subclassing it:
   (``h11`` bounds them itself: its ``max_incomplete_event_size``).
 
 The body's own deadline and size are the application's (:mod:`.request`). ``httptools`` parses a
-request several times faster than ``h11``; both answer every malformed request the same way.
+request several times faster than ``h11``; both answer every malformed request the same way. The
+event loop is uvloop where it is installed (:data:`~.codec.LOOP`), in the foreground and in a thread.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from .app import HttpApp
+from .codec import LOOP, new_event_loop
 from .errors import HttpError, raw_error_response
 
 __all__ = ["PARSERS", "BackgroundServer", "bind", "run"]
@@ -172,6 +174,7 @@ def _config(
     return uvicorn.Config(
         app,
         http=protocol,
+        loop=LOOP,  # uvloop where installed (.codec)
         lifespan="on",
         ws="none",
         interface="asgi3",
@@ -247,7 +250,8 @@ class BackgroundServer:
         return self
 
     def _serve(self) -> None:
-        asyncio.run(self._server.serve(sockets=[self._sock]))
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:
+            runner.run(self._server.serve(sockets=[self._sock]))
 
     def stop(self) -> None:
         if self._thread is not None:
