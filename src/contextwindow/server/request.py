@@ -254,7 +254,7 @@ def parse_json(raw: bytes, limits: ServerLimits) -> dict[str, Any]:
         raise HttpError(
             "invalid_request_error", f"The request body is not valid JSON: it is not valid {encoding}."
         ) from None
-    if ("\\ud" in text or "\\uD" in text) and _lone_surrogate_escaped(text):
+    if _SURROGATE_ESCAPE.search(text) and _lone_surrogate_escaped(text):
         raise HttpError(
             "invalid_request_error", "The request body is not valid JSON: a string holds a lone surrogate."
         )
