@@ -105,3 +105,31 @@ class TestLoneSurrogates:
 
     def test_an_escaped_backslash_before_the_letters_is_not_an_escape(self) -> None:
         assert parse_json(b'{"path": "C:\\\\ud800\\\\x"}', ServerLimits()) == {"path": "C:\\ud800\\x"}
+
+
+class TestServingProcessCollector:
+    def test_run_tunes_the_collector_before_it_serves(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import gc
+
+        import uvicorn
+
+        from contextwindow.server import HttpApp, bind, run
+        from contextwindow.server.runner import GC_THRESHOLD
+
+        seen: dict[str, Any] = {}
+
+        def serve(self: Any, sockets: Any = None) -> None:
+            seen["threshold"] = gc.get_threshold()
+            seen["frozen"] = gc.get_freeze_count()
+
+        before = gc.get_threshold()
+        monkeypatch.setattr(uvicorn.Server, "run", serve)
+        sock = bind("127.0.0.1", 0)
+        try:
+            run(HttpApp([]), sock)
+        finally:
+            sock.close()
+            gc.unfreeze()
+            gc.set_threshold(*before)
+        assert seen["threshold"] == (GC_THRESHOLD, before[1], before[2])
+        assert seen["frozen"] > 0  # what was alive when serving began is never scanned again

@@ -19,6 +19,7 @@ event loop is uvloop where it is installed (:data:`~.codec.LOOP`), in the foregr
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import socket
 import threading
@@ -31,7 +32,7 @@ from .app import HttpApp
 from .codec import LOOP, new_event_loop
 from .errors import HttpError, raw_error_response
 
-__all__ = ["PARSERS", "BackgroundServer", "bind", "run"]
+__all__ = ["GC_THRESHOLD", "PARSERS", "BackgroundServer", "bind", "run", "tune_gc"]
 
 
 class _ProtocolLog(logging.LoggerAdapter):  # type: ignore[type-arg]
@@ -209,10 +210,30 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+GC_THRESHOLD = 10_000
+"""Net container allocations between two young-generation collections in a server process (Python's
+default is 700): a request's parsed body and its compiled copy are thousands of short-lived containers,
+freed by reference counting, yet at 700 they set off several collections per request, and those
+promote enough to bring on full ones (at ~400 messages, 1.2–1.9 ms of CPU per request went to the
+collector; 0.03 ms at 10,000). Cycles are still collected, only in larger batches."""
+
+
+def tune_gc() -> None:
+    """For a process that serves (:func:`run`): the young generation collected every
+    :data:`GC_THRESHOLD` net allocations, and what is alive once the app is built (modules, profiles,
+    tokenizers) frozen out of every later collection (:func:`gc.freeze`)."""
+    _, middle, old = gc.get_threshold()
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_THRESHOLD, middle, old)
+
+
 def run(app: HttpApp, sock: socket.socket, *, log_level: str = "warning", http: str | None = None) -> None:
     """Serve ``app`` on ``sock`` in this thread until interrupted (Ctrl-C or SIGTERM); ``http`` is
-    one of :data:`PARSERS` (default: the first)."""
+    one of :data:`PARSERS` (default: the first). The process's collector is tuned for serving
+    (:func:`tune_gc`): this thread's process is the server's."""
     server = uvicorn.Server(_config(app, log_level=log_level, http=http))
+    tune_gc()
     server.run(sockets=[sock])
 
 
