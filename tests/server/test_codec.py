@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import importlib.util
 import json
 from typing import Any
@@ -52,9 +53,14 @@ class TestDumps:
         assert json.loads(written) == {"a": "x\ud800y", "b": "é"}
         assert b"\\ud800" in written
 
-    def test_a_value_json_cannot_write_is_still_refused(self) -> None:
+    @pytest.mark.parametrize(
+        "value", [object(), ServerLimits(), datetime.date(2026, 1, 2)], ids=["object", "dataclass", "date"]
+    )
+    def test_a_value_json_cannot_write_is_still_refused(self, value: Any) -> None:
         with pytest.raises(TypeError):
-            codec.dumps({"a": object()})
+            json.dumps(value)
+        with pytest.raises(TypeError):
+            codec.dumps({"a": value})
 
 
 class TestLoop:

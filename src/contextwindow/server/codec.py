@@ -30,11 +30,15 @@ def _json_dumps(value: Any) -> bytes:
         return json.dumps(value, separators=(",", ":")).encode()
 
 
-_fast: Callable[[Any], bytes] | None
+_fast: Callable[..., bytes] | None
 try:
-    from orjson import dumps as _fast
+    import orjson
+
+    _fast = orjson.dumps
+    # A dataclass or a date is not JSON: handed back, so json refuses it as it always did.
+    _OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
 except ImportError:  # pragma: no cover - the server extra installs it
-    _fast = None
+    _fast, _OPTIONS = None, 0
 
 WRITER: Literal["orjson", "json"] = "json" if _fast is None else "orjson"
 """Which library :func:`dumps` writes with."""
@@ -44,7 +48,7 @@ def dumps(value: Any) -> bytes:
     """``value`` as compact JSON in UTF-8, exactly (see the module docstring)."""
     if _fast is not None:
         try:
-            return _fast(value)
+            return _fast(value, option=_OPTIONS)
         except TypeError:  # orjson.JSONEncodeError: what it cannot write exactly, json writes
             pass
     return _json_dumps(value)
