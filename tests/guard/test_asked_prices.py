@@ -3,7 +3,7 @@ and a call whose history only grew prices only what is new."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -45,10 +45,15 @@ def _request(messages: list[Message]) -> Request:
 
 class _Counting(Estimator):
     priced = 0
+    blocks_priced: ClassVar[list[Any]] = []
 
-    def message(self, message: Message) -> int:
+    def raw_message(self, message: Message) -> tuple[float, ...]:
         type(self).priced += 1
-        return super().message(message)
+        return super().raw_message(message)
+
+    def raw_block(self, block: Any) -> float:
+        type(self).blocks_priced.append(block)
+        return super().raw_block(block)
 
 
 @pytest.mark.parametrize("model", ["claude-sonnet-4-5", "claude-3-7-sonnet", "gpt-4o"])
@@ -88,3 +93,32 @@ def test_another_estimator_prices_again() -> None:
     assert asked.request(Estimator(profile), request, hashes) == Estimator(profile).request(request)
     calibrated = Estimator(profile, 1.3)
     assert asked.request(calibrated, request, hashes) == calibrated.request(request)
+
+
+@pytest.mark.parametrize("model", ["claude-sonnet-4-5", "claude-3-7-sonnet"])
+def test_a_recalibration_prices_no_block_again(model: str) -> None:
+    profile = get_profile(model)
+    asked = AskedPrices()
+    request = _request(_history(30))
+    hashes = chain(request.messages)
+    assert asked.request(_Counting(profile), request, hashes) == Estimator(profile).request(request)
+    in_messages = {id(block) for message in request.messages for block in message.content}
+    for multiplier in (1.06, 0.9, 1.06, 1.0):
+        _Counting.blocks_priced = []
+        figure = asked.request(_Counting(profile, multiplier), request, hashes)
+        # The figure is the recalibrated estimator's, every block of the history priced at it...
+        assert figure == Estimator(profile, multiplier).request(request)
+        # ...from the raw prices kept: no message block was priced again (only the head was).
+        assert not [b for b in _Counting.blocks_priced if id(b) in in_messages]
+        assert _Counting.blocks_priced  # the head (system, tools) is priced on every call
+
+
+def test_an_estimator_that_prices_otherwise_prices_again() -> None:
+    asked = AskedPrices()
+    request = _request(_history(12))
+    hashes = chain(request.messages)
+    asked.request(Estimator(get_profile("claude-sonnet-4-5")), request, hashes)
+    other = Estimator(get_profile("gpt-4o"), 1.2)
+    assert asked.request(other, request, hashes) == other.request(request)
+    seed = Estimator(get_profile("gpt-4o"), 1.2, preset="seed-store")
+    assert asked.request(seed, request, hashes) == seed.request(request)

@@ -95,7 +95,9 @@ class _Scripted:
     async def handle(self, request: Request) -> Response:
         raw = await request.body()
         body = json.loads(raw) if raw else {}
-        self.seen.append({"raw_path": request.scope["raw_path"], "headers": request.headers, "body": body})
+        self.seen.append(
+            {"raw_path": request.scope["raw_path"], "headers": request.headers, "body": body, "raw": raw}
+        )
         return self.answer(request.url.path, body)
 
 
@@ -343,6 +345,62 @@ class TestBodiesNoProviderAccepts:
         assert answered.status == 200
         [seen] = upstream.seen
         assert seen["body"]["messages"][-1]["content"][0]["text"] == "smile \U0001f600"
+
+
+class TestTheBodyGoesUpstreamExactly:
+    HUGE = 2**100 + 7
+    """An integer beyond 64 bits: orjson cannot write it, json.loads keeps it whole."""
+    TEXT = 'naïve café, 日本語, emoji \U0001f600, quote " backslash \\ tab \t'
+
+    def _agent_body(self) -> dict[str, Any]:
+        use = {
+            "type": "tool_use",
+            "id": "toolu_1",
+            "name": "count",
+            "input": {"n": self.HUGE, "why": self.TEXT},
+        }
+        result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": self.TEXT}
+        tools = [{"name": "count", "description": self.TEXT, "input_schema": {"type": "object"}}]
+        return _message(
+            self.TEXT,
+            tools=tools,
+            messages=[
+                {"role": "user", "content": [{"type": "text", "text": self.TEXT}]},
+                {"role": "assistant", "content": [use]},
+                {"role": "user", "content": [result]},
+            ],
+        )
+
+    @pytest.mark.parametrize("guard", [True, False], ids=["guarded", "pass-through"])
+    def test_a_huge_integer_and_non_ascii_text_reach_the_upstream_unchanged(
+        self, scripted: Any, guard: bool
+    ) -> None:
+        upstream = scripted(lambda path, body: json_response(200, _anthropic_reply(self.TEXT)))
+        if guard:
+            proxy, _ = _guarded(upstream.url)
+        else:
+            proxy = BackgroundServer(proxy_app(upstream.url)).start()
+        sent = self._agent_body()
+        try:
+            answered = httpx.post(
+                proxy.url + "/v1/messages",
+                content=json.dumps(sent).encode(),  # ASCII, the non-ASCII text escaped
+                headers={"content-type": "application/json"},
+            )
+        finally:
+            proxy.stop()
+        assert answered.status_code == 200
+        assert answered.json()["content"][0]["text"] == self.TEXT
+        [seen] = upstream.seen
+        raw: bytes = seen["raw"]
+        assert str(self.HUGE).encode() in raw  # written as the digits, never as a float
+        received = json.loads(raw)
+        [user, assistant, result] = received["messages"]
+        assert user["content"][0]["text"] == self.TEXT
+        assert assistant["content"][0]["input"] == {"n": self.HUGE, "why": self.TEXT}
+        assert type(assistant["content"][0]["input"]["n"]) is int
+        assert result["content"][0]["content"] in (self.TEXT, [{"type": "text", "text": self.TEXT}])
+        assert received["tools"][0]["description"] == self.TEXT
 
 
 class TestUpstreamCookies:

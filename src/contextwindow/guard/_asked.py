@@ -4,8 +4,9 @@ The guard estimates every request as the agent wrote it when something shows tha
 ``x-contextwindow-tokens-in`` header, a log line, a span). A history that only grows repeats every
 earlier message, so pricing all of it on each call costs time in proportion to the history. Each
 message's price is kept by its chain hash (which names the message and everything before it, so the
-same hash is the same message at the same place) for the estimator that priced it; a call prices only
-the messages it has not seen. The sum is :meth:`Estimator.request`'s, figure for figure: the head
+same hash is the same message at the same place) before the calibration multiplier, so a call prices
+only the messages it has not seen, and a recalibration rounds the kept prices again rather than pricing
+the whole history anew. The sum is :meth:`Estimator.request`'s, figure for figure: the head
 (system, tools, the request's framing), each message with its framing, less what the API strips.
 """
 
@@ -25,26 +26,49 @@ process holds a bounded amount)."""
 
 
 class AskedPrices:
-    """Per conversation: each message's price by its chain hash, for one estimator at a time."""
+    """Per conversation: each message's blocks priced before the multiplier, by its chain hash, and
+    its price at the multiplier of the last call. A step of the calibration multiplier prices no
+    block again: it rounds the kept raw prices at the new multiplier."""
 
     def __init__(self) -> None:
         self._estimator: Estimator | None = None
+        self._multiplier = 1.0
+        self._raw: dict[str, tuple[float, ...]] = {}
         self._prices: dict[str, int] = {}
+        """Each message's price at :attr:`_multiplier`."""
+
+    def _bind(self, estimator: Estimator) -> None:
+        known = self._estimator
+        if (
+            known is None
+            or len(self._raw) > CAPACITY
+            or not (known is estimator or known.prices_like(estimator))
+        ):
+            self._raw, self._prices = {}, {}
+        elif estimator.multiplier != self._multiplier:
+            self._prices = {}
+        self._estimator, self._multiplier = estimator, estimator.multiplier
 
     def request(self, estimator: Estimator, request: Request, hashes: Sequence[str]) -> int:
-        """``estimator.request(request)``, pricing only the messages whose hash is new; ``hashes``
-        are the messages' chain hashes, in order (a shorter list prices the rest whole)."""
-        if estimator is not self._estimator or len(self._prices) > CAPACITY:
-            self._estimator, self._prices = estimator, {}
-        prices = self._prices
+        """``estimator.request(request)``, pricing only the blocks of the messages whose hash is new;
+        ``hashes`` are the messages' chain hashes, in order (a shorter list prices the rest whole)."""
+        self._bind(estimator)
+        raw_of, prices = self._raw, self._prices
         messages = request.messages
         total = estimator.request(dataclasses.replace(request, messages=()))
+        raws: list[tuple[float, ...]] = []
         for i, message in enumerate(messages):
             key = hashes[i] if i < len(hashes) else None
+            raw = raw_of.get(key) if key is not None else None
+            if raw is None:
+                raw = estimator.raw_message(message)
+                if key is not None:
+                    raw_of[key] = raw
             price = prices.get(key) if key is not None else None
             if price is None:
-                price = estimator.message(message)
+                price = estimator.calibrated(raw)
                 if key is not None:
                     prices[key] = price
             total += price
-        return total - estimator.uncharged(messages)
+            raws.append(raw)
+        return total - estimator.uncharged(messages, raws)

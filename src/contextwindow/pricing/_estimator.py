@@ -199,6 +199,18 @@ class Estimator:
         """Whether text is counted with the model's real tokenizer (else by the fitted rule)."""
         return self._exact
 
+    def prices_like(self, other: Estimator) -> bool:
+        """Whether ``other`` prices every block as this one does before the multiplier (the same
+        profile's pricing, preset, text counting and image rule): its raw prices serve this one."""
+        a, b = self._profile, other._profile
+        return (
+            (a.name, a.provider, a.tokenizer, a.image_rule, a.source)
+            == (b.name, b.provider, b.tokenizer, b.image_rule, b.source)
+            and self._preset == other._preset
+            and self._exact == other._exact
+            and self._image_flat == other._image_flat
+        )
+
     def __repr__(self) -> str:
         return f"Estimator({self._profile.name!r}, {self._multiplier}, preset={self._preset!r}, exact={self._exact})"
 
@@ -325,6 +337,17 @@ class Estimator:
         """A message: its blocks plus the rule's per-message framing."""
         return self.blocks(message.content) + self._framing(self._structure.message)
 
+    def raw_message(self, message: Message) -> tuple[float, ...]:
+        """Each top-level block's price before the multiplier (:meth:`raw_block`), in order."""
+        raw = self.raw_block
+        return tuple(raw(b) for b in message.content)
+
+    def calibrated(self, raw: Iterable[float]) -> int:
+        """A message priced from its :meth:`raw_message` at this multiplier: :meth:`message`'s figure,
+        without pricing a block again."""
+        m = self._multiplier
+        return sum(js_round(r * m) for r in raw) + self._framing(self._structure.message)
+
     def messages(self, messages: Iterable[Message]) -> int:
         return sum(self.message(m) for m in messages)
 
@@ -338,17 +361,19 @@ class Estimator:
         on some models, :func:`~contextwindow.pricing.thinking_stripped_before`) costs nothing."""
         return self.breakdown(request).total
 
-    def uncharged(self, messages: Sequence[Message]) -> int:
+    def uncharged(self, messages: Sequence[Message], raw: Sequence[Sequence[float]] | None = None) -> int:
         """The price of the blocks of ``messages`` the API strips and does not charge (earlier turns'
         thinking on some models, :func:`~contextwindow.pricing.thinking_stripped_before`): what a sum
-        of the messages' prices holds beyond the request's charge."""
+        of the messages' prices holds beyond the request's charge. ``raw``, each message's
+        :meth:`raw_message`, spares pricing those blocks again."""
         if self._preset == "seed-store":
             return 0
         stripped = thinking_stripped_before(messages, self._profile.name)
+        m = self._multiplier
         return sum(
-            self.block(block)
-            for message in messages[:stripped]
-            for block in message.content
+            self.block(block) if raw is None else js_round(raw[mi][bi] * m)
+            for mi, message in enumerate(messages[:stripped])
+            for bi, block in enumerate(message.content)
             if isinstance(block, Thinking | RedactedThinking)
         )
 

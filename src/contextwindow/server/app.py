@@ -27,6 +27,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, Router
 from starlette.types import Message, Receive, Scope, Send
 
+from .codec import dumps
 from .errors import ErrorType, HttpError, api_of, error_body, error_bytes
 from .limits import ServerLimits
 from .request import ClientGone, Gate
@@ -42,7 +43,7 @@ _UPSTREAM_FAULTS = frozenset({"upstream_error", "upstream_timeout"})
 
 def json_response(status: int, body: Any, headers: Mapping[str, str] | None = None) -> Response:
     """A compact JSON response."""
-    payload = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    payload = dumps(body)
     return Response(payload, status_code=status, headers=dict(headers or {}), media_type="application/json")
 
 

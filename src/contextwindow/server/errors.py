@@ -16,9 +16,10 @@ body that either SDK reads: ``{"type": "error", "error": {"type", "message", "pa
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, Literal, TypeAlias
+
+from .codec import dumps
 
 __all__ = [
     "Api",
@@ -107,7 +108,7 @@ def error_body(api: Api, problem: ErrorType, message: str) -> tuple[int, dict[st
 def error_bytes(api: Api, problem: ErrorType, message: str) -> tuple[int, bytes]:
     """The status and the encoded body of :func:`error_body`, ready to send."""
     status, body = error_body(api, problem, message)
-    return status, json.dumps(body, separators=(",", ":")).encode()
+    return status, dumps(body)
 
 
 _REASONS = {400: "Bad Request", 408: "Request Timeout", 503: "Service Unavailable"}

@@ -57,6 +57,7 @@ from ..guard.replies import (
 )
 from ..providers.overflow import classify
 from ..store import Store
+from .codec import dumps
 from .conversations import DEFAULT_CACHE_MB, Conversation, Conversations, route
 from .errors import HttpError
 from .limits import MIB
@@ -93,7 +94,7 @@ async def _send(upstream: Upstream, call: ProxyCall, body: Mapping[str, Any], pa
     if "extra_body" not in body and "extra_headers" not in body:
         return await upstream.send(call, body, path=path)
     json_body, headers = on_the_wire(body)
-    content = json.dumps(json_body, separators=(",", ":")).encode()
+    content = dumps(json_body)
     return await upstream.forward("POST", path, merged_headers(call.headers, headers), content)
 
 

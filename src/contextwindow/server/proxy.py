@@ -28,11 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any, Literal, TypeAlias
 
 import httpx
@@ -42,6 +40,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from .app import HttpApp
+from .codec import dumps
 from .errors import HttpError
 from .limits import ServerLimits
 from .request import ClientGone, parse_json
@@ -72,6 +71,9 @@ _ROUTES: dict[str, ProxyApi] = {
 
 # RFC 9110 hop-by-hop headers (https://www.rfc-editor.org/rfc/rfc9110#section-7.6.1), plus those httpx
 # recomputes for the body it sends.
+UPSTREAM_TIMEOUT = httpx.Timeout(connect=10.0, read=600.0, write=60.0, pool=30.0)
+"""How long the upstream has to accept a connection, send each part of its answer, and take the body."""
+
 _HOP_BY_HOP = frozenset(
     {
         "connection",
@@ -170,11 +172,16 @@ class UpstreamReply:
 
 
 class Upstream:
-    """The upstream provider at ``base_url``, reached with httpx; forwards the agent's headers."""
+    """The upstream provider at ``base_url``, reached through an httpx transport (its connection
+    pool), without a client: no cookie jar, no redirects, no authentication flow, none of which a
+    proxy of many callers may apply. Forwards the agent's headers."""
 
-    def __init__(self, base_url: str, client: httpx.AsyncClient) -> None:
+    def __init__(
+        self, base_url: str, transport: httpx.AsyncBaseTransport, timeout: httpx.Timeout | None = None
+    ) -> None:
         self.base_url = base_url.rstrip("/")
-        self.client = client
+        self.transport = transport
+        self._extensions = {"timeout": (timeout or UPSTREAM_TIMEOUT).as_dict()}
 
     async def send(
         self,
@@ -186,7 +193,7 @@ class Upstream:
     ) -> UpstreamReply:
         """Send ``body`` (default: the agent's own bytes) for ``call``; raises :class:`HttpError` when
         the upstream cannot be reached."""
-        content = call.raw if body is None else json.dumps(body, separators=(",", ":")).encode()
+        content = call.raw if body is None else dumps(body)
         return await self.forward(method, path or call.path, call.headers, content)
 
     async def forward(
@@ -198,8 +205,10 @@ class Upstream:
         }
         out["accept-encoding"] = "identity"  # streamed back byte for byte, never re-encoded
         try:
-            request = self.client.build_request(method, self.base_url + path, headers=out, content=content)
-            response = await self.client.send(request, stream=True)
+            request = httpx.Request(
+                method, self.base_url + path, headers=out, content=content, extensions=self._extensions
+            )
+            response = await self.transport.handle_async_request(request)
         except httpx.TimeoutException:
             raise HttpError("upstream_timeout", "The upstream did not answer in time") from None
         except httpx.HTTPError as failed:
@@ -247,25 +256,23 @@ def proxy_app(
     *,
     transform: Transform = passthrough,
     limits: ServerLimits | None = None,
-    client: httpx.AsyncClient | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
     info: Mapping[str, Any] | None = None,
 ) -> HttpApp:
-    """The proxy's ASGI application in front of ``upstream_url`` (see the module docstring)."""
+    """The proxy's ASGI application in front of ``upstream_url`` (see the module docstring);
+    ``transport`` reaches the upstream (default: httpx's connection pool, closed with the server)."""
     limits = limits or ServerLimits(max_concurrency=256)
     pool = httpx.Limits(max_connections=limits.max_connections, max_keepalive_connections=64)
-    http = client or httpx.AsyncClient(
-        timeout=httpx.Timeout(connect=10.0, read=600.0, write=60.0, pool=limits.queue_timeout),
+    # One transport serves every caller and keeps no cookie: one the upstream sets for a caller (a
+    # CDN's __cf_bm, a session) is relayed to that caller only and never goes out on another's request.
+    http = transport or httpx.AsyncHTTPTransport(
+        limits=pool,
         # httpx writes a request's head and body apart: without TCP_NODELAY the body can wait out
         # the upstream's delayed ACK.
-        transport=httpx.AsyncHTTPTransport(
-            limits=pool, socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
-        ),
-        follow_redirects=False,
-        # One client serves every caller: a cookie the upstream sets for one (a CDN's __cf_bm, a
-        # session) is relayed to that caller and never kept, so it cannot go out on another's request.
-        cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
+        socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
     )
-    upstream = Upstream(upstream_url, http)
+    timeout = httpx.Timeout(connect=10.0, read=600.0, write=60.0, pool=limits.queue_timeout)
+    upstream = Upstream(upstream_url, http, timeout)
     details = {"upstream": upstream.base_url, **(info or {})}
     # A transform that says how it is doing (the guard's conversations held) adds it to /health.
     health: Callable[[], Mapping[str, Any]] = getattr(transform, "health", dict)
@@ -274,7 +281,7 @@ def proxy_app(
         limits=limits,
         name="contextwindow proxy",
         info=lambda: {**details, **health()},
-        on_shutdown=[http.aclose] if client is None else [],
+        on_shutdown=[http.aclose] if transport is None else [],
     )
 
     async def api(request: Request) -> Response:

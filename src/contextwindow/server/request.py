@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from array import array
 from collections.abc import AsyncIterator
@@ -211,21 +212,54 @@ def _refuse_constant(name: str) -> Any:
     raise _NotJson(f"{name} is not a JSON number")
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+"""``\\uD800`` to ``\\uDFFF``: the escape of a UTF-16 surrogate, high (``D8``-``DB``) or low."""
+
+
+def _lone_surrogate_escaped(text: str) -> bool:
+    """Whether a surrogate escape in ``text`` is not one half of a pair (a high one right before a
+    low one). Only the escapes are visited: a backslash that is itself escaped starts none."""
+    pending_high = -1  # where the escape of a high surrogate awaiting its low one ends
+    for found in _SURROGATE_ESCAPE.finditer(text):
+        start = found.start()
+        before = start
+        while before and text[before - 1] == "\\":
+            before -= 1
+        if (start - before) % 2:
+            continue  # an escaped backslash, then the letters "ud..."
+        high = found[0][3] in "89abAB"
+        if pending_high >= 0:
+            if high or start != pending_high:
+                return True  # the high one before had no low one after it
+            pending_high = -1
+        elif high:
+            pending_high = found.end()
+        else:
+            return True  # a low one with no high one right before it
+    return pending_high >= 0
+
+
 def parse_json(raw: bytes, limits: ServerLimits) -> dict[str, Any]:
     """The body as a JSON object, or a 400 naming what is wrong with it."""
     if json_depth_exceeds(raw, limits.max_json_depth):
         raise HttpError(
             "invalid_request_error", f"The request body nests deeper than {limits.max_json_depth} levels."
         )
+    # Decoded as json.loads decodes it, but strictly: an encoded surrogate does not get through. A
+    # surrogate escaped alone is found among the escapes, without serialising the parsed body again.
+    encoding = json.detect_encoding(raw)
     try:
-        data = json.loads(raw, parse_constant=_refuse_constant)
-        if b"\\ud" in raw or b"\\uD" in raw:
-            # A surrogate escaped alone decodes to a string no provider accepts and no encoder writes.
-            json.dumps(data, ensure_ascii=False).encode()
-    except UnicodeEncodeError:
+        text = raw.decode(encoding)
+    except UnicodeDecodeError:
+        raise HttpError(
+            "invalid_request_error", f"The request body is not valid JSON: it is not valid {encoding}."
+        ) from None
+    if _SURROGATE_ESCAPE.search(text) and _lone_surrogate_escaped(text):
         raise HttpError(
             "invalid_request_error", "The request body is not valid JSON: a string holds a lone surrogate."
-        ) from None
+        )
+    try:
+        data = json.loads(text, parse_constant=_refuse_constant)
     except (ValueError, RecursionError) as exc:
         reason = f": {exc}" if isinstance(exc, _NotJson) else ""
         raise HttpError("invalid_request_error", f"The request body is not valid JSON{reason}.") from None

@@ -12,12 +12,14 @@ installs it, else on ``h11``), with these changes made by subclassing it:
   (``h11`` bounds them itself: its ``max_incomplete_event_size``).
 
 The body's own deadline and size are the application's (:mod:`.request`). ``httptools`` parses a
-request several times faster than ``h11``; both answer every malformed request the same way.
+request several times faster than ``h11``; both answer every malformed request the same way. The
+event loop is uvloop where it is installed (:data:`~.codec.LOOP`), in the foreground and in a thread.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import socket
 import threading
@@ -27,9 +29,10 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from .app import HttpApp
+from .codec import LOOP, new_event_loop
 from .errors import HttpError, raw_error_response
 
-__all__ = ["PARSERS", "BackgroundServer", "bind", "run"]
+__all__ = ["GC_THRESHOLD", "PARSERS", "BackgroundServer", "bind", "run", "tune_gc"]
 
 
 class _ProtocolLog(logging.LoggerAdapter):  # type: ignore[type-arg]
@@ -172,6 +175,7 @@ def _config(
     return uvicorn.Config(
         app,
         http=protocol,
+        loop=LOOP,  # uvloop where installed (.codec)
         lifespan="on",
         ws="none",
         interface="asgi3",
@@ -206,10 +210,30 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+GC_THRESHOLD = 10_000
+"""Net container allocations between two young-generation collections in a server process (Python's
+default is 700): a request's parsed body and its compiled copy are thousands of short-lived containers,
+freed by reference counting, yet at 700 they set off several collections per request, and those
+promote enough to bring on full ones (at ~400 messages, 1.2–1.9 ms of CPU per request went to the
+collector; 0.03 ms at 10,000). Cycles are still collected, only in larger batches."""
+
+
+def tune_gc() -> None:
+    """For a process that serves (:func:`run`): the young generation collected every
+    :data:`GC_THRESHOLD` net allocations, and what is alive once the app is built (modules, profiles,
+    tokenizers) frozen out of every later collection (:func:`gc.freeze`)."""
+    _, middle, old = gc.get_threshold()
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_THRESHOLD, middle, old)
+
+
 def run(app: HttpApp, sock: socket.socket, *, log_level: str = "warning", http: str | None = None) -> None:
     """Serve ``app`` on ``sock`` in this thread until interrupted (Ctrl-C or SIGTERM); ``http`` is
-    one of :data:`PARSERS` (default: the first)."""
+    one of :data:`PARSERS` (default: the first). The process's collector is tuned for serving
+    (:func:`tune_gc`): this thread's process is the server's."""
     server = uvicorn.Server(_config(app, log_level=log_level, http=http))
+    tune_gc()
     server.run(sockets=[sock])
 
 
@@ -247,7 +271,8 @@ class BackgroundServer:
         return self
 
     def _serve(self) -> None:
-        asyncio.run(self._server.serve(sockets=[self._sock]))
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:
+            runner.run(self._server.serve(sockets=[self._sock]))
 
     def stop(self) -> None:
         if self._thread is not None:
