@@ -141,10 +141,11 @@ class AccessLines(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         self.lines.append(record.getMessage())
 
-    def wait(self, needle: str = "", seconds: float = 3.0) -> list[str]:
-        """The lines, once one holding ``needle`` has come (a stream's line is written when it ends)."""
+    def wait(self, needle: str = "", seconds: float = 3.0, *, count: int = 1) -> list[str]:
+        """The lines, once ``count`` holding ``needle`` have come (a line is written once its answer
+        has gone out, a stream's when it ends: the client may hold the answer before its line)."""
         deadline = time.monotonic() + seconds
-        while not any(needle in line for line in self.lines) and time.monotonic() < deadline:
+        while sum(needle in line for line in self.lines) < count and time.monotonic() < deadline:
             time.sleep(0.02)
         return list(self.lines)
 

@@ -75,7 +75,7 @@ class TestTheProxySaysWhatItDid:
     def test_the_access_line_repeats_them_with_the_tenant(self, proxy: BackgroundServer) -> None:
         with access_lines() as caught:
             answers = _turns(proxy.url)
-            lines = caught.wait(answers[-1].headers["x-contextwindow-session"])
+            lines = caught.wait(answers[-1].headers["x-contextwindow-session"], count=TURNS)
         proxied = [json.loads(line) for line in lines if '"path":"/v1/messages"' in line]
         proxied = [p for p in proxied if "session" in p]
         assert len(proxied) == TURNS
