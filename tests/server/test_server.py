@@ -160,6 +160,11 @@ class TestTimeouts:
             for conn in slow:
                 conn.close()
 
+    def test_an_idle_connection_outlives_the_clients_own_keep_alive(self) -> None:
+        # The client drops an idle connection first: the server closing at the same moment races the
+        # client's next request on it (a ReadError for the agent).
+        assert ServerLimits().idle_timeout > httpx.Limits().keepalive_expiry + 5
+
     def test_an_idle_keep_alive_connection_is_closed(self, server: LocalServer) -> None:
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as conn:
             conn.sendall(post("/v1/messages", ANTHROPIC_BODY))

@@ -41,8 +41,11 @@ class ServerLimits:
     read_timeout: float = 30.0
     """Seconds a client has to send a request's head, and then its body once the server reads it;
     past either, 408 and close."""
-    idle_timeout: float = 5.0
-    """Seconds a keep-alive connection may sit idle between requests before it is closed."""
+    idle_timeout: float = 30.0
+    """Seconds a keep-alive connection may sit idle between requests before it is closed. Longer than
+    the clients' own pools keep an idle connection (httpx, under both official SDKs: 5 s): a server
+    that closes first races the client's next request on that connection, which then fails with a
+    read error (one in a thousand calls at 200 conversations, when this was 5 s)."""
     max_json_depth: int = 64
     """Nesting deeper than this (objects and arrays) is refused before the body is parsed."""
     max_header_bytes: int = 64 * 1024
