@@ -6,28 +6,11 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+from test_store_branches import conversation, texts
 
-from contextwindow.content import Message, Text, ToolResult, ToolUse
+from contextwindow.content import Message, ToolResult, ToolUse
 from contextwindow.errors import InvalidInput
 from contextwindow.store import Store, open_store
-
-
-def conversation(store: Store, session_id: str = "root", turns: int = 5) -> list[str]:
-    """``turns`` exchanges, each followed by a usage record; the message ids in order."""
-    session = store.session(session_id)
-    ids = []
-    for turn in range(turns):
-        ids.append(session.append(Message.user(f"question {turn}")).id)
-        ids.append(session.append(Message.assistant(f"answer {turn}")).id)
-        session.record("usage", {"input_tokens": 100 * turn, "output_tokens": 5})
-    return ids
-
-
-def texts(store: Store, session_id: str) -> list[str]:
-    return [
-        "".join(b.text for b in s.message.content if isinstance(b, Text))
-        for s in store.session(session_id).messages()
-    ]
 
 
 def own_rows(store: Store, session_id: str) -> int:

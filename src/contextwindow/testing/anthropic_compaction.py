@@ -44,7 +44,7 @@ from .caching import Breakpoint
 from .context_management import anthropic_refusal
 from .counting import tokenizer_for
 from .model import LocalModel, LocalReply, Rejection
-from .summary import DEFAULT_SECTIONS, DEFAULT_TARGET_TOKENS, SummaryAsk, write_summary
+from .openai_compaction import compaction_summary
 
 __all__ = [
     "BLOCK_FIELDS",
@@ -159,18 +159,6 @@ def _joined(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return messages
 
 
-def _summary(model: LocalModel, request: Request, target: int) -> tuple[str, int]:
-    """The compaction's summary of all of ``request``'s messages, and its output tokens."""
-    tok = tokenizer_for(model.profile(request.model), model.settings.count_scale)
-    ask = SummaryAsk(max(DEFAULT_TARGET_TOKENS, target), DEFAULT_SECTIONS)
-    # The summariser summarises every message but the last user one: one that asks for it.
-    asking = replace(
-        request, messages=(*request.messages, Message(role="user", content=(Text(text="Compact."),)))
-    )
-    text = write_summary(asking, ask, tok.count)
-    return text, tok.count(text)
-
-
 def _due(
     model: LocalModel, request: Request, betas: Sequence[str], load: AttachmentLoader
 ) -> tuple[Mapping[str, Any], int] | None:
@@ -218,7 +206,7 @@ def compacting_answer(
     edit, counted = due
     profile = model.profile(request.model)
     read = model._cached(request, profile, "anthropic", breakpoints, counted, load)
-    summary, written = _summary(model, request, int(counted * SUMMARY_SHARE))
+    summary, written = compaction_summary(model, request, int(counted * SUMMARY_SHARE))
     compaction = CompactionPass(
         block={"type": "compaction", "content": summary},
         usage=Usage(

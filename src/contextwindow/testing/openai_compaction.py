@@ -87,8 +87,10 @@ def expanded(request: Request, unseal: Any) -> Request:
     return replace(request, messages=tuple(messages))
 
 
-def _summary(model: LocalModel, request: Request, target: int) -> tuple[str, int]:
-    """The compaction's summary of all of ``request``'s messages, and its output tokens."""
+def compaction_summary(model: LocalModel, request: Request, target: int) -> tuple[str, int]:
+    """A provider compaction's summary of all of ``request``'s messages (of about ``target`` tokens),
+    and its output tokens: OpenAI's and Anthropic's (:mod:`.anthropic_compaction`) as the local
+    provider writes them."""
     tok = tokenizer_for(model.profile(request.model), model.settings.count_scale)
     ask = SummaryAsk(max(DEFAULT_TARGET_TOKENS, target), DEFAULT_SECTIONS)
     # The summariser summarises every message but the last user one: one that asks for it.
@@ -130,7 +132,7 @@ def compacting_call(
         return outcome, None, request
     profile = model.profile(request.model)
     read = model._cached(request, profile, "openai", (), counted, load)
-    summary, written = _summary(model, request, int(threshold * OPENAI_COMPACTED_SHARE))
+    summary, written = compaction_summary(model, request, int(threshold * OPENAI_COMPACTED_SHARE))
     # The reply is made from the instructions, the tools and the summary the item seals.
     pruned = replace(request, messages=(Message(role="user", content=(Text(text=summary),)),))
     outcome = model.handle(pruned, wire="openai", max_tokens=request.max_tokens, load=load, session=session)
@@ -214,7 +216,7 @@ def compact_response(
             param="input",
         )
     read = model._cached(request, model.profile(request.model), "openai", (), counted, load)
-    summary, written = _summary(model, request, int(counted * OPENAI_COMPACTED_SHARE))
+    summary, written = compaction_summary(model, request, int(counted * OPENAI_COMPACTED_SHARE))
     stamp = f"{time.time_ns():x}"
     item, _ = _item(memory, stamp, summary)
     usage = Usage(
