@@ -9,6 +9,7 @@ import logging
 from typing import Any
 
 import pytest
+from test_integrations_litellm import TOOLS
 
 from _shared import LazyModule
 from contextwindow.compaction import ANTHROPIC_CONTEXT_BETA, CLEAR_TOOL_USES
@@ -23,20 +24,6 @@ langchain_adapter = LazyModule("contextwindow.integrations.langchain")
 
 close_the_loop = pytest.fixture(autouse=True)(close_the_loop_left_open)
 SONNET = "claude-sonnet-4-6"
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "search",
-            "description": "Search the notes.",
-            "parameters": {
-                "type": "object",
-                "properties": {"query": {"type": "string"}},
-                "required": ["query"],
-            },
-        },
-    }
-]
 
 
 class EditingModel(ObservedModel):
