@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -202,3 +204,36 @@ class TestClaudeGenerations:
         chinese = LANGUAGES["chinese"] * 20
         assert newer.raw_text(chinese) == pytest.approx(older.raw_text(chinese), rel=0.01)
         assert newer.raw_text(PROSE * 20) > 1.2 * older.raw_text(PROSE * 20)
+
+
+class TestRememberedPrices:
+    """A text rule remembers recent answers: the same figures, fewer encodes, bounded memory."""
+
+    def _counting(self) -> tuple[list[str], Any]:
+        seen: list[str] = []
+
+        def price(text: str) -> float:
+            seen.append(text)
+            return float(len(text))
+
+        return seen, _text._remembered(price)
+
+    def test_a_text_priced_again_is_answered_from_memory_with_the_same_figure(self) -> None:
+        seen, priced = self._counting()
+        assert priced("hello") == priced("hello") == 5.0
+        assert seen == ["hello"]
+
+    def test_a_long_text_is_never_held(self) -> None:
+        seen, priced = self._counting()
+        long = "x" * (_text._REMEMBERED_CHARS + 1)
+        assert priced(long) == priced(long) == float(len(long))
+        assert seen == [long, long]
+
+    def test_memory_is_bounded_and_answers_stay_right_past_the_bound(self) -> None:
+        seen, priced = self._counting()
+        texts = [f"text {i}" for i in range(_text._REMEMBERED_TEXTS * 2 + 3)]
+        assert [priced(t) for t in texts] == [float(len(t)) for t in texts]
+        cells = priced.__closure__  # the memo is the closure's one dict
+        memo = next(c.cell_contents for c in cells if isinstance(c.cell_contents, dict))
+        assert 0 < len(memo) <= _text._REMEMBERED_TEXTS
+        assert priced(texts[-1]) == float(len(texts[-1])) and len(seen) == len(texts)

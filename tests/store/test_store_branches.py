@@ -69,6 +69,19 @@ class TestABranchReadsAsTheWholeConversation:
         log = branch.message_log(after=2)
         assert [s.position for s in log] == [3, 4] and log.index_of(stored.id) == 1
 
+    def test_a_read_after_any_position_holds_exactly_the_entries_past_it(self, store: Store) -> None:
+        conversation(store)
+        root = store.session("root")
+        branch = store.session("root.1")
+        branch.branch_from("root", 4)
+        branch.append(Message.user("new question"))
+        branch.record("usage", {"input_tokens": 7, "output_tokens": 1})
+        for session in (root, branch):
+            everything = [(e.position, e.id) for e in session.entries()]
+            for after in range(-1, len(everything) + 1):
+                wanted = [(p, i) for p, i in everything if p > after]
+                assert [(e.position, e.id) for e in session.entries(after=after)] == wanted, (session, after)
+
     def test_the_newest_entry_of_a_kind_may_be_the_parents(self, store: Store) -> None:
         conversation(store, turns=2)
         store.session("root").record("checkpoint", self._checkpoint(store))

@@ -38,6 +38,15 @@ class TestUsageShape:
             Usage(fresh_input=bad)  # type: ignore[arg-type]
         assert err.value.path == "usage.fresh_input"
 
+    def test_the_bound_and_an_integral_float_are_decided_as_before(self) -> None:
+        from contextwindow.limits import MAX_TOKENS
+
+        assert Usage(fresh_input=MAX_TOKENS).fresh_input == MAX_TOKENS
+        assert Usage(output=7.0).output == 7 and type(Usage(output=7.0).output) is int  # type: ignore[arg-type]
+        with pytest.raises(InvalidInput) as err:
+            Usage(cache_read=MAX_TOKENS + 1)
+        assert err.value.path == "usage.cache_read"
+
     def test_rejects_reasoning_larger_than_output(self) -> None:
         with pytest.raises(InvalidInput, match="reasoning"):
             Usage(output=10, reasoning=11)

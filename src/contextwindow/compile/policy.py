@@ -9,6 +9,7 @@ projects the defaults come from use that convention (``maxLiveImages: 0`` = unli
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 from ..errors import InvalidInput
@@ -162,5 +163,15 @@ class Policy:
         return max(1, budget // 2)
 
     def with_(self, **changes: Any) -> Policy:
-        """A copy with some fields changed."""
-        return replace(self, **changes)
+        """A copy with some fields changed (the same copy again for the same changes: the guard derives
+        its policy this way on every call, and a policy is a value)."""
+        try:
+            # Each value's type is in the key: ``True == 1`` must not answer for a change to ``1``.
+            return _changed(self, tuple((k, type(v), v) for k, v in changes.items()))
+        except TypeError:  # a field (or a change) that cannot be hashed: made afresh
+            return replace(self, **changes)
+
+
+@lru_cache(maxsize=64)
+def _changed(policy: Policy, changes: tuple[tuple[str, type, Any], ...]) -> Policy:
+    return replace(policy, **{name: value for name, _, value in changes})

@@ -263,15 +263,15 @@ def _rule(
 def fitted_rule(family: TokenizerFamily) -> Callable[[str], float]:
     """The default text rule of a family: unrounded tokens of a string."""
     if family in FAMILIES:
-        return _rule(family, 1.0)
+        return _remembered(_rule(family, 1.0))
     data = _coefficients()
     if family in data["claude_ratio"]:
         ratio = data["claude_ratio"][family]
         other = data["claude_other_ratio"]
         same = _CJK_AS_OLDER.get(family)
         cjk = other.get(same) if same else None
-        return _rule("o200k", ratio, cjk, data["claude_punctuation"][family], other[family])
-    return _rule("o200k", _MARGIN_FAMILIES.get(family, _MARGIN_FAMILIES["unknown"]))
+        return _remembered(_rule("o200k", ratio, cjk, data["claude_punctuation"][family], other[family]))
+    return _remembered(_rule("o200k", _MARGIN_FAMILIES.get(family, _MARGIN_FAMILIES["unknown"])))
 
 
 def exact_text(profile: ModelProfile, exact: bool | None) -> Callable[[str], float] | None:
@@ -295,12 +295,41 @@ def exact_text(profile: ModelProfile, exact: bool | None) -> Callable[[str], flo
                 profile.name, f"{profile.name}: priced by the fitted rule, not its exact tokenizer: {reason}"
             )
         return None
-    count = source.count
+    return _exact_price(source.count)
 
-    def price(text: str) -> float:
-        return float(count(text))
 
-    return price
+@cache
+def _exact_price(count: Callable[[str], int]) -> Callable[[str], float]:
+    """``count`` as a text rule, remembering its recent answers (one per tokenizer)."""
+    return _remembered(lambda text: float(count(text)))
+
+
+_REMEMBERED_TEXTS = 512
+"""How many recent texts a text rule remembers the price of."""
+
+_REMEMBERED_CHARS = 4096
+"""The longest text remembered: the memory held stays under a few megabytes."""
+
+
+def _remembered(price: Callable[[str], float]) -> Callable[[str], float]:
+    """``price`` (a pure function of the text) remembering its last :data:`_REMEMBERED_TEXTS` answers
+    for texts up to :data:`_REMEMBERED_CHARS` long. One call prices the same text several times (the
+    block as stored, the request's estimate, the reply as it joins the live request), and a
+    tokenizer's encode is the costly part of each."""
+    memo: dict[str, float] = {}
+
+    def priced(text: str) -> float:
+        known = memo.get(text)
+        if known is not None:
+            return known
+        tokens = price(text)
+        if len(text) <= _REMEMBERED_CHARS:
+            if len(memo) >= _REMEMBERED_TEXTS:
+                memo.clear()  # dropped at once: cheaper than ordering, and safe beside other threads
+            memo[text] = tokens
+        return tokens
+
+    return priced
 
 
 _log = logging.getLogger("contextwindow.pricing")

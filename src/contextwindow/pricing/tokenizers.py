@@ -124,6 +124,7 @@ def _sanitized(text: str) -> str:
     return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
+@cache  # one counter per encoding, so what counts with it is remembered across estimators
 def _tiktoken_counter(encoding: Any) -> Callable[[str], int]:
     encode = encoding.encode_ordinary  # special-token text is counted as text
 

@@ -95,8 +95,11 @@ def canonical_json(value: Any, *, path: str = "payload") -> str:
     """Compact JSON with sorted keys; refuses NaN, infinities, non-string keys, non-JSON values, text
     that is not valid Unicode (a lone surrogate) and nesting past ``limits.MAX_DOCUMENT_DEPTH``,
     naming the field (``path`` is the prefix; ``""`` for none)."""
-    check_depth(value, path=path, limit=MAX_DOCUMENT_DEPTH)
-    _check_json(value, path)
+    if not _plain(value, MAX_DOCUMENT_DEPTH):
+        # Not plainly JSON data of the builtin types: the walks that name the bad field (or accept a
+        # Mapping, or a subclass of a JSON type, that the fast test does not vouch for).
+        check_depth(value, path=path, limit=MAX_DOCUMENT_DEPTH)
+        _check_json(value, path)
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     try:
         text.encode("utf-8")
@@ -132,6 +135,32 @@ def _bad_text(value: Any, path: str) -> str:
         elif isinstance(node, list | tuple):
             stack.extend((item, _child(where, i)) for i, item in reversed(list(enumerate(node))))
     return path
+
+
+_LEAVES = (str, int, bool, type(None))
+
+
+def _plain(value: Any, depth: int) -> bool:
+    """Whether ``value`` is JSON data of the builtin types alone (dicts with string keys, lists,
+    tuples, strings, ints, booleans, ``None``, finite floats), nesting at most ``depth`` containers:
+    what :func:`check_depth` and :func:`_check_json` accept, tested without making a path per field
+    (they run only when this says no, to name the bad field). Recursion stops at ``depth``, so a
+    value that contains itself is left to the iterative depth check."""
+    kind = type(value)
+    if kind in _LEAVES:
+        return True
+    if kind is float:
+        return math.isfinite(value)
+    if depth <= 0:
+        return False
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or (type(item) not in _LEAVES and not _plain(item, depth - 1)):
+                return False
+        return True
+    if kind is list or kind is tuple:
+        return all(type(item) in _LEAVES or _plain(item, depth - 1) for item in value)
+    return False
 
 
 def _check_json(value: Any, path: str) -> None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal, TypeAlias, get_args
 
 from ..errors import InvalidInput, UsageError
-from ..limits import check_count
+from ..limits import MAX_TOKENS, check_count
 from .anchor import Anchor, AnchorBook, AnchoredEstimate, anchored_estimate, newest_anchor
 
 __all__ = [
@@ -72,6 +72,8 @@ def _count(value: Any, path: str) -> int:
     JSON is accepted); ``None`` means 0."""
     if value is None:
         return 0
+    if type(value) is int and 0 <= value <= MAX_TOKENS:
+        return value  # the common case, decided as check_count decides it, without its calls
     return check_count(value, path=path, what="a token count")
 
 
