@@ -242,6 +242,10 @@ _COMPILE_CHILD = (
     "import json, sys; from pathlib import Path; from benchmarks.compile import measure_speed; "
     "print(json.dumps(measure_speed(Path(sys.argv[1]))))"
 )
+_BUILD_CHILD = (
+    "import sys; from pathlib import Path; from benchmarks.compile import build; "
+    "build(Path(sys.argv[1]), messages=10_000, images=1_000)"
+)
 
 
 def tree_env(src: Path) -> dict[str, str]:
@@ -265,16 +269,24 @@ def source_tree(spec: str) -> Iterator[Path]:
 
 def compile_against(other: Path, rounds: int = 3) -> dict[str, dict[str, list[float]]]:
     """:func:`measure_speed` of this tree and of ``other`` (a ``src`` directory) on one 10,000-message
-    session with 1,000 images, in a fresh process each, alternating (the first to go alternates)."""
+    session with 1,000 images, in a fresh process each, alternating (the first to go alternates).
+    Each tree builds the session in its own store (the same one, written at that tree's schema: an older
+    library opens a newer store read-only)."""
     trees = {"this": ROOT / "src", "other": other}
     out: dict[str, dict[str, list[float]]] = {label: {} for label in trees}
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "big.db"
-        build(path, messages=10_000, images=1_000)
+        paths = {label: Path(tmp) / f"big-{label}.db" for label in trees}
+        for label, path in paths.items():
+            subprocess.run(
+                [sys.executable, "-c", _BUILD_CHILD, str(path)],
+                env=tree_env(trees[label]),
+                cwd=ROOT,
+                check=True,
+            )
         for i in range(rounds):
             for label in ("this", "other") if i % 2 == 0 else ("other", "this"):
                 done = subprocess.run(
-                    [sys.executable, "-c", _COMPILE_CHILD, str(path)],
+                    [sys.executable, "-c", _COMPILE_CHILD, str(paths[label])],
                     env=tree_env(trees[label]),
                     cwd=ROOT,
                     capture_output=True,

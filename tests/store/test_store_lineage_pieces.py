@@ -63,3 +63,30 @@ def test_the_condition_selects_exactly_the_view_in_sqlite(edits: list[int]) -> N
     assert [r[0] for r in rows] == [
         "b" if p in edits or p == forks["b"][1] else "a" for p, _ in enumerate(rows)
     ]
+
+
+class TestOneLowerBoundPerPiece:
+    def test_a_read_after_a_position_bounds_each_piece_once(self) -> None:
+        # Two lower bounds on one index range (position >= 0 AND position > n): SQLite ranges over
+        # one and filters by the other, reading the whole session for an incremental read.
+        assert pieces_sql([Piece("s", 0, None)]) == ("", "(session_id = ?)", ["s"])
+        assert pieces_sql([Piece("s", 0, None)], after=9) == (
+            "",
+            "((session_id = ? AND position >= ?))",
+            ["s", 10],
+        )
+        branch = [Piece("a", 0, 5), Piece("b", 5, None)]
+        assert pieces_sql(branch, after=6) == ("", "((session_id = ? AND position >= ?))", ["b", 7])
+        assert pieces_sql(branch, after=2)[2] == ["a", 3, 5, "b", 5]
+
+    def test_an_incremental_read_of_a_long_session_reads_only_the_new_rows(self) -> None:
+        db = sqlite3.connect(":memory:")
+        db.execute("CREATE TABLE entries (session_id TEXT, position INTEGER, UNIQUE (session_id, position))")
+        db.executemany("INSERT INTO entries VALUES ('s', ?)", [(p,) for p in range(20_000)])
+        join, condition, params = pieces_sql([Piece("s", 0, None)], after=19_997)
+        db.execute("SELECT 1")  # warm
+        steps = []
+        db.set_progress_handler(lambda: steps.append(1) and 0, 100)
+        rows = db.execute(f"SELECT position FROM entries{join} WHERE {condition}", params).fetchall()
+        assert rows == [(19_998,), (19_999,)]
+        assert len(steps) < 20  # a range read, not a scan of 20,000 rows

@@ -143,14 +143,18 @@ INLINE_PIECES = 32
 _NO_END = 2**62
 
 
-def pieces_sql(pieces: Sequence[Piece]) -> tuple[str, str, list[Any]]:
-    """``(join, condition, parameters)`` selecting the rows of ``pieces`` from ``entries`` (``?``
-    placeholders; the join's parameters come first)."""
-    if len(pieces) > INLINE_PIECES:
-        rows = ", ".join("(?, ?, ?)" for _ in pieces)
+def pieces_sql(pieces: Sequence[Piece], after: int | None = None) -> tuple[str, str, list[Any]]:
+    """``(join, condition, parameters)`` selecting the rows of ``pieces`` after position ``after``
+    (``None``: all) from ``entries`` (``?`` placeholders; the join's parameters come first). Each
+    piece has one lower bound on its position: SQLite takes one of two for the index's range and scans
+    the rest, so ``position >= 0 AND position > n`` would read the whole session."""
+    start = 0 if after is None else after + 1
+    bounds = [(p.session_id, max(p.lo, start), p.hi) for p in pieces if p.hi is None or p.hi > start]
+    if len(bounds) > INLINE_PIECES:
+        rows = ", ".join("(?, ?, ?)" for _ in bounds)
         params: list[Any] = []
-        for piece in pieces:
-            params.extend((piece.session_id, piece.lo, _NO_END if piece.hi is None else piece.hi))
+        for sid, lo, hi in bounds:
+            params.extend((sid, lo, _NO_END if hi is None else hi))
         join = (
             f" JOIN (VALUES {rows}) v ON session_id = v.column1 AND position >= v.column2 "
             "AND position < v.column3"
@@ -158,14 +162,17 @@ def pieces_sql(pieces: Sequence[Piece]) -> tuple[str, str, list[Any]]:
         return join, "1 = 1", params
     parts: list[str] = []
     params = []
-    for piece in pieces:
-        if piece.hi is None:
+    for sid, lo, hi in bounds:
+        if lo == 0 and hi is None:
+            parts.append("session_id = ?")
+            params.append(sid)
+        elif hi is None:
             parts.append("(session_id = ? AND position >= ?)")
-            params.extend((piece.session_id, piece.lo))
+            params.extend((sid, lo))
         else:
             parts.append("(session_id = ? AND position >= ? AND position < ?)")
-            params.extend((piece.session_id, piece.lo, piece.hi))
-    return "", "(" + " OR ".join(parts) + ")", params
+            params.extend((sid, lo, hi))
+    return "", ("(" + " OR ".join(parts) + ")") if parts else "1 = 0", params
 
 
 def check_fork(at: int, length: int, edits: Sequence[tuple[int, NewEntry]]) -> None:

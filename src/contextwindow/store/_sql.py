@@ -283,11 +283,8 @@ class SqlBackend(abc.ABC):
         if kinds is not None and not kinds:
             return []
         with self._read() as cur:
-            join, rows, params = pieces_sql(self._pieces(cur, session_id, after))
+            join, rows, params = pieces_sql(self._pieces(cur, session_id, after), after)
             query = f"SELECT {_ENTRY_COLUMNS} FROM entries{join} WHERE {rows}"
-            if after is not None:
-                query += " AND position > ?"
-                params.append(after)
             if kinds is not None:
                 query += f" AND kind IN ({', '.join('?' for _ in kinds)})"
                 params.extend(kinds)
