@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..content import Audio, Block, Document, GeneratedImage, Image, Message, ToolResult, Video
+from ..content import MEDIA_TYPES, Block, Message, ToolResult
 from ..engine.compiler import EngineCompiler
 from ..engine.loop import Engine
 from ..errors import SessionMoved, StoreBusy
@@ -33,7 +33,7 @@ from ..store import Entry, Session, Store
 from ..store.learned import LEARNED_SESSION, LearnedWindows
 from ._asked import AskedPrices
 from ._bounded import Bound
-from ._match import chain, extend_chain, longest_known, message_key
+from ._match import extend_chain, longest_known, message_key
 from ._own_calls import own_ids
 from ._wire import WireMemo
 
@@ -268,10 +268,14 @@ class Conversations:
         return conversation
 
     def _branch(
-        self, root: str, parent: Conversation, count: int, messages: Sequence[Message] | None = None
+        self,
+        root: str,
+        parent: Conversation,
+        count: int,
+        request: tuple[Sequence[str], Sequence[Message]] | None = None,
     ) -> tuple[Conversation, int] | None:
         """A new session that shares ``parent``'s entries, and how many of the request's messages it
-        holds. When the request (``messages``) is ``parent``'s history with some messages replaced
+        holds. When the request (``request``: its chain and its messages) is ``parent``'s history with some messages replaced
         (:func:`_edits`), the branch is forked at ``parent``'s whole length with those as edits: it
         stores them and nothing else, and holds the request up to ``parent``'s end. Otherwise it
         shares them up to its ``count``-th message of the chain (exclusive of the first one that
@@ -283,7 +287,7 @@ class Conversations:
         at = _fork_position(parent, count)
         if at is None:
             return None  # nothing to share that the ledger can point at
-        edits = None if messages is None else _edits(parent, count, at, messages)
+        edits = None if request is None else _edits(parent, count, at, request[1])
         session = self.store.session(self._free_id(root))
         with self.store.batch():
             if edits:
@@ -299,9 +303,10 @@ class Conversations:
         if not edits:
             return conversation, count
         held = len(conversation.chain)
-        return conversation, held if messages is not None and chain(
-            messages[:held]
-        ) == conversation.chain else count
+        if request is not None and list(request[0][:held]) == conversation.chain:
+            return conversation, held
+        # Stored, the edits read back otherwise than the request says them: a plain branch instead.
+        return self._branch(root, parent, count)
 
     def match(
         self, hashes: Sequence[str], messages: Sequence[Message] | None = None
@@ -339,7 +344,7 @@ class Conversations:
                 if diverged is None:
                     return self._new_conversation(root), 0
                 try:
-                    branch = self._branch(root, *diverged, messages)
+                    branch = self._branch(root, *diverged, None if messages is None else (hashes, messages))
                 except SessionMoved:
                     branch = None  # another process made a session of that id meanwhile: look again
                 else:
@@ -410,7 +415,7 @@ def _edits(
 def _has_media(blocks: Sequence[Block]) -> bool:
     """Whether ``blocks`` (a message's content, or a tool result's) hold a medium."""
     return any(
-        isinstance(block, Image | GeneratedImage | Document | Audio | Video)
+        isinstance(block, MEDIA_TYPES)
         or (
             isinstance(block, ToolResult) and not isinstance(block.content, str) and _has_media(block.content)
         )

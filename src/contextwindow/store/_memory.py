@@ -8,6 +8,7 @@ lives and dies with its process.
 from __future__ import annotations
 
 import bisect
+import operator
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -18,6 +19,8 @@ from ._lineage import Piece, chain_edits, check_fork, compose, lineage, live
 from ._rows import GENESIS, AttachmentRow, EntryRow, NewEntry, SessionRow, entry_digest, now_iso
 
 __all__ = ["MemoryBackend"]
+
+_POSITION = operator.attrgetter("position")
 
 
 class MemoryBackend:
@@ -95,11 +98,12 @@ class MemoryBackend:
         if session_id not in self._forks:
             return [Piece(session_id, 0, None)]
         segments = lineage(session_id, self._forks)
-        edits = {
-            s.session_id: [r.position for r in self._entries.get(s.session_id, ()) if r.position < at]
-            for s in segments
-            if (at := self._forks.get(s.session_id, (None, 0))[1])
-        }
+        edits = {}  # a branch's rows below its fork position; rows are in position order
+        for segment in segments:
+            if (fork := self._forks.get(segment.session_id)) is not None:
+                rows = self._entries.get(segment.session_id, [])
+                below = bisect.bisect_left(rows, fork[1], key=_POSITION)
+                edits[segment.session_id] = [row.position for row in rows[:below]]
         return compose(segments, self._forks, edits)
 
     def _rows(self, session_id: str, after: int | None = None) -> list[EntryRow]:
@@ -110,12 +114,8 @@ class MemoryBackend:
         start = -1 if after is None else after
         for piece in live(self._pieces(session_id), after):
             rows = self._entries.get(piece.session_id, [])
-            lo = bisect.bisect_left(rows, max(piece.lo, start + 1), key=lambda row: row.position)
-            hi = (
-                len(rows)
-                if piece.hi is None
-                else bisect.bisect_left(rows, piece.hi, key=lambda row: row.position)
-            )
+            lo = bisect.bisect_left(rows, max(piece.lo, start + 1), key=_POSITION)
+            hi = len(rows) if piece.hi is None else bisect.bisect_left(rows, piece.hi, key=_POSITION)
             out.extend(rows[lo:hi])
         return out
 
