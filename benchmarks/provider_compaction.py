@@ -24,8 +24,10 @@ assistant message (the same output in every row). Rows:
   :func:`contextwindow.compaction.guarded_body`), the local provider compacting as OpenAI documents it
   (:mod:`contextwindow.testing.openai_compaction`: both passes billed);
 * **auto**, each wire: per session, the strategy ``"auto"``'s cost model
-  (:func:`contextwindow.compaction.per_call_dollars`, at the session's own head and growth per call)
-  prices cheaper, at that strategy's measured cost. Below the table, the model is checked against the
+  (:func:`contextwindow.compaction.per_call_dollars`, at the session's own head and growth per call;
+  :func:`contextwindow.compaction.cheapest` of local, the provider's clearing or compaction, and on the
+  Anthropic wire where the window takes its trigger Anthropic's compaction) prices cheapest, at that
+  strategy's measured cost; the row names what it picked and in how many sessions. Below the table, the model is checked against the
   measured dollars per agent call, session by session: its ratio to the measured figure per strategy
   (median, range) and how often it picks the strategy that measured cheaper.
 
@@ -49,6 +51,7 @@ import asyncio
 import statistics
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -62,6 +65,7 @@ from contextwindow.compaction import (
     PROVIDER_TRIGGER,
     anthropic_compaction_management,
     anthropic_context_management,
+    cheapest,
     compaction_trigger,
     per_call_dollars,
 )
@@ -361,9 +365,12 @@ def _openai(scenario: Scenario, model: str, window: int) -> Run:
 
 
 def _auto(
-    local: Run, provider: Run, model: str, head: int, output: int
+    local: Run, provider: Run, compacted: Run | None, model: str, shape: tuple[int, int]
 ) -> tuple[Run, dict[str, float] | None]:
-    """The strategy ``"auto"``'s cost model prices cheaper for this session, and the model's figures."""
+    """The strategy ``"auto"``'s cost model (:func:`contextwindow.compaction.cheapest` of
+    :func:`~contextwindow.compaction.per_call_dollars`) prices cheapest for this session, and the
+    model's figures; ``shape``: the session's head and the agent's output per call."""
+    head, output = shape
     growth = int(statistics.median(local.growth)) if local.growth else 1
     room = local.window - min(4_096, local.window // 8)
     wire = "anthropic" if local.wire == "anthropic" else "openai-responses"
@@ -379,8 +386,18 @@ def _auto(
         cleared=cleared,
         output=output,
     )
-    pick = provider if predicted is not None and predicted["provider"] < predicted["local"] else local
+    if predicted is None:
+        return local, None
+    offered = {k: v for k, v in predicted.items() if k != "compaction" or compacted is not None}
+    runs = {"local": local, "provider": provider, "compaction": compacted}
+    pick = runs[cheapest(offered)]
+    assert pick is not None
     return pick, predicted
+
+
+def _picked(runs: Sequence[Run]) -> str:
+    """What ``"auto"`` picked over the sessions: each strategy and in how many sessions."""
+    return ", ".join(f"{name} {n}" for name, n in Counter(r.strategy for r in runs).most_common())
 
 
 def _row(strategy: str, wire: str, window: int, runs: Sequence[Run], sessions: int) -> str:
@@ -407,10 +424,12 @@ def _row(strategy: str, wire: str, window: int, runs: Sequence[Run], sessions: i
 def _check(rows: list[tuple[Run, Run, dict[str, float] | None]]) -> list[str]:
     """The cost model against the measured dollars per agent call, per wire and window."""
     out = []
-    groups: dict[tuple[str, int], list[tuple[Run, Run, dict[str, float] | None]]] = {}
+    groups: dict[tuple[str, int, str], list[tuple[Run, Run, dict[str, float] | None]]] = {}
     for local, provider, predicted in rows:
-        groups.setdefault((local.wire, local.window), []).append((local, provider, predicted))
-    for (wire, window), group in sorted(groups.items()):
+        groups.setdefault((local.wire, local.window, provider.strategy), []).append(
+            (local, provider, predicted)
+        )
+    for (wire, window, strategy), group in sorted(groups.items()):
         # The sessions both strategies filled (a fold, an applied edit or a compaction each).
         priced = [
             (loc, prov, p) for loc, prov, p in group if p is not None and loc.full_calls and prov.full_calls
@@ -427,7 +446,7 @@ def _check(rows: list[tuple[Run, Run, dict[str, float] | None]]) -> list[str]:
             return f"{statistics.median(values):.2f} ({min(values):.2f}–{max(values):.2f})"
 
         out.append(
-            f"| {wire} | {window // 1000}k | {span(local_ratio)} | {span(provider_ratio)} | "
+            f"| {wire} | {window // 1000}k | {strategy} | {span(local_ratio)} | {span(provider_ratio)} | "
             f"{agree}/{len(priced)} |"
         )
     return out
@@ -481,14 +500,17 @@ def main(argv: Sequence[str] | None = None) -> str:
                 head = Estimator(get_profile(name)).request(
                     Request(model=name, system=scenario.system, tools=scenario.tools)
                 )
-                pick, predicted = _auto(local, provider, name, head, output)
-                checks.append((local, provider, predicted))
-                runs.setdefault(("local", wire, window), []).append(local)
-                runs.setdefault((provider.strategy, wire, window), []).append(provider)
-                runs.setdefault(("auto", wire, window), []).append(replace(pick))
                 compacted = (
                     _anthropic_compaction(scenario, name, window, scale) if wire == "anthropic" else None
                 )
+                pick, predicted = _auto(local, provider, compacted, name, (head, output))
+                checks.append((local, provider, predicted))
+                if compacted is not None and predicted is not None and "compaction" in predicted:
+                    # The same check for Anthropic's compaction: its figure in the provider's place.
+                    checks.append((local, compacted, {**predicted, "provider": predicted["compaction"]}))
+                runs.setdefault(("local", wire, window), []).append(local)
+                runs.setdefault((provider.strategy, wire, window), []).append(provider)
+                runs.setdefault(("auto", wire, window), []).append(replace(pick))
                 if compacted is not None:
                     runs.setdefault(("anthropic compaction", wire, window), []).append(compacted)
     lines = [
@@ -512,15 +534,18 @@ def main(argv: Sequence[str] | None = None) -> str:
                         f"{COMPACTION_MINIMUM_TRIGGER:,} tokens, over the window | | | | | | |"
                     )
                     continue
-                lines.append(_row(strategy, wire, window, runs[(strategy, wire, window)], len(files)))
+                chosen = runs[(strategy, wire, window)]
+                label = f"auto: {_picked(chosen)}" if strategy == "auto" else strategy
+                lines.append(_row(label, wire, window, chosen, len(files)))
     lines += [
         "",
         "auto's cost model against the measured dollars per agent call once full, per session (predicted /",
         "measured: median and range), and how often it picks the strategy that measured cheaper, over the",
         "sessions both strategies filled:",
         "",
-        "| wire | window | local: predicted / measured | provider: predicted / measured | picks the cheaper |",
-        "|---|---|---|---|---|",
+        "| wire | window | provider strategy | local: predicted / measured | provider: predicted / measured | "
+        "picks the cheaper |",
+        "|---|---|---|---|---|---|",
         *_check(checks),
     ]
     table = "\n".join(lines)

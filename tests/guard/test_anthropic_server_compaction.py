@@ -15,9 +15,12 @@ from _shared import LazyModule
 from contextwindow.compaction import (
     COMPACT,
     COMPACT_BETA,
+    cheapest,
     compaction_trigger,
+    cost_model,
     guarded_body,
     holds_compaction,
+    per_call_dollars,
 )
 from contextwindow.content import Message, Request, Text
 from contextwindow.testing import LocalModel, LocalServer, LocalSettings
@@ -103,18 +106,77 @@ class TestThePlan:
             is None
         )
 
-    def test_auto_does_not_choose_it(self) -> None:
+    def conversation(self, messages: int, tokens: int) -> tuple[dict[str, Any], Request]:
+        """``messages`` turns of ``tokens`` each: a conversation that grows a little every call."""
+        texts = [f"{i:04d}" + "abcd" * (tokens - 1) for i in range(messages)]
+        roles = ["user" if i % 2 == 0 else "assistant" for i in range(messages)]
+        body = {
+            "model": CLAUDE,
+            "max_tokens": 1_000,
+            "messages": [{"role": r, "content": t} for r, t in zip(roles, texts, strict=True)],
+        }
+        return body, Request(
+            model=CLAUDE,
+            messages=tuple(
+                Message(role=r, content=(Text(text=t),))  # type: ignore[arg-type]
+                for r, t in zip(roles, texts, strict=True)
+            ),
+        )
+
+    def test_auto_chooses_it_where_it_is_priced_cheapest(self) -> None:
+        body, request = self.conversation(85, 1_000)
+        sent = guarded_body(body, request, mode="auto", wire="anthropic", room=99_000, count=self.count)
+        assert sent is not None
+        [edit] = sent["extra_body"]["context_management"]["edits"]
+        assert edit["type"] == COMPACT
+        assert COMPACT_BETA in sent["extra_headers"]["anthropic-beta"]
+
+    def test_auto_folds_locally_where_one_huge_message_makes_each_compaction_dearer(self) -> None:
         body, request = self.request(85_000)
         assert (
             guarded_body(body, request, mode="auto", wire="anthropic", room=99_000, count=self.count) is None
         )
 
 
+class TestTheCostModel:
+    """``"auto"``'s dollars for Anthropic's compaction: the pass billed as input and output, then
+    calls from the head and the summary (:func:`contextwindow.compaction.per_call_dollars`)."""
+
+    def dollars(self, growth: int, room: int = 99_000) -> dict[str, float]:
+        priced = per_call_dollars(
+            CLAUDE, wire="anthropic", room=room, head=2_000, growth=growth, whole=85_000
+        )
+        assert priced is not None
+        return priced
+
+    def test_priced_only_where_the_room_takes_the_trigger(self) -> None:
+        assert "compaction" in self.dollars(1_500)
+        assert "compaction" not in self.dollars(1_500, room=62_000)
+
+    def test_cheaper_than_a_local_fold_on_small_steps_and_dearer_on_one_huge_step(self) -> None:
+        small, huge = self.dollars(1_500), self.dollars(85_000)
+        assert small["compaction"] < small["local"] < small["provider"]
+        assert huge["compaction"] > huge["local"]
+
+    def test_a_bigger_summary_costs_more(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        before = self.dollars(1_500)["compaction"]
+        monkeypatch.setattr(cost_model, "ANTHROPIC_COMPACTED_SHARE", 0.2)
+        assert self.dollars(1_500)["compaction"] > before
+
+    def test_cheapest_ties_go_to_local_then_to_clearing(self) -> None:
+        assert cheapest({"local": 1.0, "provider": 1.0, "compaction": 1.0}) == "local"
+        assert cheapest({"local": 2.0, "provider": 1.0, "compaction": 1.0}) == "provider"
+        assert cheapest({"local": 2.0, "provider": 1.5, "compaction": 1.0}) == "compaction"
+        assert cheapest({"local": 2.0, "compaction": 1.0}) == "compaction"
+
+
 class TestThroughTheGuard:
+    @pytest.mark.parametrize("mode", ["provider", "auto"])
     def test_the_provider_compacts_and_the_conversation_goes_on_from_its_block(
-        self, server: LocalServer, model: Recording
+        self, server: LocalServer, model: Recording, mode: str
     ) -> None:
-        messages, replies = chat(server, "provider", 40)
+        # "auto" too: 40 turns of 3,000 tokens on a 100k window price the provider's compaction cheaper.
+        messages, replies = chat(server, mode, 40)
         compacted = [i for i, r in enumerate(replies) if r.content and r.content[0].type == "compaction"]
         assert compacted, "the provider never compacted"
         assert all(i >= 0 for i in model.inputs) and max(model.inputs) <= WINDOW  # never refused

@@ -30,7 +30,8 @@ The wire semantics are the providers' own, as documented:
   make the request fit and what is there can still be read whole, never below a 50k trigger
   (:func:`compaction_trigger`); from a body that holds a block on (:func:`holds_compaction`) the guard
   sends the conversation as written with the edit attached (its canonical content has no compaction
-  block: the conversation is the provider's). ``"auto"`` does not choose it (no cost model yet).
+  block: the conversation is the provider's). ``"auto"`` chooses it where it is priced
+  cheapest (:func:`auto_choice`: the compaction pass billed as input and output).
 - OpenAI Responses compaction (https://developers.openai.com/api/docs/guides/compaction):
   ``context_management=[{"type": "compaction", "compact_threshold": N}]`` on ``responses.create``: once
   the rendered input crosses N the server compacts it, the output starts with an opaque
@@ -68,10 +69,13 @@ from .anthropic import (
     provider_plan,
 )
 from .cost_model import (
+    ANTHROPIC_COMPACTED_SHARE,
     OPENAI_COMPACTED_SHARE,
     SUMMARY_TOKENS,
+    Choice,
     auto_choice,
     cheaper,
+    cheapest,
     openai_choice,
     per_call_dollars,
 )
@@ -97,6 +101,7 @@ from .wire import (
 )
 
 __all__ = [
+    "ANTHROPIC_COMPACTED_SHARE",
     "ANTHROPIC_CONTEXT_BETA",
     "CLEARED_TOOL_RESULT",
     "CLEAR_THINKING",
@@ -111,6 +116,7 @@ __all__ = [
     "PROVIDER_TRIGGER",
     "SUMMARY_TOKENS",
     "AppliedEdit",
+    "Choice",
     "CompactionMode",
     "ProviderPlan",
     "anthropic_compaction_management",
@@ -118,6 +124,7 @@ __all__ = [
     "apply_anthropic_edits",
     "auto_choice",
     "cheaper",
+    "cheapest",
     "compaction_trigger",
     "guarded_body",
     "holds_compaction",

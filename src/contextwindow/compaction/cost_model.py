@@ -3,22 +3,30 @@ strategy once a conversation is full, and the cheaper of them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Literal
 
 from ..content import Request
-from .anthropic import ProviderPlan
+from .anthropic import ProviderPlan, compaction_trigger
 from .modes import PROVIDER_TRIGGER
 
 __all__ = [
+    "ANTHROPIC_COMPACTED_SHARE",
     "OPENAI_COMPACTED_SHARE",
     "SUMMARY_TOKENS",
+    "Choice",
     "auto_choice",
     "cheaper",
+    "cheapest",
     "openai_choice",
     "per_call_dollars",
 ]
+
+
+Choice = Literal["local", "provider", "compaction"]
+"""What ``"auto"`` sends: a local fold, the provider's clearing (Anthropic) or compaction (OpenAI), or
+Anthropic's server-side compaction (``compact_20260112``)."""
 
 
 def cheaper(local_dollars: float, provider_dollars: float) -> Literal["local", "provider"]:
@@ -27,16 +35,34 @@ def cheaper(local_dollars: float, provider_dollars: float) -> Literal["local", "
     return "provider" if provider_dollars < local_dollars else "local"
 
 
+def cheapest(dollars: Mapping[str, float]) -> Choice:
+    """The strategy of ``dollars`` (per call, keyed by :data:`Choice`) that costs least; ties go to
+    local folding, then to the provider's clearing."""
+    best: Choice = "local"
+    for name in ("provider", "compaction"):
+        if name in dollars and dollars[name] < dollars.get(best, float("inf")):
+            best = name
+    return best
+
+
 SUMMARY_TOKENS = 1_024
 """What ``"auto"`` assumes a local fold's summary costs in output."""
 
 
 def auto_choice(
-    request: Request, plan: ProviderPlan, *, whole: int, room: int, count: Callable[[Request], int]
-) -> Literal["local", "provider"]:
-    """``"auto"`` on the Anthropic wire: the provider's clearing or a local fold, whichever costs
-    less per call (:func:`per_call_dollars`; without prices, local). ``whole`` is the request's count
-    before the edits."""
+    request: Request,
+    plan: ProviderPlan | None,
+    *,
+    whole: int,
+    room: int,
+    count: Callable[[Request], int],
+    compaction: bool = False,
+) -> Choice:
+    """``"auto"`` on the Anthropic wire: a local fold, the provider's clearing (``plan``; ``None``
+    where clearing cannot make the request fit) or, where ``compaction`` (the window takes the
+    ``compact_20260112`` trigger and the pass can read the request), Anthropic's server-side
+    compaction, whichever costs least per call (:func:`per_call_dollars`; without prices, local).
+    ``whole`` is the request's count before the edits."""
     head, growth = _shape(request, count)
     dollars = per_call_dollars(
         request.model,
@@ -45,11 +71,14 @@ def auto_choice(
         head=head,
         growth=growth,
         whole=whole,
-        cleared=plan.input_tokens,
+        cleared=None if plan is None else plan.input_tokens,
     )
     if dollars is None:
         return "local"
-    return cheaper(dollars["local"], dollars["provider"])
+    offered = {k: v for k, v in dollars.items() if k == "local" or (k == "provider" and plan is not None)}
+    if compaction and "compaction" in dollars:
+        offered["compaction"] = dollars["compaction"]
+    return cheapest(offered)
 
 
 def openai_choice(
@@ -79,6 +108,11 @@ OPENAI_COMPACTED_SHARE = 0.1
 local provider's compaction summary is written to this target)."""
 
 
+ANTHROPIC_COMPACTED_SHARE = 0.05
+"""What Anthropic's ``compaction`` block costs as input, as a share of the input it closes (the docs
+give no size; the local provider's summary is written to this target)."""
+
+
 def per_call_dollars(
     model: str | None,
     *,
@@ -94,7 +128,11 @@ def per_call_dollars(
     with cache reads and writes (:mod:`contextwindow.cost`); ``None`` without prices. ``head``: the
     system prompt and tools; ``growth``: what each call adds; ``whole``: the request's count now;
     ``cleared``: what Anthropic's clearing leaves of it (Anthropic only); ``output``: the agent's own
-    output per call (the same for both: it changes no choice, only the figures).
+    output per call (the same for every strategy: it changes no choice, only the figures).
+
+    Keys: ``"local"``, ``"provider"`` (Anthropic's clearing, OpenAI's compaction) and, on the
+    Anthropic wire where the room takes its trigger (:func:`~.anthropic.compaction_trigger`),
+    ``"compaction"`` (``compact_20260112``).
 
     - **local** (the engine's fold, as :func:`~contextwindow.engine.folding.fold_step.fold_tail_share`
       sizes it): the summariser reads the span it folds (not cached: its request is a transcript of
@@ -106,14 +144,14 @@ def per_call_dollars(
       Anthropic reads the cache only at a breakpoint it wrote before, so every call reads the system
       prompt and tools and writes the rest (measured on the real sessions: 4–7% of the input read
       from the cache, ``benchmarks/provider_compaction.py``).
-    - **provider**, OpenAI compaction: once the input crosses the threshold the server reads it (its
-      prefix from the cache: the call before sent it) and writes a compaction item
-      (:data:`OPENAI_COMPACTED_SHARE` of the threshold), and the reply is made from the instructions,
-      the item and the newest items (not cached yet); the next compaction is due when the growth has
-      filled it back to the threshold, each call between reading its prefix from the cache."""
+    - **provider**, OpenAI compaction, and **compaction**, Anthropic's: once the input crosses the
+      trigger the server's compaction pass reads it (billed as input, its prefix from the cache: the
+      call before sent it) and writes a summary as output (:data:`OPENAI_COMPACTED_SHARE`,
+      :data:`ANTHROPIC_COMPACTED_SHARE` of the trigger), and the reply is made from the head, the
+      summary and the newest message (not cached yet); the next compaction is due when the growth
+      has filled it back to the trigger, each call between reading its prefix from the cache and
+      paying for its growth (a cache write on Anthropic, fresh input on OpenAI)."""
     from .. import cost
-    from ..engine.folding.fold_step import fold_tail_share
-    from ..engine.settings import EngineSettings
     from ..usage.tracker import Usage
 
     if model is None or not cost.available():
@@ -123,6 +161,47 @@ def per_call_dollars(
         priced = cost.price_all(usages, model)
         return None if priced is None else float(priced.total)
 
+    out = {"local": _local(dollars, room=room, head=head, growth=growth, whole=whole, output=output)}
+    if wire == "anthropic":
+        left = whole if cleared is None else cleared
+        out["provider"] = dollars(
+            Usage(cache_read=min(head, left), cache_write=max(0, left - head), output=output)
+        )
+        trigger = compaction_trigger(room)
+        if trigger is not None:
+            out["compaction"] = _compacting(
+                dollars,
+                trigger=trigger,
+                share=ANTHROPIC_COMPACTED_SHARE,
+                head=head,
+                growth=growth,
+                output=output,
+                written=True,
+            )
+    else:
+        out["provider"] = _compacting(
+            dollars,
+            trigger=int(room * PROVIDER_TRIGGER),
+            share=OPENAI_COMPACTED_SHARE,
+            head=head,
+            growth=growth,
+            output=output,
+            written=False,
+        )
+    if any(v is None for v in out.values()):
+        return None
+    return {k: float(v) for k, v in out.items() if v is not None}
+
+
+Priced = Callable[..., "float | None"]
+
+
+def _local(dollars: Priced, *, room: int, head: int, growth: int, whole: int, output: int) -> float | None:
+    """A local fold's share of each call, and the call itself (:func:`per_call_dollars`)."""
+    from ..engine.folding.fold_step import fold_tail_share
+    from ..engine.settings import EngineSettings
+    from ..usage.tracker import Usage
+
     kept = int(room * fold_tail_share(EngineSettings().cover_tail_ratio, room, growth)) + SUMMARY_TOKENS
     span = max(1, (room - kept) // growth)
     fold = dollars(
@@ -130,24 +209,24 @@ def per_call_dollars(
         Usage(cache_read=head, cache_write=max(0, kept - head)),
     )
     between = dollars(Usage(cache_read=(kept + room) // 2, cache_write=growth, output=output))
-    if fold is None or between is None:
-        return None
-    out = {"local": fold / span + between}
-    if wire == "anthropic":
-        left = whole if cleared is None else cleared
-        provider = dollars(Usage(cache_read=min(head, left), cache_write=max(0, left - head), output=output))
-    else:
-        threshold = int(room * PROVIDER_TRIGGER)
-        item = int(threshold * OPENAI_COMPACTED_SHARE)
-        calls = max(1, (threshold - head - item) // growth)
-        # The compaction pass reads what crossed the threshold (all but the newest growth cached).
-        compacted = dollars(
-            Usage(cache_read=threshold, fresh_input=growth, output=item),
-            Usage(cache_read=head, fresh_input=item + growth),
-        )
-        grown = dollars(Usage(cache_read=(head + item + threshold) // 2, fresh_input=growth, output=output))
-        provider = None if compacted is None or grown is None else compacted / calls + grown
-    if provider is None:
-        return None
-    out["provider"] = provider
-    return out
+    return None if fold is None or between is None else fold / span + between
+
+
+def _compacting(
+    dollars: Priced, *, trigger: int, share: float, head: int, growth: int, output: int, written: bool
+) -> float | None:
+    """A provider compaction's share of each call, and the call itself (:func:`per_call_dollars`);
+    ``written``: each call's growth is a cache write (Anthropic's breakpoints), else fresh input
+    (OpenAI's automatic prefix cache)."""
+    from ..usage.tracker import Usage
+
+    summary = int(trigger * share)
+    calls = max(1, (trigger - head - summary) // growth)
+    new = {"cache_write": growth} if written else {"fresh_input": growth}
+    # The compaction pass reads what crossed the trigger (its prefix cached by the call before).
+    compacted = dollars(
+        Usage(cache_read=trigger, output=summary, **new),
+        Usage(cache_read=head, fresh_input=summary + growth),
+    )
+    grown = dollars(Usage(cache_read=(head + summary + trigger) // 2, output=output, **new))
+    return None if compacted is None or grown is None else compacted / calls + grown

@@ -54,22 +54,41 @@ def guarded_body(
                 "Messages and OpenAI Responses have one): folded locally",
             )
         return None
+    return _anthropic_body(body, request, mode=mode, room=room, count=count)
+
+
+def _anthropic_body(
+    body: Mapping[str, Any],
+    request: Request,
+    *,
+    mode: CompactionMode,
+    room: int,
+    count: Callable[[Request], int],
+) -> dict[str, Any] | None:
+    """:func:`guarded_body` on the Anthropic wire. ``"provider"``: the clearing where it applies and
+    makes the request fit, else Anthropic's compaction where the window takes its trigger and the
+    pass can read what is there, else ``None``. ``"auto"``: of those that can serve this call and a
+    local fold, the one :func:`~.cost_model.auto_choice` prices cheapest."""
     plan = provider_plan(
         request, trigger=int(room * PROVIDER_TRIGGER), limit=int(room * ESTIMATE_MARGIN), count=count
     )
-    if not plan.fits or not plan.applied:
-        # Nothing for the provider to clear, or clearing cannot make it fit: Anthropic's compaction
-        # where the window takes its trigger and the pass can read what is there, else folded locally.
-        whole = count(request)
-        trigger = compaction_trigger(room)
-        if mode != "provider" or trigger is None or not trigger <= whole <= int(room * ESTIMATE_MARGIN):
-            return None
+    clearing = plan.fits and bool(plan.applied)
+    whole = count(request)
+    trigger = compaction_trigger(room)
+    compactable = trigger is not None and trigger <= whole <= int(room * ESTIMATE_MARGIN)
+    if mode == "provider":
+        choice = "provider" if clearing else "compaction" if compactable else "local"
+    elif clearing or compactable:
+        choice = auto_choice(
+            request, plan if clearing else None, whole=whole, room=room, count=count, compaction=compactable
+        )
+    else:
+        choice = "local"
+    if choice == "provider":
+        return with_extras(body, plan.extra_body["context_management"], ANTHROPIC_CONTEXT_BETA)
+    if choice == "compaction" and trigger is not None:
         return with_extras(body, anthropic_compaction_management(trigger), COMPACT_BETA)
-    if mode == "auto":
-        whole = count(request)
-        if auto_choice(request, plan, whole=whole, room=room, count=count) == "local":
-            return None
-    return with_extras(body, plan.extra_body["context_management"], ANTHROPIC_CONTEXT_BETA)
+    return None
 
 
 def _responses_body(

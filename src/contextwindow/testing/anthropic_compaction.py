@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..compaction import COMPACT, COMPACT_BETA
+from ..compaction import ANTHROPIC_COMPACTED_SHARE, COMPACT, COMPACT_BETA
 from ..content import Message, Request, Text
 from ..formats import AttachmentLoader
 from ..usage.tracker import Usage
@@ -59,8 +59,9 @@ __all__ = [
 
 DEFAULT_TRIGGER = 150_000
 """The ``input_tokens`` trigger of a ``compact_20260112`` edit that gives none (the docs' table)."""
-SUMMARY_SHARE = 0.05
-"""The local summary's target, as a share of the input it closes (ours: the docs give no size)."""
+SUMMARY_SHARE = ANTHROPIC_COMPACTED_SHARE
+"""The local summary's target, as a share of the input it closes (ours: the docs give no size; what
+``"auto"``'s cost model assumes)."""
 BLOCK_FIELDS = frozenset(
     {"type", "content", "encrypted_content", "signature", "cache_control", "tool_changes"}
 )
