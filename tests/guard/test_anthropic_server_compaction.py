@@ -6,6 +6,7 @@ conversation the provider's from the block on, served by the strict local provid
 from __future__ import annotations
 
 from collections.abc import Iterator
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -168,6 +169,34 @@ class TestTheCostModel:
         assert cheapest({"local": 2.0, "provider": 1.0, "compaction": 1.0}) == "provider"
         assert cheapest({"local": 2.0, "provider": 1.5, "compaction": 1.0}) == "compaction"
         assert cheapest({"local": 2.0, "compaction": 1.0}) == "compaction"
+
+
+class TestHoldsCompaction:
+    """Which bodies carry a ``compaction`` block back (the guard then sends them as written)."""
+
+    def test_a_block_anywhere_in_a_content_list_is_found(self) -> None:
+        block = {"type": "compaction", "content": "summary"}
+        history: list[Any] = [{"role": "user", "content": "hi"}] * 5
+        assert holds_compaction({"messages": [*history, {"role": "assistant", "content": [block]}]})
+        assert holds_compaction({"messages": [{"role": "assistant", "content": [{"type": "text"}, block]}]})
+
+    def test_mappings_other_than_dict_are_read(self) -> None:
+        block = MappingProxyType({"type": "compaction"})
+        message = MappingProxyType({"role": "assistant", "content": [block]})
+        assert holds_compaction({"messages": [message]})
+
+    @pytest.mark.parametrize(
+        "messages",
+        [
+            [{"role": "assistant", "content": "compaction"}],
+            [{"role": "assistant", "content": [{"type": "text", "text": "compaction"}]}],
+            ["compaction", None, 3, {"content": None}, {"content": ["compaction"]}],
+            {"type": "compaction"},
+            None,
+        ],
+    )
+    def test_text_strings_and_malformed_bodies_hold_none(self, messages: Any) -> None:
+        assert not holds_compaction({"messages": messages})
 
 
 class TestThroughTheGuard:

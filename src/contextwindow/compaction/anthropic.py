@@ -241,9 +241,14 @@ def holds_compaction(body: Mapping[str, Any]) -> bool:
     the provider's from there (it drops what is before the block), and the guard sends it as written
     (with the compaction edit under ``"provider"``/``"auto"``, so the provider compacts again)."""
     messages = body.get("messages")
-    return isinstance(messages, list) and any(
-        isinstance(b, Mapping) and b.get("type") == "compaction"
-        for m in messages
-        if isinstance(m, Mapping) and isinstance(m.get("content"), list)
-        for b in m["content"]
-    )
+    if not isinstance(messages, list):
+        return False
+    # A plain loop, ``dict`` tested before ``Mapping``: this runs over every message of every Anthropic call,
+    # and the generator and ``Mapping`` checks alone cost ~0.3 ms on 2,000 messages.
+    for m in messages:
+        content = m.get("content") if isinstance(m, (dict, Mapping)) else None
+        if isinstance(content, list):
+            for b in content:
+                if isinstance(b, (dict, Mapping)) and b.get("type") == "compaction":
+                    return True
+    return False
