@@ -132,6 +132,20 @@ class TestThePlan:
         assert edit["type"] == COMPACT
         assert COMPACT_BETA in sent["extra_headers"]["anthropic-beta"]
 
+    @pytest.mark.parametrize("mode", ["provider", "auto"])
+    def test_the_whole_request_is_priced_once_where_no_edit_applies(self, mode: str) -> None:
+        # Clearing has nothing to clear here: its plan's count is the request's, and is not taken again.
+        body, request = self.conversation(85, 1_000)
+        whole: list[int] = []
+
+        def count(priced: Request) -> int:
+            if priced.messages == request.messages:
+                whole.append(1)
+            return self.count(priced)
+
+        assert guarded_body(body, request, mode=mode, wire="anthropic", room=99_000, count=count) is not None  # type: ignore[arg-type]
+        assert len(whole) == 2  # the clearing's trigger check, and what its plan leaves
+
     def test_auto_folds_locally_where_one_huge_message_makes_each_compaction_dearer(self) -> None:
         body, request = self.request(85_000)
         assert (

@@ -73,11 +73,14 @@ def _anthropic_body(
         request, trigger=int(room * PROVIDER_TRIGGER), limit=int(room * ESTIMATE_MARGIN), count=count
     )
     clearing = plan.fits and bool(plan.applied)
-    whole = count(request)
+    if mode == "provider" and clearing:
+        return with_extras(body, plan.extra_body["context_management"], ANTHROPIC_CONTEXT_BETA)
+    # Where no edit applied the plan's count is the request's own: the whole request is not priced again.
+    whole = count(request) if plan.applied else plan.input_tokens
     trigger = compaction_trigger(room)
     compactable = trigger is not None and trigger <= whole <= int(room * ESTIMATE_MARGIN)
     if mode == "provider":
-        choice = "provider" if clearing else "compaction" if compactable else "local"
+        choice = "compaction" if compactable else "local"
     elif clearing or compactable:
         choice = auto_choice(
             request, plan if clearing else None, whole=whole, room=room, count=count, compaction=compactable
