@@ -73,6 +73,7 @@ def chat(server: LocalServer, compaction: str, turns: int) -> tuple[list[Any], l
             {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]}
         )
     guarded.store.close()
+    raw.close()  # its sockets closed here, not by the collector in a later test
     return messages, replies
 
 
