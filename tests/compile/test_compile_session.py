@@ -129,3 +129,35 @@ class TestIncremental:
             )
             fresh = SessionCompiler(store.session("s1")).compile(model=PROFILE, policy=POLICY)
             assert fresh == folded
+
+
+def test_each_compile_reads_only_the_entries_appended_since_the_last(tmp_path: Path) -> None:
+    """A session without archives, checkpoints or evictions is not read whole on every compile: the
+    overlay read starts after the newest message the last one saw, and still finds a checkpoint
+    written meanwhile."""
+    with open_store(":memory:") as store:
+        session = store.session("s1")
+        for n in range(40):
+            session.append(Message.user(f"question {n}") if n % 2 == 0 else Message.assistant(f"answer {n}"))
+        backend = store._backend()
+        reads: list[tuple[tuple[str, ...] | None, int | None, int]] = []
+        entries = backend.entries
+
+        def counting(session_id: str, kinds: object, *, after: int | None = None) -> object:
+            rows = entries(session_id, kinds, after=after)  # type: ignore[arg-type]
+            reads.append((tuple(kinds) if kinds is not None else None, after, len(rows)))  # type: ignore[arg-type]
+            return rows
+
+        backend.entries = counting  # type: ignore[method-assign]
+        compiler = SessionCompiler(session, estimator=Estimator(PROFILE, preset="seed-store"))
+        compiler.compile(model=PROFILE, policy=POLICY)
+        session.append(Message.user("question 40"))
+        reads.clear()
+        compiler.compile(model=PROFILE, policy=POLICY)
+        assert [after for _, after, _ in reads] == [39, 39]
+        first, last = session.messages()[0].id, session.messages()[1].id
+        session.record_checkpoint("the first exchange", first_id=first, last_id=last)
+        session.append(Message.assistant("answer 41"))
+        compiled = compiler.compile(model=PROFILE, policy=POLICY)
+        assert compiled.decisions.folded == (first, last)
+        assert "the first exchange" in compiled.messages[0].content[0].text  # type: ignore[union-attr]

@@ -150,3 +150,19 @@ class TestHistoryReader:
         read = reader.read(_body("openai", grown))
         assert read.new_from == 0
         assert read.parsed.request == _whole("openai", _body("openai", grown)).parsed.request
+
+    def test_unread_is_what_follows_the_history_read_before(self) -> None:
+        """What the guard asks of the messages it has not seen (a ``compaction`` block handed back) is
+        asked of exactly those: the items after a history read before, every item when the one
+        before was edited in place; the read that follows takes the same lookup."""
+        history = _anthropic_history(3)
+        reader = HistoryReader(FORMATS["anthropic"], "messages")
+        calls = _calls(history)
+        assert reader.unread(_body("anthropic", list(calls[0]))) == calls[0]
+        reader.read(_body("anthropic", list(calls[0])))
+        grown = list(calls[1])
+        assert reader.unread(_body("anthropic", grown)) == grown[len(calls[0]) :]
+        assert reader.read(_body("anthropic", grown)).new_from == len(calls[0])
+        grown[0]["content"] = [{"type": "compaction", "content": "edited in place"}]
+        assert reader.unread(_body("anthropic", list(calls[2]))) == calls[2]
+        assert reader.unread({"messages": "not a list"}) == ()

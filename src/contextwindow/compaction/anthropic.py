@@ -27,6 +27,7 @@ __all__ = [
     "anthropic_compaction_management",
     "anthropic_context_management",
     "apply_anthropic_edits",
+    "compaction_in",
     "compaction_trigger",
     "holds_compaction",
     "provider_plan",
@@ -241,10 +242,15 @@ def holds_compaction(body: Mapping[str, Any]) -> bool:
     the provider's from there (it drops what is before the block), and the guard sends it as written
     (with the compaction edit under ``"provider"``/``"auto"``, so the provider compacts again)."""
     messages = body.get("messages")
-    if not isinstance(messages, list):
-        return False
-    # A plain loop, ``dict`` tested before ``Mapping``: this runs over every message of every Anthropic call,
-    # and the generator and ``Mapping`` checks alone cost ~0.3 ms on 2,000 messages.
+    return isinstance(messages, list) and compaction_in(messages)
+
+
+def compaction_in(messages: Sequence[Any]) -> bool:
+    """Whether any of ``messages`` (Anthropic Messages items) holds a ``compaction`` block (the
+    guard asks it of the messages it has not read before: :func:`holds_compaction` of the rest was
+    asked when they were new)."""
+    # A plain loop, ``dict`` tested before ``Mapping``: the generator and ``Mapping`` checks alone
+    # cost ~0.3 ms on 2,000 messages.
     for m in messages:
         content = m.get("content") if isinstance(m, (dict, Mapping)) else None
         if isinstance(content, list):

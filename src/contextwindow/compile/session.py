@@ -45,7 +45,8 @@ class SessionCompiler:
         self._checkpoint: Checkpoint | None = None
         self._watermark: MediaWatermark | None = None
         self._position: int | None = None
-        """The position of the last archive, checkpoint or eviction entry read."""
+        """Where the last read of archive, checkpoint and eviction entries got to: the position of the
+        last one read, or of the newest message read before it, whichever is later."""
 
     def state(
         self,
@@ -80,6 +81,12 @@ class SessionCompiler:
                 )
             else:
                 self._watermark = MediaWatermark.from_payload(entry.payload)
+        # Every overlay before the newest message read was appended before it, so this read saw it:
+        # the next reads start there, not at the last overlay (a session without any would be read
+        # whole on every compile).
+        newest = self._log.last_position
+        if newest is not None and (self._position is None or newest > self._position):
+            self._position = newest
         checkpoint, watermark = self._checkpoint, self._watermark
         return CompileState(
             messages=_LogView(self._log, self._priced, len(self._log)),

@@ -17,13 +17,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import cost as dollars
-from ..content import Block, Message, Request
+from ..content import Message, Request
 from ..errors import InvalidInput
 from ..models import ModelProfile
 from ..providers.streams import continues_stream
 from ..store import Session
 from ..usage.tracker import Anchor, AnchorBook, CallUsage, Usage, UsageMode, UsageTracker
 from .events import Note, NoteBook, UsageReported
+from .live import Held
 from .window import WindowState
 
 __all__ = ["CallAccounting"]
@@ -79,7 +80,7 @@ class CallAccounting:
         self.spent: dollars.Cost | None = None
         """What this engine's calls cost in dollars so far (``None``: none priced)."""
         self._priced = dollars.available()
-        self.anchored: dict[str, tuple[Block, ...]] = {}
+        self.anchored = Held()
         """The messages of the request the newest anchor counted, by ledger id, as rendered in it."""
         self._calls = _Calls()
 

@@ -19,18 +19,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Protocol
 
 from ..compile import CompiledRequest, Decisions, Policy, SessionCompiler
 from ..compile.reread import READ_ARCHIVED, READ_ARCHIVED_TOOL, names_reread
-from ..content import Block, Message, Text, ToolSpec
+from ..content import Message, Text, ToolSpec
 from ..errors import InvalidInput
 from ..formats import ToolDefinition, tool_specs
 from ..models import ModelProfile
 from ..store import Session
 from ..usage.tracker import Anchor, AnchorBook
-from .live import LiveRequest, unshared
+from .live import Held, LiveRequest
 from .window import WindowState
 
 __all__ = [
@@ -202,7 +201,7 @@ class RequestCompiler:
             )
         )
 
-    def live(self, *, reread: bool, anchored: dict[str, tuple[Block, ...]]) -> LiveRequest:
+    def live(self, *, reread: bool, anchored: Held) -> LiveRequest:
         """Compile the next request afresh as the live request of a new stream: its output bound
         set on the window (:meth:`~contextwindow.engine.window.WindowState.compiled`), one
         calibration sample armed for it, ``read_archived`` offered when ``reread`` and a placeholder
@@ -226,7 +225,7 @@ class RequestCompiler:
             messages=list(compiled.messages),
             estimated_tokens=estimated,
             uncounted=self._uncounted(compiled, estimated, anchored),
-            rendered=_rendered(compiled.messages),
+            rendered=Held(compiled=tuple(compiled.messages)),
             local_estimate=compiled.local_estimate + extra,
             max_tokens=max_tokens,
             output_reserve=compiled.output_reserve,
@@ -235,7 +234,7 @@ class RequestCompiler:
             head_tokens=_head_tokens(compiled, extra),
         )
 
-    def _uncounted(self, compiled: Compiled, estimated: int, anchored: dict[str, tuple[Block, ...]]) -> int:
+    def _uncounted(self, compiled: Compiled, estimated: int, anchored: Held) -> int:
         """The part of a fresh compile's estimate no provider count covers. Anchored, the estimate is
         the anchored request's count plus the estimated change since: what was added (messages the
         anchored request did not hold, at their price) and what was taken out (a fold's span, earlier
@@ -247,25 +246,12 @@ class RequestCompiler:
         removed = max(0, anchor.input_tokens + added - estimated)
         return min(estimated, added + removed)
 
-    def unshared(self, messages: Sequence[Message], counted: dict[str, tuple[Block, ...]]) -> int:
+    def unshared(self, messages: Sequence[Message], counted: Held) -> int:
         """The estimate of those of ``messages`` that a counted request (its messages as rendered
         there, :attr:`LiveRequest.rendered`) did not hold: new, or rendered otherwise
         (:func:`~contextwindow.engine.live.shared`)."""
-        fresh = unshared(counted, messages)
+        fresh = counted.unshared(messages)
         return self.window_state.fit.live_estimator().messages(fresh) if fresh else 0
-
-
-def _rendered(messages: Sequence[Message]) -> dict[str, tuple[Block, ...]]:
-    """Each message's content as rendered, by id (those without one left out), built at C speed: it is
-    made of every message of every live request."""
-    out: dict[str | None, tuple[Block, ...]] = dict(
-        zip(map(_ID, messages), map(_CONTENT, messages), strict=True)
-    )
-    out.pop(None, None)
-    return out  # type: ignore[return-value]
-
-
-_ID, _CONTENT = attrgetter("id"), attrgetter("content")
 
 
 def _names_reread(compiled: Compiled) -> bool:

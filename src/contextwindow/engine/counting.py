@@ -86,7 +86,7 @@ class CountBeforeSend:
                 payload_estimate=live.local_estimate or None,
             )
         )
-        self.calls.anchored = dict(live.rendered)
+        self.calls.anchored = live.rendered.snapshot()
         live.counted_as(counted)
         live.counted = True
 

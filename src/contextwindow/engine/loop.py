@@ -402,7 +402,7 @@ class Engine:
             # Anchor + delta within the stream (the usage anchor, ``docs/concepts.md``): the provider
             # has just counted what was sent, so later rounds price only what they append to it.
             live.counted_as(call.prompt)
-            self._calls.anchored = dict(live.rendered)
+            self._calls.anchored = live.rendered.snapshot()
         live.counted = False
         self.observer.replied(stop.reason)
         events: list[Event] = [

@@ -34,9 +34,9 @@ from typing import Any
 from ..compaction import (
     COMPACT_BETA,
     anthropic_compaction_management,
+    compaction_in,
     compaction_trigger,
     guarded_body,
-    holds_compaction,
     with_extras,
 )
 from ..compile import Policy
@@ -172,7 +172,7 @@ class GuardCore:
         framework adapter's Chat Completions body for an Anthropic model: ``"anthropic"``), whose
         provider compaction ``compaction`` then attaches (:func:`~contextwindow.compaction.guarded_body`).
         Raises :class:`~contextwindow.errors.UsageError` for a body without messages or model."""
-        if self.wire.name == "anthropic" and holds_compaction(body):
+        if self.wire.name == "anthropic" and compaction_in(self.history.unread(body)):
             # The provider compacted this conversation: it is the provider's from its block on.
             return await pass_through(body if count else self._compacting(body), count)
         read = self.history.read(body)

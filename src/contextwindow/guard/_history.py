@@ -66,6 +66,19 @@ class HistoryReader:
         """The body's field that holds the history (``messages``, or ``input`` for Responses)."""
         self.memory = memory
         self._seen: list[_Seen] = []
+        self._looked: tuple[Any, int, _Seen | None] | None = None
+        """The last :meth:`unread` lookup (the history, its length then, the history known in it),
+        which the :meth:`read` of the same history that follows takes rather than compare again."""
+
+    def unread(self, body: Mapping[str, Any]) -> Sequence[Any]:
+        """The items of ``body``'s history after the longest history read before that it begins
+        with: all of them when none is (none when the history is not a list)."""
+        raw = body.get(self.key)
+        if not isinstance(raw, list | tuple):
+            return ()
+        prior = self._known(list(raw))
+        self._looked = (raw, len(raw), prior)
+        return raw[len(prior.items) :] if prior is not None else raw
 
     def read(self, body: Mapping[str, Any], *, whole: bool = False) -> Read:
         """``body`` read; with ``whole``, its whole history read again (nothing taken as known)."""
@@ -75,7 +88,13 @@ class HistoryReader:
             return Read(parsed=parsed, hashes=chain(parsed.request.messages), new_from=0)
         items = list(raw)
         rest = {k: v for k, v in body.items() if k != self.key}
-        prior = None if whole else self._known(items)
+        looked, self._looked = self._looked, None
+        if whole:
+            prior = None
+        elif looked is not None and looked[0] is raw and looked[1] == len(raw):
+            prior = looked[2]  # the lookup :meth:`unread` just made of this very history
+        else:
+            prior = self._known(items)
         read = self._continue(prior, items, rest) if prior is not None else None
         if read is None or prior is None:
             parsed = self.wire.parse({**jsonable(rest), self.key: jsonable(items)})
