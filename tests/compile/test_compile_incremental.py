@@ -215,3 +215,27 @@ class TestTheWalkLogGrowsByAppending:
             again.unit(k).end for k in range(again.count)
         ]
         assert after.by_end == again.by_end and after.forced == again.forced and after.media == again.media
+
+
+def test_a_history_that_only_grew_past_a_newest_unit_with_media_equals_a_cold_compile() -> None:
+    """The whole history fits, so each compile takes the previous one's oldest unit again and its sums
+    are cut where the walk decided afresh (the newest units) and extended in place: the media, the
+    tool pairing and every figure as a cold compile has them, through screenshots, replies and
+    orphan calls."""
+    est = Estimator(PROFILE, preset="seed-store")
+    policy = Policy(max_inline_images=4, recent_turns_full=3)
+    steps = [("prose", 5), ("shot", 1), ("reply", 3), ("shot", 2), ("orphan", 1), ("prose", 4), ("shot", 3)]
+    with open_store(":memory:") as store:
+        session = store.session("s")
+        live = SessionCompiler(session, estimator=est)
+        for n, step in enumerate(steps):
+            _append(session, est, step, n)
+            incremental = live.compile(model=PROFILE, policy=policy, system="be brief")
+            fresh = SessionCompiler(session, estimator=est)
+            cold = fresh.compile(model=PROFILE, policy=policy, system="be brief")
+            assert incremental == cold, step
+            assert len(incremental.messages) >= n + 1  # nothing left out: every compile took it all
+            mine, theirs = live.cache.tail, fresh.cache.tail
+            assert mine is not None and theirs is not None
+            for marks in ("decided", "inline", "thinking", "rereads", "breaks", "tokens", "wire", "first"):
+                assert list(getattr(mine, marks)) == list(getattr(theirs, marks)), (step, marks)

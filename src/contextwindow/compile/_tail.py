@@ -74,6 +74,18 @@ class TailSums:
                 self._add(rendered, shapes)
             self.first.append(self.render_base + len(self.renders))
 
+    def cut(self, keep: int) -> None:
+        """Keep the oldest ``keep`` units alone (with their renders, sums and marks)."""
+        r = self.first[keep] - self.render_base
+        renders = self.render_base + r
+        del self.units[keep:], self.first[keep + 1 :], self.unit_tokens[keep + 1 :]
+        del self.renders[r:], self.messages[r:]
+        for sums in (self.tokens, self.text, self.results, self.images, self.other, self.wire):
+            del sums[r + 1 :]
+        del self.decided[bisect_left(self.decided, self.unit_base + keep) :]
+        for marks in (self.inline, self.thinking, self.rereads, self.breaks):
+            del marks[bisect_left(marks, renders) :]
+
     def _add(self, rendered: Rendered, shapes: ShapeMemo) -> None:
         r = self.render_base + len(self.renders)
         message = rendered.message
@@ -151,6 +163,13 @@ def tail_sums(old: TailSums | None, units: list[Unit], shapes: ShapeMemo) -> Tai
         )
     if not keep:
         return _fresh(oldest, shapes)
+    if a == 0:
+        # The oldest unit of the previous assembly is taken again (a history that only grew): its
+        # sums up to ``keep`` are this one's first part as they are, so they are cut there and the
+        # new units added in place (nothing else holds them: the cache keeps the newest assembly's).
+        old.cut(keep)
+        old.extend(oldest[keep:], shapes)
+        return old
     r0, r1 = old.first[a] - old.render_base, old.first[a + keep] - old.render_base
     u0, u1 = old.unit_base + a, old.unit_base + a + keep
     b0, b1 = old.render_base + r0, old.render_base + r1
