@@ -20,6 +20,10 @@ Run: ``PYTHONPATH=src python -m benchmarks.guard_cost [--quick]``. Prints markdo
 
 ``--rss N`` prints the RSS rows alone for ``N`` conversations (``benchmarks/results/guard_rss.md``).
 
+``--compaction MODE`` guards every conversation with ``compaction=MODE`` (``provider`` or ``auto``:
+each call then also prices the request and the provider's edits of it; the default, ``local``, is
+what the tables say otherwise), in both trees with ``--against``.
+
 ``--against SRC`` measures this tree's guard beside another tree's (``SRC``, a ``src`` directory,
 e.g. an older checkout's, or a git revision, exported for the run), A/B interleaved in one run:
 each tree's guard runs in a process of its own (variant A only), and the two take turns, one round
@@ -50,6 +54,13 @@ CLAUDE = "claude-haiku-4-5"
 GPT = "gpt-4o"
 SYSTEM = "You are terse."
 MAX_TOKENS = 512
+_COMPACTION = "GUARD_COST_COMPACTION"
+"""The environment variable carrying ``--compaction`` (to the ``--against`` children too)."""
+
+
+def _compaction() -> dict[str, str]:
+    mode = os.environ.get(_COMPACTION, "local")
+    return {} if mode == "local" else {"compaction": mode}
 
 
 def _text(i: int) -> str:
@@ -83,7 +94,7 @@ class _Conversation:
                 self.sdk_cpu += time.thread_time() - cpu
 
         resource.create = create
-        self.client = contextwindow.guard(raw, store=":memory:", summarizer=False)
+        self.client = contextwindow.guard(raw, store=":memory:", summarizer=False, **_compaction())
         tag = f"{kind}-{size}-{'B' if full else 'A'}"
         self.history: list[dict[str, Any]] = [
             {"role": "user" if i % 2 == 0 else "assistant", "content": f"[{tag}] " + _text(i)}
@@ -290,7 +301,8 @@ def _main_against(other: Path, quick: bool) -> None:
         "# Guard cost, A/B",
         "",
         f"Guard CPU per call (ms), median / p95 over {calls} calls each; this tree against `{other}`, "
-        "one process each, taking turns round by round in one run. Local provider, nothing folds.",
+        "one process each, taking turns round by round in one run. Local provider, nothing folds; "
+        f"`compaction={os.environ.get(_COMPACTION, 'local')!r}`.",
         "",
         "| SDK | history | other median | other p95 | this median | this p95 | other / this | goal |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
@@ -321,6 +333,8 @@ def _main_against(other: Path, quick: bool) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     quick = "--quick" in args
+    if "--compaction" in args:
+        os.environ[_COMPACTION] = args[args.index("--compaction") + 1]
     if "--against" in args:
         with source_tree(args[args.index("--against") + 1]) as other:
             _main_against(other, quick)
@@ -335,7 +349,8 @@ def main(argv: list[str] | None = None) -> None:
         "# Guard cost",
         "",
         f"Guard CPU per call (ms), median / p95 over {calls} calls each, interleaved; local provider, "
-        "window large enough that nothing folds. A: the guard; B: every call compiles cold.",
+        "window large enough that nothing folds; "
+        f"`compaction={os.environ.get(_COMPACTION, 'local')!r}`. A: the guard; B: every call compiles cold.",
         "",
         "| SDK | history | A median | A p95 | B median | B p95 | B / A | goal |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 import pytest
 
 from contextwindow.content import Message, Request, Text, Thinking, ToolResult, ToolSpec, ToolUse
-from contextwindow.guard._asked import AskedPrices
+from contextwindow.guard._asked import AskedPrices, MessagePrices
 from contextwindow.guard._match import chain
 from contextwindow.models import get_profile
 from contextwindow.pricing import Estimator
@@ -122,3 +122,46 @@ def test_an_estimator_that_prices_otherwise_prices_again() -> None:
     assert asked.request(other, request, hashes) == other.request(request)
     seed = Estimator(get_profile("gpt-4o"), 1.2, preset="seed-store")
     assert asked.request(seed, request, hashes) == seed.request(request)
+
+
+class TestMessagePrices:
+    """The same prices keyed by the message objects (the provider's editing prices requests before
+    they are matched to a conversation): the estimator's figure, each message priced once."""
+
+    @pytest.mark.parametrize("model", ["claude-sonnet-4-5", "claude-3-7-sonnet", "gpt-4o"])
+    def test_the_figure_is_the_estimators_for_the_request_and_its_edits(self, model: str) -> None:
+        estimator = Estimator(get_profile(model))
+        prices = MessagePrices()
+        history = _history(30)
+        for n in range(1, len(history) + 1):
+            request = _request(history[:n])
+            assert prices.request(estimator, request) == estimator.request(request)
+        edited = [*history[:5], Message.user("an edited turn"), *history[6:]]
+        request = _request(edited)
+        assert prices.request(estimator, request) == estimator.request(request)
+        calibrated = Estimator(get_profile(model), 1.3)
+        assert prices.request(calibrated, request) == calibrated.request(request)
+
+    def test_messages_priced_before_are_not_priced_again(self) -> None:
+        estimator: Any = _Counting(get_profile("claude-sonnet-4-5"))
+        prices = MessagePrices()
+        history = _history(60)
+        prices.request(estimator, _request(history[:-1]))
+        before = _Counting.priced
+        prices.request(estimator, _request(history))
+        # An edit of one message (a cleared tool result) prices that one alone.
+        edited = [*history[:4], Message.user(ToolResult(tool_use_id="t2", content="[cleared]")), *history[5:]]
+        prices.request(estimator, _request(edited))
+        assert _Counting.priced - before == 2
+        # The same content in another object is priced again (the key is the object), at the same figure.
+        copied = [Message(role=m.role, content=m.content, id=m.id) for m in history]
+        assert prices.request(estimator, _request(copied)) == Estimator(
+            get_profile("claude-sonnet-4-5")
+        ).request(_request(copied))
+
+    def test_what_it_keeps_is_bounded_by_the_latest_request(self) -> None:
+        estimator = Estimator(get_profile("gpt-4o"))
+        prices = MessagePrices()
+        for start in range(0, 400, 20):  # many short unrelated requests through one core
+            prices.request(estimator, _request([Message.user(f"q {start + i}") for i in range(10)]))
+        assert len(prices._raw) <= 2 * 10 + 64

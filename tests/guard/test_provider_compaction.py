@@ -122,6 +122,29 @@ class TestProvider:
         assert client.last_exchange.session_id != ""  # the guard's own path, no deadlock
         assert "extra_body" not in client.last_exchange.body
 
+    @pytest.mark.parametrize("mode", ["provider", "auto"])
+    def test_a_history_that_grew_prices_only_its_new_messages_for_the_edits(
+        self, claude: Any, mode: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Pricing the request and the provider's edits of it (two to four whole requests a call)
+        prices each message of the agent's history once: a call that adds two prices about two."""
+        client = claude(compaction=mode)
+        priced: list[int] = []
+        for name in ("block", "raw_block"):  # every block priced, by any estimator
+            original = getattr(Estimator, name)
+            monkeypatch.setattr(
+                Estimator, name, lambda self, block, _f=original: priced.append(1) or _f(self, block)
+            )
+        history: list[dict[str, Any]] = []
+        per_call = []
+        for turn in range(12):
+            history.append({"role": "user", "content": f"Turn {turn}: {words(turn, 40)}"})
+            before = len(priced)
+            response = client.messages.create(model=CLAUDE, max_tokens=1024, messages=history)
+            per_call.append(len(priced) - before)
+            history.append({"role": "assistant", "content": response.content})
+        assert max(per_call[3:]) <= 12, per_call  # the new messages' blocks, not the whole history's
+
     def test_local_never_sends_the_providers_edits(self, claude: Any) -> None:
         client = claude()
         client.messages.create(model=CLAUDE, max_tokens=1024, tools=TOOLS, messages=tool_rounds(8))

@@ -8,6 +8,12 @@ same hash is the same message at the same place) before the calibration multipli
 only the messages it has not seen, and a recalibration rounds the kept prices again rather than pricing
 the whole history anew. The sum is :meth:`Estimator.request`'s, figure for figure: the head
 (system, tools, the request's framing), each message with its framing, less what the API strips.
+
+Before a call is matched to its conversation there are no chain hashes to key by: the provider's own
+editing (``compaction="provider"``/``"auto"``) prices the agent's request and the edits it would
+make of it, two to four whole requests a call. :class:`MessagePrices` keys the same prices by the
+message objects themselves, which the guard's history reader hands back unchanged for what it read
+before (and an edit leaves unchanged for what it does not touch).
 """
 
 from __future__ import annotations
@@ -15,10 +21,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from ..content import Request
+from ..content import Message, Request
 from ..pricing import Estimator
 
-__all__ = ["AskedPrices"]
+__all__ = ["AskedPrices", "MessagePrices"]
 
 CAPACITY = 20_000
 """How many messages' prices one conversation keeps before it starts again (a guard in a long-lived
@@ -72,3 +78,46 @@ class AskedPrices:
             total += price
             raws.append(raw)
         return total - estimator.uncharged(messages, raws)
+
+
+class MessagePrices:
+    """:meth:`Estimator.request`, each message's blocks priced once while it is the same object, and
+    its price kept at the multiplier of the latest request.
+
+    Each entry holds its message, so an object's id is never another's while it is kept. Bounded by
+    the requests priced: past twice the latest request's messages (and a few), what it does not hold
+    is dropped."""
+
+    def __init__(self) -> None:
+        self._estimator: Estimator | None = None
+        self._raw: dict[int, _Priced] = {}
+
+    def request(self, estimator: Estimator, request: Request) -> int:
+        """``estimator.request(request)``, pricing only the blocks of messages not priced before."""
+        known = self._estimator
+        if known is None or not (known is estimator or known.prices_like(estimator)):
+            self._raw = {}
+        elif known.multiplier != estimator.multiplier:
+            # Another multiplier: the raw prices hold, the prices are rounded again.
+            self._raw = {k: _priced(estimator, p[0], p[1]) for k, p in self._raw.items()}
+        self._estimator = estimator
+        memo, messages = self._raw, request.messages
+        stripped = estimator.stripped_before(messages)
+        total = estimator.request(dataclasses.replace(request, messages=()))
+        for i, message in enumerate(messages):
+            hit = memo.get(id(message))
+            if hit is None or hit[0] is not message:
+                hit = memo[id(message)] = _priced(estimator, message, estimator.raw_message(message))
+            total += hit[3] if i < stripped else hit[2]
+        if len(memo) > 2 * len(messages) + 64:
+            self._raw = {id(m): memo[id(m)] for m in messages}
+        return total
+
+
+_Priced = tuple[Message, tuple[float, ...], int, int]
+"""A message, its blocks' raw prices, its price, and its price in an earlier turn (thinking stripped)."""
+
+
+def _priced(estimator: Estimator, message: Message, raw: tuple[float, ...]) -> _Priced:
+    price = estimator.calibrated(raw)
+    return (message, raw, price, price - estimator.thinking_price(message, raw))

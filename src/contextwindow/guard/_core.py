@@ -51,6 +51,7 @@ from ..formats import ParsedRequest
 from ..models import ModelProfile, fallback_profile, get_profile, output_cap
 from ..pricing import Estimator
 from ..store import Store
+from ._asked import MessagePrices
 from ._chained import RecordedResponse, ResponseIds
 from ._conversation import SYNC_ATTEMPTS, Conversation, Conversations
 from ._engines import engine_for
@@ -130,6 +131,10 @@ class GuardCore:
         self.measure = False
         """Estimate every agent request as written (:attr:`Exchange.asked_tokens`), not only when a
         log line or a span shows it: the proxy's access line and headers say it."""
+        self._editing_prices = MessagePrices()
+        """What the provider's editing prices (the request and its edits, before the call is matched):
+        each message once (:class:`~._asked.MessagePrices`)."""
+        self._editing_estimator: Estimator | None = None
 
     # -- the model ------------------------------------------------------------------------------------
 
@@ -225,13 +230,17 @@ class GuardCore:
         (:func:`~contextwindow.compaction.guarded_body`)."""
         if profile is None:
             return None
+        estimator = self._editing_estimator
+        if estimator is None or estimator.profile != profile:
+            estimator = self._editing_estimator = Estimator(profile)
+        prices = self._editing_prices
         return guarded_body(
             body,
             canonical,
             mode=self.options.compaction,
             wire=wire,
             room=self._room(canonical.model or "", profile, canonical.max_tokens),
-            count=Estimator(profile).request,
+            count=lambda request: prices.request(estimator, request),
         )
 
     def _room(self, model: str, profile: ModelProfile, max_tokens: int | None) -> int:

@@ -369,10 +369,22 @@ class Estimator:
         if self._preset == "seed-store":
             return 0
         stripped = thinking_stripped_before(messages, self._profile.name)
+        return sum(
+            self.thinking_price(message, None if raw is None else raw[mi])
+            for mi, message in enumerate(messages[:stripped])
+        )
+
+    def stripped_before(self, messages: Sequence[Message]) -> int:
+        """Thinking blocks of the messages before this index are not charged (0: none, as under the
+        seed-store preset, whose store charges every block)."""
+        return 0 if self._preset == "seed-store" else thinking_stripped_before(messages, self._profile.name)
+
+    def thinking_price(self, message: Message, raw: Sequence[float] | None = None) -> int:
+        """What ``message``'s thinking blocks are priced at (what the API strips from an earlier turn,
+        :meth:`uncharged`); ``raw``, its :meth:`raw_message`, spares pricing them again."""
         m = self._multiplier
         return sum(
-            self.block(block) if raw is None else js_round(raw[mi][bi] * m)
-            for mi, message in enumerate(messages[:stripped])
+            self.block(block) if raw is None else js_round(raw[bi] * m)
             for bi, block in enumerate(message.content)
             if isinstance(block, Thinking | RedactedThinking)
         )
@@ -395,8 +407,7 @@ class Estimator:
             if not isinstance(message, Message):
                 raise InvalidInput(f"must be a Message, not {type(message).__name__}", path=f"messages[{mi}]")
         # Earlier turns' thinking is stripped by the API on some models: it costs nothing there.
-        seed = self._preset == "seed-store"  # the seeds' store charges every block
-        stripped = 0 if seed else thinking_stripped_before(messages, self._profile.name)
+        stripped = self.stripped_before(messages)
         for mi, message in enumerate(messages):
             framing = self._framing(self._structure.message)
             if framing:
