@@ -170,9 +170,9 @@ class _Log:
         cal = self.engine.calibrator
         report_real_input, report_round = cal.report_real_input, cal.report_round
 
-        def whole(real: int) -> float:
+        def whole(real: int, **kwargs: Any) -> float:
             self.whole.append((self.engine.stats.calls, real))
-            return report_real_input(real)
+            return report_real_input(real, **kwargs)
 
         def round_(**kwargs: Any) -> float:
             out = report_round(**kwargs)

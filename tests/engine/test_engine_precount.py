@@ -200,8 +200,8 @@ class TestEngineCounts:
         learned: list[tuple[int, str]] = []
         inner = calibrator.report_real_input
 
-        def spy(real: int) -> float:
-            out = inner(real)
+        def spy(real: int, **kwargs: Any) -> float:
+            out = inner(real, **kwargs)
             learned.append((real, calibrator.last_decision))
             return out
 

@@ -95,6 +95,16 @@ class TestLearning:
         cal, _ = calibrator({"multiplier": 1.8, "at": "t", "pricing": EPOCH})
         assert learn(cal, 1_000, 1_500) == pytest.approx(1.8)
 
+    def test_a_sample_is_backed_out_at_the_multiplier_its_estimate_was_made_at(self) -> None:
+        # The engine prices at a step of the multiplier (1.0 here, the multiplier being 0.99): a
+        # request counted exactly as estimated there says 1.0, not 0.99 (backed out at 0.99, every
+        # such sample pulled the multiplier away from the step, and it cycled between two steps).
+        cal, _ = calibrator({"multiplier": 0.99, "at": "t", "pricing": EPOCH})
+        cal.arm(90_000)
+        assert cal.report_real_input(90_000, made_at=1.0) == pytest.approx(0.99 + 0.2 * (1.0 - 0.99))
+        unstepped, _ = calibrator({"multiplier": 0.99, "at": "t", "pricing": EPOCH})
+        assert learn(unstepped, 90_000, 90_000) == pytest.approx(0.99)  # made at the multiplier itself
+
     @given(st.floats(0.6, 1.8), st.integers(1, 10**6), st.floats(1e-3, 1e3))
     def test_the_multiplier_stays_in_the_band_whatever_the_samples(
         self, start: float, est: int, k: float

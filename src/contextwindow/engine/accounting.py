@@ -177,7 +177,7 @@ class CallAccounting:
         cumulative stream's per-call prompts), never a stream's total."""
         calls = self._calls
         if self.calibrator.armed:
-            self.calibrator.report_real_input(call.prompt)
+            self.calibrator.report_real_input(call.prompt, made_at=multiplier)
         elif calls.counted is not None and multiplier > 0:
             prompt, estimate, made_at = calls.counted
             appended = local_estimate - round(estimate * multiplier / made_at)

@@ -267,8 +267,13 @@ class Calibrator:
         """The samples learned so far, by weight (a stored multiplier counts as ``1 / ALPHA``)."""
         return self._evidence
 
-    def report_real_input(self, real: int) -> float:
+    def report_real_input(self, real: int, *, made_at: float | None = None) -> float:
         """Learn from the first call's real prompt against the armed estimate; return the multiplier.
+        ``made_at``: the multiplier the estimate was made at (default: the current one). An engine
+        prices at a step of the multiplier (:meth:`~contextwindow.engine.fit.WindowFit.multiplier`),
+        not at the multiplier itself: backed out at the wrong one, each sample would pull the
+        multiplier away from the step it was made at, and a multiplier near a half step would cycle
+        between two steps.
 
         Ignored (no learning, still armed) when ``real`` is not a finite number > 0; ignored when no
         sample is armed. Otherwise disarms, and accepts or rejects the sample by the band.
@@ -281,7 +286,8 @@ class Calibrator:
         if estimate < MIN_SAMPLE_TOKENS:
             self.last_decision = f"ignored a sample too small to say anything (estimate {estimate})"
             return self.multiplier
-        return self._learn(value, estimate, self.multiplier)
+        at = _finite_number(made_at) if made_at is not None else None
+        return self._learn(value, estimate, at if at is not None and at > 0 else self.multiplier)
 
     def report_round(self, *, real: int, estimate: int, multiplier: float | None = None) -> float:
         """Learn from content appended within a stream that the provider counted: ``real`` tokens
