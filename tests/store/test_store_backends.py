@@ -28,6 +28,23 @@ class TestSqliteSettings:
             assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
             assert db.execute("PRAGMA synchronous").fetchone()[0] == synchronous
 
+    def test_entries_of_several_kinds_are_read_by_the_kind_index(self, tmp_path: Path) -> None:
+        # A compile reads a session's archives, checkpoints and evictions on every request: read in
+        # position order, SQLite walked every entry of the session to find none (O(history)).
+        with open_store(tmp_path / "k.db") as store:
+            session = store.session("s")
+            for i in range(50):
+                session.append(Message.user(f"m{i}"))
+            session.note("a note")
+            db = store._backend()._db  # type: ignore[attr-defined]
+            run: list[str] = []
+            db.set_trace_callback(run.append)
+            assert [e.kind for e in session.entries(["note", "checkpoint"])] == ["note"]
+            db.set_trace_callback(None)
+            [query] = [q for q in run if q.lstrip().upper().startswith("SELECT") and "kind IN" in q]
+            plan = " ".join(str(row[3]) for row in db.execute(f"EXPLAIN QUERY PLAN {query}"))
+            assert "entries_by_kind" in plan, plan
+
     def test_sqlite_url_and_path_name_the_same_file(self, tmp_path: Path) -> None:
         with open_store(f"sqlite:///{tmp_path}/b.db") as store:
             store.session("s").note("x")
