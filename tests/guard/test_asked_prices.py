@@ -85,6 +85,31 @@ def test_a_grown_history_prices_only_its_new_messages() -> None:
     assert _Counting.priced - before == 1
 
 
+def test_a_grown_history_adds_up_only_what_follows_the_last_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The last request's running sums serve the next one's leading run: no earlier message is
+    looked up again, and a shorter request (the agent dropped its newest messages), one whose history
+    was edited mid-way and one with fewer hashes than messages still get the estimator's figure."""
+    estimator = Estimator(get_profile("claude-sonnet-4-5"))
+    asked = AskedPrices()
+    history = _history(60)
+    asked.request(estimator, _request(history[:-2]), chain(history[:-2]))
+    rounded: list[int] = []
+    priced = AskedPrices._priced
+    monkeypatch.setattr(
+        AskedPrices,
+        "_priced",
+        lambda self, est, message, key: rounded.append(1) or priced(self, est, message, key),
+    )
+    request = _request(history)
+    assert asked.request(estimator, request, chain(request.messages)) == estimator.request(request)
+    assert len(rounded) == 2
+    for messages in (history[:30], [*history[:10], Message.user("edited"), *history[11:]], history):
+        request = _request(messages)
+        hashes = chain(request.messages)
+        assert asked.request(estimator, request, hashes) == estimator.request(request)
+        assert asked.request(estimator, request, hashes[:-3]) == estimator.request(request)
+
+
 def test_another_estimator_prices_again() -> None:
     profile = get_profile("claude-sonnet-4-5")
     asked = AskedPrices()

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from itertools import compress, count
+from operator import ne
 
 from ..content import Message, Request
 from ..pricing import Estimator
@@ -34,7 +36,11 @@ process holds a bounded amount)."""
 class AskedPrices:
     """Per conversation: each message's blocks priced before the multiplier, by its chain hash, and
     its price at the multiplier of the last call. A step of the calibration multiplier prices no
-    block again: it rounds the kept raw prices at the new multiplier."""
+    block again: it rounds the kept raw prices at the new multiplier.
+
+    The last request's running sums are kept too (its messages' prices, and the prices of their
+    thinking, which the API strips from earlier turns), so a request that begins with the last one's
+    messages, by their chain hashes, adds up only what follows them."""
 
     def __init__(self) -> None:
         self._estimator: Estimator | None = None
@@ -42,6 +48,12 @@ class AskedPrices:
         self._raw: dict[str, tuple[float, ...]] = {}
         self._prices: dict[str, int] = {}
         """Each message's price at :attr:`_multiplier`."""
+        self._hashes: list[str] = []
+        """The last request's chain hashes, which the sums below are of."""
+        self._sums: list[int] = [0]
+        """``_sums[i]``: the price of the last request's first ``i`` messages at :attr:`_multiplier`."""
+        self._thinking: list[int] = [0]
+        """``_thinking[i]``: the price of the thinking blocks among them."""
 
     def _bind(self, estimator: Estimator) -> None:
         known = self._estimator
@@ -51,33 +63,54 @@ class AskedPrices:
             or not (known is estimator or known.prices_like(estimator))
         ):
             self._raw, self._prices = {}, {}
+            self._forget_sums()
         elif estimator.multiplier != self._multiplier:
             self._prices = {}
+            self._forget_sums()
         self._estimator, self._multiplier = estimator, estimator.multiplier
+
+    def _forget_sums(self) -> None:
+        self._hashes, self._sums, self._thinking = [], [0], [0]
 
     def request(self, estimator: Estimator, request: Request, hashes: Sequence[str]) -> int:
         """``estimator.request(request)``, pricing only the blocks of the messages whose hash is new;
         ``hashes`` are the messages' chain hashes, in order (a shorter list prices the rest whole)."""
         self._bind(estimator)
-        raw_of, prices = self._raw, self._prices
         messages = request.messages
-        total = estimator.request(dataclasses.replace(request, messages=()))
-        raws: list[tuple[float, ...]] = []
-        for i, message in enumerate(messages):
-            key = hashes[i] if i < len(hashes) else None
-            raw = raw_of.get(key) if key is not None else None
-            if raw is None:
-                raw = estimator.raw_message(message)
-                if key is not None:
-                    raw_of[key] = raw
-            price = prices.get(key) if key is not None else None
-            if price is None:
-                price = estimator.calibrated(raw)
-                if key is not None:
-                    prices[key] = price
-            total += price
-            raws.append(raw)
-        return total - estimator.uncharged(messages, raws)
+        keys = hashes if len(hashes) <= len(messages) else hashes[: len(messages)]
+        last, sums, thinking = self._hashes, self._sums, self._thinking
+        n = min(len(keys), len(last))
+        # The leading run of the last request's messages (at C speed: the first hash that differs).
+        kept = next(compress(count(), map(ne, keys[:n], last[:n])), n)
+        del last[kept:], sums[kept + 1 :], thinking[kept + 1 :]
+        for i in range(kept, len(keys)):
+            price, stripped = self._priced(estimator, messages[i], keys[i])
+            last.append(keys[i])
+            sums.append(sums[-1] + price)
+            thinking.append(thinking[-1] + stripped)
+        total, thought = sums[-1], thinking
+        if len(keys) < len(messages):  # messages without a hash: priced whole, not kept
+            thought = list(thinking)
+            for message in messages[len(keys) :]:
+                price, stripped = self._priced(estimator, message, None)
+                total += price
+                thought.append(thought[-1] + stripped)
+        head = estimator.request(dataclasses.replace(request, messages=()))
+        return head + total - thought[estimator.stripped_before(messages)]
+
+    def _priced(self, estimator: Estimator, message: Message, key: str | None) -> tuple[int, int]:
+        """``message``'s price and its thinking's, its raw prices kept by ``key`` (when it has one)."""
+        raw = self._raw.get(key) if key is not None else None
+        if raw is None:
+            raw = estimator.raw_message(message)
+            if key is not None:
+                self._raw[key] = raw
+        price = self._prices.get(key) if key is not None else None
+        if price is None:
+            price = estimator.calibrated(raw)
+            if key is not None:
+                self._prices[key] = price
+        return price, estimator.thinking_price(message, raw)
 
 
 class MessagePrices:
