@@ -132,7 +132,7 @@ class MessagePrices:
             self._raw = {}
         elif known.multiplier != estimator.multiplier:
             # Another multiplier: the raw prices hold, the prices are rounded again.
-            self._raw = {k: _priced(estimator, p[0], p[1]) for k, p in self._raw.items()}
+            self._raw = {k: _priced(estimator, p[0], p[1]) for k, p in list(self._raw.items())}
         self._estimator = estimator
         memo, messages = self._raw, request.messages
         stripped = estimator.stripped_before(messages)

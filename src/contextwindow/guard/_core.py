@@ -131,10 +131,10 @@ class GuardCore:
         self.measure = False
         """Estimate every agent request as written (:attr:`Exchange.asked_tokens`), not only when a
         log line or a span shows it: the proxy's access line and headers say it."""
-        self._editing_prices = MessagePrices()
-        """What the provider's editing prices (the request and its edits, before the call is matched):
-        each message once (:class:`~._asked.MessagePrices`)."""
-        self._editing_estimator: Estimator | None = None
+        self._editing: dict[ModelProfile, tuple[Estimator, MessagePrices]] = {}
+        """Per profile, what the provider's editing prices with (the request and its edits, before
+        the call is matched): each message once (:class:`~._asked.MessagePrices`), so calls for two
+        models through one core do not start each other's prices again."""
 
     # -- the model ------------------------------------------------------------------------------------
 
@@ -230,10 +230,10 @@ class GuardCore:
         (:func:`~contextwindow.compaction.guarded_body`)."""
         if profile is None:
             return None
-        estimator = self._editing_estimator
-        if estimator is None or estimator.profile != profile:
-            estimator = self._editing_estimator = Estimator(profile)
-        prices = self._editing_prices
+        editing = self._editing.get(profile)
+        if editing is None:
+            editing = self._editing[profile] = (Estimator(profile), MessagePrices())
+        estimator, prices = editing
         return guarded_body(
             body,
             canonical,

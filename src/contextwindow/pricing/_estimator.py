@@ -366,12 +366,9 @@ class Estimator:
         thinking on some models, :func:`~contextwindow.pricing.thinking_stripped_before`): what a sum
         of the messages' prices holds beyond the request's charge. ``raw``, each message's
         :meth:`raw_message`, spares pricing those blocks again."""
-        if self._preset == "seed-store":
-            return 0
-        stripped = thinking_stripped_before(messages, self._profile.name)
         return sum(
             self.thinking_price(message, None if raw is None else raw[mi])
-            for mi, message in enumerate(messages[:stripped])
+            for mi, message in enumerate(messages[: self.stripped_before(messages)])
         )
 
     def stripped_before(self, messages: Sequence[Message]) -> int:
