@@ -12,7 +12,8 @@ part is timed with ``time.thread_time`` (CPU, not wall clock) and the median per
   compiling and rendering the body to send;
 - *of which compile*: ``SessionCompiler.compile`` (the compile walk, the archives and watermark it
   records), measured inside the step above;
-- *JSON of the compiled body*: ``json.dumps`` of what goes upstream;
+- *JSON of the compiled body*: what goes upstream, written as the proxy writes it
+  (:func:`contextwindow.server.codec.dumps`);
 - *guard core, reply*: recording the reply in the ledger.
 
 The proxy's own CPU is then the process's CPU per request (``benchmarks/proxy.py``) less the guard
@@ -89,6 +90,14 @@ def _history(conversation: str, messages: int) -> list[dict[str, str]]:
     return [*turns, _user(conversation, messages)]
 
 
+PROXY_DURABILITY = "normal"
+"""The ledger's durability as ``contextwindow proxy`` opens it by default (``--durability``)."""
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
 @dataclass(frozen=True)
 class _Answered:
     """What the core is handed back as the upstream's answer: a success (its body is not read)."""
@@ -102,12 +111,13 @@ def core_parts(messages: int, calls: int) -> dict[str, float]:
     from contextwindow.compile import SessionCompiler
     from contextwindow.guard.replies import anthropic_reply
     from contextwindow.server import guarded
+    from contextwindow.server.codec import dumps
     from contextwindow.store import open_store
 
     rows: list[dict[str, float]] = []
     clock = _Clock()
     with tempfile.TemporaryDirectory() as tmp, _timed(SessionCompiler, "compile", clock):
-        store = open_store(str(Path(tmp) / "parts.sqlite"))
+        store = open_store(str(Path(tmp) / "parts.sqlite"), durability=PROXY_DURABILITY)
         core = guarded.GuardTransform(store)._core("anthropic", None, "tbench", None)
         history = _history(f"parts{messages}", messages)
         for call in range(calls + 2):
@@ -117,11 +127,11 @@ def core_parts(messages: int, calls: int) -> dict[str, float]:
             body = json.loads(raw)
             t1 = time.thread_time()
             request = core.request(body)
-            _, step = guarded._advance(request, None, None)
+            _, step = guarded._advance(request, None, None, _as_is)
             t2 = time.thread_time()
-            sent = json.dumps(step.body, separators=(",", ":")).encode()
+            sent = dumps(step.body)  # as the proxy writes it
             t3 = time.thread_time()
-            _, exchange = guarded._advance(request, _Answered(), None)
+            _, exchange = guarded._advance(request, _Answered(), None, _as_is)
             text = f"answer {call}"
             reply = anthropic_reply(
                 {
@@ -166,16 +176,20 @@ def in_situ(messages: int, calls: int) -> dict[str, float]:
     from contextwindow.server.proxy import proxy_app
     from contextwindow.store import open_store
 
-    steps, replies, compiling, pricing = _Clock(), _Clock(), _Clock(), _Clock()
+    # One clock for the core's steps and the reply's recording: the proxy records a reply read whole
+    # in the same worker-thread step as the core's last one, a streamed one on its own.
+    core, compiling, pricing = _Clock(), _Clock(), _Clock()
     with (
         tempfile.TemporaryDirectory() as tmp,
         _upstream(Path(tmp)) as upstream,
-        _timed(guarded, "_advance", steps),
-        _timed(_core.Exchange, "finish", replies),
+        _timed(guarded, "_advance", core),
+        _timed(_core.Exchange, "finish", core),
         _timed(SessionCompiler, "compile", compiling),
         _timed(Estimator, "request", pricing),
     ):
-        transform = guarded.GuardTransform(open_store(str(Path(tmp) / "in-situ.sqlite")))
+        transform = guarded.GuardTransform(
+            open_store(str(Path(tmp) / "in-situ.sqlite"), durability=PROXY_DURABILITY)
+        )
         app = proxy_app(f"http://127.0.0.1:{upstream.port}", transform=transform)
         with BackgroundServer(app) as proxy:
             agent = _Agent(
@@ -183,7 +197,7 @@ def in_situ(messages: int, calls: int) -> dict[str, float]:
             )
             for _ in range(2):
                 agent.call()
-            for clock in (steps, replies, compiling, pricing):
+            for clock in (core, compiling, pricing):
                 clock.spent = 0.0
             process, own = time.process_time(), time.thread_time()
             for _ in range(calls):
@@ -195,7 +209,7 @@ def in_situ(messages: int, calls: int) -> dict[str, float]:
     per_call = 1000 / calls
     return {
         "server": server * per_call,
-        "core": (steps.spent + replies.spent) * per_call,
+        "core": core.spent * per_call,
         "compile": compiling.spent * per_call,
         "pricing": pricing.spent * per_call,
     }

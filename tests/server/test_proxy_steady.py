@@ -14,11 +14,14 @@ import httpx
 import pytest
 
 from contextwindow.engine.fit import WindowFit
-from contextwindow.server import BackgroundServer
+from contextwindow.errors import UsageError
+from contextwindow.guard import Exchange
+from contextwindow.server import BackgroundServer, guarded
 from contextwindow.server.guarded import GuardTransform
 from contextwindow.server.proxy import proxy_app
 from contextwindow.store import open_store
 from contextwindow.testing import LocalModel, LocalServer, LocalSettings
+from proxy_support import fake_upstream
 
 MODEL = "claude-haiku-4-5"
 
@@ -74,3 +77,66 @@ class TestTheCalibrationStepHolds:
         monkeypatch.setattr(WindowFit, "multiplier", spy)
         _converse(proxy, calls=24)
         assert len(steps) <= 2, steps  # the first step, and at most one move as it settles
+
+
+class TestTheReplyIsRecordedInTheCoresLastStep:
+    """A reply that comes whole is recorded in the worker-thread step that ends the core's call: two
+    hand-offs to a worker thread per call (compile, then the reply), not three; each costs about
+    0.1 ms of CPU on its own."""
+
+    def test_a_call_answered_whole_takes_two_hand_offs(
+        self, proxy: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        _converse(proxy, calls=2)
+        real = guarded.anyio.to_thread.run_sync
+        handed: list[str] = []
+
+        async def counted(function: Any, *args: Any, **kwargs: Any) -> Any:
+            handed.append(getattr(function, "__name__", repr(function)))
+            return await real(function, *args, **kwargs)
+
+        monkeypatch.setattr(guarded.anyio.to_thread, "run_sync", counted)
+        _converse(proxy, calls=3)
+        assert len(handed) == 2 * 3, handed
+
+    def test_the_reply_is_recorded_before_the_agent_has_it(self) -> None:
+        store = open_store(":memory:")
+        with (
+            fake_upstream() as (upstream, running),
+            BackgroundServer(proxy_app(running.url, transform=GuardTransform(store))) as proxy,
+        ):
+            history = [_user(0)]
+            with httpx.Client(base_url=proxy.url, headers={"x-api-key": "k"}, timeout=30) as client:
+                answer = client.post(
+                    "/v1/messages", json={"model": MODEL, "max_tokens": 16, "messages": history}
+                )
+                assert answer.status_code == 200, answer.text
+                session = store.session(answer.headers["x-contextwindow-session"])
+                # Read as soon as the agent has the answer: the reply is in the ledger already.
+                stored = [m.message for m in session.messages()]
+            assert [m.role for m in stored] == ["user", "assistant"]
+            assert len(upstream.seen) == 1
+
+    @pytest.mark.parametrize("failure", [RuntimeError("disk gone"), UsageError("a reply the ledger refuses")])
+    def test_a_reply_that_cannot_be_recorded_is_not_sent_again(
+        self, failure: Exception, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # The recording runs inside the core's step now; its failure must stay the proxy's own, never
+        # be taken for the core's (a UsageError from the core means "nothing to fit": the request
+        # would go upstream a second time, as written).
+        def refuse(self: Any, reply: Any) -> None:
+            raise failure
+
+        monkeypatch.setattr(Exchange, "finish", refuse)
+        with (
+            fake_upstream() as (upstream, running),
+            BackgroundServer(
+                proxy_app(running.url, transform=GuardTransform(open_store(":memory:")))
+            ) as proxy,
+            httpx.Client(base_url=proxy.url, headers={"x-api-key": "k"}, timeout=30) as client,
+        ):
+            answer = client.post(
+                "/v1/messages", json={"model": MODEL, "max_tokens": 16, "messages": [_user(0)]}
+            )
+            assert answer.status_code >= 500
+            assert len(upstream.seen) == 1, [s.path for s in upstream.seen]

@@ -72,6 +72,7 @@ MAX_RESPONSE_IDS = 100_000
 """Response ids remembered, each with the conversation it continues (a few hundred bytes each)."""
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 class UpstreamRefused(Exception):
@@ -237,7 +238,9 @@ class GuardTransform:
             if step.purpose == "request":
                 started = time.monotonic()
                 try:
-                    return await _accepted(await _send(upstream, call, step.body, messages_path))
+                    return await _whole(
+                        await _accepted(await _send(upstream, call, step.body, messages_path))
+                    )
                 finally:
                     upstream_ms[0] += (time.monotonic() - started) * 1000
             if step.purpose == "count":
@@ -258,11 +261,30 @@ class GuardTransform:
                     raise ProviderError("the upstream's answer to a summary is not JSON") from None
             return await _accepted(await upstream.send(call, step.body, path=messages_path))
 
+        def recorded(exchange: Exchange) -> tuple[Exchange, dict[str, str], Reply | Exception | None]:
+            # In the worker thread, right after the core's last step (one hand-off, not two): what
+            # the proxy says of the call, then the reply recorded when it came whole and is JSON. A
+            # failure to record is the proxy's, raised below, never taken for the core's.
+            headers = said(exchange, upstream_ms[0])
+            result = exchange.result
+            if counting or result.status >= 400 or result.body is None:
+                return exchange, headers, None
+            try:
+                data = json.loads(result.body)
+            except ValueError:
+                return exchange, headers, None  # not JSON: relayed as it came, nothing to record
+            try:
+                reply = _REPLIES[fmt](data)
+                exchange.finish(reply)
+            except Exception as failed:
+                return exchange, headers, failed
+            return exchange, headers, reply
+
         body = dict(call.body)
         if counting:
             body.setdefault("max_tokens", 1)
         try:
-            exchange = await _drive(core.request(body, count=counting), perform)
+            exchange, headers, reply = await _drive(core.request(body, count=counting), perform, recorded)
         except UsageError:
             return await passthrough(call, upstream), False  # nothing to fit: as the agent wrote it
         except InvalidInput as refused:
@@ -283,24 +305,21 @@ class GuardTransform:
             # its profile is a guess (the agent may have asked for more, a larger-context beta), the
             # upstream's answer is the truth.
             return await passthrough(call, upstream), False
-        result: UpstreamReply = exchange.result.with_headers(said(exchange, upstream_ms[0]))
+        result: UpstreamReply = exchange.result.with_headers(headers)
         if counting or result.status >= 400:
+            return result, False
+        if isinstance(reply, Exception):
+            raise reply
+        if result.body is not None:  # read whole by ``perform``, recorded by ``recorded``
+            if reply is not None:
+                self._learn(tenant, key, reply)
             return result, False
 
         async def record(reply: Reply) -> None:
             await anyio.to_thread.run_sync(exchange.finish, reply)
             self._learn(tenant, key, reply)
 
-        if "text/event-stream" in result.headers.get("content-type", ""):
-            return _held_stream(result, _tap_sse(result.chunks(), fmt, record), hold), True
-        raw = await result.read()
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            pass  # not JSON: relayed as it came, nothing to record
-        else:
-            await record(_REPLIES[fmt](data))
-        return UpstreamReply.of_bytes(result.status, result.headers, raw), False
+        return _held_stream(result, _tap_sse(result.chunks(), fmt, record), hold), True
 
 
 _ACTIONS: tuple[tuple[type, str], ...] = (
@@ -385,9 +404,12 @@ def _held_stream(result: UpstreamReply, chunks: AsyncIterator[bytes], hold: _Hol
     return UpstreamReply(result.status, result.headers, relayed(), close)
 
 
-async def _drive(coro: Coroutine[Any, Any, T], perform: Callable[[Send], Awaitable[Any]]) -> T:
-    """Step the core's coroutine to its end: its own work (compiling, the ledger's reads and writes)
-    in a worker thread, each call it asks for awaited on the event loop, where the upstream's client
+async def _drive(
+    coro: Coroutine[Any, Any, T], perform: Callable[[Send], Awaitable[Any]], then: Callable[[T], R]
+) -> R:
+    """Step the core's coroutine to its end, and ``then`` on what it returned: its own work
+    (compiling, the ledger's reads and writes) in a worker thread, ``then`` in the same hand-off as
+    the last step, each call it asks for awaited on the event loop, where the upstream's client
     lives. A thread is held only while the core computes, never while a call waits, so a slow
     upstream takes no thread from other conversations. Cancelled (the agent left), the core is
     closed where it waits and the call's task is cancelled with it."""
@@ -395,7 +417,7 @@ async def _drive(coro: Coroutine[Any, Any, T], perform: Callable[[Send], Awaitab
     error: BaseException | None = None
     try:
         while True:
-            done, value = await anyio.to_thread.run_sync(_advance, coro, answer, error)
+            done, value = await anyio.to_thread.run_sync(_advance, coro, answer, error, then)
             if done:
                 return value  # type: ignore[no-any-return]
             try:
@@ -408,13 +430,15 @@ async def _drive(coro: Coroutine[Any, Any, T], perform: Callable[[Send], Awaitab
         raise
 
 
-def _advance(coro: Coroutine[Any, Any, Any], answer: Any, error: BaseException | None) -> tuple[bool, Any]:
-    """One step of the core: ``(True, result)`` when it returned, ``(False, step)`` when it asks for
-    a call (StopIteration must not cross a thread's future)."""
+def _advance(
+    coro: Coroutine[Any, Any, Any], answer: Any, error: BaseException | None, then: Callable[[Any], Any]
+) -> tuple[bool, Any]:
+    """One step of the core: ``(True, then(result))`` when it returned, ``(False, step)`` when it
+    asks for a call (StopIteration must not cross a thread's future)."""
     try:
         step = coro.throw(error) if error is not None else coro.send(answer)
     except StopIteration as finished:
-        return True, finished.value
+        return True, then(finished.value)
     if not isinstance(step, Send):  # pragma: no cover - the core awaits nothing else
         coro.close()
         raise RuntimeError(f"the guard core awaited {step!r}, not a call")
@@ -454,6 +478,13 @@ def _summary_refused(refused: UpstreamRefused) -> ProviderError:
     return ProviderError(
         f"the upstream refused a summary: {refused.status}", status=refused.status, body=refused.body
     )
+
+
+async def _whole(reply: UpstreamReply) -> UpstreamReply:
+    """``reply`` read whole unless it is a stream (relayed, and read, as its events come)."""
+    if "text/event-stream" in reply.headers.get("content-type", ""):
+        return reply
+    return UpstreamReply.of_bytes(reply.status, reply.headers, await reply.read())
 
 
 async def _accepted(reply: UpstreamReply) -> UpstreamReply:
