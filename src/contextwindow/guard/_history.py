@@ -60,11 +60,16 @@ class HistoryReader:
     """Reads requests in one wire format (see the module docstring); remembers the last ``memory``
     histories (a history continued by the next request takes its place)."""
 
-    def __init__(self, wire: WireAdapter, key: str, *, memory: int = 4) -> None:
+    def __init__(self, wire: WireAdapter, key: str, *, memory: int = 4, copies: bool = True) -> None:
         self.wire = wire
         self.key = key
         """The body's field that holds the history (``messages``, or ``input`` for Responses)."""
         self.memory = memory
+        self.copies = copies
+        """Whether the items read are remembered as copies of their containers, so an item the agent
+        edits in place is read afresh. ``False`` where nobody edits a body once it is made (the
+        proxy's, parsed from bytes, whose items the next body shares when they repeat: then
+        "begins with" is decided by identity, item by item, before any value is compared)."""
         self._seen: list[_Seen] = []
         self._looked: tuple[Any, int, _Seen | None] | None = None
         """The last :meth:`unread` lookup (the history, its length then, the history known in it),
@@ -99,9 +104,11 @@ class HistoryReader:
         if read is None or prior is None:
             parsed = self.wire.parse({**jsonable(rest), self.key: jsonable(items)})
             read = Read(parsed=parsed, hashes=chain(parsed.request.messages), new_from=0)
-            seen_items = [_copied(i) for i in items]
-        else:
+            seen_items = [_copied(i) for i in items] if self.copies else items
+        elif self.copies:
             seen_items = [*prior.items, *(_copied(i) for i in items[len(prior.items) :])]
+        else:
+            seen_items = items
         seen = _Seen(items=seen_items, messages=read.parsed.request.messages, hashes=read.hashes)
         self._remember(seen, replacing=prior)
         return read

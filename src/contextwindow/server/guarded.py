@@ -165,6 +165,9 @@ class GuardTransform:
             tenant=tenant,
         )
         core.measure = True  # the access line and the headers say the agent's request's tokens
+        # The proxy's bodies are parsed from bytes and never edited: its histories are remembered as
+        # they are (a body repeating one shares its items, :mod:`.bodies`).
+        core.history.copies = False
         return core
 
     def _route(self, fmt: str, tenant: str, call: ProxyCall) -> str | None:

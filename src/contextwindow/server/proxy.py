@@ -40,10 +40,11 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from .app import HttpApp
+from .bodies import Bodies
 from .codec import dumps
 from .errors import HttpError
 from .limits import ServerLimits
-from .request import ClientGone, parse_json
+from .request import ClientGone
 
 __all__ = [
     "SESSION_HEADER",
@@ -68,6 +69,9 @@ _ROUTES: dict[str, ProxyApi] = {
     "/v1/chat/completions": "openai-chat",
     "/v1/responses": "openai-responses",
 }
+
+_HISTORY = {path: "input" if api == "openai-responses" else "messages" for path, api in _ROUTES.items()}
+"""The member of each API's body that holds the history."""
 
 # RFC 9110 hop-by-hop headers (https://www.rfc-editor.org/rfc/rfc9110#section-7.6.1), plus those httpx
 # recomputes for the body it sends.
@@ -284,13 +288,17 @@ def proxy_app(
         on_shutdown=[http.aclose] if transport is None else [],
     )
 
+    # What each connection's last body parsed to: an agent resending its history has only what is new
+    # parsed again.
+    bodies = Bodies()
+
     async def api(request: Request) -> Response:
         path = request.url.path.rstrip("/")
         async with app.gate.admit(request) as raw:
             call = ProxyCall(
                 api=_ROUTES[path],
                 path=_with_query(request),
-                body=parse_json(raw, app.limits),
+                body=bodies.parse(raw, app.limits, history=_HISTORY[path], where=_connection(request)),
                 raw=raw,
                 headers=_forwarded(request),
                 session=request.headers.get(SESSION_HEADER),
@@ -310,6 +318,12 @@ def proxy_app(
         ]
     )
     return app
+
+
+def _connection(request: Request) -> tuple[str, int] | None:
+    """The agent's connection (its address and port), while it is open; ``None`` when unknown."""
+    client = request.scope.get("client")
+    return (str(client[0]), int(client[1])) if client else None
 
 
 async def _unless_gone(request: Request, work: Awaitable[UpstreamReply]) -> UpstreamReply:

@@ -208,7 +208,8 @@ class _NotJson(ValueError):
     """What Python's parser accepts and JSON does not (RFC 8259 has no NaN or Infinity)."""
 
 
-def _refuse_constant(name: str) -> Any:
+def refuse_constant(name: str) -> Any:
+    """The parser's ``parse_constant``: ``NaN`` and the infinities are refused (:class:`_NotJson`)."""
     raise _NotJson(f"{name} is not a JSON number")
 
 
@@ -241,13 +242,27 @@ def _lone_surrogate_escaped(text: str) -> bool:
 
 def parse_json(raw: bytes, limits: ServerLimits) -> dict[str, Any]:
     """The body as a JSON object, or a 400 naming what is wrong with it."""
-    if json_depth_exceeds(raw, limits.max_json_depth):
+    text = checked_text(raw, limits)
+    try:
+        data = json.loads(text, parse_constant=refuse_constant)
+    except (ValueError, RecursionError) as exc:
+        raise not_json(exc) from None
+    if not isinstance(data, dict):
+        raise HttpError("invalid_request_error", "The request body must be a JSON object.")
+    return data
+
+
+def checked_text(raw: bytes, limits: ServerLimits, *, within: int = 0) -> str:
+    """``raw`` decoded, once it passed the checks a body passes before it is parsed (else the 400
+    naming what is wrong): nesting within the limit, valid in its encoding, no lone surrogate.
+    ``within``: how many levels deep ``raw`` starts, when it is a part of a body (then it is UTF-8)."""
+    if json_depth_exceeds(raw, limits.max_json_depth - within):
         raise HttpError(
             "invalid_request_error", f"The request body nests deeper than {limits.max_json_depth} levels."
         )
     # Decoded as json.loads decodes it, but strictly: an encoded surrogate does not get through. A
     # surrogate escaped alone is found among the escapes, without serialising the parsed body again.
-    encoding = json.detect_encoding(raw)
+    encoding = "utf-8" if within else json.detect_encoding(raw)
     try:
         text = raw.decode(encoding)
     except UnicodeDecodeError:
@@ -258,11 +273,10 @@ def parse_json(raw: bytes, limits: ServerLimits) -> dict[str, Any]:
         raise HttpError(
             "invalid_request_error", "The request body is not valid JSON: a string holds a lone surrogate."
         )
-    try:
-        data = json.loads(text, parse_constant=_refuse_constant)
-    except (ValueError, RecursionError) as exc:
-        reason = f": {exc}" if isinstance(exc, _NotJson) else ""
-        raise HttpError("invalid_request_error", f"The request body is not valid JSON{reason}.") from None
-    if not isinstance(data, dict):
-        raise HttpError("invalid_request_error", "The request body must be a JSON object.")
-    return data
+    return text
+
+
+def not_json(exc: BaseException) -> HttpError:
+    """The 400 for a body the parser refused with ``exc``."""
+    reason = f": {exc}" if isinstance(exc, _NotJson) else ""
+    return HttpError("invalid_request_error", f"The request body is not valid JSON{reason}.")
