@@ -10,6 +10,7 @@ from typing import Any
 import contextwindow
 from contextwindow import Message
 from contextwindow.guard import GuardCore, GuardOptions, Reply, Send, run_sync
+from memory_support import collector_off
 
 CLAUDE = "claude-sonnet-4-6"
 
@@ -56,3 +57,13 @@ class TestBoundedState:
         # Never more than the bound, but for the one conversation in use.
         assert bound.bytes <= 0.05 * 1024 * 1024 or len(bound) == 1
         assert len(core.conversations._conversations) <= len(bound) + 1
+
+    def test_a_dropped_core_is_freed_by_reference_counting_alone(self) -> None:
+        # The proxy drops a whole core when it evicts a conversation: nothing of it may wait in a
+        # reference cycle for the collector's next full pass (the proxy's RSS grew by it).
+        with collector_off() as cyclic:
+            core = _core(0.05)
+            _drive(core, 8, 4)
+            assert core.conversations.bound.evicted > 0
+            del core
+            assert cyclic() == {}

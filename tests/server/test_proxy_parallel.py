@@ -27,6 +27,7 @@ from contextwindow.server.conversations import BYTES_PER_BODY_BYTE, Conversation
 from contextwindow.server.guarded import GuardTransform
 from contextwindow.server.proxy import Transform, passthrough, proxy_app
 from contextwindow.store import Store, open_store
+from memory_support import collector_off
 from proxy_support import FakeUpstream, fake_upstream
 
 CLAUDE = "claude-haiku-4-5"
@@ -192,6 +193,23 @@ class TestBoundedMemory:
             assert len(store.sessions()) == 30  # continued, not forked
             [sid] = [sid for sid in store.sessions() if _texts(store, sid)[0].startswith("conversation 0:")]
             assert _texts(store, sid) == [h["content"] for h in first]
+
+    def test_an_evicted_conversation_is_freed_at_once_not_at_the_collectors_next_pass(self) -> None:
+        # A serving process runs the collector's full pass rarely (tune_gc): what an evicted
+        # conversation held must go with it, or the proxy's RSS grows with every eviction.
+        with fake_upstream() as (_, running):
+            transform = GuardTransform(open_store(":memory:"), cache_bytes=400_000)
+            with (
+                BackgroundServer(proxy_app(running.url, transform=transform)) as proxy,
+                collector_off() as cyclic,
+            ):
+                for n in range(20):
+                    history = [{"role": "user", "content": f"conversation {n}: " + "context " * 2_000}]
+                    for turn in range(3):
+                        history.append({"role": "assistant", "content": _say(proxy.url, history)})
+                        history.append({"role": "user", "content": f"turn {turn}"})
+                assert transform.conversations.evicted > 10
+                assert cyclic() == {}
 
 
 @contextmanager

@@ -7,12 +7,19 @@ from the ledger as a new process would. It is the rule of the proxy's own LRU
 (:mod:`contextwindow.server.conversations`, ``--cache-mb``): an estimated weight per conversation,
 :data:`BYTES_PER_BYTE` times what its messages hold, the least recently used dropped first and never
 the one in use.
+
+A :class:`Bound` holds no callback: :meth:`Bound.grew` returns the keys it let go and its owner drops
+them. A bound method of the owner kept here would make owner and bound a reference cycle, and then
+nothing a dropped owner held (a whole guard core's conversations, when the proxy evicts it) would be
+freed until the collector's next full pass, which a serving process runs rarely
+(:func:`contextwindow.server.runner.tune_gc`): the proxy's memory grew with every conversation it
+evicted instead of staying at its ``--cache-mb``.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Generic, TypeVar
 
 from ..content import Message, Text, ToolResult, ToolUse
@@ -53,11 +60,10 @@ def message_bytes(message: Message) -> int:
 
 class Bound(Generic[K]):
     """Keys least recently used first, each with a weight; past ``capacity`` bytes (``None``: no
-    bound) the oldest are handed to ``forget``, never the one just used."""
+    bound) the oldest are let go, never the one just used."""
 
-    def __init__(self, capacity: int | None, forget: Callable[[K], None]) -> None:
+    def __init__(self, capacity: int | None) -> None:
         self.capacity = capacity
-        self.forget = forget
         self._weights: OrderedDict[K, int] = OrderedDict()
         self.bytes = 0
         """The weight of every key held."""
@@ -66,15 +72,16 @@ class Bound(Generic[K]):
     def __len__(self) -> int:
         return len(self._weights)
 
-    def grew(self, key: K, messages: Iterable[Message]) -> None:
-        """``key`` was used, and holds ``messages`` more: the oldest others go while over capacity."""
+    def grew(self, key: K, messages: Iterable[Message]) -> list[K]:
+        """``key`` was used, and holds ``messages`` more: the oldest others go while over capacity,
+        and are returned, oldest first, for the owner to forget."""
         old = self._weights.pop(key, None)
         weight = (MIN_WEIGHT if old is None else old) + BYTES_PER_BYTE * sum(
             message_bytes(m) for m in messages
         )
         self._weights[key] = weight
         self.bytes += weight - (old or 0)
-        self._shrink(key)
+        return self._shrink(key)
 
     def drop(self, key: K) -> None:
         """Forget ``key``'s weight (it left memory some other way)."""
@@ -82,13 +89,15 @@ class Bound(Generic[K]):
         if weight is not None:
             self.bytes -= weight
 
-    def _shrink(self, keep: K) -> None:
+    def _shrink(self, keep: K) -> list[K]:
+        gone: list[K] = []
         if self.capacity is None:
-            return
+            return gone
         while self.bytes > self.capacity and len(self._weights) > 1:
             oldest = next(iter(self._weights))
             if oldest == keep:
-                return
+                break
             self.bytes -= self._weights.pop(oldest)
             self.evicted += 1
-            self.forget(oldest)
+            gone.append(oldest)
+        return gone

@@ -195,7 +195,7 @@ class Conversations:
         declared: int | None = None,
     ) -> None:
         self.store = store
-        self.bound: Bound[Conversation] = Bound(capacity, self._forget)
+        self.bound: Bound[Conversation] = Bound(capacity)
         self.root = root
         self.tenant = tenant
         self.learned = LearnedWindows(store, wire, tenant=tenant, declared=declared)
@@ -218,7 +218,8 @@ class Conversations:
         """``conversation`` was used and holds ``messages`` more: the least recently used others are
         forgotten while the bound is passed."""
         if self._conversations.get(conversation.session.id) is conversation:
-            self.bound.grew(conversation, messages)
+            for forgotten in self.bound.grew(conversation, messages):
+                self._forget(forgotten)
 
     def _forget(self, conversation: Conversation) -> None:
         """Drop ``conversation`` from memory: its session, chain hashes and engines (the ledger keeps
