@@ -37,9 +37,11 @@ BYTES_PER_BODY_BYTE = 6
 """Bytes a core holds per byte of its latest request body: measured with ``tracemalloc`` on an
 agent resending its whole history over a SQLite ledger, 3.6 (3 turns of 20 KB) to 6.6 (20 turns of
 2 KB), the more so the more messages the history holds."""
-_MIN_WEIGHT = 48 * 1024
-"""A core's own weight before any history (its engine, its dictionaries): over 1,000 conversations of
-a few short messages (``benchmarks/proxy.py``), the proxy's RSS grew by about 55 KiB each."""
+_MIN_WEIGHT = 72 * 1024
+"""A core's own weight before any history (its engine, its dictionaries, its first messages read and
+compiled): measured with ``tracemalloc`` over 200 conversations of three calls and a few short
+messages held by the proxy (``benchmarks/proxy.py``'s RSS loop, in process), 73 KiB each; the
+proxy's RSS grew by about 90 KiB each (1,000 held: 101 → 190 MiB)."""
 
 _SYSTEM_ROLES = ("system", "developer")
 
