@@ -188,22 +188,27 @@ class TestWhatIsKept:
         assert len(bodies) == 0
 
 
+@pytest.fixture
+def kept_bodies(monkeypatch: pytest.MonkeyPatch) -> list[Bodies]:
+    made: list[Bodies] = []
+
+    class Spied(Bodies):
+        def __init__(self, **bounds: Any) -> None:
+            super().__init__(**bounds)
+            made.append(self)
+
+    monkeypatch.setattr(proxy_module, "Bodies", Spied)
+    return made
+
+
 class TestThroughTheProxy:
     """Agents on the official SDKs through the guarded proxy, folding on a 16k window: each body's
     repeated items are the objects parsed before, and nothing the proxy does edits them (else the
     next body, sharing them, would be something the agent never sent)."""
 
     @pytest.fixture
-    def kept(self, monkeypatch: pytest.MonkeyPatch) -> list[Bodies]:
-        made: list[Bodies] = []
-
-        class Spied(Bodies):
-            def __init__(self) -> None:
-                super().__init__()
-                made.append(self)
-
-        monkeypatch.setattr(proxy_module, "Bodies", Spied)
-        return made
+    def kept(self, kept_bodies: list[Bodies]) -> list[Bodies]:
+        return kept_bodies
 
     @staticmethod
     def _unedited(bodies: Bodies) -> None:
@@ -249,3 +254,10 @@ class TestThroughTheProxy:
                     history.append({"role": "assistant", "content": text})
                     self._unedited(bodies)
         assert bodies.continued >= 9  # one connection: every body after the first (a retry or two aside)
+
+
+def test_the_bodies_kept_are_bounded_by_the_conversation_cache(kept_bodies: list[Bodies]) -> None:
+    transform = GuardTransform(open_store(":memory:"), cache_bytes=4 * 1024 * 1024)
+    proxy_app("http://127.0.0.1:9", transform=transform)
+    [bodies] = kept_bodies
+    assert bodies.text_bytes == transform.kept_body_bytes < 4 * 1024 * 1024 // 10

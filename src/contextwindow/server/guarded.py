@@ -57,8 +57,9 @@ from ..guard.replies import (
 )
 from ..providers.overflow import classify
 from ..store import Store
+from .bodies import TEXT_BYTES
 from .codec import dumps
-from .conversations import DEFAULT_CACHE_MB, Conversation, Conversations, route
+from .conversations import BYTES_PER_BODY_BYTE, DEFAULT_CACHE_MB, Conversation, Conversations, route
 from .errors import HttpError
 from .limits import MIB
 from .proxy import SESSION_HEADER, ProxyCall, Upstream, UpstreamReply, passthrough
@@ -137,6 +138,9 @@ class GuardTransform:
         self.summarize = summarize
         self.tenants = tenants or Tenants(secrets.token_bytes(32))
         self.conversations = Conversations(cache_bytes)
+        self.kept_body_bytes = min(TEXT_BYTES, cache_bytes // (2 * BYTES_PER_BODY_BYTE))
+        """Bytes of the agents' last bodies the proxy keeps to parse the next ones (:mod:`.bodies`):
+        with what they parse to, about half the conversations' own bound at most."""
         self._responses: OrderedDict[tuple[str, str], str] = OrderedDict()
         """(tenant, response id) -> the key of the conversation whose reply it was."""
 

@@ -40,7 +40,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from .app import HttpApp
-from .bodies import Bodies
+from .bodies import TEXT_BYTES, Bodies
 from .codec import dumps
 from .errors import HttpError
 from .limits import ServerLimits
@@ -290,7 +290,8 @@ def proxy_app(
 
     # What each connection's last body parsed to: an agent resending its history has only what is new
     # parsed again.
-    bodies = Bodies()
+    # A transform that bounds its memory says how many bytes of bodies may be kept beside it.
+    bodies = Bodies(text_bytes=getattr(transform, "kept_body_bytes", TEXT_BYTES))
 
     async def api(request: Request) -> Response:
         path = request.url.path.rstrip("/")
