@@ -71,7 +71,7 @@ class Bodies:
         self._kept: OrderedDict[Hashable, _Kept] = OrderedDict()
         self._bytes = 0
         self.continued = 0
-        """Bodies parsed from where the connection's last one ended (for tests and ``/health``)."""
+        """How many bodies were parsed from where their connection's last one ended (the tests read it)."""
 
     def parse(
         self, raw: bytes, limits: ServerLimits, *, history: str | None, where: Hashable | None
