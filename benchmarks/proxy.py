@@ -9,7 +9,12 @@ on every call. Figures, each beside direct and beside LiteLLM:
 
 1. CPU per request of the process in front of the upstream (for *direct*, the upstream's own, for
    scale) at about 10, 100 and 400 messages of history, and the median latency the agent sees;
-   beside them *contextwindow pass-through* (``contextwindow proxy --no-guard``: the relaying alone);
+   beside them *contextwindow pass-through* (``contextwindow proxy --no-guard``: the relaying alone).
+   Every front is warmed by one call first, then the fronts take turns: each size's calls are made
+   in rounds, one front after another, and a front's CPU per call is its median over the rounds.
+   A front's first call of a round runs on caches the others' rounds left cold (this machine is a
+   VM on a shared host: a process idle for 20 ms pays up to half again the CPU on its next call),
+   as a proxy does between the calls of a lightly used deployment;
 2. that CPU in parts: the guard core's and compile's within it (thread CPU in this process,
    :mod:`benchmarks.proxy_parts`), and the rest, the proxy's own;
 3. requests per second with 20 and 50 concurrent conversations, against the local provider answering
@@ -70,8 +75,8 @@ DEFAULT_VENV = Path(
 
 @dataclass(frozen=True)
 class Sizes:
-    turns: int = 20
-    """Measured calls per history size (after two warm-up calls)."""
+    turns: int = 40
+    """Measured calls per history size and front (after two warm-up calls), in :data:`ROUNDS` rounds."""
     conversations: int = 1000
     throughput_seconds: float = 30.0
     throughput_turns: int = 10
@@ -348,18 +353,42 @@ class _Agent:
 # -- 1. CPU per request -----------------------------------------------------------------------------
 
 
-def _cpu_per_request(front: Front, messages: int, turns: int) -> tuple[float, float, int]:
-    """Front CPU ms per call, median latency ms, errors; over ``turns`` calls after two warm-ups."""
-    agent = _Agent(front, _history(f"c{messages}{front.port}", messages))
+ROUNDS = 4
+"""Rounds the measured calls of each history size are split into (see :func:`_cpu_per_request`)."""
+
+
+def _cpu_per_request(fronts: list[Front], messages: int, turns: int) -> dict[str, tuple[float, float, int]]:
+    """Each front's CPU ms per call, median latency ms and errors over ``turns`` calls of a
+    conversation of ``messages`` to start, after two warm-up calls.
+
+    The fronts take turns: the calls are split into :data:`ROUNDS` rounds, each front making one
+    round's calls in turn (each round opening on the next front), and a front's CPU per call is the
+    median over its rounds, so a passing disturbance of the shared machine lands in one round of one
+    front rather than in a whole cell."""
+    agents = [_Agent(front, _history(f"c{messages}{front.port}", messages)) for front in fronts]
+    per_round = max(1, turns // ROUNDS)
+    cpu: dict[str, list[float]] = {front.name: [] for front in fronts}
+    results: dict[str, list[tuple[bool, float]]] = {front.name: [] for front in fronts}
     try:
-        for _ in range(2):
-            agent.call()
-        before = front.cpu_seconds()
-        results = [agent.call() for _ in range(turns)]
-        cpu = (front.cpu_seconds() - before) * 1000 / turns
+        for agent in agents:
+            for _ in range(2):
+                agent.call()
+        for round_index in range(ROUNDS):
+            for agent in agents[round_index % len(agents) :] + agents[: round_index % len(agents)]:
+                before = agent.front.cpu_seconds()
+                results[agent.front.name] += [agent.call() for _ in range(per_round)]
+                cpu[agent.front.name].append((agent.front.cpu_seconds() - before) * 1000 / per_round)
     finally:
-        agent.close()
-    return cpu, statistics.median(t for _, t in results) * 1000, sum(not ok for ok, _ in results)
+        for agent in agents:
+            agent.close()
+    return {
+        name: (
+            statistics.median(cpu[name]),
+            statistics.median(t for _, t in results[name]) * 1000,
+            sum(not ok for ok, _ in results[name]),
+        )
+        for name in cpu
+    }
 
 
 # -- 2. throughput ----------------------------------------------------------------------------------
@@ -591,11 +620,14 @@ def _cpu_table(
         "| --- | " + " | ".join("---" for _ in names) + " | ---: |",
     ]
     cpus: dict[int, dict[str, float]] = {}
+    for front in fronts:
+        _warm(front)
     for messages in HISTORIES:
         rows: dict[str, str] = {}
         cpus[messages] = {}
+        measured = _cpu_per_request(fronts, messages, turns)
         for front in fronts:
-            cpu, latency, errors = _cpu_per_request(front, messages, turns)
+            cpu, latency, errors = measured[front.name]
             cpus[messages][front.name] = cpu
             rows[front.name] = f"{cpu:.1f} ms CPU, {latency:.1f} ms" + (
                 f", {errors} errors" if errors else ""
@@ -863,7 +895,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     sizes = Sizes(conversations=args.conversations)
     if args.quick:
-        sizes = Sizes(turns=10, conversations=args.conversations, throughput_seconds=10.0, throughput_turns=4)
+        sizes = Sizes(turns=20, conversations=args.conversations, throughput_seconds=10.0, throughput_turns=4)
     table = run(sizes, args.litellm_venv)
     print(table)
     RESULTS.mkdir(parents=True, exist_ok=True)
