@@ -30,7 +30,7 @@ from contextwindow.compile import (
     truncate_content,
 )
 from contextwindow.compile.assemble import OPENING
-from contextwindow.compile.truncate import OMITTED_RESULT, safe_slice
+from contextwindow.compile.truncate import OMITTED_RESULT, safe_slice, text_only_estimate
 from contextwindow.content import AttachmentRef, Image, Message, Text, ToolResult, ToolUse
 from contextwindow.errors import InvalidInput, OverBudget
 from contextwindow.models import ModelProfile
@@ -100,6 +100,30 @@ class TestTruncateContent:
     def test_cuts_a_long_string_tool_result_with_the_marker(self) -> None:
         out = truncate_content((ToolResult(tool_use_id="t", content="z" * 1000),), 10)
         assert out[0].content == "z" * 40 + "\n\n[truncated — original was 250 tokens]"  # type: ignore[union-attr]
+
+    def test_cuts_the_text_of_a_tool_result_of_blocks_and_keeps_its_media(self) -> None:
+        # The Anthropic wire's list form: context-manager counted it as 0 and sent it whole.
+        result = ToolResult(
+            tool_use_id="t", content=(Text(text="a" * 10), Image(ref=ref(1)), Text(text="z" * 1000))
+        )
+        assert text_only_estimate((result,)) == 3 + 250
+        [out] = truncate_content((result,), 10)
+        assert isinstance(out, ToolResult) and out.tool_use_id == "t"
+        assert out.content == (
+            Text(text="a" * 10),
+            Image(ref=ref(1)),
+            Text(text="z" * 30 + "\n\n[truncated — original was 250 tokens]"),
+        )
+
+    def test_a_tool_result_of_blocks_past_the_cap_keeps_its_media_and_says_its_text_was_omitted(self) -> None:
+        late = ToolResult(tool_use_id="t2", content=(Image(ref=ref(2)), Text(text="b" * 10)))
+        out = truncate_content((Text(text="a" * 100), late), 10)
+        assert out[1] == ToolResult(tool_use_id="t2", content=(Text(text=OMITTED_RESULT), Image(ref=ref(2))))
+
+    def test_a_tool_result_of_blocks_within_the_cap_is_kept_as_it_is(self) -> None:
+        result = ToolResult(tool_use_id="t", content=(Text(text="a" * 10), Image(ref=ref(1))))
+        out = truncate_content((Text(text="b" * 100), result, Text(text="c" * 100)), 30)
+        assert out[1] is result and out[2] == Text(text="c" * 10 + "\n\n[truncated — original was 25 tokens]")
 
     def test_never_splits_a_surrogate_pair(self) -> None:
         assert safe_slice("ab😀cd", 3) == "ab"

@@ -4,7 +4,10 @@ The cut is decided from the content it is given (an override that rewrites conte
 cut, and the render is priced as it is sent). Lengths are UTF-16 code units, as the
 TypeScript source counts them, and a cut never splits a surrogate pair (``safeSlice``).
 From ``autobiographical.ts`` of https://github.com/anima-research/context-manager (the PR it follows
-is in ``docs/concepts.md``, "Sources").
+is in ``docs/concepts.md``, "Sources"), with one change of ours: the text blocks of a tool result
+whose content is a list of blocks are counted and cut as a string result is. context-manager counts
+such a result as 0 and sends it whole, so the cap never reached a tool result as the Anthropic wire
+often carries it (``[{"type": "text", ...}]``), and the newest one could be over the budget.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import json
 import math
 from collections.abc import Sequence
 
-from ..content import Block, Text, Thinking, ToolResult, ToolUse, utf16_len
+from ..content import Block, NestedBlock, Text, Thinking, ToolResult, ToolUse, utf16_len
 
 __all__ = [
     "MIN_CUT_TOKENS",
@@ -58,7 +61,7 @@ def _json_len(value: object) -> int:
 
 def text_only_estimate(blocks: Sequence[Block]) -> int:
     """context-manager's ``estimateTextOnlyTokens``: chars/4 of text, thinking, tool-use JSON (+20) and
-    string tool results; media and everything else 0."""
+    tool results (a string, or each text block of a list); media and everything else 0."""
     total = 0
     for block in blocks:
         if isinstance(block, Text):
@@ -67,8 +70,11 @@ def text_only_estimate(blocks: Sequence[Block]) -> int:
             total += math.ceil(utf16_len(block.thinking) / 4)
         elif isinstance(block, ToolUse):
             total += math.ceil(_json_len(dict(block.input)) / 4) + 20
-        elif isinstance(block, ToolResult) and isinstance(block.content, str):
-            total += math.ceil(utf16_len(block.content) / 4)
+        elif isinstance(block, ToolResult):
+            if isinstance(block.content, str):
+                total += math.ceil(utf16_len(block.content) / 4)
+            else:
+                total += sum(math.ceil(utf16_len(b.text) / 4) for b in block.content if isinstance(b, Text))
     return total
 
 
@@ -77,7 +83,9 @@ def truncate_content(blocks: tuple[Block, ...], max_tokens: int) -> tuple[Block,
 
     Text is kept within ``max_tokens × 4`` code units; the straddling text block is cut and marked,
     later text blocks are dropped; tool results are always kept — cut, or emptied to
-    :data:`OMITTED_RESULT` once the budget is spent; other blocks (media, thinking, tool uses) pass.
+    :data:`OMITTED_RESULT` once the budget is spent (a result of blocks: its text blocks cut as text
+    is, its media kept, and :data:`OMITTED_RESULT` in place of its text when none is left); other
+    blocks (media, thinking, tool uses) pass.
     """
     if max_tokens <= 0 or text_only_estimate(blocks) <= max_tokens:
         return blocks
@@ -106,6 +114,38 @@ def truncate_content(blocks: tuple[Block, ...], max_tokens: int) -> tuple[Block,
                 content = safe_slice(block.content, remaining) + truncation_marker(length)
                 remaining = 0
             out.append(ToolResult(tool_use_id=block.tool_use_id, content=content, is_error=block.is_error))
+        elif isinstance(block, ToolResult) and not isinstance(block.content, str):
+            inner, remaining = _cut_result_blocks(block.content, remaining)
+            if inner is not block.content:
+                block = ToolResult(tool_use_id=block.tool_use_id, content=inner, is_error=block.is_error)
+            out.append(block)
         else:
             out.append(block)
     return tuple(out)
+
+
+def _cut_result_blocks(
+    blocks: tuple[NestedBlock, ...], remaining: int
+) -> tuple[tuple[NestedBlock, ...], int]:
+    """A tool result's blocks cut within ``remaining`` code units as :func:`truncate_content` cuts
+    text (the very same tuple when nothing is cut), and the code units left."""
+    kept: list[NestedBlock] = []
+    cut = False
+    for inner in blocks:
+        if not isinstance(inner, Text):
+            kept.append(inner)  # media pass, as at the top level
+            continue
+        length = utf16_len(inner.text)
+        if remaining <= 0:
+            cut = True
+        elif length <= remaining:
+            kept.append(inner)
+            remaining -= length
+        else:
+            kept.append(Text(text=safe_slice(inner.text, remaining) + truncation_marker(length)))
+            remaining, cut = 0, True
+    if not cut:
+        return blocks, remaining
+    if not any(isinstance(b, Text) for b in kept):
+        kept.insert(0, Text(text=OMITTED_RESULT))
+    return tuple(kept), remaining
