@@ -93,15 +93,9 @@ def truncate_content(blocks: tuple[Block, ...], max_tokens: int) -> tuple[Block,
     out: list[Block] = []
     for block in blocks:
         if isinstance(block, Text):
-            if remaining <= 0:
-                continue  # later text blocks are dropped
-            length = utf16_len(block.text)
-            if length <= remaining:
-                out.append(block)
-                remaining -= length
-            else:
-                out.append(Text(text=safe_slice(block.text, remaining) + truncation_marker(length)))
-                remaining = 0
+            text, remaining = _cut_text(block, remaining)
+            if text is not None:  # later text blocks are dropped
+                out.append(text)
         elif isinstance(block, ToolResult) and isinstance(block.content, str):
             length = utf16_len(block.content)
             if remaining <= 0:
@@ -124,6 +118,17 @@ def truncate_content(blocks: tuple[Block, ...], max_tokens: int) -> tuple[Block,
     return tuple(out)
 
 
+def _cut_text(block: Text, remaining: int) -> tuple[Text | None, int]:
+    """``block`` within ``remaining`` code units: itself when it fits, cut and marked when it
+    straddles them, ``None`` when none are left; and the code units left after it."""
+    if remaining <= 0:
+        return None, 0
+    length = utf16_len(block.text)
+    if length <= remaining:
+        return block, remaining - length
+    return Text(text=safe_slice(block.text, remaining) + truncation_marker(length)), 0
+
+
 def _cut_result_blocks(
     blocks: tuple[NestedBlock, ...], remaining: int
 ) -> tuple[tuple[NestedBlock, ...], int]:
@@ -135,15 +140,10 @@ def _cut_result_blocks(
         if not isinstance(inner, Text):
             kept.append(inner)  # media pass, as at the top level
             continue
-        length = utf16_len(inner.text)
-        if remaining <= 0:
-            cut = True
-        elif length <= remaining:
-            kept.append(inner)
-            remaining -= length
-        else:
-            kept.append(Text(text=safe_slice(inner.text, remaining) + truncation_marker(length)))
-            remaining, cut = 0, True
+        text, remaining = _cut_text(inner, remaining)
+        cut = cut or text is not inner
+        if text is not None:
+            kept.append(text)
     if not cut:
         return blocks, remaining
     if not any(isinstance(b, Text) for b in kept):
