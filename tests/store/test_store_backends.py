@@ -45,6 +45,27 @@ class TestSqliteSettings:
             plan = " ".join(str(row[3]) for row in db.execute(f"EXPLAIN QUERY PLAN {query}"))
             assert "entries_by_kind" in plan, plan
 
+    def test_a_batch_reads_a_sessions_head_once_however_often_it_appends(self, tmp_path: Path) -> None:
+        # A guarded call records its reply in one batch of several appends to one session (usage,
+        # anchor, calibration, notes, the message): each read the head row and inserted-or-ignored
+        # the session row again, two statements of every six.
+        with open_store(tmp_path / "h.db") as store:
+            session = store.session("s")
+            session.note("before")  # outside a batch: a transaction of its own
+            db = store._backend()._db  # type: ignore[attr-defined]
+            run: list[str] = []
+            db.set_trace_callback(run.append)
+            with store.batch():
+                session.record("usage", {"n": 1})
+                session.append(Message.user("a"))
+                session.note("after")
+                store.session("t").note("another session: its own head")
+            db.set_trace_callback(None)
+            heads = [q for q in run if q.startswith("SELECT length, head FROM sessions")]
+            starts = [q for q in run if q.startswith("INSERT INTO sessions")]
+            assert (len(heads), len(starts)) == (2, 2)
+            assert [e.position for e in session.entries()] == [0, 1, 2, 3] and store.verify() == []
+
     def test_sqlite_url_and_path_name_the_same_file(self, tmp_path: Path) -> None:
         with open_store(f"sqlite:///{tmp_path}/b.db") as store:
             store.session("s").note("x")

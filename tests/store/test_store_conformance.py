@@ -257,8 +257,31 @@ class TestBatches:
                 store.session("s").append(Message.user("inner"))
                 raise RuntimeError
             store.session("s").append(Message.user("outer again"))
-        texts = [m.message.content[0].text for m in store.session("s").messages()]  # type: ignore[union-attr]
-        assert texts == ["outer", "outer again"]
+        stored = store.session("s").messages()
+        assert [m.message.content[0].text for m in stored] == ["outer", "outer again"]  # type: ignore[union-attr]
+        # The inner batch's append is undone: the next one takes its place in the hash chain.
+        assert [m.position for m in stored] == [0, 1] and store.verify() == []
+
+    def test_a_failed_write_inside_a_batch_leaves_the_next_append_in_place(self, store: Store) -> None:
+        with store.batch():
+            session = store.session("s")
+            session.append(Message.user("a"))
+            with pytest.raises(InvalidInput):  # refused part-way through its checks
+                session.extend([Message.user("b"), Message.user("c")], block_prices=[[1.0], [-1.0]])
+            session.record("usage", {"n": 1})
+            session.append(Message.assistant("d"))
+        assert [e.position for e in store.session("s").entries()] == [0, 1, 2]
+        assert store.verify() == []
+
+    def test_a_session_removed_inside_a_batch_starts_afresh_when_appended_again(self, store: Store) -> None:
+        with store.batch():
+            store.session("s").append(Message.user("gone"))
+            store.session("s").note("gone too")
+            store.prune(max_bytes=0, reclaim=False)
+            store.session("s").append(Message.user("anew"))
+        [only] = store.session("s").entries()
+        assert (only.position, only.kind) == (0, "message")
+        assert store.verify() == []
 
 
 class TestIsolation:

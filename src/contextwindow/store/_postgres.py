@@ -115,26 +115,40 @@ class PostgresBackend(SqlBackend):
         return self._db
 
     @contextmanager
-    def _write(self) -> Iterator[Cursor]:
+    def _write(self, *, keeps_heads: bool = False) -> Iterator[Cursor]:
         with self._lock:
             db = self._connection()
+            if not keeps_heads:
+                self._forget_heads()
             try:
                 # psycopg rolls the transaction back, never commits it, when the block raises.
                 with db.transaction(), db.cursor() as cur:
                     yield cur
-            except self._pg.Error as exc:
-                raise from_psycopg(exc, self.url) from exc
+            except BaseException as exc:
+                self._forget_heads()  # a savepoint undone: what it appended is gone
+                if isinstance(exc, self._pg.Error):
+                    raise from_psycopg(exc, self.url) from exc
+                raise
 
     @contextmanager
     def batch(self) -> Iterator[None]:
         with self._lock:
             db = self._connection()
+            outermost = self._heads is None
+            if outermost:
+                self._heads = {}
             try:
                 # Writes inside are psycopg's nested transactions: savepoints of this one.
                 with db.transaction():
                     yield
-            except self._pg.Error as exc:
-                raise from_psycopg(exc, self.url) from exc
+            except BaseException as exc:
+                self._forget_heads()
+                if isinstance(exc, self._pg.Error):
+                    raise from_psycopg(exc, self.url) from exc
+                raise
+            finally:
+                if outermost:
+                    self._heads = None
 
     @contextmanager
     def _read(self) -> Iterator[Cursor]:

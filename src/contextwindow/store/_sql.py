@@ -101,9 +101,23 @@ class SqlBackend(abc.ABC):
     writable: bool = True
     _lock_session_sql = "SELECT length, head FROM sessions WHERE id = ?"
 
+    _heads: dict[str, tuple[int, str]] | None = None
+    """Within a batch, the head (length, digest) of each session appended to in it, so a later append
+    to it in the same batch reads no head row and inserts none: the batch's transaction holds the
+    session's lock (SQLite's write lock, PostgreSQL's row lock) until it ends, so no other writer can
+    move it meanwhile. ``None`` outside a batch; emptied by any write other than an append and by any
+    write or nested batch that fails (its savepoint undone, what it appended is gone)."""
+
     @abc.abstractmethod
-    def _write(self) -> AbstractContextManager[Cursor]:
-        """A write transaction: committed on success, rolled back (never committed) on any error."""
+    def _write(self, *, keeps_heads: bool = False) -> AbstractContextManager[Cursor]:
+        """A write transaction: committed on success, rolled back (never committed) on any error.
+        Inside a batch, a savepoint of its transaction; one that is not an append (``keeps_heads``)
+        empties :attr:`_heads`."""
+
+    def _forget_heads(self) -> None:
+        """Empty :attr:`_heads` (a write that may move a head, or one undone)."""
+        if self._heads is not None:
+            self._heads.clear()
 
     @abc.abstractmethod
     def _read(self) -> AbstractContextManager[Cursor]:
@@ -179,17 +193,23 @@ class SqlBackend(abc.ABC):
         self, session_id: str, entries: Sequence[NewEntry], *, expect: int | None = None
     ) -> list[EntryRow]:
         self._check_writable()
-        with self._write() as cur:
-            # Insert-or-ignore first, then lock: two writers racing to start a session both get the
-            # one row, and the lock orders them (a bare insert would make the loser fail).
-            cur.execute(
-                self._q(
-                    "INSERT INTO sessions (id, length, head, created_at) VALUES (?, 0, ?, ?) ON CONFLICT DO NOTHING"
-                ),
-                (session_id, GENESIS, now_iso()),
-            )
-            head_row = self._head(cur, session_id)
-            length, head = int(head_row[0]), head_row[1]
+        heads = self._heads
+        # Taken out while this append runs: if it fails, the next one reads the head row again.
+        known = heads.pop(session_id, None) if heads is not None else None
+        with self._write(keeps_heads=True) as cur:
+            if known is None:
+                # Insert-or-ignore first, then lock: two writers racing to start a session both get
+                # the one row, and the lock orders them (a bare insert would make the loser fail).
+                cur.execute(
+                    self._q(
+                        "INSERT INTO sessions (id, length, head, created_at) VALUES (?, 0, ?, ?) ON CONFLICT DO NOTHING"
+                    ),
+                    (session_id, GENESIS, now_iso()),
+                )
+                head_row = self._head(cur, session_id)
+                length, head = int(head_row[0]), head_row[1]
+            else:
+                length, head = known  # appended to earlier in this batch, which holds its lock
             if expect is not None and length != expect:
                 # Checked under the session's lock: no other writer can append between this read
                 # and the writes below. Raising rolls back the head row inserted above.
@@ -205,7 +225,9 @@ class SqlBackend(abc.ABC):
             cur.execute(
                 self._q("UPDATE sessions SET length = ?, head = ? WHERE id = ?"), (length, head, session_id)
             )
-            return rows
+        if heads is not None and heads is self._heads:
+            heads[session_id] = (length, head)
+        return rows
 
     def _insert(self, cur: Cursor, row: EntryRow) -> None:
         cur.execute(

@@ -159,9 +159,11 @@ class SqliteBackend(SqlBackend):
         return self._db
 
     @contextmanager
-    def _write(self) -> Iterator[Cursor]:
+    def _write(self, *, keeps_heads: bool = False) -> Iterator[Cursor]:
         with self._lock:
             db = self._connection()
+            if not keeps_heads:
+                self._forget_heads()
             if self._batches:
                 # Inside a batch: a savepoint, so a write that fails undoes only itself.
                 with self._savepoint(db):
@@ -193,11 +195,11 @@ class SqliteBackend(SqlBackend):
                     self._batches -= 1
                 return
             with self._write():
-                self._batches = 1
+                self._batches, self._heads = 1, {}
                 try:
                     yield
                 finally:
-                    self._batches = 0
+                    self._batches, self._heads = 0, None
 
     @contextmanager
     def _savepoint(self, db: sqlite3.Connection) -> Iterator[None]:
@@ -209,9 +211,11 @@ class SqliteBackend(SqlBackend):
             yield
             db.execute("RELEASE cw_write")
         except sqlite3.Error as exc:
+            self._forget_heads()
             self._undo(db)
             raise from_sqlite(exc, self.url) from exc
         except BaseException:
+            self._forget_heads()
             self._undo(db)
             raise
 
