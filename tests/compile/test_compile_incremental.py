@@ -36,6 +36,7 @@ steps = st.one_of(
     st.tuples(st.just("tool"), st.integers(1, 3_000)),  # a text result, sometimes over the archive bar
     st.tuples(st.just("shot"), st.integers(0, 10_000)),  # a result carrying an image
     st.tuples(st.just("orphan"), st.integers(0, 5)),  # a call whose result never comes
+    st.tuples(st.just("fold"), st.integers(1, 100)),  # a checkpoint over the oldest n% not yet folded
 )
 
 policies = st.builds(
@@ -67,10 +68,27 @@ def _append(session: Session, est: Estimator, step: tuple[str, int], n: int) -> 
             Message.assistant(ToolUse(id=f"t{n}", name="screenshot", input={})),
             Message.user(ToolResult(tool_use_id=f"t{n}", content=(Text(text="screen"), Image(ref=ref)))),
         ]
+    elif kind == "fold":
+        _fold(session, size)
+        return
     else:
         batch = [Message.assistant(ToolUse(id=f"o{n}", name="lost", input={"k": size}))]
     for message in batch:
         session.append(message, block_prices=[est.raw_block(b) for b in message.content])
+
+
+def _fold(session: Session, percent: int) -> None:
+    """A checkpoint over the messages after the last one's range, up to ``percent`` of the rest (the
+    floor moves up: what the engine's folds do)."""
+    ids = [m.message.id for m in session.messages()]
+    latest = session.latest("checkpoint")
+    start = ids.index(latest.payload["last_id"]) + 1 if latest is not None else 0
+    last = start + (len(ids) - start) * percent // 100 - 1
+    if last < start:
+        return
+    session.record_checkpoint(
+        f"summary of {last - start + 1}", first_id=str(ids[start]), last_id=str(ids[last])
+    )
 
 
 def _bytes(out: CompiledRequest) -> str:
@@ -78,7 +96,7 @@ def _bytes(out: CompiledRequest) -> str:
 
 
 class TestIncrementalMatchesCold:
-    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(
         history=st.lists(steps, min_size=1, max_size=40),
         appends=st.lists(steps, min_size=1, max_size=8),
@@ -109,6 +127,30 @@ class TestIncrementalMatchesCold:
         reused = {id(u) for u in before_units} & {id(u) for u in after.units}
         # Only the units within the media depth (300 tokens) of the end were re-decided.
         assert len(reused) >= len(after.units) - 10
+
+    def test_a_fold_reuses_the_units_above_its_new_floor(self) -> None:
+        # A fold moves the floor up; the units above it are the same messages walked in the same
+        # contexts, so the walk after a fold decides afresh only the unit the floor cuts through
+        # (here none: the checkpoint ends on a unit boundary) and the newest one.
+        est = Estimator(PROFILE, preset="seed-store")
+        with open_store(":memory:") as store:
+            session = store.session("s")
+            for n in range(40):
+                _append(session, est, ("prose" if n % 2 else "reply", 20), n)
+            live = SessionCompiler(session, estimator=est)
+            live.compile(model=PROFILE)
+            before = live.cache.walk
+            assert before is not None and before.exhausted  # everything fits: walked to the floor
+            before_units = list(before.units)
+            ids = [m.message.id for m in session.messages()]
+            session.record_checkpoint("the first ten", first_id=str(ids[0]), last_id=str(ids[9]))
+            folded = live.compile(model=PROFILE)
+            after = live.cache.walk
+            assert after is not None and after.units[0].start == 10  # oldest first
+            reused = {id(u) for u in before_units} & {id(u) for u in after.units}
+            assert len(reused) == len(after.units) - 1  # all but the newest unit
+            cold = SessionCompiler(session, estimator=est).compile(model=PROFILE)
+            assert _bytes(folded) == _bytes(cold) and folded == cold
 
 
 def _walk_logs_around_one_append() -> tuple[list[Any], WalkLog, WalkLog, WalkLog]:

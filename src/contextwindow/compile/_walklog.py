@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 __all__ = ["MIXED", "Context", "WalkLog", "equivalent", "same_turns"]
@@ -18,6 +19,8 @@ __all__ = ["MIXED", "Context", "WalkLog", "equivalent", "same_turns"]
 Context = tuple[int, int, tuple[Any, ...]]
 """``(turns, depth, media budget state)`` when the walk reaches a unit boundary."""
 
+
+_START = attrgetter("start")
 
 MIXED: Any = object()
 """:attr:`WalkLog.uniform` when its contexts hold more than one media budget state."""
@@ -99,6 +102,11 @@ class WalkLog:
         """Units ``k`` to ``m`` (excluded), newest first."""
         n = len(self.units)
         return self.units[n - m : n - k][::-1]
+
+    def above(self, floor: int) -> int:
+        """How many units, newest first, start at or above message ``floor`` (all of them under the
+        floor the walk had; fewer once a fold moved it up)."""
+        return len(self.units) - bisect_left(self.units, floor, key=_START)
 
     def fitting(self, room: int, lo: int) -> int:
         """``bisect_right`` over the newest-first prefix sums from ``lo``: past the last ``k`` whose

@@ -157,8 +157,10 @@ def _reuse(run: Run, tail: _Tail, old: WalkLog, bounds: Bounds, media: MediaBudg
         settled = True
     if _id_in(old.source, tail.end) != run.message_id(tail.end):
         return None
-    # Everything older is decided as before: take the old units that fit.
-    m = min(limit, _reusable_count(run, old, k, room=bounds.budget - tail.total + old.prefix_at(k)))
+    # Everything older is decided as before: take the old units that fit, and are above the floor (a
+    # fold since moved it up: the unit it cuts through starts elsewhere now, the older ones are out).
+    above = old.above(bounds.floor)
+    m = min(limit, above, _reusable_count(run, old, k, room=bounds.budget - tail.total + old.prefix_at(k)))
     taken = old.newest_first(k, m)
     dturns, ddepth = tail.turns - at_k[0], tail.depth - at_k[1]
     tail.contexts.append(_Reused(old, k, m, dturns, ddepth, tail.context[2] if settled else None))
@@ -172,9 +174,10 @@ def _reuse(run: Run, tail: _Tail, old: WalkLog, bounds: Bounds, media: MediaBudg
     tail.context = (tail.turns, tail.depth, media.snapshot())
     short = tail.total < policy.cut_to_fill_below * bounds.budget
     nxt = old.unit(m) if m < n else None
-    if nxt is not None and (m == limit or nxt.forced or nxt.kept or short or run.lazy):
+    if nxt is not None and (m in (limit, above) or nxt.forced or nxt.kept or short or run.lazy):
         # It did not fit (or was fitted by the room left then) with media that may go out of
-        # line, or it may be cut or archived to fit: decide it afresh.
+        # line, or it may be cut or archived to fit, or the floor cuts through it: decide it afresh
+        # (below the floor, the walk ends there).
         tail.end = nxt.end
         tail.fresh = True
         return True
@@ -203,12 +206,13 @@ def _reusable_count(run: Run, old: WalkLog, k: int, *, room: int) -> int:
 def reusable_below(run: Run, old: WalkLog | None, key: tuple[Any, ...], *, cap: int) -> int:
     """Unit ends below this index may be reused from ``old`` (-1: none may).
 
-    The previous walk must have had the same fixed inputs and a per-message ``cap`` that cut no
-    message it took differently (none is over either cap, so every render is the same), and its
-    units must sit below its own newest message and below every message whose archive records
-    changed since.
+    The previous walk must have had the same fixed inputs (but for a floor a fold has since moved
+    up: its units above the new floor are decided as before, :meth:`WalkLog.above`) and a
+    per-message ``cap`` that cut no message it took differently (none is over either cap, so every
+    render is the same), and its units must sit below its own newest message and below every message
+    whose archive records changed since.
     """
-    if old is None or old.key != key:
+    if old is None or old.key[1:] != key[1:] or old.key[0] > key[0]:
         return -1
     if old.cap != cap and not (old.largest >= 0 and all(c <= 0 or old.largest <= c for c in (old.cap, cap))):
         return -1
