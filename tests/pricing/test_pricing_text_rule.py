@@ -229,6 +229,25 @@ class TestRememberedPrices:
         assert priced(long) == priced(long) == float(len(long))
         assert seen == [long, long]
 
+    def test_a_text_longer_than_a_message_block_is_held_too(self) -> None:
+        # A checkpoint's summary is priced in the head of every compile; a summariser's transcript
+        # twice a fold: tens of thousands of characters each, encoded again every time before.
+        seen, priced = self._counting()
+        summary = "the task so far. " * 2_000
+        assert priced(summary) == priced(str(summary)) == float(len(summary))
+        assert seen == [summary]
+
+    def test_the_characters_held_are_bounded(self) -> None:
+        seen, priced = self._counting()
+        size = _text._REMEMBERED_TOTAL // 5 + 1
+        assert size <= _text._REMEMBERED_CHARS
+        texts = [str(i) * size for i in range(7)]
+        assert [priced(t) for t in texts] == [float(len(t)) for t in texts]
+        cells = priced.__closure__
+        memo = next(c.cell_contents for c in cells if isinstance(c.cell_contents, dict))
+        assert sum(map(len, memo)) <= _text._REMEMBERED_TOTAL
+        assert priced(texts[-1]) == float(size) and len(seen) == len(texts)
+
     def test_memory_is_bounded_and_answers_stay_right_past_the_bound(self) -> None:
         seen, priced = self._counting()
         texts = [f"text {i}" for i in range(_text._REMEMBERED_TEXTS * 2 + 3)]

@@ -307,26 +307,38 @@ def _exact_price(count: Callable[[str], int]) -> Callable[[str], float]:
 _REMEMBERED_TEXTS = 512
 """How many recent texts a text rule remembers the price of."""
 
-_REMEMBERED_CHARS = 4096
-"""The longest text remembered: the memory held stays under a few megabytes."""
+_REMEMBERED_CHARS = 1 << 20
+"""The longest text remembered (a checkpoint's summary, a summariser's transcript: priced on every
+compile, and twice a fold)."""
+
+_REMEMBERED_TOTAL = 4 << 20
+"""The characters the remembered texts may hold together: the memory held stays under a few
+megabytes."""
 
 
 def _remembered(price: Callable[[str], float]) -> Callable[[str], float]:
-    """``price`` (a pure function of the text) remembering its last :data:`_REMEMBERED_TEXTS` answers
-    for texts up to :data:`_REMEMBERED_CHARS` long. One call prices the same text several times (the
-    block as stored, the request's estimate, the reply as it joins the live request), and a
-    tokenizer's encode is the costly part of each."""
+    """``price`` (a pure function of the text) remembering its last :data:`_REMEMBERED_TEXTS` answers,
+    for texts up to :data:`_REMEMBERED_CHARS` long and :data:`_REMEMBERED_TOTAL` in all. One call
+    prices the same text several times (the block as stored, the request's estimate, the reply as it
+    joins the live request; the summary in the head on every compile), and a tokenizer's encode is the
+    costly part of each."""
     memo: dict[str, float] = {}
+    held = [0]  # the characters of the texts in memo
 
     def priced(text: str) -> float:
         known = memo.get(text)
         if known is not None:
             return known
         tokens = price(text)
-        if len(text) <= _REMEMBERED_CHARS:
-            if len(memo) >= _REMEMBERED_TEXTS:
-                memo.clear()  # dropped at once: cheaper than ordering, and safe beside other threads
+        size = len(text)
+        if size <= _REMEMBERED_CHARS:
+            if len(memo) >= _REMEMBERED_TEXTS or held[0] + size > _REMEMBERED_TOTAL:
+                # Dropped at once: cheaper than ordering, and safe beside other threads (a count a
+                # race leaves off only makes the next clear come sooner or later).
+                memo.clear()
+                held[0] = 0
             memo[text] = tokens
+            held[0] += size
         return tokens
 
     return priced
