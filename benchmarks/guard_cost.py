@@ -1,6 +1,6 @@
 """The guard's own CPU per call, flat in the history; compile against ``trim_messages``; bounded RSS.
 
-Three measurements in one run:
+Four measurements in one run:
 
 1. **Guard CPU per call** with both official SDK clients (``anthropic``, ``openai``) against the local
    provider over HTTP, at a window large enough that nothing folds, so what is measured is the guard
@@ -12,13 +12,16 @@ Three measurements in one run:
    compiles the whole history cold (what each call cost when the walk was not reused).
 2. **Compile against LangChain's ``trim_messages``** on the 10,000-message session with 1,000 images
    of :mod:`benchmarks.compile` (cold: open + compile; incremental: one append, then compile).
-3. **RSS of a process running many guarded conversations** (10 turns each) with the guard's memory
+3. **A call that folds** against an ordinary one, on 16k and 64k windows with the guard's own
+   summaries (:func:`measure_folds`): what a fold adds, in ordinary calls.
+4. **RSS of a process running many guarded conversations** (10 turns each) with the guard's memory
    bound (``GuardOptions.cache_mb``): RSS after each tenth of them, in a fresh process.
 
 Run: ``PYTHONPATH=src python -m benchmarks.guard_cost [--quick]``. Prints markdown and writes
 ``benchmarks/results/guard_cost.md``. Never fails on a timing.
 
-``--rss N`` prints the RSS rows alone for ``N`` conversations (``benchmarks/results/guard_rss.md``).
+``--rss N`` prints the RSS rows alone for ``N`` conversations (``benchmarks/results/guard_rss.md``);
+``--folds N`` the fold rows alone, ``N`` calls per conversation.
 
 ``--compaction MODE`` guards every conversation with ``compaction=MODE`` (``provider`` or ``auto``:
 each call then also prices the request and the provider's edits of it; the default, ``local``, is
@@ -102,9 +105,12 @@ class _Conversation:
         ]
         self.turn = 0
 
+    def _next_user(self) -> str:
+        return _text(10_000 + self.turn)
+
     def call(self) -> float:
         """One call: the guard's own CPU time (seconds)."""
-        self.history.append({"role": "user", "content": _text(10_000 + self.turn)})
+        self.history.append({"role": "user", "content": self._next_user()})
         self.turn += 1
         if self.full:
             _FULL[0] = True
@@ -131,6 +137,74 @@ class _Conversation:
 
 
 _FULL = [False]
+
+FOLD_WINDOWS = (16_000, 64_000)
+"""The windows of the folding conversations (:func:`measure_folds`)."""
+
+
+class _Folding(_Conversation):
+    """A guarded agent on a small window with the guard's own summaries (the same local provider):
+    each call appends a ~400-token message, so the history outgrows the window and the guard folds.
+    ``sdk_cpu`` counts the agent's call and the summary call alike (the same raw client)."""
+
+    def __init__(self, kind: str, window: int, url: str) -> None:
+        import anthropic
+        import openai
+
+        import contextwindow
+
+        self.kind, self.size, self.full = kind, window, False
+        self.sdk_cpu = 0.0
+        if kind == "anthropic":
+            raw: Any = anthropic.Anthropic(api_key="local", base_url=url, max_retries=0)
+            resource = raw.messages
+        else:
+            raw = openai.OpenAI(api_key="local", base_url=url + "/v1", max_retries=0)
+            resource = raw.chat.completions
+        inner = resource.create
+
+        def create(**kwargs: Any) -> Any:
+            cpu = time.thread_time()
+            try:
+                return inner(**kwargs)
+            finally:
+                self.sdk_cpu += time.thread_time() - cpu
+
+        resource.create = create
+        self.client = contextwindow.guard(raw, store=":memory:", context_window=window, **_compaction())
+        self.history = []
+        self.turn = 0
+
+    def _next_user(self) -> str:
+        return " ".join(_text(20 * self.turn + j) for j in range(20))
+
+    def folded(self) -> bool:
+        from contextwindow.engine.events import Compacted
+
+        exchange = self.client.last_exchange
+        return exchange is not None and any(isinstance(e, Compacted) for e in exchange.events)
+
+
+def measure_folds(calls: int) -> dict[tuple[str, int], tuple[list[float], list[float]]]:
+    """Guard CPU per call of conversations that fold, by (SDK, window): (ordinary calls, calls that
+    folded), interleaved round-robin; the first fifth of the calls (the window filling) is left out
+    of the ordinary ones."""
+    from contextwindow.testing import LocalModel, LocalServer, LocalSettings
+
+    out: dict[tuple[str, int], tuple[list[float], list[float]]] = {}
+    with LocalServer(LocalModel(LocalSettings())) as server:
+        conversations = [
+            _Folding(kind, window, server.url) for window in FOLD_WINDOWS for kind in ("anthropic", "openai")
+        ]
+        for i in range(calls):
+            for conversation in conversations:
+                own = conversation.call()
+                ordinary, folds = out.setdefault((conversation.kind, conversation.size), ([], []))
+                if conversation.folded():
+                    folds.append(own)
+                elif i >= calls // 5:
+                    ordinary.append(own)
+    return out
 
 
 def _cold_compiles() -> None:
@@ -355,6 +429,12 @@ def main(argv: list[str] | None = None) -> None:
     if "--rss" in args:
         _main_rss(int(args[args.index("--rss") + 1]))
         return
+    if "--folds" in args:
+        text = "\n".join(
+            ["# Guard cost of a fold", "", *_fold_table(measure_folds(int(args[args.index("--folds") + 1])))]
+        )
+        print(text)
+        return
     calls = 15 if quick else 60
     conversations = 200 if quick else 1_000
     samples = measure_calls(calls)
@@ -376,6 +456,7 @@ def main(argv: list[str] | None = None) -> None:
                 f"| {kind} | ~{size} | {ma:.2f} | {_p95(a) * 1000:.2f} | {mb:.2f} | {_p95(b) * 1000:.2f} "
                 f"| {mb / ma:.1f}× | ≤ 2 / ≤ 5 |"
             )
+    lines += ["", *_fold_table(measure_folds(150 if quick else 300))]
     speed = measure_compile()
     lines += [
         "",
@@ -394,6 +475,34 @@ def main(argv: list[str] | None = None) -> None:
     print(text)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "guard_cost.md").write_text(text)
+
+
+def _fold_table(samples: dict[tuple[str, int], tuple[list[float], list[float]]]) -> list[str]:
+    """The rows of :func:`measure_folds`: a call that folds against an ordinary one, and what the fold
+    adds in ordinary calls (a fold is one more call, the summary's, and the compile it changes: about
+    one call's work)."""
+    lines = [
+        "A call that folds (the guard's own summary through the same local provider, SDK CPU of both "
+        "calls left out) against an ordinary call of the same conversation, ~400-token messages, "
+        "guard CPU per call (ms), medians:",
+        "",
+        "| SDK | window | calls | folds | ordinary | folding | what a fold adds, in ordinary calls | goal |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for window in FOLD_WINDOWS:
+        for kind in ("anthropic", "openai"):
+            ordinary, folds = samples[(kind, window)]
+            if not ordinary or not folds:
+                lines.append(
+                    f"| {kind} | {window:,} | {len(ordinary) + len(folds)} | {len(folds)} | – | – | – | ≈ 1 |"
+                )
+                continue
+            mo, mf = statistics.median(ordinary) * 1000, statistics.median(folds) * 1000
+            lines.append(
+                f"| {kind} | {window:,} | {len(ordinary) + len(folds)} | {len(folds)} | {mo:.2f} | {mf:.2f} "
+                f"| {(mf - mo) / mo:.1f} | ≈ 1 |"
+            )
+    return lines
 
 
 def _rss_table(conversations: int) -> list[str]:
