@@ -34,6 +34,7 @@ __all__ = [
     "Piece",
     "Segment",
     "alive",
+    "branches_first",
     "chain_edits",
     "check_fork",
     "compose",
@@ -223,3 +224,13 @@ def chain_edits(
     if head is None:
         raise StoreError(f"session {parent!r} has no entry at position {at - 1} (run verify)")
     return head, rows
+
+
+def branches_first(lengths: dict[str, int], forks: dict[str, tuple[str, int]]) -> list[str]:
+    """The sessions of ``lengths`` with every branch before the session it branches from (deepest
+    first, then by id): a parent removed in the same delete as its branches goes after them."""
+
+    def depth(session_id: str) -> int:
+        return len(lineage(session_id, forks))
+
+    return sorted(lengths, key=lambda sid: (-depth(sid), sid))

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..errors import InvalidInput, UsageError
 from ._driver_errors import from_psycopg
+from ._heads import BatchHeads
 from ._migrations import POSTGRES
 from ._sql import Cursor, SqlBackend
 
@@ -71,6 +72,7 @@ class PostgresBackend(SqlBackend):
         self.durability = durability
         self._lock = threading.RLock()
         self._lineages = {}
+        self.batch_heads = BatchHeads()
         self._closed = False
         try:
             self._db = self._pg.connect(url, autocommit=True, connect_timeout=max(1, int(connect_timeout)))
@@ -119,13 +121,13 @@ class PostgresBackend(SqlBackend):
         with self._lock:
             db = self._connection()
             if not keeps_heads:
-                self._forget_heads()
+                self.batch_heads.forget()
             try:
                 # psycopg rolls the transaction back, never commits it, when the block raises.
                 with db.transaction(), db.cursor() as cur:
                     yield cur
             except BaseException as exc:
-                self._forget_heads()  # a savepoint undone: what it appended is gone
+                self.batch_heads.forget()  # a savepoint undone: what it appended is gone
                 if isinstance(exc, self._pg.Error):
                     raise from_psycopg(exc, self.url) from exc
                 raise
@@ -134,21 +136,21 @@ class PostgresBackend(SqlBackend):
     def batch(self) -> Iterator[None]:
         with self._lock:
             db = self._connection()
-            outermost = self._heads is None
+            outermost = not self.batch_heads.open
             if outermost:
-                self._heads = {}
+                self.batch_heads.begin()
             try:
                 # Writes inside are psycopg's nested transactions: savepoints of this one.
                 with db.transaction():
                     yield
             except BaseException as exc:
-                self._forget_heads()
+                self.batch_heads.forget()
                 if isinstance(exc, self._pg.Error):
                     raise from_psycopg(exc, self.url) from exc
                 raise
             finally:
                 if outermost:
-                    self._heads = None
+                    self.batch_heads.end()
 
     @contextmanager
     def _read(self) -> Iterator[Cursor]:

@@ -14,7 +14,8 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from ..errors import InvalidInput, SchemaTooNew, SessionMoved, StoreError, UsageError
-from ._lineage import Piece, chain_edits, check_fork, compose, lineage, live, pieces_sql
+from ._heads import BatchHeads
+from ._lineage import Piece, branches_first, chain_edits, check_fork, compose, lineage, live, pieces_sql
 from ._migrations import SCHEMA_VERSION, Migration
 from ._rows import GENESIS, AttachmentRow, EntryRow, NewEntry, SessionRow, entry_digest, now_iso
 
@@ -101,23 +102,14 @@ class SqlBackend(abc.ABC):
     writable: bool = True
     _lock_session_sql = "SELECT length, head FROM sessions WHERE id = ?"
 
-    _heads: dict[str, tuple[int, str]] | None = None
-    """Within a batch, the head (length, digest) of each session appended to in it, so a later append
-    to it in the same batch reads no head row and inserts none: the batch's transaction holds the
-    session's lock (SQLite's write lock, PostgreSQL's row lock) until it ends, so no other writer can
-    move it meanwhile. ``None`` outside a batch; emptied by any write other than an append and by any
-    write or nested batch that fails (its savepoint undone, what it appended is gone)."""
+    batch_heads: BatchHeads
+    """The heads appended to in the current batch (:mod:`._heads`)."""
 
     @abc.abstractmethod
     def _write(self, *, keeps_heads: bool = False) -> AbstractContextManager[Cursor]:
         """A write transaction: committed on success, rolled back (never committed) on any error.
         Inside a batch, a savepoint of its transaction; one that is not an append (``keeps_heads``)
-        empties :attr:`_heads`."""
-
-    def _forget_heads(self) -> None:
-        """Empty :attr:`_heads` (a write that may move a head, or one undone)."""
-        if self._heads is not None:
-            self._heads.clear()
+        forgets the :attr:`batch_heads`."""
 
     @abc.abstractmethod
     def _read(self) -> AbstractContextManager[Cursor]:
@@ -193,9 +185,7 @@ class SqlBackend(abc.ABC):
         self, session_id: str, entries: Sequence[NewEntry], *, expect: int | None = None
     ) -> list[EntryRow]:
         self._check_writable()
-        heads = self._heads
-        # Taken out while this append runs: if it fails, the next one reads the head row again.
-        known = heads.pop(session_id, None) if heads is not None else None
+        known = self.batch_heads.take(session_id)
         with self._write(keeps_heads=True) as cur:
             if known is None:
                 # Insert-or-ignore first, then lock: two writers racing to start a session both get
@@ -225,8 +215,7 @@ class SqlBackend(abc.ABC):
             cur.execute(
                 self._q("UPDATE sessions SET length = ?, head = ? WHERE id = ?"), (length, head, session_id)
             )
-        if heads is not None and heads is self._heads:
-            heads[session_id] = (length, head)
+        self.batch_heads.keep(session_id, length, head)
         return rows
 
     def _insert(self, cur: Cursor, row: EntryRow) -> None:
@@ -570,7 +559,7 @@ class SqlBackend(abc.ABC):
         self._check_writable()
         removed: list[str] = []
         with self._write() as cur:
-            for session_id in _branches_first(lengths, self.forks()):
+            for session_id in branches_first(lengths, self.forks()):
                 # The head row is the session's lock: deleting it only at the length read means an
                 # append that came in between keeps the session (and waits for, or follows, this).
                 # A session another one still branches from is kept: that branch reads its prefix.
@@ -607,13 +596,3 @@ class SqlBackend(abc.ABC):
 
     def file_bytes(self) -> int | None:
         return None
-
-
-def _branches_first(lengths: dict[str, int], forks: dict[str, tuple[str, int]]) -> list[str]:
-    """The sessions of ``lengths`` with every branch before the session it branches from (deepest
-    first, then by id): a parent removed in the same delete as its branches goes after them."""
-
-    def depth(session_id: str) -> int:
-        return len(lineage(session_id, forks))
-
-    return sorted(lengths, key=lambda sid: (-depth(sid), sid))

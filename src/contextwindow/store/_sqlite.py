@@ -28,6 +28,7 @@ from pathlib import Path
 
 from ..errors import InvalidInput, StoreError, UsageError
 from ._driver_errors import from_sqlite
+from ._heads import BatchHeads
 from ._migrations import SQLITE
 from ._sql import Cursor, SqlBackend
 
@@ -60,6 +61,7 @@ class SqliteBackend(SqlBackend):
         self.durability = durability
         self._lock = threading.RLock()
         self._lineages = {}
+        self.batch_heads = BatchHeads()
         self._batches = 0
         """How deep in :meth:`batch` this connection is (0: each write is its own transaction)."""
         self._closed = False
@@ -163,7 +165,7 @@ class SqliteBackend(SqlBackend):
         with self._lock:
             db = self._connection()
             if not keeps_heads:
-                self._forget_heads()
+                self.batch_heads.forget()
             if self._batches:
                 # Inside a batch: a savepoint, so a write that fails undoes only itself.
                 with self._savepoint(db):
@@ -195,11 +197,13 @@ class SqliteBackend(SqlBackend):
                     self._batches -= 1
                 return
             with self._write():
-                self._batches, self._heads = 1, {}
+                self._batches = 1
+                self.batch_heads.begin()
                 try:
                     yield
                 finally:
-                    self._batches, self._heads = 0, None
+                    self._batches = 0
+                    self.batch_heads.end()
 
     @contextmanager
     def _savepoint(self, db: sqlite3.Connection) -> Iterator[None]:
@@ -211,11 +215,11 @@ class SqliteBackend(SqlBackend):
             yield
             db.execute("RELEASE cw_write")
         except sqlite3.Error as exc:
-            self._forget_heads()
+            self.batch_heads.forget()
             self._undo(db)
             raise from_sqlite(exc, self.url) from exc
         except BaseException:
-            self._forget_heads()
+            self.batch_heads.forget()
             self._undo(db)
             raise
 
