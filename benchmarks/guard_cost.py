@@ -73,14 +73,28 @@ def _text(i: int) -> str:
 class _Conversation:
     """One guarded agent: its client, its whole history, and the CPU inside the SDK's own call."""
 
-    def __init__(self, kind: str, size: int, url: str, full: bool) -> None:
-        import anthropic
-        import openai
-
+    def __init__(
+        self, kind: str, size: int, url: str, full: bool, *, primed: bool = True, **options: Any
+    ) -> None:
         import contextwindow
 
         self.kind, self.size, self.full = kind, size, full
         self.sdk_cpu = 0.0
+        raw = self._raw_client(kind, url)
+        options = {"summarizer": False, **options}
+        self.client = contextwindow.guard(raw, store=":memory:", **options, **_compaction())
+        tag = f"{kind}-{size}-{'B' if full else 'A'}"
+        self.history: list[dict[str, Any]] = [
+            {"role": "user" if i % 2 == 0 else "assistant", "content": f"[{tag}] " + _text(i)}
+            for i in range(size - 1 if primed else 0)
+        ]
+        self.turn = 0
+
+    def _raw_client(self, kind: str, url: str) -> Any:
+        """The official SDK's client on ``url``, its create counting the CPU inside it in ``sdk_cpu``."""
+        import anthropic
+        import openai
+
         if kind == "anthropic":
             raw: Any = anthropic.Anthropic(api_key="local", base_url=url, max_retries=0)
             resource = raw.messages
@@ -97,13 +111,7 @@ class _Conversation:
                 self.sdk_cpu += time.thread_time() - cpu
 
         resource.create = create
-        self.client = contextwindow.guard(raw, store=":memory:", summarizer=False, **_compaction())
-        tag = f"{kind}-{size}-{'B' if full else 'A'}"
-        self.history: list[dict[str, Any]] = [
-            {"role": "user" if i % 2 == 0 else "assistant", "content": f"[{tag}] " + _text(i)}
-            for i in range(size - 1)
-        ]
-        self.turn = 0
+        return raw
 
     def _next_user(self) -> str:
         return _text(10_000 + self.turn)
@@ -148,32 +156,7 @@ class _Folding(_Conversation):
     ``sdk_cpu`` counts the agent's call and the summary call alike (the same raw client)."""
 
     def __init__(self, kind: str, window: int, url: str) -> None:
-        import anthropic
-        import openai
-
-        import contextwindow
-
-        self.kind, self.size, self.full = kind, window, False
-        self.sdk_cpu = 0.0
-        if kind == "anthropic":
-            raw: Any = anthropic.Anthropic(api_key="local", base_url=url, max_retries=0)
-            resource = raw.messages
-        else:
-            raw = openai.OpenAI(api_key="local", base_url=url + "/v1", max_retries=0)
-            resource = raw.chat.completions
-        inner = resource.create
-
-        def create(**kwargs: Any) -> Any:
-            cpu = time.thread_time()
-            try:
-                return inner(**kwargs)
-            finally:
-                self.sdk_cpu += time.thread_time() - cpu
-
-        resource.create = create
-        self.client = contextwindow.guard(raw, store=":memory:", context_window=window, **_compaction())
-        self.history = []
-        self.turn = 0
+        super().__init__(kind, window, url, False, primed=False, summarizer=None, context_window=window)
 
     def _next_user(self) -> str:
         return " ".join(_text(20 * self.turn + j) for j in range(20))
