@@ -237,6 +237,15 @@ class TestRememberedPrices:
         assert priced(summary) == priced(str(summary)) == float(len(summary))
         assert seen == [summary]
 
+    def test_a_long_history_priced_again_is_answered_from_memory(self) -> None:
+        # A fold prices the messages it may cover again: with room for 512 texts only, a history of
+        # a few thousand messages emptied the memo on every pass and each was encoded again.
+        seen, priced = self._counting()
+        texts = [f"message {i}: " + "words " * 40 for i in range(3_000)]
+        for _ in range(2):
+            assert [priced(t) for t in texts] == [float(len(t)) for t in texts]
+        assert len(seen) == len(texts)
+
     def test_the_characters_held_are_bounded(self) -> None:
         seen, priced = self._counting()
         size = _text._REMEMBERED_TOTAL // 5 + 1

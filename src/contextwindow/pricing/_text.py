@@ -304,8 +304,9 @@ def _exact_price(count: Callable[[str], int]) -> Callable[[str], float]:
     return _remembered(lambda text: float(count(text)))
 
 
-_REMEMBERED_TEXTS = 512
-"""How many recent texts a text rule remembers the price of."""
+_REMEMBERED_TEXTS = 8192
+"""How many recent texts a text rule remembers the price of (a fold prices again the messages it may
+cover: a long history's worth)."""
 
 _REMEMBERED_CHARS = 1 << 20
 """The longest text remembered (a checkpoint's summary, a summariser's transcript: priced on every
