@@ -45,8 +45,10 @@ window by the same recount, window use over the same calls, and messages dropped
 
 ``python -m benchmarks.real_sessions [--long N] [--workers N] [--sessions N] [--count MODE ...]`` from the repo root with
 ``PYTHONPATH=src``; writes ``benchmarks/results/real_sessions.md``. Each call's ``max_tokens`` is
-``min(4096, window // 8)``, as ``simulate``'s default; the stream budget is off (the local provider
-caches nothing). The model is each session's own (its Claude profile). The provider counts with
+``min(4096, window // 8)``, as ``simulate``'s default; the stream budget is off. The local provider caches
+the prompt as the providers document (``prompt_cache=True``: Anthropic's ``cache_control`` breakpoints,
+OpenAI's automatic prefix cache), and the cached share and the dollars are read off what it reports. The
+model is each session's own (its Claude profile). The provider counts with
 ``o200k_base`` at a count scale (``LocalSettings.count_scale``) measured on the session's own recorded
 usage: Anthropic's count of the content appended between two calls over ``o200k_base``'s
 (:func:`benchmarks._claude_sessions.recorded_scale`; pooled over the sessions of the same tokenizer
