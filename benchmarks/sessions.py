@@ -46,7 +46,8 @@ Reading the use columns honestly:
 ``benchmarks/results/sessions.md``. The output reserve (each call's ``max_tokens``) is
 ``min(4096, window // 8)``: the 4,096 default of https://github.com/anima-research/agent-framework, smaller on
 small windows as agents there set it. The stream budget (``max_stream_input_tokens``) is off: it is a cost
-control for providers that cache the prompt, and the local provider caches nothing, so every call's whole
+control for providers that cache the prompt, and the local provider caches nothing here (only when asked,
+``prompt_cache``), so every call's whole
 input is fresh and agent-framework's 150k stream budget would restart every other call at 128k without freeing
 anything; the physical window is what is measured here. Scenarios run in parallel, one process per core.
 """
