@@ -469,7 +469,7 @@ def _fold_table(samples: dict[tuple[str, int], tuple[list[float], list[float]]])
         "calls left out) against an ordinary call of the same conversation, ~400-token messages, "
         "guard CPU per call (ms), medians:",
         "",
-        "| SDK | window | calls | folds | ordinary | folding | what a fold adds, in ordinary calls | goal |",
+        "| SDK | window | calls counted | folds | ordinary | folding | what a fold adds, in ordinary calls | goal |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for window in FOLD_WINDOWS:
