@@ -6,7 +6,9 @@ Four measurements in one run:
    provider over HTTP, at a window large enough that nothing folds, so what is measured is the guard
    alone: the CPU time of the agent's thread in the guarded ``create`` less the CPU time inside the
    SDK's own call (request building, HTTP, parsing). Conversations of ~10, ~100, ~400 and ~2,000
-   messages are primed, then each call appends one user message and records the reply. Calls are
+   messages are primed, then each call appends one user message and records the reply; one more row
+   of ~100 messages sends a coding agent's tools with every call (:data:`TOOLS`: 20 definitions,
+   ~32 KB of JSON, a new list of new dicts each call, as a framework builds them). Calls are
    interleaved round-robin over every (SDK, size, variant): variant A is the guard as it is
    (incremental compile); variant B drops compile's per-session memo before each call, so every call
    compiles the whole history cold (what each call cost when the walk was not reused).
@@ -53,6 +55,10 @@ from benchmarks._paths import RESULTS, ROOT
 from benchmarks.compile import ab_rows, compile_against, source_tree, tree_env
 
 SIZES = (10, 100, 400, 2_000)
+TOOLS_AT = 100
+"""The history of the row whose every call sends :data:`TOOLS`."""
+CASES: tuple[tuple[int, bool], ...] = (*((size, False) for size in SIZES), (TOOLS_AT, True))
+"""Each row: (history, whether the calls send the tools)."""
 CLAUDE = "claude-haiku-4-5"
 GPT = "gpt-4o"
 SYSTEM = "You are terse."
@@ -66,6 +72,36 @@ def _compaction() -> dict[str, str]:
     return {} if mode == "local" else {"compaction": mode}
 
 
+def _tools(kind: str) -> list[dict[str, Any]]:
+    """A coding agent's tools in ``kind``'s wire shape, made anew (a framework builds them per call)."""
+    out = []
+    for i in range(20):
+        properties = {
+            f"arg{j}": {
+                "type": "string",
+                "description": f"Argument {j} of tool {i}: a path, a pattern or a command.",
+            }
+            for j in range(8)
+        }
+        schema = {"type": "object", "properties": properties, "required": ["arg0"]}
+        description = f"Tool {i} does one thing to the repository and reports what it found. " * 8
+        if kind == "anthropic":
+            out.append({"name": f"tool_{i}", "description": description, "input_schema": schema})
+        else:
+            function = {"name": f"tool_{i}", "description": description, "parameters": schema}
+            out.append({"type": "function", "function": function})
+    return out
+
+
+TOOLS = _tools("anthropic")
+"""The tools of the row that sends them (this is the Anthropic shape; the OpenAI one is alike)."""
+
+
+def _label(size: int, tools: bool) -> str:
+    extra = f", {len(TOOLS)} tools ({len(json.dumps(TOOLS)) // 1000} KB)" if tools else ""
+    return f"~{size}{extra}"
+
+
 def _text(i: int) -> str:
     return f"Message {i}: the build step {i} failed on module m{i % 37}; please check the logs and retry."
 
@@ -74,16 +110,24 @@ class _Conversation:
     """One guarded agent: its client, its whole history, and the CPU inside the SDK's own call."""
 
     def __init__(
-        self, kind: str, size: int, url: str, full: bool, *, primed: bool = True, **options: Any
+        self,
+        kind: str,
+        size: int,
+        url: str,
+        full: bool,
+        *,
+        primed: bool = True,
+        tools: bool = False,
+        **options: Any,
     ) -> None:
         import contextwindow
 
-        self.kind, self.size, self.full = kind, size, full
+        self.kind, self.size, self.full, self.tools = kind, size, full, tools
         self.sdk_cpu = 0.0
         raw = self._raw_client(kind, url)
         options = {"summarizer": False, **options}
         self.client = contextwindow.guard(raw, store=":memory:", **options, **_compaction())
-        tag = f"{kind}-{size}-{'B' if full else 'A'}"
+        tag = f"{kind}-{size}-{'T' if tools else ''}{'B' if full else 'A'}"
         self.history: list[dict[str, Any]] = [
             {"role": "user" if i % 2 == 0 else "assistant", "content": f"[{tag}] " + _text(i)}
             for i in range(size - 1 if primed else 0)
@@ -123,11 +167,12 @@ class _Conversation:
         if self.full:
             _FULL[0] = True
         self.sdk_cpu = 0.0
+        extra = {"tools": _tools(self.kind)} if self.tools else {}
         cpu = time.thread_time()
         try:
             if self.kind == "anthropic":
                 response = self.client.messages.create(
-                    model=CLAUDE, max_tokens=MAX_TOKENS, system=SYSTEM, messages=self.history
+                    model=CLAUDE, max_tokens=MAX_TOKENS, system=SYSTEM, messages=self.history, **extra
                 )
                 text = response.content[0].text
             else:
@@ -135,6 +180,7 @@ class _Conversation:
                     model=GPT,
                     max_tokens=MAX_TOKENS,
                     messages=[{"role": "system", "content": SYSTEM}, *self.history],
+                    **extra,
                 )
                 text = response.choices[0].message.content
         finally:
@@ -204,16 +250,16 @@ def _cold_compiles() -> None:
     SessionCompiler.compile = compile_cold  # type: ignore[method-assign]
 
 
-def measure_calls(calls: int) -> dict[tuple[str, int, bool], list[float]]:
-    """Guard CPU per call, by (SDK, size, full), interleaved round-robin."""
+def measure_calls(calls: int) -> dict[tuple[str, int, bool, bool], list[float]]:
+    """Guard CPU per call, by (SDK, size, tools, full), interleaved round-robin."""
     from contextwindow.testing import LocalModel, LocalServer, LocalSettings
 
     _cold_compiles()
-    samples: dict[tuple[str, int, bool], list[float]] = {}
+    samples: dict[tuple[str, int, bool, bool], list[float]] = {}
     with LocalServer(LocalModel(LocalSettings())) as server:
         conversations = [
-            _Conversation(kind, size, server.url, full)
-            for size in SIZES
+            _Conversation(kind, size, server.url, full, tools=tools)
+            for size, tools in CASES
             for kind in ("anthropic", "openai")
             for full in (False, True)
         ]
@@ -222,7 +268,7 @@ def measure_calls(calls: int) -> dict[tuple[str, int, bool], list[float]]:
             conversation.call()
         for _ in range(calls):
             for conversation in conversations:
-                key = (conversation.kind, conversation.size, conversation.full)
+                key = (conversation.kind, conversation.size, conversation.tools, conversation.full)
                 samples.setdefault(key, []).append(conversation.call())
     return samples
 
@@ -314,7 +360,9 @@ def _child() -> None:
 
     with LocalServer(LocalModel(LocalSettings())) as server:
         conversations = [
-            _Conversation(kind, size, server.url, False) for size in SIZES for kind in ("anthropic", "openai")
+            _Conversation(kind, size, server.url, False, tools=tools)
+            for size, tools in CASES
+            for kind in ("anthropic", "openai")
         ]
         for conversation in conversations:
             conversation.call()
@@ -326,7 +374,11 @@ def _child() -> None:
             # about a millisecond more; charged to one (SDK, size) every round, it was that cell's.
             start = turn % len(conversations)
             ordered = [*conversations[start:], *conversations[:start]]
-            print(json.dumps({f"{c.kind}/{c.size}": c.call() for c in ordered}), flush=True)
+            print(json.dumps({_key(c.kind, c.size, c.tools): c.call() for c in ordered}), flush=True)
+
+
+def _key(kind: str, size: int, tools: bool) -> str:
+    return f"{kind}/{size}{'+tools' if tools else ''}"
 
 
 def measure_against(other: Path, calls: int) -> dict[str, dict[str, list[float]]]:
@@ -377,12 +429,15 @@ def _main_against(other: Path, quick: bool) -> None:
         "| SDK | history | other median | other p95 | this median | this p95 | other / this | goal |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
-    for size in SIZES:
+    for size, tools in CASES:
         for kind in ("anthropic", "openai"):
-            a, b = samples["this"][f"{kind}/{size}"], samples["other"][f"{kind}/{size}"]
+            key = _key(kind, size, tools)
+            if key not in samples["other"]:
+                continue  # a tree whose benchmark has no such row
+            a, b = samples["this"][key], samples["other"][key]
             ma, mb = statistics.median(a) * 1000, statistics.median(b) * 1000
             lines.append(
-                f"| {kind} | ~{size} | {mb:.2f} | {_p95(b) * 1000:.2f} | {ma:.2f} | {_p95(a) * 1000:.2f} "
+                f"| {kind} | {_label(size, tools)} | {mb:.2f} | {_p95(b) * 1000:.2f} | {ma:.2f} | {_p95(a) * 1000:.2f} "
                 f"| {mb / ma:.1f}× | ≤ 2 / ≤ 5 |"
             )
     speed = compile_against(other, rounds=2 if quick else 3)
@@ -431,12 +486,12 @@ def main(argv: list[str] | None = None) -> None:
         "| SDK | history | A median | A p95 | B median | B p95 | B / A | goal |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
-    for size in SIZES:
+    for size, tools in CASES:
         for kind in ("anthropic", "openai"):
-            a, b = samples[(kind, size, False)], samples[(kind, size, True)]
+            a, b = samples[(kind, size, tools, False)], samples[(kind, size, tools, True)]
             ma, mb = statistics.median(a) * 1000, statistics.median(b) * 1000
             lines.append(
-                f"| {kind} | ~{size} | {ma:.2f} | {_p95(a) * 1000:.2f} | {mb:.2f} | {_p95(b) * 1000:.2f} "
+                f"| {kind} | {_label(size, tools)} | {ma:.2f} | {_p95(a) * 1000:.2f} | {mb:.2f} | {_p95(b) * 1000:.2f} "
                 f"| {mb / ma:.1f}× | ≤ 2 / ≤ 5 |"
             )
     lines += ["", *_fold_table(measure_folds(150 if quick else 300))]

@@ -87,6 +87,38 @@ class TestAnthropicEdits:
         assert len(store.sessions()) == 1
 
 
+class TestEditedRequestFields:
+    """The fields but the history are read once while they repeat (``HistoryReader.plain``): an agent
+    that edits its tools or system prompt, in place or anew, sends them as they are now."""
+
+    @staticmethod
+    def _tools(description: str) -> list[dict[str, Any]]:
+        schema = {"type": "object", "properties": {"path": {"type": "string", "description": description}}}
+        return [{"name": "read_file", "description": "Reads a file.", "input_schema": schema}]
+
+    @pytest.mark.parametrize("how", ["in place", "anew"])
+    def test_an_edited_tool_and_system_prompt_go_out_as_the_agent_sent_them(self, how: str) -> None:
+        core = GuardCore(contextwindow.open_store(), "anthropic", overflow=lambda exc: None)
+        tools = self._tools("the path")
+        system = [{"type": "text", "text": "Be brief."}]
+        history: list[Any] = [{"role": "user", "content": "Read a.py"}]
+        body = {"model": CLAUDE, "max_tokens": 100, "system": system, "tools": tools, "messages": history}
+        first = _call(core, body, "Read.")
+        assert first["tools"] == self._tools("the path")
+        if how == "in place":
+            tools[0]["input_schema"]["properties"]["path"]["description"] = "a path in the repository"
+            system[0]["text"] = "Be very brief."
+        else:
+            body = {**body, "tools": self._tools("a path in the repository")}
+            body["system"] = [{"type": "text", "text": "Be very brief."}]
+        history += [{"role": "assistant", "content": "Read."}, {"role": "user", "content": "Now b.py"}]
+        sent = _call(core, body)
+        assert sent["tools"] == self._tools("a path in the repository")
+        assert sent["system"] == [{"type": "text", "text": "Be very brief."}]
+        again = _call(core, body)  # unchanged since: the same as it was sent
+        assert again["tools"] == sent["tools"] and again["system"] == sent["system"]
+
+
 class TestOpenAIEdits:
     @pytest.mark.parametrize(
         ("first", "edited"),

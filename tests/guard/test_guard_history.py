@@ -166,3 +166,60 @@ class TestHistoryReader:
         grown[0]["content"] = [{"type": "compaction", "content": "edited in place"}]
         assert reader.unread(_body("anthropic", list(calls[2]))) == calls[2]
         assert reader.unread({"messages": "not a list"}) == ()
+
+
+def _tools(fmt: str = "anthropic") -> list[dict[str, Any]]:
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}}
+    if fmt == "openai":
+        function = {"description": "Reads a file.", "parameters": schema}
+        return [{"type": "function", "function": {"name": f"tool_{i}", **function}} for i in range(3)]
+    return [{"name": f"tool_{i}", "description": "Reads a file.", "input_schema": schema} for i in range(3)]
+
+
+class TestTheFieldsButTheHistory:
+    """A body's fields but the history (model, system, tools) are read once while they repeat."""
+
+    @pytest.mark.parametrize("fmt", ["anthropic", "openai"])
+    def test_tools_equal_by_value_are_read_once_and_read_as_a_whole_read_reads_them(self, fmt: str) -> None:
+        history = _anthropic_history(3) if fmt == "anthropic" else _openai_history(3)
+        reader = HistoryReader(FORMATS[fmt], "messages")  # type: ignore[index]
+        first_tools = None
+        for prefix in _calls(history):
+            # A new list of new dicts each call, as a framework builds them: equal by value.
+            body = reader.plain({**_body(fmt, list(prefix)), "tools": _tools(fmt)})
+            read = reader.read(body)
+            assert read.parsed.request == _whole(fmt, copy.deepcopy(body)).parsed.request
+            tools = read.parsed.request.tools
+            assert len(tools) == 3
+            if first_tools is None:
+                first_tools = tools
+            assert all(a is b for a, b in zip(tools, first_tools, strict=True))  # read once
+
+    def test_a_tool_edited_in_place_is_read_again(self) -> None:
+        reader = HistoryReader(FORMATS["anthropic"], "messages")
+        tools = _tools()
+        calls = _calls(_anthropic_history(2))
+        reader.read(reader.plain({**_body("anthropic", list(calls[0])), "tools": tools}))
+        tools[1]["input_schema"]["properties"]["path"]["description"] = "edited in place"
+        body = reader.plain({**_body("anthropic", list(calls[1])), "tools": tools})
+        read = reader.read(body)
+        assert (
+            read.parsed.request.tools[1].input_schema["properties"]["path"]["description"]
+            == "edited in place"
+        )
+        assert read.parsed.request == _whole("anthropic", copy.deepcopy(body)).parsed.request
+
+    def test_plain_dumps_the_fields_and_leaves_the_history_as_given(self) -> None:
+        reader = HistoryReader(FORMATS["anthropic"], "messages")
+        history = _anthropic_history(1)
+        body = reader.plain(
+            {**_body("anthropic", history), "temperature": anthropic.NOT_GIVEN, "metadata": {"user_id": "u"}}
+        )
+        assert "temperature" not in body
+        assert body["messages"] is history
+        again = reader.plain(
+            {**_body("anthropic", history), "temperature": anthropic.NOT_GIVEN, "metadata": {"user_id": "u"}}
+        )
+        assert again["metadata"] is body["metadata"]  # the same plain fields
+        other = reader.plain({**_body("anthropic", history), "metadata": {"user_id": "v"}})
+        assert other["metadata"] == {"user_id": "v"}

@@ -56,3 +56,27 @@ def test_a_history_that_changed_in_place_is_rendered_as_it_is_now(fmt: str) -> N
     changed[7] = Message.user("a summary stands here now")
     for messages in (history, changed, history[3:], history, changed[:12], history[:20], history):
         assert wire.render(body, messages, _no_media, memo=memo) == wire.render(body, messages, _no_media)
+
+
+def _last_block(body: dict[str, Any]) -> dict[str, Any]:
+    block: dict[str, Any] = body["messages"][-1]["content"][-1]
+    return block
+
+
+def test_the_newest_message_carries_a_breakpoint_while_the_agent_set_fewer_than_four() -> None:
+    wire = FORMATS["anthropic"]
+    marked = {"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}
+    history = _history(4)
+    three = {"model": "m", "system": [marked, marked, marked]}
+    assert "cache_control" in _last_block(wire.render(three, history, _no_media))
+    four = {"model": "m", "system": [marked, marked, marked, marked]}
+    assert "cache_control" not in _last_block(wire.render(four, history, _no_media))  # a fifth is refused
+
+
+def test_a_tool_schema_naming_a_property_cache_control_is_no_breakpoint() -> None:
+    # A tool's input may have a field called cache_control; only a cache_control on the tool itself
+    # is a breakpoint the API counts.
+    schema = {"type": "object", "properties": {"cache_control": {"type": "string"}}}
+    tools = [{"name": f"t{i}", "description": "", "input_schema": schema} for i in range(4)]
+    body = FORMATS["anthropic"].render({"model": "m", "tools": tools}, _history(4), _no_media)
+    assert _last_block(body)["cache_control"] == {"type": "ephemeral"}

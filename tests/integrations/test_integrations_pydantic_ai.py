@@ -187,7 +187,7 @@ def claude_agent(server: LocalServer, *capabilities: Any) -> Agent[None, str]:
         max_retries=0,
         http_client=httpx2.AsyncClient(limits=httpx2.Limits(max_keepalive_connections=0)),
     )
-    model = AnthropicModel("claude-sonnet-4-5", provider=AnthropicProvider(anthropic_client=client))
+    model = AnthropicModel("claude-haiku-4-5", provider=AnthropicProvider(anthropic_client=client))
     made: Agent[None, str] = pydantic_ai.Agent(
         model, instructions="You search notes.", capabilities=list(capabilities)
     )

@@ -7,12 +7,12 @@ says so with the makeup. :func:`measure_head` returns the limits the tail walk w
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 
 from ..content import Message, Text
 from ..errors import InvalidInput, OverBudget
+from ..pricing import tool_bytes
 from ._run import Run
 from .state import SEGMENTS, Checkpoint, CompileState
 from .walk import Bounds
@@ -105,9 +105,7 @@ def _counted_beyond_rule(run: Run, checkpoint: Checkpoint) -> int:
 def head_bytes(state: CompileState, summary: Message | None) -> int:
     """The head's size on the wire, estimated for the byte wall."""
     total = sum(len(t.text.encode()) + _BLOCK_BYTES for t in state.system)
-    for tool in state.tools:
-        total += len(tool.name) + len(tool.description.encode()) + _BLOCK_BYTES
-        total += len(json.dumps(dict(tool.input_schema), default=str).encode())
+    total += sum(tool_bytes(tool) + _BLOCK_BYTES for tool in state.tools)
     if summary is not None:
         total += sum(len(b.text.encode()) + _BLOCK_BYTES for b in summary.content if isinstance(b, Text))
     return total

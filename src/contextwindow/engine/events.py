@@ -271,12 +271,18 @@ Event: TypeAlias = (
 """Everything :meth:`~contextwindow.engine.Engine.run_turn` yields to a host."""
 
 
+_USAGE_FIELDS = tuple(f.name for f in dataclasses.fields(Usage))
+
+
 def event_to_dict(event: Event) -> dict[str, Any]:
     """The event as JSON-ready data (usage as its fields), for the ledger and for ``--json``."""
     out: dict[str, Any] = {}
     for f in dataclasses.fields(event):
         value = getattr(event, f.name)
-        if isinstance(value, Usage | ToolUse):
+        if isinstance(value, Usage):
+            # Its fields are ints: what ``dataclasses.asdict`` gives, without its deep copy (2 a call).
+            value = {name: getattr(value, name) for name in _USAGE_FIELDS}
+        elif isinstance(value, ToolUse):
             value = dataclasses.asdict(value)
         elif isinstance(value, Cost):
             value = {"input": float(value.input), "output": float(value.output), "model": value.model}

@@ -39,7 +39,6 @@ from .replies import (
     OpenAIChunks,
     ResponsesEvents,
     anthropic_reply,
-    jsonable,
     openai_reply,
     responses_reply,
 )
@@ -129,10 +128,11 @@ def _overflow_reader(kind: GuardFormat) -> Callable[[BaseException], ContextOver
 
 
 def _split(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    body = {k: v for k, v in kwargs.items() if k not in _OPTIONS and k not in _HISTORY}
+    """The request body and the SDK's own options of a call's keywords. The body is as the agent gave
+    it: the core reads it (:meth:`~._history.HistoryReader.plain`), converting only what is new."""
+    body = {k: v for k, v in kwargs.items() if k not in _OPTIONS}
     options = {k: v for k, v in kwargs.items() if k in _OPTIONS}
-    # The history stays as the agent gave it: the core converts only what is new (``._history``).
-    return {**jsonable(body), **{k: kwargs[k] for k in _HISTORY if k in kwargs}}, options
+    return body, options
 
 
 def _merged(body: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:

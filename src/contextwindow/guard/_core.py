@@ -177,6 +177,7 @@ class GuardCore:
         framework adapter's Chat Completions body for an Anthropic model: ``"anthropic"``), whose
         provider compaction ``compaction`` then attaches (:func:`~contextwindow.compaction.guarded_body`).
         Raises :class:`~contextwindow.errors.UsageError` for a body without messages or model."""
+        body = self.history.plain(body)
         if self.wire.name == "anthropic" and compaction_in(self.history.unread(body)):
             # The provider compacted this conversation: it is the provider's from its block on.
             return await pass_through(body if count else self._compacting(body), count)

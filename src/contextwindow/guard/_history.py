@@ -8,15 +8,21 @@ own objects (an SDK object is a leaf, compared by identity), so a message edited
 afresh. The new items are parsed after the agent's leading system items, and only where the cut
 cannot fall inside what a format merges into one message (the new part opens with the model's reply);
 anywhere else the whole history is read.
+
+The rest of the body (model, system, tools, parameters) is the same call after call, and a coding
+agent's tools are tens of kilobytes: :meth:`HistoryReader.plain` gives a body equal by value to one
+read before the same plain fields (the same objects), and their tools as read then, so what is priced,
+checked or walked by identity further on (a tool's price, the breakpoints) is found again rather
+than worked out anew.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..content import Message
+from ..content import Message, ToolSpec
 from ..formats import ParsedRequest
 from ._match import chain
 from ._wire import WireAdapter
@@ -37,6 +43,18 @@ class Read:
     hashes: list[str]
     new_from: int
     """How many leading messages were read before (0 when the whole history was read now)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Fields:
+    """A body's fields but the history, as read: ``kept`` to compare the next body's with (its
+    containers copied, as the history's items are), ``plain`` as JSON, and its tools as read
+    (``None``: not yet; ``()`` also when the format reads the tools with the rest of the body)."""
+
+    kept: dict[str, Any]
+    plain: dict[str, Any]
+    tools: list[tuple[Any, tuple[ToolSpec, ...]]] = field(default_factory=list)
+    """The tools read from ``plain`` (at most one entry): the plain list and what it parsed to."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,9 +89,49 @@ class HistoryReader:
         proxy's, parsed from bytes, whose items the next body shares when they repeat: then
         "begins with" is decided by identity, item by item, before any value is compared)."""
         self._seen: list[_Seen] = []
+        self._fields: list[_Fields] = []
+        """The last bodies' fields but the history (see :meth:`plain`), newest first."""
         self._looked: tuple[Any, int, _Seen | None] | None = None
         """The last :meth:`unread` lookup (the history, its length then, the history known in it),
         which the :meth:`read` of the same history that follows takes rather than compare again."""
+
+    def plain(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """``body`` with every field but the history as plain JSON (SDK objects dumped, the SDKs'
+        ``NOT_GIVEN`` dropped) and the history as the agent gave it. Fields equal by value to a body's
+        read before are that body's plain fields, the same objects (the module docstring)."""
+        rest = {k: v for k, v in body.items() if k != self.key}
+        out = dict(self._fields_of(rest).plain)
+        if self.key in body:
+            out[self.key] = body[self.key]
+        return out
+
+    def _fields_of(self, rest: Mapping[str, Any]) -> _Fields:
+        for i, fields in enumerate(self._fields):
+            if _same(fields.plain, rest) or fields.kept == rest:
+                if i:
+                    self._fields = [fields, *(f for f in self._fields if f is not fields)]
+                return fields
+        plain = jsonable(rest)
+        fields = _Fields(kept=_copied(rest) if self.copies else plain, plain=plain)
+        self._fields = [fields, *self._fields][: self.memory]
+        return fields
+
+    def _parse(self, rest: Mapping[str, Any], items: list[Any]) -> ParsedRequest:
+        """The request of ``rest`` (the fields) and ``items`` (the history), its tools read once while
+        the fields repeat: parsed without them, and the tools as read then put in."""
+        fields = self._fields_of(rest)
+        tools = fields.plain.get("tools")
+        if not tools or not isinstance(tools, list):
+            return self.wire.parse({**fields.plain, self.key: items})
+        if fields.tools and fields.tools[0][0] is tools:
+            parsed = self.wire.parse({**_without_tools(fields.plain), self.key: items})
+            return replace(parsed, request=replace(parsed.request, tools=fields.tools[0][1]))
+        whole = self.wire.parse({**fields.plain, self.key: items})
+        apart = self.wire.parse({**_without_tools(fields.plain), self.key: items})
+        if replace(whole.request, tools=()) == apart.request and whole.attachments == apart.attachments:
+            # The tools are read apart from the rest of the body: read once while the fields repeat.
+            fields.tools[:] = [(tools, whole.request.tools)]
+        return whole
 
     def unread(self, body: Mapping[str, Any]) -> Sequence[Any]:
         """The items of ``body``'s history after the longest history read before that it begins
@@ -102,7 +160,7 @@ class HistoryReader:
             prior = self._known(items)
         read = self._continue(prior, items, rest) if prior is not None else None
         if read is None or prior is None:
-            parsed = self.wire.parse({**jsonable(rest), self.key: jsonable(items)})
+            parsed = self._parse(rest, jsonable(items))
             read = Read(parsed=parsed, hashes=chain(parsed.request.messages), new_from=0)
             seen_items = [_copied(i) for i in items] if self.copies else items
         elif self.copies:
@@ -143,7 +201,7 @@ class HistoryReader:
         if not known.messages or known.messages[-1].role == "assistant":
             return None
         new = [jsonable(i) for i in items[len(known.items) :]]
-        parsed = self.wire.parse({**jsonable(rest), self.key: [*self.head(items), *new]})
+        parsed = self._parse(rest, [*self.head(items), *new])
         added = parsed.request.messages
         if not added or added[0].role != "assistant":
             return None
@@ -154,3 +212,15 @@ class HistoryReader:
     def _remember(self, seen: _Seen, *, replacing: _Seen | None) -> None:
         kept = [s for s in self._seen if s is not replacing]
         self._seen = [seen, *kept][: self.memory]
+
+
+def _without_tools(fields: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if k != "tools"}
+
+
+def _same(plain: Mapping[str, Any], rest: Mapping[str, Any]) -> bool:
+    """Whether ``rest`` holds the very objects of ``plain`` (a body made of what :meth:`plain` gave)."""
+    return len(plain) == len(rest) and all(rest.get(k, _ABSENT) is v for k, v in plain.items())
+
+
+_ABSENT = object()

@@ -121,12 +121,12 @@ class WireAdapter(Protocol):
         ...
 
 
-def _count_breakpoints(value: Any) -> int:
-    if isinstance(value, dict):
-        return int("cache_control" in value) + sum(_count_breakpoints(v) for v in value.values())
-    if isinstance(value, list):
-        return sum(_count_breakpoints(v) for v in value)
-    return 0
+def _count_breakpoints(items: Any) -> int:
+    """The cache breakpoints the agent set on its system blocks or tools: a ``cache_control`` on an
+    item itself (where the API reads one; a tool's schema may name a property so)."""
+    if not isinstance(items, list):
+        return 0
+    return sum(1 for item in items if isinstance(item, dict) and "cache_control" in item)
 
 
 class _Anthropic:

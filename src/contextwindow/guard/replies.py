@@ -38,7 +38,8 @@ def jsonable(value: Any) -> Any:
     """``value`` as plain JSON values: SDK models dumped, the SDKs' ``NOT_GIVEN``/``omit`` dropped."""
     dump = getattr(value, "model_dump", None)
     if callable(dump):
-        return jsonable(dump(mode="json", exclude_none=True, by_alias=True))
+        # JSON mode dumps JSON values only (string keys; no SDK sentinel is a field's value).
+        return dump(mode="json", exclude_none=True, by_alias=True)
     if isinstance(value, Mapping):
         return {str(k): jsonable(v) for k, v in value.items() if not _omitted(v)}
     if isinstance(value, str | bytes | int | float | bool) or value is None:

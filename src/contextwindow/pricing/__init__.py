@@ -19,6 +19,7 @@ from ._estimator import (
     Estimator,
     Preset,
     clamp_multiplier,
+    tool_bytes,
     valid_multiplier,
 )
 from ._media import (
@@ -48,5 +49,6 @@ __all__ = [
     "seed_estimate_text",
     "seed_json_tokens",
     "thinking_stripped_before",
+    "tool_bytes",
     "valid_multiplier",
 ]

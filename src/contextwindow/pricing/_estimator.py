@@ -227,9 +227,12 @@ class Estimator:
         return js_round(self.raw_text(text) * self._multiplier)
 
     def _json(self, value: object) -> float:
+        return self._json_text(js_json(value))
+
+    def _json_text(self, text: str) -> float:
         if self._preset == "seed-store":
-            return float(json_tokens(js_json(value)))
-        return self._text(js_json(value))
+            return float(json_tokens(text))
+        return self._text(text)
 
     # -- blocks -------------------------------------------------------------------------------
 
@@ -353,8 +356,7 @@ class Estimator:
 
     def tool_spec(self, tool: ToolSpec) -> int:
         """A tool definition: the JSON of its name, description and schema, plus framing."""
-        spec = {"name": tool.name, "description": tool.description, "input_schema": dict(tool.input_schema)}
-        return js_round((self._json(spec) + self._structure.tool_spec) * self._multiplier)
+        return js_round((self._json_text(_spec_json(tool)) + self._structure.tool_spec) * self._multiplier)
 
     def request(self, request: Request) -> int:
         """System + tools + messages + the per-request framing; thinking the API strips (earlier turns'
@@ -417,3 +419,32 @@ class Estimator:
 
 def _seed_text(text: str) -> float:
     return float(estimate_text(text))
+
+
+_SPEC_JSON: dict[int, tuple[ToolSpec, str, int]] = {}
+"""The JSON of the tool definitions priced lately, by the definition's identity (a guarded agent's
+tools are read once while its request's fields repeat, so each call prices the same objects)."""
+_SPEC_JSON_MAX = 1024
+
+
+def _spec_json(tool: ToolSpec) -> str:
+    """The JSON a tool definition is priced by: its name, description and schema."""
+    return _spec(tool)[1]
+
+
+def tool_bytes(tool: ToolSpec) -> int:
+    """A tool definition's size in UTF-8 bytes as JSON (its name, description and schema)."""
+    return _spec(tool)[2]
+
+
+def _spec(tool: ToolSpec) -> tuple[ToolSpec, str, int]:
+    known = _SPEC_JSON.get(id(tool))
+    if known is not None and known[0] is tool:
+        return known
+    text = js_json(
+        {"name": tool.name, "description": tool.description, "input_schema": dict(tool.input_schema)}
+    )
+    if len(_SPEC_JSON) >= _SPEC_JSON_MAX:
+        _SPEC_JSON.clear()
+    known = _SPEC_JSON[id(tool)] = (tool, text, len(text.encode("utf-8", "surrogatepass")))
+    return known
