@@ -48,13 +48,13 @@ class Read:
 @dataclass(frozen=True, slots=True)
 class _Fields:
     """A body's fields but the history, as read: ``kept`` to compare the next body's with (its
-    containers copied, as the history's items are), ``plain`` as JSON, and its tools as read
-    (``None``: not yet; ``()`` also when the format reads the tools with the rest of the body)."""
+    containers copied, as the history's items are), ``plain`` as JSON, and its tools as read."""
 
     kept: dict[str, Any]
     plain: dict[str, Any]
     tools: list[tuple[Any, tuple[ToolSpec, ...]]] = field(default_factory=list)
-    """The tools read from ``plain`` (at most one entry): the plain list and what it parsed to."""
+    """The tools read from ``plain`` (at most one entry): the plain list and what it parsed to; empty
+    until read, and while the format reads them along with the rest of the body."""
 
 
 @dataclass(frozen=True, slots=True)
