@@ -162,10 +162,9 @@ _PROBE = Usage(fresh_input=123_457, cache_read=234_571, cache_write=34_567, outp
 
 @dataclass(slots=True)
 class _Found:
-    """A model as genai-prices matched it in one snapshot of its data, and the rates of each price
-    it holds for the model (``None``: not affine, asked each time)."""
+    """A model as genai-prices matched it (in the snapshot :data:`_FOUND` keeps beside it), and the
+    rates of each price it holds for the model (``None``: not affine, asked each time)."""
 
-    snapshot: Any
     info: Any
     provider: Any
     rates: list[tuple[Any, _Rates | None]] = field(default_factory=list)
@@ -222,7 +221,7 @@ def _found(genai_prices: Any, model: str, provider: str | None) -> _Found | None
     except LookupError:  # genai-prices' answer for a model or provider it has no price for
         found = None
     else:
-        found = _Found(snapshot=snapshot, info=calculated.model, provider=calculated.provider)
+        found = _Found(info=calculated.model, provider=calculated.provider)
     if len(_FOUND) >= _FOUND_MAX:
         _FOUND.clear()
     _FOUND[key] = (snapshot, found)

@@ -47,8 +47,6 @@ __all__ = ["GuardedAnthropic", "GuardedOpenAI", "wrap"]
 
 _OPTIONS = frozenset({"extra_headers", "extra_query", "extra_body", "timeout"})
 """Keyword arguments of the SDK methods that are not part of the request body."""
-_HISTORY = ("messages", "input")
-"""The fields that hold the history an agent sends."""
 _COUNT_FIELDS = frozenset({"model", "messages", "system", "tools", "tool_choice", "thinking", "mcp_servers"})
 """What Anthropic's ``count_tokens`` accepts of a Messages body."""
 

@@ -52,9 +52,10 @@ class _Fields:
 
     kept: dict[str, Any]
     plain: dict[str, Any]
-    tools: list[tuple[Any, tuple[ToolSpec, ...]]] = field(default_factory=list)
-    """The tools read from ``plain`` (at most one entry): the plain list and what it parsed to; empty
-    until read, and while the format reads them along with the rest of the body."""
+    tools: list[tuple[Any, tuple[ToolSpec, ...], bool]] = field(default_factory=list)
+    """The tools read from ``plain`` (at most one entry): the plain list, what it parsed to, and
+    whether the format was seen to read them apart from the rest of the body (checked when they
+    repeat: a client made for one call reads them once, as before)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,14 +124,19 @@ class HistoryReader:
         tools = fields.plain.get("tools")
         if not tools or not isinstance(tools, list):
             return self.wire.parse({**fields.plain, self.key: items})
-        if fields.tools and fields.tools[0][0] is tools:
+        seen = fields.tools[0] if fields.tools and fields.tools[0][0] is tools else None
+        if seen is not None and seen[2]:
             parsed = self.wire.parse({**_without_tools(fields.plain), self.key: items})
-            return replace(parsed, request=replace(parsed.request, tools=fields.tools[0][1]))
+            return replace(parsed, request=replace(parsed.request, tools=seen[1]))
         whole = self.wire.parse({**fields.plain, self.key: items})
+        if seen is None:
+            fields.tools[:] = [(tools, whole.request.tools, False)]
+            return whole
         apart = self.wire.parse({**_without_tools(fields.plain), self.key: items})
         if replace(whole.request, tools=()) == apart.request and whole.attachments == apart.attachments:
-            # The tools are read apart from the rest of the body: read once while the fields repeat.
-            fields.tools[:] = [(tools, whole.request.tools)]
+            # They repeat and read apart from the rest of the body: the tools as first read, from now on.
+            fields.tools[:] = [(tools, seen[1], True)]
+            return replace(whole, request=replace(whole.request, tools=seen[1]))
         return whole
 
     def unread(self, body: Mapping[str, Any]) -> Sequence[Any]:
