@@ -196,3 +196,125 @@ class TestInputTooLargeThroughTheEngine:
         assert covered[0] > 8 and covered[-1] <= 8
         assert len(covered) == 3
         assert len(compacted[0].covered_ids) == 8
+
+
+def _coding_span(n: int) -> list[Message]:
+    """A coding agent's span: prose, tool calls and their (some long) results, in ``n`` messages."""
+    from contextwindow.content import ToolResult, ToolUse
+
+    out: list[Message] = []
+    for i in range(n):
+        if i % 3 == 0:
+            out.append(
+                Message.user(
+                    f"Step {i}: the build of module m{i % 7} failed; fix it and run the tests again."
+                )
+            )
+        elif i % 3 == 1:
+            use = ToolUse(
+                id=f"toolu_{i:04d}", name="bash", input={"command": f"pytest -q tests/test_m{i % 7}.py"}
+            )
+            out.append(Message(role="assistant", content=(Text(text="Running the tests."), use)))
+        else:
+            body = "\n".join(
+                f"tests/test_m{i % 7}.py::test_{j} {'PASSED' if j % 5 else 'FAILED'}" for j in range(40 + i)
+            )
+            out.append(
+                Message(role="user", content=(ToolResult(tool_use_id=f"toolu_{i - 1:04d}", content=body),))
+            )
+    return out
+
+
+class TestTheSummarisersOwnWindow:
+    """What the summariser's request may hold, by its estimate: priced in parts with a tokenizer (the
+    span's texts are counted once), whole by a fitted rule."""
+
+    @staticmethod
+    def _whole(summarizer: Summarizer, span: list[Message], room: int) -> int:
+        """The most leading messages whose request, priced whole, fits with ``room`` for the output."""
+        from contextwindow.engine.folding.summarizer import render_transcript
+
+        window = summarizer.profile.context_window
+        fits = [
+            summarizer.estimator.request(summarizer._request(render_transcript(span[:k]), None, None)) + room
+            <= window
+            for k in range(len(span) + 1)
+        ]
+        return max(k for k, ok in enumerate(fits) if ok) if fits[0] else 0
+
+    def test_with_a_tokenizer_the_parts_never_price_a_span_under_its_whole(self) -> None:
+        from contextwindow.engine.folding.summarizer import render_transcript
+        from contextwindow.models import get_profile
+        from contextwindow.pricing import Estimator
+
+        profile = get_profile("gpt-4o")
+        estimator = Estimator(profile, exact=True)
+        summarizer = Summarizer(FakeSummariserProvider([]), profile, estimator=estimator)
+        span = _coding_span(60)
+        whole = estimator.request(summarizer._request(render_transcript(span), None, None))
+        # The largest window this span's request fits in, by the parts: never below the whole's price.
+        for window in range(whole - 50, whole + 400, 5):
+            small = ModelProfile(
+                name="gpt-4o",
+                provider="openai",
+                context_window=window,
+                max_output_tokens=100,
+                tokenizer="o200k",
+            )
+            s = Summarizer(FakeSummariserProvider([]), small, estimator=estimator, max_output_tokens=100)
+            if s.fits(span):
+                assert window - 100 >= whole
+                assert window - 100 <= whole * 1.05  # and not far over it
+                break
+        else:
+            raise AssertionError("the span fits no window up to 400 tokens over its whole price")
+
+    def test_with_a_tokenizer_the_prefix_allowed_fits_priced_whole(self) -> None:
+        from contextwindow.models import get_profile
+        from contextwindow.pricing import Estimator
+
+        span = _coding_span(90)
+        estimator = Estimator(get_profile("gpt-4o"), exact=True)
+        for window in (3_000, 6_000, 9_000, 20_000):
+            small = ModelProfile(
+                name="gpt-4o",
+                provider="openai",
+                context_window=window,
+                max_output_tokens=1_000,
+                tokenizer="o200k",
+            )
+            summarizer = Summarizer(FakeSummariserProvider([]), small, estimator=estimator)
+            allowed = summarizer.fitting(span)
+            whole = self._whole(summarizer, span, 1_000)
+            assert allowed <= whole  # never more than the whole request holds
+            assert allowed >= whole - 2  # and not much less (a seam or two)
+            assert summarizer.fits(span[:allowed]) and (
+                allowed == len(span) or not summarizer.fits(span[: allowed + 1])
+            )
+
+    def test_by_a_fitted_rule_the_prefix_is_the_whole_requests(self) -> None:
+        span = _coding_span(90)
+        for window in (12_000, 14_000, 20_000, 60_000):
+            small = ModelProfile(
+                name="small",
+                provider="anthropic",
+                context_window=window,
+                max_output_tokens=8_000,
+                tokenizer="claude",
+            )
+            summarizer = Summarizer(FakeSummariserProvider([]), small)
+            assert not summarizer.estimator.exact
+            assert summarizer.fitting(span) == self._whole(summarizer, span, 8_000)
+
+    def test_a_frame_over_the_window_holds_nothing(self) -> None:
+        tiny = ModelProfile(
+            name="tiny",
+            provider="anthropic",
+            context_window=9_000,
+            max_output_tokens=8_000,
+            tokenizer="claude",
+        )
+        summarizer = Summarizer(FakeSummariserProvider([]), tiny)
+        previous = "word " * 4_000
+        assert summarizer.fitting(_coding_span(3), previous) == 0
+        assert not summarizer.fits([], previous)

@@ -301,15 +301,9 @@ class Folding:
         """Fold ``messages[:cut]`` (or the largest safe prefix of it the summariser can read)."""
         summarizer = self.summarizer
         assert summarizer is not None
-        # The largest safe prefix the summariser's own window takes, by its estimate (a bisection).
-        if not summarizer.fits(messages[:cut], previous, max_output_tokens=room):
-            low, high = 0, cut
-            while high - low > 1:
-                mid = (low + high) // 2
-                if summarizer.fits(messages[:mid], previous, max_output_tokens=room):
-                    low = mid
-                else:
-                    high = mid
+        # The largest safe prefix the summariser's own window takes, by its estimate.
+        low = summarizer.fitting(messages[:cut], previous, max_output_tokens=room)
+        if low < cut:
             safe = select_safe_prefix(messages, phase="standalone", max_covered=max(1, low))
             cut = safe if not isinstance(safe, FoldFailure) else cut
         summary: Summary | FoldFailure = FoldFailure("no_safe_completed_span")
