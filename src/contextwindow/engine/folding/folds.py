@@ -455,10 +455,10 @@ class Folding:
         ``compacted`` event saying so; the trigger's baseline is unknown until the next accepted
         request. ``summary_tokens`` is the summariser's output count of ``text`` (the provider's own
         units): stored with the checkpoint, compile prices the summary by it; else the text's estimate."""
-        first_id = self._first_covered_id(covered)
+        previous = self.session.latest("checkpoint")
+        first_id = str(previous.payload["first_id"]) if previous is not None else covered[0].id
         last_id = covered[-1].id
         assert first_id is not None and last_id is not None
-        previous = self.session.latest("checkpoint")
         said, text = (
             text,
             with_task(text, None if previous is None else str(previous.payload["summary"]), covered),
@@ -480,12 +480,6 @@ class Folding:
                 summarizer_calls=summarizer_calls,
             )
         )
-
-    def _first_covered_id(self, covered: Sequence[Message]) -> str | None:
-        checkpoint = self.session.latest("checkpoint")
-        if checkpoint is not None:
-            return str(checkpoint.payload["first_id"])
-        return covered[0].id if covered else None
 
     async def hard_cut(self, turn_start_id: str | None) -> AsyncIterator[Event]:
         """The last rung: cut the oldest turns without a summary, leaving a note in their place."""

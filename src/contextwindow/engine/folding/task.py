@@ -17,7 +17,7 @@ the next (:func:`with_task`), the summary's own words left as they are:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from ...content import Message, Text, ToolResult, ToolUse
 
@@ -45,6 +45,11 @@ def instruction(message: Message) -> str | None:
     own = [b.text for b in message.content if isinstance(b, Text) and not b.text.lstrip().startswith("<")]
     said = " ".join(" ".join(own).split())
     return said or None
+
+
+def _first_said(messages: Iterable[Message]) -> str | None:
+    """The first of ``messages`` that is a user's instruction, in its own words (:func:`instruction`)."""
+    return next((s for m in messages if (s := instruction(m)) is not None), None)
 
 
 def _clip(text: str) -> str:
@@ -85,11 +90,13 @@ def with_task(text: str, previous: str | None, covered: Sequence[Message]) -> st
     what ``previous`` (the checkpoint it replaces) kept, updated by ``covered`` (what it folds)."""
     body, _, _, _ = _parse(text)
     _, first, latest, files = _parse(previous)
-    said = [s for m in covered if (s := instruction(m)) is not None]
-    if first is None and said:
-        first = _clip(said[0])
-    if said:
-        latest = _clip(said[-1])
+    # Only the first instruction (when the previous checkpoint kept none) and the latest are kept: each
+    # is looked for from its end of the span, so a long fold reads two messages' words, not all of them.
+    newest = _first_said(reversed(covered))
+    if first is None and newest is not None:
+        first = _clip(_first_said(covered) or newest)
+    if newest is not None:
+        latest = _clip(newest)
     files = list(dict.fromkeys([*files, *_files(covered)]))[-MAX_FILES:]
     lines = [TASK_HEADING]
     if first is not None:
