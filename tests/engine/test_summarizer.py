@@ -225,6 +225,14 @@ def _coding_span(n: int) -> list[Message]:
     return out
 
 
+def _sized(window: int, output: int, tokenizer: str = "o200k") -> ModelProfile:
+    """A profile of ``window`` tokens (``output`` of them the most a reply takes), counted by ``tokenizer``."""
+    name, provider = ("gpt-4o", "openai") if tokenizer == "o200k" else ("small", "anthropic")
+    return ModelProfile(
+        name=name, provider=provider, context_window=window, max_output_tokens=output, tokenizer=tokenizer
+    )
+
+
 class TestTheSummarisersOwnWindow:
     """What the summariser's request may hold, by its estimate: priced in parts with a tokenizer (the
     span's texts are counted once), whole by a fitted rule."""
@@ -254,13 +262,7 @@ class TestTheSummarisersOwnWindow:
         whole = estimator.request(summarizer._request(render_transcript(span), None, None))
         # The largest window this span's request fits in, by the parts: never below the whole's price.
         for window in range(whole - 50, whole + 400, 5):
-            small = ModelProfile(
-                name="gpt-4o",
-                provider="openai",
-                context_window=window,
-                max_output_tokens=100,
-                tokenizer="o200k",
-            )
+            small = _sized(window, 100)
             s = Summarizer(FakeSummariserProvider([]), small, estimator=estimator, max_output_tokens=100)
             if s.fits(span):
                 assert window - 100 >= whole
@@ -276,13 +278,7 @@ class TestTheSummarisersOwnWindow:
         span = _coding_span(90)
         estimator = Estimator(get_profile("gpt-4o"), exact=True)
         for window in (3_000, 6_000, 9_000, 20_000):
-            small = ModelProfile(
-                name="gpt-4o",
-                provider="openai",
-                context_window=window,
-                max_output_tokens=1_000,
-                tokenizer="o200k",
-            )
+            small = _sized(window, 1_000)
             summarizer = Summarizer(FakeSummariserProvider([]), small, estimator=estimator)
             allowed = summarizer.fitting(span)
             whole = self._whole(summarizer, span, 1_000)
@@ -295,26 +291,13 @@ class TestTheSummarisersOwnWindow:
     def test_by_a_fitted_rule_the_prefix_is_the_whole_requests(self) -> None:
         span = _coding_span(90)
         for window in (12_000, 14_000, 20_000, 60_000):
-            small = ModelProfile(
-                name="small",
-                provider="anthropic",
-                context_window=window,
-                max_output_tokens=8_000,
-                tokenizer="claude",
-            )
+            small = _sized(window, 8_000, "claude")
             summarizer = Summarizer(FakeSummariserProvider([]), small)
             assert not summarizer.estimator.exact
             assert summarizer.fitting(span) == self._whole(summarizer, span, 8_000)
 
     def test_a_frame_over_the_window_holds_nothing(self) -> None:
-        tiny = ModelProfile(
-            name="tiny",
-            provider="anthropic",
-            context_window=9_000,
-            max_output_tokens=8_000,
-            tokenizer="claude",
-        )
-        summarizer = Summarizer(FakeSummariserProvider([]), tiny)
+        summarizer = Summarizer(FakeSummariserProvider([]), _sized(9_000, 8_000, "claude"))
         previous = "word " * 4_000
         assert summarizer.fitting(_coding_span(3), previous) == 0
         assert not summarizer.fits([], previous)

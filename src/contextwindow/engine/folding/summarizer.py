@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
@@ -237,14 +237,8 @@ class Summarizer:
 
         if fits(len(messages)):
             return len(messages)
-        low, high = 0, len(messages)
-        while high - low > 1:
-            mid = (low + high) // 2
-            if fits(mid):
-                low = mid
-            else:
-                high = mid
-        return low
+        # The count of leading prefixes (of 1, 2, … messages) that fit: fitting is monotone in the count.
+        return bisect_left(range(1, len(messages)), True, key=lambda count: not fits(count))
 
     def _frame_price(self, previous: str | None) -> int:
         """The estimate of the summary request around an empty transcript (the previous summary, the
