@@ -8,7 +8,9 @@ Four measurements in one run:
    SDK's own call (request building, HTTP, parsing). Conversations of ~10, ~100, ~400 and ~2,000
    messages are primed, then each call appends one user message and records the reply; one more row
    of ~100 messages sends a coding agent's tools with every call (:data:`TOOLS`: 20 definitions,
-   ~32 KB of JSON, a new list of new dicts each call, as a framework builds them). Calls are
+   ~32 KB of JSON, a new list of new dicts each call, as a framework builds them), and one of ~100
+   messages whose guard keeps its ledger in a SQLite file at the default durability, as ``guard(client)``
+   does when given no store (every other row keeps it in memory, ``store=":memory:"``). Calls are
    interleaved round-robin over every (SDK, size, variant): variant A is the guard as it is
    (incremental compile); variant B drops compile's per-session memo before each call, so every call
    compiles the whole history cold (what each call cost when the walk was not reused).
@@ -49,7 +51,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from benchmarks._paths import RESULTS, ROOT
 from benchmarks.compile import ab_rows, compile_against, source_tree, tree_env
@@ -57,8 +59,25 @@ from benchmarks.compile import ab_rows, compile_against, source_tree, tree_env
 SIZES = (10, 100, 400, 2_000)
 TOOLS_AT = 100
 """The history of the row whose every call sends :data:`TOOLS`."""
-CASES: tuple[tuple[int, bool], ...] = (*((size, False) for size in SIZES), (TOOLS_AT, True))
-"""Each row: (history, whether the calls send the tools)."""
+LEDGER_AT = 100
+"""The history of the row whose guard keeps its ledger in a SQLite file."""
+
+
+class Case(NamedTuple):
+    """One row: the history, whether every call sends :data:`TOOLS`, and the guard's ledger: ``memory``
+    (``store=":memory:"``, every other row) or ``sqlite`` (a SQLite file at its default durability,
+    ``full``: what ``guard(client)`` keeps when given no store)."""
+
+    size: int
+    tools: bool = False
+    ledger: str = "memory"
+
+
+CASES: tuple[Case, ...] = (
+    *(Case(size) for size in SIZES),
+    Case(TOOLS_AT, tools=True),
+    Case(LEDGER_AT, ledger="sqlite"),
+)
 CLAUDE = "claude-haiku-4-5"
 GPT = "gpt-4o"
 SYSTEM = "You are terse."
@@ -97,9 +116,24 @@ TOOLS = _tools("anthropic")
 """The tools of the row that sends them (this is the Anthropic shape; the OpenAI one is alike)."""
 
 
-def _label(size: int, tools: bool) -> str:
-    extra = f", {len(TOOLS)} tools ({len(json.dumps(TOOLS)) // 1000} KB)" if tools else ""
-    return f"~{size}{extra}"
+def _label(case: Case) -> str:
+    extra = f", {len(TOOLS)} tools ({len(json.dumps(TOOLS)) // 1000} KB)" if case.tools else ""
+    if case.ledger == "sqlite":
+        extra += ", SQLite file ledger (the default store)"
+    return f"~{case.size}{extra}"
+
+
+_LEDGERS: list[tempfile.TemporaryDirectory[str]] = []
+"""The directories of the SQLite ledgers, removed when the process ends."""
+
+
+def _store(ledger: str) -> str:
+    """The ``store`` a conversation's guard gets: in memory, or a new SQLite file."""
+    if ledger == "memory":
+        return ":memory:"
+    folder = tempfile.TemporaryDirectory(prefix="cw-guard-cost-")
+    _LEDGERS.append(folder)
+    return str(Path(folder.name) / "guard.sqlite")
 
 
 def _text(i: int) -> str:
@@ -118,16 +152,18 @@ class _Conversation:
         *,
         primed: bool = True,
         tools: bool = False,
+        ledger: str = "memory",
         **options: Any,
     ) -> None:
         import contextwindow
 
         self.kind, self.size, self.full, self.tools = kind, size, full, tools
+        self.case = Case(size, tools, ledger)
         self.sdk_cpu = 0.0
         raw = self._raw_client(kind, url)
         options = {"summarizer": False, **options}
-        self.client = contextwindow.guard(raw, store=":memory:", **options, **_compaction())
-        tag = f"{kind}-{size}-{'T' if tools else ''}{'B' if full else 'A'}"
+        self.client = contextwindow.guard(raw, store=_store(ledger), **options, **_compaction())
+        tag = f"{kind}-{size}-{'T' if tools else ''}{'S' if ledger == 'sqlite' else ''}{'B' if full else 'A'}"
         self.history: list[dict[str, Any]] = [
             {"role": "user" if i % 2 == 0 else "assistant", "content": f"[{tag}] " + _text(i)}
             for i in range(size - 1 if primed else 0)
@@ -250,16 +286,16 @@ def _cold_compiles() -> None:
     SessionCompiler.compile = compile_cold  # type: ignore[method-assign]
 
 
-def measure_calls(calls: int) -> dict[tuple[str, int, bool, bool], list[float]]:
-    """Guard CPU per call, by (SDK, size, tools, full), interleaved round-robin."""
+def measure_calls(calls: int) -> dict[tuple[str, Case, bool], list[float]]:
+    """Guard CPU per call, by (SDK, case, full), interleaved round-robin."""
     from contextwindow.testing import LocalModel, LocalServer, LocalSettings
 
     _cold_compiles()
-    samples: dict[tuple[str, int, bool, bool], list[float]] = {}
+    samples: dict[tuple[str, Case, bool], list[float]] = {}
     with LocalServer(LocalModel(LocalSettings())) as server:
         conversations = [
-            _Conversation(kind, size, server.url, full, tools=tools)
-            for size, tools in CASES
+            _Conversation(kind, case.size, server.url, full, tools=case.tools, ledger=case.ledger)
+            for case in CASES
             for kind in ("anthropic", "openai")
             for full in (False, True)
         ]
@@ -268,7 +304,7 @@ def measure_calls(calls: int) -> dict[tuple[str, int, bool, bool], list[float]]:
             conversation.call()
         for _ in range(calls):
             for conversation in conversations:
-                key = (conversation.kind, conversation.size, conversation.tools, conversation.full)
+                key = (conversation.kind, conversation.case, conversation.full)
                 samples.setdefault(key, []).append(conversation.call())
     return samples
 
@@ -360,8 +396,8 @@ def _child() -> None:
 
     with LocalServer(LocalModel(LocalSettings())) as server:
         conversations = [
-            _Conversation(kind, size, server.url, False, tools=tools)
-            for size, tools in CASES
+            _Conversation(kind, case.size, server.url, False, tools=case.tools, ledger=case.ledger)
+            for case in CASES
             for kind in ("anthropic", "openai")
         ]
         for conversation in conversations:
@@ -374,11 +410,11 @@ def _child() -> None:
             # about a millisecond more; charged to one (SDK, size) every round, it was that cell's.
             start = turn % len(conversations)
             ordered = [*conversations[start:], *conversations[:start]]
-            print(json.dumps({_key(c.kind, c.size, c.tools): c.call() for c in ordered}), flush=True)
+            print(json.dumps({_key(c.kind, c.case): c.call() for c in ordered}), flush=True)
 
 
-def _key(kind: str, size: int, tools: bool) -> str:
-    return f"{kind}/{size}{'+tools' if tools else ''}"
+def _key(kind: str, case: Case) -> str:
+    return f"{kind}/{case.size}{'+tools' if case.tools else ''}{'+sqlite' if case.ledger == 'sqlite' else ''}"
 
 
 def measure_against(other: Path, calls: int) -> dict[str, dict[str, list[float]]]:
@@ -429,13 +465,13 @@ def _main_against(other: Path, quick: bool) -> None:
         "| SDK | history | other median | other p95 | this median | this p95 | other / this | goal |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
-    for size, tools in CASES:
+    for case in CASES:
         for kind in ("anthropic", "openai"):
-            key = _key(kind, size, tools)
+            key = _key(kind, case)
             a, b = samples["this"][key], samples["other"][key]
             ma, mb = statistics.median(a) * 1000, statistics.median(b) * 1000
             lines.append(
-                f"| {kind} | {_label(size, tools)} | {mb:.2f} | {_p95(b) * 1000:.2f} | {ma:.2f} | {_p95(a) * 1000:.2f} "
+                f"| {kind} | {_label(case)} | {mb:.2f} | {_p95(b) * 1000:.2f} | {ma:.2f} | {_p95(a) * 1000:.2f} "
                 f"| {mb / ma:.1f}× | ≤ 2 / ≤ 5 |"
             )
     speed = compile_against(other, rounds=2 if quick else 3)
@@ -484,12 +520,12 @@ def main(argv: list[str] | None = None) -> None:
         "| SDK | history | A median | A p95 | B median | B p95 | B / A | goal |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
-    for size, tools in CASES:
+    for case in CASES:
         for kind in ("anthropic", "openai"):
-            a, b = samples[(kind, size, tools, False)], samples[(kind, size, tools, True)]
+            a, b = samples[(kind, case, False)], samples[(kind, case, True)]
             ma, mb = statistics.median(a) * 1000, statistics.median(b) * 1000
             lines.append(
-                f"| {kind} | {_label(size, tools)} | {ma:.2f} | {_p95(a) * 1000:.2f} | {mb:.2f} | {_p95(b) * 1000:.2f} "
+                f"| {kind} | {_label(case)} | {ma:.2f} | {_p95(a) * 1000:.2f} | {mb:.2f} | {_p95(b) * 1000:.2f} "
                 f"| {mb / ma:.1f}× | ≤ 2 / ≤ 5 |"
             )
     lines += ["", *_fold_table(measure_folds(150 if quick else 300))]
