@@ -777,3 +777,31 @@ class TestAsyncStreams:
 
         is_sdk, stored, pieces = asyncio.run(main())
         assert is_sdk and stored == 2 and "".join(pieces).startswith("Local reply")
+
+
+class TestTheGuardsOwnLedger:
+    """A ledger the guard opens itself commits without waiting for the disk (the agent resends what an
+    OS crash could drop); a store given is used as it was opened."""
+
+    @staticmethod
+    def _durability(store: object) -> str:
+        return store._backend().durability  # type: ignore[attr-defined, no-any-return]
+
+    def test_a_path_or_the_default_opens_at_normal_durability(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from contextwindow.guard import resolve_store
+
+        assert self._durability(resolve_store(tmp_path / "a" / "guard.sqlite")) == "normal"
+        assert self._durability(resolve_store(f"sqlite:///{tmp_path / 'b.sqlite'}")) == "normal"
+        monkeypatch.setenv("CONTEXTWINDOW_STORE", str(tmp_path / "c" / "guard.sqlite"))
+        assert self._durability(resolve_store(None)) == "normal"
+        assert (tmp_path / "c" / "guard.sqlite").exists()
+
+    def test_a_store_given_keeps_its_own_durability_and_memory_stays_in_memory(self, tmp_path: Path) -> None:
+        from contextwindow.guard import resolve_store
+        from contextwindow.store import open_store
+
+        given = open_store(tmp_path / "full.sqlite", durability="full")
+        assert resolve_store(given) is given and self._durability(given) == "full"
+        assert resolve_store(":memory:").url == "memory://"

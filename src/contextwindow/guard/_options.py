@@ -18,13 +18,21 @@ if TYPE_CHECKING:
     from ..engine.settings import EngineSettings
     from ..store import Store
 
-__all__ = ["DEFAULT_STORE", "STORE_ENV", "GuardOptions", "resolve_store"]
+__all__ = ["DEFAULT_STORE", "GUARD_DURABILITY", "STORE_ENV", "GuardOptions", "resolve_store"]
 
 STORE_ENV = "CONTEXTWINDOW_STORE"
 """The environment variable naming the store ``guard(client)`` uses when none is given."""
 DEFAULT_STORE = ".contextwindow/guard.sqlite"
 """Where ``guard(client)`` keeps its ledger when no ``store`` is given and ``$CONTEXTWINDOW_STORE``
 is unset: a SQLite file under the working directory (``store=":memory:"`` keeps it in memory)."""
+GUARD_DURABILITY = "normal"
+"""How a ledger the guard opens itself commits (:func:`~contextwindow.store.open_store`'s
+``durability``): without waiting for the disk. An acknowledged call survives the process's own crash;
+an OS crash or power loss may drop the last few commits, and those are recovered from the next
+request, because the agent resends its history (what is appended again is what was lost; a lost
+summary is made again), as the proxy's ledger is (``contextwindow proxy --durability``). With
+``"full"``, each of a call's commits waits for an fsync."""
+_IN_MEMORY = (":memory:", "memory://", "memory:")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -84,15 +92,18 @@ class GuardOptions:
 
 def resolve_store(store: Store | str | Path | None) -> Store:
     """The guard's ledger: ``store`` itself, what :func:`~contextwindow.store.open_store` opens from it,
-    or (``None``) ``$CONTEXTWINDOW_STORE`` else :data:`DEFAULT_STORE`, its directory created."""
+    or (``None``) ``$CONTEXTWINDOW_STORE`` else :data:`DEFAULT_STORE`, its directory created.
+
+    A store the guard opens itself commits at :data:`GUARD_DURABILITY`; a ``Store`` given is used as
+    it was opened (``open_store(path, durability="full")`` for every commit to wait for the disk)."""
     from ..store import Store, open_store
 
     if isinstance(store, Store):
         return store
     if store is None:
         store = os.environ.get(STORE_ENV) or DEFAULT_STORE
-    if isinstance(store, str | Path) and str(store) not in (":memory:", "memory://", "memory:"):
-        path = str(store)
-        if "://" not in path:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-    return open_store(store)
+    if str(store) in _IN_MEMORY:
+        return open_store(store)
+    if isinstance(store, str | Path) and "://" not in str(store):
+        Path(store).parent.mkdir(parents=True, exist_ok=True)
+    return open_store(store, durability=GUARD_DURABILITY)
