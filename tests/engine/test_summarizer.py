@@ -301,3 +301,14 @@ class TestTheSummarisersOwnWindow:
         previous = "word " * 4_000
         assert summarizer.fitting(_coding_span(3), previous) == 0
         assert not summarizer.fits([], previous)
+
+    def test_the_request_around_the_transcript_is_priced_again_when_the_prompt_changes(self) -> None:
+        from contextwindow.models import get_profile
+        from contextwindow.pricing import Estimator
+
+        estimator = Estimator(get_profile("gpt-4o"), exact=True)
+        summarizer = Summarizer(FakeSummariserProvider([]), _sized(12_000, 8_000), estimator=estimator)
+        span = _coding_span(3)
+        assert summarizer.fits(span)
+        summarizer.prompt = "Summarise. " * 2_000  # ~4,000 tokens more than the window leaves
+        assert not summarizer.fits(span)

@@ -143,7 +143,7 @@ class Summarizer:
         self.max_output_tokens = min(max_output_tokens, profile.max_output_tokens)
         self.instruction_suffix = instruction_suffix
         self._load: AttachmentLoader = load or _no_bytes
-        self._frame: tuple[str | None, int] | None = None
+        self._frame: tuple[tuple[object, ...], int] | None = None
 
     def _cap(self, max_output_tokens: int | None) -> int:
         """This call's output cap: the summariser's own, lowered to the caller's room for the summary."""
@@ -242,12 +242,13 @@ class Summarizer:
 
     def _frame_price(self, previous: str | None) -> int:
         """The estimate of the summary request around an empty transcript (the previous summary, the
-        wrappers and the instruction), remembered for the last ``previous``."""
+        wrappers and the instruction), remembered for the last ``previous`` (and prompt and estimator)."""
+        key = (previous, self.prompt, self.instruction_suffix, self.estimator)
         known = self._frame
-        if known is not None and known[0] == previous:
+        if known is not None and known[0] == key:
             return known[1]
         price = self.estimator.request(self._request("", previous, None))
-        self._frame = (previous, price)
+        self._frame = (key, price)
         return price
 
     async def _call(self, request: Request) -> tuple[str, str, Usage | None]:
