@@ -9,7 +9,7 @@ Four measurements in one run:
    messages are primed, then each call appends one user message and records the reply; one more row
    of ~100 messages sends a coding agent's tools with every call (:data:`TOOLS`: 20 definitions,
    ~32 KB of JSON, a new list of new dicts each call, as a framework builds them), and one of ~100
-   messages whose guard keeps its ledger in a SQLite file at the default durability, as ``guard(client)``
+   messages whose guard keeps its ledger in a SQLite file it opens itself, as ``guard(client)``
    does when given no store (every other row keeps it in memory, ``store=":memory:"``). Calls are
    interleaved round-robin over every (SDK, size, variant): variant A is the guard as it is
    (incremental compile); variant B drops compile's per-session memo before each call, so every call
@@ -65,8 +65,8 @@ LEDGER_AT = 100
 
 class Case(NamedTuple):
     """One row: the history, whether every call sends :data:`TOOLS`, and the guard's ledger: ``memory``
-    (``store=":memory:"``, every other row) or ``sqlite`` (a SQLite file at its default durability,
-    ``full``: what ``guard(client)`` keeps when given no store)."""
+    (``store=":memory:"``, every other row) or ``sqlite`` (a SQLite file, opened by the guard at the
+    durability it opens its own ledger with, as ``guard(client)`` keeps it when given no store)."""
 
     size: int
     tools: bool = False
@@ -157,8 +157,7 @@ class _Conversation:
     ) -> None:
         import contextwindow
 
-        self.kind, self.size, self.full, self.tools = kind, size, full, tools
-        self.case = Case(size, tools, ledger)
+        self.kind, self.size, self.full, self.tools, self.ledger = kind, size, full, tools, ledger
         self.sdk_cpu = 0.0
         raw = self._raw_client(kind, url)
         options = {"summarizer": False, **options}
@@ -169,6 +168,10 @@ class _Conversation:
             for i in range(size - 1 if primed else 0)
         ]
         self.turn = 0
+
+    @property
+    def case(self) -> Case:
+        return Case(self.size, self.tools, self.ledger)
 
     def _raw_client(self, kind: str, url: str) -> Any:
         """The official SDK's client on ``url``, its create counting the CPU inside it in ``sdk_cpu``."""

@@ -24,7 +24,7 @@ from rich.table import Table
 from ..compile import Policy, SessionCompiler, compile
 from ..models import get_profile
 from ..sessions import summarize_session
-from ..store import Store, open_store
+from ..store import Store, in_memory, open_store
 from ..store.learned import lessons
 from ._app import app
 from ._common import EXIT_BAD_INPUT, EXIT_FOUND_PROBLEM, emit_json, fail, guarded
@@ -201,11 +201,7 @@ def _must_exist(store: str) -> None:
 
 def _look_into(store: str) -> Store:
     """The store opened read-only: looking never creates, migrates or changes anything."""
-    return open_store(store) if _is_memory(store) else open_store(store, read_only=True)
-
-
-def _is_memory(store: str) -> bool:
-    return store in (":memory:", "memory://", "memory:")
+    return open_store(store) if in_memory(store) else open_store(store, read_only=True)
 
 
 def _plain(value: Any) -> Any:

@@ -32,7 +32,6 @@ an OS crash or power loss may drop the last few commits, and those are recovered
 request, because the agent resends its history (what is appended again is what was lost; a lost
 summary is made again), as the proxy's ledger is (``contextwindow proxy --durability``). With
 ``"full"``, each of a call's commits waits for an fsync."""
-_IN_MEMORY = (":memory:", "memory://", "memory:")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -96,13 +95,13 @@ def resolve_store(store: Store | str | Path | None) -> Store:
 
     A store the guard opens itself commits at :data:`GUARD_DURABILITY`; a ``Store`` given is used as
     it was opened (``open_store(path, durability="full")`` for every commit to wait for the disk)."""
-    from ..store import Store, open_store
+    from ..store import Store, in_memory, open_store
 
     if isinstance(store, Store):
         return store
     if store is None:
         store = os.environ.get(STORE_ENV) or DEFAULT_STORE
-    if str(store) in _IN_MEMORY:
+    if in_memory(str(store)):
         return open_store(store)
     if isinstance(store, str | Path) and "://" not in str(store):
         Path(store).parent.mkdir(parents=True, exist_ok=True)

@@ -48,6 +48,7 @@ __all__ = [
     "DEFAULT_MEDIA_TYPES",
     "ENTRY_KINDS",
     "FORMAT_VERSIONS",
+    "MEMORY_NAMES",
     "RECORD_KINDS",
     "SCHEMA_VERSION",
     "STORE_SESSIONS",
@@ -64,6 +65,7 @@ __all__ = [
     "Store",
     "StoreSize",
     "StoredMessage",
+    "in_memory",
     "open_store",
 ]
 
@@ -94,8 +96,17 @@ def open_store(url_or_path: str | Path | None = None, **options: Any) -> Store:
     return Store(backend, budgets=budgets)
 
 
+MEMORY_NAMES = (":memory:", "memory://", "memory:")
+"""What names the in-memory store (besides ``None``)."""
+
+
+def in_memory(url_or_path: object) -> bool:
+    """Whether :func:`open_store` opens ``url_or_path`` as the in-memory store (which takes no options)."""
+    return url_or_path is None or (isinstance(url_or_path, str) and url_or_path in MEMORY_NAMES)
+
+
 def _backend(url_or_path: str | Path | None, options: dict[str, Any]) -> Backend:
-    if url_or_path is None or url_or_path in (":memory:", "memory://", "memory:"):
+    if in_memory(url_or_path):
         _no_options(options, frozenset(), "memory")
         from ._memory import MemoryBackend
 
