@@ -155,6 +155,12 @@ class TestCoveringFold:
             assert checkpoint.payload[key]
         # the summariser's own output count of the summary is kept for compile to price it by
         assert checkpoint.payload["summary_tokens"] == compacted[-1].summary_tokens > 0
+        # what the fold frees is the covered span's estimate less the summary at that same price
+        covered = [s.message for s in engine.session.messages() if s.id in compacted[-1].covered_ids]
+        assert (
+            compacted[-1].tokens_freed
+            == engine._estimator.messages(covered) - (checkpoint.payload["summary_tokens"])
+        )
         first = provider.requests[-1].messages[0]
         assert isinstance(first.content[0], Text)
         assert first.content[0].text == SUMMARY_HEADER + checkpoint.payload["summary"]

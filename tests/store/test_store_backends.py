@@ -218,6 +218,21 @@ class TestUpgradeFromSchemaOne:
 
 
 class TestVerify:
+    def test_the_chain_is_sha256_over_each_field_and_a_nul_as_ledgers_already_written_hold_it(self) -> None:
+        from contextwindow.store._rows import GENESIS, NewEntry, entry_digest
+
+        entry = NewEntry(
+            id="not_0192",
+            kind="note",
+            version=1,
+            payload='{"text":"é ✓"}',
+            created_at="2026-12-08T02:00:00+00:00",
+        )
+        h = hashlib.sha256()
+        for part in ("cw1", GENESIS, "s", "7", entry.id, "note", "1", entry.created_at, entry.payload):
+            h.update(part.encode("utf-8") + b"\x00")
+        assert entry_digest(GENESIS, "s", 7, entry) == h.hexdigest()
+
     def _tamper(self, target: Target, sql: str) -> list[str]:
         with target.open() as store:
             session = store.session("s")

@@ -40,6 +40,35 @@ class TestMessagesRoundTrip:
         if message.created_at is not None:
             assert read.message.created_at == message.created_at
 
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(message=messages)
+    def test_the_writers_message_log_reads_what_any_other_reader_decodes(
+        self, store: Store, message: Message
+    ) -> None:
+        session = store.session(uuid.uuid4().hex)
+        stored = session.append(message, block_prices=[1.5] * len(message.content))
+        [taken] = session.message_log()
+        [decoded] = store.session(session.id).message_log()  # another handle: the row decoded
+        assert taken is stored  # the value the append validated, not decoded again
+        assert taken == decoded and taken.block_prices == decoded.block_prices
+
+    def test_the_logs_of_one_handle_share_what_they_decoded_within_a_bound(
+        self, store: Store, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        import contextwindow.store._ledger as ledger
+
+        monkeypatch.setattr(ledger, "VALIDATED_MESSAGES", 8)
+        store.session("s").extend([Message.user(f"m{i}") for i in range(12)])  # another handle wrote them
+        session = store.session("s")
+        first = session.message_log()
+        read = [first[i] for i in (0, *range(5, 12))]  # eight decoded, the bound
+        second = session.message_log()
+        assert [second[i] is first[i] for i in range(12)] == [True] + [False] * 4 + [True] * 7
+        assert [s.message for s in second] == [s.message for s in first] and read
+        written = session.append(Message.user("new"))  # the ninth: the oldest decoded one goes
+        third = session.message_log()
+        assert third[12] is written and third[0] is not first[0]
+
     def test_append_assigns_id_position_and_time(self, store: Store) -> None:
         session = store.session("s")
         first = session.append(Message.user("one"))

@@ -8,12 +8,16 @@ keeps the fetched rows and validates a row — through the same :func:`~._codec.
 log: ids come from the ledger's own id column, messages only through the read boundary. A corrupt row
 raises :class:`~contextwindow.errors.StoreError` when it is read, not before.
 
-Decoded values are kept: the ledger is append-only, so a decoded message never goes stale.
+Decoded values are kept: the ledger is append-only, so a decoded message never goes stale. The logs
+of one :class:`~contextwindow.store.Session` handle share what they validated, and what the handle
+appended (:class:`Validated`): a message compile read, or the handle just wrote, is not decoded again
+by the fold's own log, nor by the next compile.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
 from typing import overload
 
 from ..errors import UsageError
@@ -21,7 +25,31 @@ from ._codec import decode_message
 from ._rows import EntryRow
 from ._values import StoredMessage
 
-__all__ = ["MessageLog"]
+__all__ = ["MessageLog", "Validated"]
+
+
+class Validated:
+    """The last ``capacity`` messages validated through one session handle, by entry id: those it
+    appended, as it appended them, and those its logs decoded. Each is the value a decode of its row
+    gives; a log takes one only at the row's own position."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._by_id: OrderedDict[str, StoredMessage] = OrderedDict()
+
+    def get(self, row: EntryRow) -> StoredMessage | None:
+        hit = self._by_id.get(row.id)
+        return hit if hit is not None and hit.position == row.position else None
+
+    def keep(self, messages: Iterable[StoredMessage]) -> None:
+        by_id = self._by_id
+        for message in messages:
+            by_id[message.id] = message
+        while len(by_id) > self.capacity:
+            try:
+                by_id.popitem(last=False)
+            except KeyError:  # emptied meanwhile by another thread's trim
+                break
 
 
 class MessageLog(Sequence[StoredMessage]):
@@ -32,16 +60,19 @@ class MessageLog(Sequence[StoredMessage]):
     Not thread-safe: one per reader, like a ``SessionCompiler``.
     """
 
-    def __init__(self, rows: Sequence[EntryRow] = ()) -> None:
+    def __init__(self, rows: Sequence[EntryRow] = (), *, known: Validated | None = None) -> None:
         self._rows: list[EntryRow] = []
         self._ids: list[str] = []
         self._decoded: list[StoredMessage | None] = []
         self._index: dict[str, int] = {}
+        self._known = known
+        """What this log shares with the other readers of its session handle (``None``: nothing)."""
         self.extend(rows)
 
     def extend(self, rows: Sequence[EntryRow]) -> None:
         """Add rows that follow the last one (as a ``messages(after=...)`` read returns them)."""
         base = len(self._rows)
+        known = self._known
         for offset, row in enumerate(rows):
             if row.kind != "message":
                 raise UsageError(f"entry {row.id} is a {row.kind}, not a message")
@@ -50,7 +81,7 @@ class MessageLog(Sequence[StoredMessage]):
             self._rows.append(row)
             self._ids.append(row.id)
             self._index.setdefault(row.id, base + offset)
-        self._decoded.extend([None] * (len(self._rows) - len(self._decoded)))
+            self._decoded.append(known.get(row) if known is not None else None)
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -68,6 +99,8 @@ class MessageLog(Sequence[StoredMessage]):
         if hit is None:
             hit = decode_message(self._rows[index])
             self._decoded[index] = hit
+            if self._known is not None:
+                self._known.keep((hit,))
         return hit
 
     def id_at(self, index: int) -> str:

@@ -35,7 +35,7 @@ from ._backend import Backend
 from ._budgets import Budgets
 from ._codec import check_block_prices, decode_entry, decode_message, encode_message, ref_from_row
 from ._kinds import ENTRY_KINDS, FORMAT_VERSIONS, ID_PREFIXES, canonical_json, check_payload
-from ._lazy import MessageLog
+from ._lazy import MessageLog, Validated
 from ._rows import AttachmentRow, NewEntry, SessionRow, new_id, now_iso
 from ._values import Entry, Problem, Pruned, SessionInfo, StoredMessage, StoreSize
 from ._verify import verify
@@ -45,6 +45,10 @@ __all__ = ["STORE_SESSIONS", "Session", "Store"]
 STORE_SESSIONS = "~contextwindow/"
 """The prefix of the sessions a store keeps of its own (what was learned of the providers' windows,
 for every conversation on it): left out of :meth:`Store.sessions` and :meth:`Store.session_infos`."""
+
+VALIDATED_MESSAGES = 1024
+"""How many validated messages a :class:`Session` handle shares between its message logs
+(:class:`~._lazy.Validated`): what it appended, and what they decoded."""
 
 _REF_FIELDS = ("width", "height", "duration_seconds", "pages", "token_estimate")
 MAX_SESSION_ID = 256
@@ -200,6 +204,9 @@ class Session:
         self.id = session_id
         self.appended = 0
         """How many entries were appended through this handle (messages and records)."""
+        self._validated = Validated(VALIDATED_MESSAGES)
+        """What this handle appended and its logs decoded: a :meth:`message_log` takes those rather
+        than validate their payloads again (the same values; the ledger is append-only)."""
 
     def __repr__(self) -> str:
         return f"<Session {self.id!r} of {self._store.url}>"
@@ -256,7 +263,7 @@ class Session:
             return []
         rows = backend.append(self.id, [entry for entry, _, _ in prepared], expect=expect)
         self.appended += len(rows)
-        return [
+        stored = [
             StoredMessage(
                 message=replace(canonical, id=row.id),
                 position=row.position,
@@ -264,6 +271,8 @@ class Session:
             )
             for row, (_, canonical, prices) in zip(rows, prepared, strict=True)
         ]
+        self._validated.keep(stored)
+        return stored
 
     def _prepared(
         self,
@@ -415,7 +424,7 @@ class Session:
             after = into.last_position
         rows = self._store._backend().entries(self.id, ["message"], after=after)
         if into is None:
-            return MessageLog(rows)
+            return MessageLog(rows, known=self._validated)
         into.extend(rows)
         return into
 

@@ -8,6 +8,7 @@ lives and dies with its process.
 from __future__ import annotations
 
 import bisect
+import itertools
 import operator
 import threading
 from collections.abc import Iterator, Sequence
@@ -106,17 +107,27 @@ class MemoryBackend:
                 edits[segment.session_id] = [row.position for row in rows[:below]]
         return compose(segments, self._forks, edits)
 
+    def _newest_first(self, session_id: str) -> Iterator[EntryRow]:
+        """The rows of ``session_id``'s view from its newest back (under the lock), a piece at a time."""
+        return itertools.chain.from_iterable(
+            reversed(self._slice(piece)) for piece in reversed(self._pieces(session_id))
+        )
+
+    def _slice(self, piece: Piece, start: int = 0) -> list[EntryRow]:
+        """The rows of ``piece`` from position ``start`` on (under the lock), found by bisection."""
+        rows = self._entries.get(piece.session_id, [])
+        lo = bisect.bisect_left(rows, max(piece.lo, start), key=_POSITION)
+        hi = len(rows) if piece.hi is None else bisect.bisect_left(rows, piece.hi, key=_POSITION)
+        return rows[lo:hi]
+
     def _rows(self, session_id: str, after: int | None = None) -> list[EntryRow]:
         """The rows of ``session_id``'s view after ``after``, in position order (under the lock).
         Each session's rows are in position order (edits are written with the fork, before any
         append), so each piece is a slice found by bisection."""
         out: list[EntryRow] = []
-        start = -1 if after is None else after
+        start = 0 if after is None else after + 1
         for piece in live(self._pieces(session_id), after):
-            rows = self._entries.get(piece.session_id, [])
-            lo = bisect.bisect_left(rows, max(piece.lo, start + 1), key=_POSITION)
-            hi = len(rows) if piece.hi is None else bisect.bisect_left(rows, piece.hi, key=_POSITION)
-            out.extend(rows[lo:hi])
+            out.extend(self._slice(piece, start))
         return out
 
     def entries(
@@ -131,8 +142,7 @@ class MemoryBackend:
 
     def latest(self, session_id: str, kind: str) -> EntryRow | None:
         with self._lock:
-            rows = self._rows(session_id)
-            return next((row for row in reversed(rows) if row.kind == kind), None)
+            return next((row for row in self._newest_first(session_id) if row.kind == kind), None)
 
     def locate(self, session_id: str, entry_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
         wanted = set(entry_ids)

@@ -470,13 +470,14 @@ class Folding:
             text, first_id=first_id, last_id=last_id, phase=recorded_phase, **counted
         )
         self.window.folded()
-        text_tokens = self.estimator.text(text)
+        # The summary at the price compile gives it (its count, else its estimate): what the fold frees.
+        summary_price = summary_tokens if summary_tokens else self.estimator.text(text)
         return self._record(
             Compacted(
                 phase=tag,
                 covered_ids=tuple(m.id for m in covered if m.id is not None),
-                summary_tokens=text_tokens if summary_tokens is None else summary_tokens,
-                tokens_freed=self.estimator.messages(covered) - text_tokens,
+                summary_tokens=summary_price,
+                tokens_freed=self.estimator.messages(covered) - summary_price,
                 summarizer_calls=summarizer_calls,
             )
         )
