@@ -49,6 +49,12 @@ class TestProxyCommand:
         assert ("full" if pragma == 2 else "normal") in described
         transform.store.close()
 
+    @pytest.mark.parametrize("name", [":memory:", "memory:", "memory://"])
+    def test_every_name_of_the_in_memory_store_opens_it_whatever_the_durability(self, name: str) -> None:
+        transform, _ = transform_for(store=name, window=None, durability="full")
+        assert isinstance(transform, GuardTransform)
+        assert type(transform.store._backend()).__name__ == "MemoryBackend"
+
     def test_a_compaction_that_is_not_local_provider_or_auto_is_refused_with_exit_2(self) -> None:
         result = runner.invoke(app, ["proxy", "--upstream", "http://127.0.0.1:1", "--compaction", "server"])
         assert result.exit_code == 2

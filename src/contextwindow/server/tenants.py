@@ -27,6 +27,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..store import in_memory
+
 __all__ = ["ANONYMOUS", "SECRET_ENV", "Tenants", "secret_file_for", "tenant_secret"]
 
 ANONYMOUS = "t-anonymous"
@@ -70,7 +72,7 @@ class Tenants:
 def secret_file_for(store: str) -> Path | None:
     """Where the secret of the store at ``store`` (the proxy's ``--store``) is kept; ``None`` for a
     store in memory (its conversations end with the process: so may its secret)."""
-    if store in (":memory:", "memory:", "memory://"):
+    if in_memory(store):
         return None
     if "://" not in store:
         return Path(store + ".tenant-key")

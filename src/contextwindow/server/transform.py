@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..store import open_store
+from ..store import in_memory, open_store
 from .conversations import DEFAULT_CACHE_MB
 from .guarded import GuardTransform
 from .limits import MIB
@@ -53,9 +53,9 @@ def transform_for(
     if not guard:
         return passthrough, "pass-through"
     where = store or DEFAULT_PROXY_STORE
-    if "://" not in where and where not in (":memory:", "memory:"):
+    memory = in_memory(where)
+    if "://" not in where and not memory:
         Path(where).parent.mkdir(parents=True, exist_ok=True)
-    memory = where in (":memory:", "memory://")
     ledger = open_store(None if memory else where, **({} if memory else {"durability": durability}))
     if tenant_secret_file is not None:
         secret = tenant_secret(Path(tenant_secret_file), configured=True)
