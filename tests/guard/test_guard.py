@@ -805,3 +805,60 @@ class TestTheGuardsOwnLedger:
         given = open_store(tmp_path / "full.sqlite", durability="full")
         assert resolve_store(given) is given and self._durability(given) == "full"
         assert resolve_store(":memory:").url == "memory://"
+
+
+class TestARestartKeepsThePromptCache:
+    """A guard started again on the same ledger (a new process, or a conversation rebuilt after an
+    eviction) sends the history as the one before it did, byte for byte: the provider's prompt cache
+    serves the whole prefix, tool calls' inputs included (their keys as the agent wrote them)."""
+
+    def test_the_first_request_after_a_restart_reads_the_whole_prefix_from_the_cache(
+        self, tmp_path: Path
+    ) -> None:
+        anthropic = pytest.importorskip("anthropic")
+        system = [
+            {
+                "type": "text",
+                "text": "You are a coding agent. " * 1500,
+                "cache_control": {"type": "ephemeral"},
+            }
+        ]
+        history: list[dict[str, Any]] = [{"role": "user", "content": "fix the bug " * 50}]
+        raws: list[Any] = []
+        with LocalServer(LocalModel(LocalSettings(prompt_cache=True))) as server:
+
+            def guarded() -> Any:
+                raws.append(anthropic.Anthropic(api_key="local", base_url=server.url, max_retries=0))
+                return contextwindow.guard(raws[-1], store=tmp_path / "guard.sqlite")
+
+            def call(client: Any) -> Any:
+                return client.messages.create(
+                    model="claude-haiku-4-5", max_tokens=50, system=system, messages=history
+                )
+
+            first = guarded()
+            for i in range(3):
+                edit = {"path": f"f{i}.py", "old": "x" * 300, "new": "y" * 300}
+                history.append(
+                    {
+                        "role": "assistant",
+                        "content": [{"type": "tool_use", "id": f"t{i}", "name": "edit", "input": edit}],
+                    }
+                )
+                history.append(
+                    {
+                        "role": "user",
+                        "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": "ok " * 200}],
+                    }
+                )
+                reply = call(first)
+                history += [
+                    {"role": "assistant", "content": reply.content[0].text},
+                    {"role": "user", "content": "go on"},
+                ]
+            before = reply.usage.cache_read_input_tokens + reply.usage.cache_creation_input_tokens
+            again = call(guarded())
+            # all of the request before it is read from the cache; only what is new since is written
+            for raw in raws:
+                raw.close()
+        assert again.usage.cache_read_input_tokens >= before

@@ -1,7 +1,10 @@
 """Values ⇄ stored rows, validated at the ledger's read boundary.
 
-Writing: a message becomes ``{"message": message_to_dict(...), "block_prices": [...]}`` in canonical
-JSON. Reading: the payload is upgraded to its kind's current format and the message is parsed with
+Writing: a message becomes ``{"message": message_to_dict(...), "block_prices": [...]}`` as compact
+JSON, its free-form objects (a tool call's input, metadata) in the writer's key order: a message read
+back renders as it was written, byte for byte, so a request rebuilt from the ledger (after a restart,
+or an eviction from memory) is the prefix a provider's prompt cache holds. Records are canonical JSON
+(sorted keys). Reading: the payload is upgraded to its kind's current format and the message is parsed with
 :func:`~contextwindow.content.parse_message`; a row that does not parse is a corrupt ledger
 (:class:`~contextwindow.errors.StoreError`), never a half-valid value.
 
@@ -61,10 +64,11 @@ def check_block_prices(prices: Sequence[float] | None, blocks: int) -> list[floa
 
 
 def encode_message(message: Message, prices: list[float] | None) -> str:
-    """The canonical JSON payload of a message entry (``id`` is the entry's, kept out of the payload)."""
+    """The JSON payload of a message entry (``id`` is the entry's, kept out of the payload), its keys in
+    the message's own order (the module docstring)."""
     data = message_to_dict(message)
     data.pop("id", None)
-    return canonical_json({"message": data, "block_prices": prices}, path="")
+    return canonical_json({"message": data, "block_prices": prices}, path="", sort_keys=False)
 
 
 def _payload(row: EntryRow) -> dict[str, Any]:

@@ -91,16 +91,17 @@ def upgrade(kind: str, version: int, payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
-def canonical_json(value: Any, *, path: str = "payload") -> str:
-    """Compact JSON with sorted keys; refuses NaN, infinities, non-string keys, non-JSON values, text
-    that is not valid Unicode (a lone surrogate) and nesting past ``limits.MAX_DOCUMENT_DEPTH``,
-    naming the field (``path`` is the prefix; ``""`` for none)."""
+def canonical_json(value: Any, *, path: str = "payload", sort_keys: bool = True) -> str:
+    """Compact JSON with sorted keys (``sort_keys=False``: each object's keys in their own order); refuses
+    NaN, infinities, non-string keys, non-JSON values, text that is not valid Unicode (a lone surrogate)
+    and nesting past ``limits.MAX_DOCUMENT_DEPTH``, naming the field (``path`` is the prefix; ``""`` for
+    none)."""
     if not _plain(value, MAX_DOCUMENT_DEPTH):
         # Not plainly JSON data of the builtin types: the walks that name the bad field (or accept a
         # Mapping, or a subclass of a JSON type, that the fast test does not vouch for).
         check_depth(value, path=path, limit=MAX_DOCUMENT_DEPTH)
         _check_json(value, path)
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    text = json.dumps(value, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:

@@ -30,10 +30,9 @@ __all__ = ["MessageLog", "Validated"]
 
 class Validated:
     """The last ``capacity`` messages validated through one session handle, by entry id: those it
-    appended, as it appended them, and those its logs decoded. Each equals what a decode of its row
-    gives; one the handle appended keeps its free-form mappings (a tool call's input, metadata) in the
-    writer's key order, where the stored canonical JSON, and so a decode, sorts them. A log takes one
-    only at the row's own position."""
+    appended, as it appended them, and those its logs decoded. Each is what a decode of its row gives,
+    key order included (a message's payload keeps the writer's, :mod:`._codec`). A log takes one only
+    at the row's own position."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity

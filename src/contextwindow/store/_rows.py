@@ -48,7 +48,8 @@ class NewEntry:
     kind: str
     version: int
     payload: str
-    """Canonical JSON text (sorted keys, compact, no NaN)."""
+    """Compact JSON text, no NaN: canonical (sorted keys) for a record, a message's in its own key order
+    (:mod:`._codec`)."""
     created_at: str
 
 
