@@ -169,6 +169,11 @@ class _Conversation:
         ]
         self.turn = 0
 
+    @classmethod
+    def of(cls, case: Case, kind: str, url: str, full: bool) -> _Conversation:
+        """The conversation of one row (``case``) for one SDK."""
+        return cls(kind, case.size, url, full, tools=case.tools, ledger=case.ledger)
+
     @property
     def case(self) -> Case:
         return Case(self.size, self.tools, self.ledger)
@@ -297,7 +302,7 @@ def measure_calls(calls: int) -> dict[tuple[str, Case, bool], list[float]]:
     samples: dict[tuple[str, Case, bool], list[float]] = {}
     with LocalServer(LocalModel(LocalSettings())) as server:
         conversations = [
-            _Conversation(kind, case.size, server.url, full, tools=case.tools, ledger=case.ledger)
+            _Conversation.of(case, kind, server.url, full)
             for case in CASES
             for kind in ("anthropic", "openai")
             for full in (False, True)
@@ -399,7 +404,7 @@ def _child() -> None:
 
     with LocalServer(LocalModel(LocalSettings())) as server:
         conversations = [
-            _Conversation(kind, case.size, server.url, False, tools=case.tools, ledger=case.ledger)
+            _Conversation.of(case, kind, server.url, False)
             for case in CASES
             for kind in ("anthropic", "openai")
         ]
